@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Configures and builds mcpcell into build/ (or $1). Extra args go to cmake configure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-build}; shift || true
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+if [[ ! -f "$dir/CMakeCache.txt" ]]; then
+  cmake -S . -B "$dir" "${gen[@]}" "$@" >/dev/null
+else
+  cmake -S . -B "$dir" "$@" >/dev/null
+fi
+cmake --build "$dir" -j"$(nproc)"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs whatever mcpcell needs to build, run and test, from Debian's packages only.
+# Idempotent: packages already present are not touched, so a warm machine costs ~1 s.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  nlohmann-json3-dev libcpp-httplib-dev libboost-dev libseccomp-dev libcap-dev
+  libspdlog-dev libcli11-dev libtomlplusplus-dev libssl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-pip python3-venv python3-setuptools python3-wheel
+  bubblewrap iproute2 curl util-linux procps ca-certificates
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+# Node.js is used only by the end-to-end tests (official MCP TypeScript SDK client).
+if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
+if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}" >&2
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install-deps: missing packages and not root; run as root or install: ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

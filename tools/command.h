@@ -1,0 +1,23 @@
+// Subcommands of the `mcpcell` binary (serve, run, doctor, policy, ...). Each lives in its
+// own tools/cmd_<name>.cc and registers itself at static-initialisation time, so main.cc
+// stays a short list of steps and adding a command touches no other file.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace mcpcell::tools {
+
+// Adds the subcommand to `parent` (app.add_subcommand(...)) and arranges, via the
+// subcommand's callback, for *exit_code to receive the command's process exit status.
+using CommandSetup = std::function<void(CLI::App& parent, int* exit_code)>;
+
+// Called from a namespace-scope static in each cmd_*.cc. Returns true so it can
+// initialise a static bool.
+bool RegisterCommand(std::string name, CommandSetup setup);
+
+}  // namespace mcpcell::tools
