@@ -1,0 +1,2 @@
+// Anchors mcpcell_sandbox_kernel so the library is never empty while files arrive.
+#include "sandbox/status.h"
