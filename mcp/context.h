@@ -1,0 +1,77 @@
+// Context: what a request handler can see and do while it serves one request. It is a
+// cheap copyable handle (it keeps the session and the request's state alive), so a
+// handler may hand it to other threads.
+//
+//   cancelled() / OnCancel(fn)  the client sent notifications/cancelled for this request
+//                               (or the session is closing); the response is then dropped.
+//   Log(level, data)            notifications/message, if the session's level lets it through.
+//   Progress(p, total, msg)     notifications/progress, if the request had a progressToken.
+//   SendRequest(...)            a server->client request (sampling/createMessage,
+//                               elicitation/create, roots/list, ...).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "mcp/types.h"
+
+namespace mcp {
+
+class Session;
+
+// The client's answer to a server->client request: a result, or an error (which may be
+// kRequestTimeout or kConnectionClosed, produced locally).
+struct ClientResponse {
+  Json result;
+  std::optional<RpcError> error;
+  bool ok() const { return !error.has_value(); }
+};
+using ResponseCallback = std::function<void(ClientResponse)>;
+
+inline constexpr std::chrono::milliseconds kDefaultRequestTimeout{60'000};
+
+// The per-request state shared by the Context and the session (cancellation flag and
+// callbacks). Internal; declared here so Context can hold it.
+struct RequestState;
+
+class Context {
+ public:
+  Context(std::shared_ptr<Session> session, std::shared_ptr<RequestState> request);
+
+  // The request's id and method, and params._meta (null when absent).
+  const Json& request_id() const;
+  const std::string& method() const;
+  const Json& meta() const;
+
+  // Cancellation. OnCancel runs `fn` once on cancellation (on the thread that cancels), or
+  // immediately if already cancelled. Callbacks must be quick and must not block.
+  bool cancelled() const;
+  void OnCancel(std::function<void()> fn);
+
+  // notifications/message at `level`, filtered by the session's logging/setLevel.
+  void Log(LogLevel level, Json data, const std::string& logger = "") const;
+  // notifications/progress for this request's progressToken; false (nothing sent) if the
+  // request had none. `total` <= 0 and an empty message are omitted.
+  bool Progress(double progress, double total = 0, const std::string& message = "") const;
+
+  // A server->client request. `done` runs exactly once: with the client's response, or an
+  // error on timeout (the client is then sent notifications/cancelled), on session close,
+  // or when this request is cancelled.
+  void SendRequest(const std::string& method, Json params, ResponseCallback done,
+                   std::chrono::milliseconds timeout = kDefaultRequestTimeout) const;
+  // Blocking form of SendRequest for synchronous handlers.
+  ClientResponse SendRequestAndWait(const std::string& method, Json params,
+                                    std::chrono::milliseconds timeout = kDefaultRequestTimeout) const;
+
+  Session& session() const { return *session_; }
+  std::shared_ptr<Session> session_ptr() const { return session_; }
+
+ private:
+  std::shared_ptr<Session> session_;
+  std::shared_ptr<RequestState> request_;
+};
+
+}  // namespace mcp

@@ -1,0 +1,33 @@
+// A JSON Schema subset: enough to check tool arguments and structured output strictly and
+// to tell the model which field is wrong, in words it can act on, e.g.
+//   arguments.timeout_s: expected integer, got string "x"
+// Supported keywords: type (object, string, integer, number, boolean, array, null),
+// properties, required, additionalProperties (false or a schema), enum, const, minimum,
+// maximum, exclusiveMinimum, exclusiveMaximum, minLength, maxLength (in code points),
+// pattern (ECMAScript), minItems, maxItems, items. Annotations (description, title,
+// default, examples, format) are accepted and ignored.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mcp/types.h"
+
+namespace mcp {
+
+// Checks `value` against `schema`. Returns every violation found, each prefixed by the
+// path from `root` (e.g. "arguments.files[2].path: ..."); empty = valid.
+std::vector<std::string> ValidateJson(const Json& schema, const Json& value,
+                                      std::string_view root = "arguments");
+
+// Joins violations with "; " for a one-line message.
+std::string JoinErrors(const std::vector<std::string>& errors);
+
+// Registration check: `schema` is a flat schema this validator fully understands and that
+// every client can read: an object, with known keywords only, every array schema has
+// `items`, no $ref/anyOf/oneOf/allOf/not, no type arrays (nullable unions), `required`
+// names declared properties. `where` prefixes the message ("inputSchema").
+Status CheckFlatSchema(const Json& schema, std::string_view where = "inputSchema");
+
+}  // namespace mcp

@@ -1,0 +1,111 @@
+// Server: ONE definition of an MCP server (identity, options, registries of tools,
+// resources, prompts, custom methods) serving MANY Sessions, one per connected client.
+// Registries may change while sessions run; sessions are then sent list_changed
+// notifications. Requests run on the server's worker pool, concurrently.
+//
+//   mcp::Server server({.name = "demo", .version = "1.0"});
+//   server.AddTool({.name = "echo", .input_schema = ..., .handler = ...});  // check Status
+//   auto session = server.Connect(std::move(transport));   // starts serving
+//   session->Wait();                                        // until the client goes away
+//
+// Ownership: the Server must outlive its Sessions' use; ~Server closes every session,
+// cancels in-flight requests, waits for their handlers and joins the pool.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mcp/context.h"
+#include "mcp/features.h"
+#include "mcp/reply.h"
+#include "mcp/transport.h"
+#include "mcp/types.h"
+
+namespace mcp {
+
+class Session;
+
+struct ServerOptions {
+  std::string name = "mcp-server";  // serverInfo.name
+  std::string version = "0.0.0";    // serverInfo.version
+  std::string title;                // serverInfo.title, optional
+  std::string instructions;         // initialize result's instructions, optional
+  size_t page_size = 100;           // items per tools/list, resources/list, ... page
+  size_t max_message_bytes = 16 * 1024 * 1024;
+  size_t worker_threads = 16;  // handlers may block (tool calls run for seconds)
+  // Capabilities: a feature is advertised when something is registered, or when its
+  // advertise_* flag is set (e.g. tools are registered later by another module).
+  bool advertise_tools = false;
+  bool advertise_resources = false;
+  bool advertise_prompts = false;
+  bool enable_logging = true;           // logging{} + logging/setLevel
+  bool resource_subscriptions = true;   // resources.subscribe
+  LogLevel default_client_log_level = LogLevel::kInfo;  // before logging/setLevel
+  // Check every structuredContent against its tool's outputSchema (a mismatch becomes an
+  // isError result naming the field). On by default in debug builds.
+#ifdef NDEBUG
+  bool validate_tool_output = false;
+#else
+  bool validate_tool_output = true;
+#endif
+};
+
+// A custom request method (extensions, tests). Params are as received (object, array or
+// null). Reply whenever the work is done, from any thread; a dropped Reply answers -32603.
+using RequestHandler = std::function<void(const Json& params, Context ctx, Reply reply)>;
+using NotificationHandler = std::function<void(const Json& params, Session& session)>;
+
+class Server {
+ public:
+  explicit Server(ServerOptions options = {});
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  const ServerOptions& options() const;
+
+  // Registration. Each checks its input (names, uniqueness, flat schemas, handler set) and
+  // says why it refused. Tool/resource/prompt changes notify running sessions.
+  Status AddTool(Tool tool);
+  bool RemoveTool(const std::string& name);
+  Status AddResource(Resource resource);
+  bool RemoveResource(const std::string& uri);
+  Status AddResourceTemplate(ResourceTemplate resource_template);
+  Status AddPrompt(Prompt prompt);
+  bool RemovePrompt(const std::string& name);
+  void SetCompletionHandler(CompletionHandler handler);  // enables completions{}
+  // A method outside the built-in set (refused for built-in names and "notifications/*").
+  Status AddRequestHandler(const std::string& method, RequestHandler handler);
+  Status AddNotificationHandler(const std::string& method, NotificationHandler handler);
+
+  // Starts serving one client over `transport`; the session lives until the transport
+  // closes or Close() is called.
+  std::shared_ptr<Session> Connect(std::unique_ptr<Transport> transport);
+
+  // notifications/resources/updated {uri} to every session subscribed to `uri`.
+  void NotifyResourceUpdated(const std::string& uri);
+  // A notification to every initialized session (e.g. custom list_changed).
+  void Broadcast(const std::string& method, const Json& params);
+
+  // The capabilities object an initialize result would carry now.
+  Json Capabilities() const;
+  std::vector<std::shared_ptr<Session>> Sessions() const;
+
+  // Closes all sessions, cancels in-flight work, waits for handlers. Idempotent.
+  void Shutdown();
+
+  // Checks `structured_content` against the output schema of tool `tool_name`; returns the
+  // violations (empty = valid), or one entry saying the tool is unknown.
+  std::vector<std::string> ValidateToolOutput(const std::string& tool_name,
+                                              const Json& structured_content) const;
+
+  struct Impl;  // internal; sessions use it
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace mcp

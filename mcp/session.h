@@ -1,0 +1,63 @@
+// Session: one client connected to a Server over one Transport. Owns everything that is
+// per client: lifecycle state (new -> initialized -> closed), the negotiated protocol
+// version and client capabilities, the client's log level, resource subscriptions, the
+// requests in flight (for duplicate ids and cancellation) and the server->client requests
+// awaiting an answer.
+//
+// Threading: the transport's reader thread parses, validates and routes messages;
+// lifecycle methods (initialize, ping, logging/setLevel, cancellation) are answered on it
+// directly, everything else runs on the server's worker pool. Writes are serialized.
+// Created by Server::Connect; shared_ptr-owned (handlers' Contexts keep it alive).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "mcp/context.h"
+#include "mcp/types.h"
+
+namespace mcp {
+
+class Transport;
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  ~Session();
+
+  const std::string& id() const;  // unique per server, e.g. "s1"
+  bool initialized() const;       // initialize has been answered
+  bool closed() const;
+  std::string protocol_version() const;  // "" before initialize
+  Json client_info() const;              // initialize params.clientInfo
+  Json client_capabilities() const;      // initialize params.capabilities
+  LogLevel log_level() const;
+
+  // notifications/message to this client if `level` passes its logging/setLevel.
+  void Log(LogLevel level, Json data, const std::string& logger = "");
+  // Any notification; dropped before initialize and after close. False if not sent.
+  bool Notify(const std::string& method, Json params);
+  // A server->client request outside any client request (see Context::SendRequest).
+  void SendRequest(const std::string& method, Json params, ResponseCallback done,
+                   std::chrono::milliseconds timeout = kDefaultRequestTimeout);
+  bool IsSubscribed(const std::string& uri) const;
+
+  // Closes the transport, cancels requests in flight (their responses are not sent),
+  // fails pending server->client requests, and waits for running handlers to return.
+  // Must not be called from a handler of this session (use CloseAsync there).
+  void Close();
+  void CloseAsync();
+  // Blocks until the transport has closed and every handler has returned.
+  void Wait();
+  // Wait with a deadline; true when closed and idle.
+  bool WaitFor(std::chrono::milliseconds timeout);
+
+  struct Impl;  // internal
+  explicit Session(std::unique_ptr<Impl> impl);  // use Server::Connect
+
+ private:
+  friend struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mcp

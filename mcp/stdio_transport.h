@@ -1,0 +1,44 @@
+// The stdio transport: newline-delimited JSON-RPC on an input and an output fd (stdin and
+// stdout by default). stdout carries MCP messages and nothing else. A reader thread reads
+// lines; a line longer than max_message_bytes is not buffered: the reader stops
+// accumulating at the limit, discards up to the next newline and reports one error naming
+// the limit. EOF on input closes the transport.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <thread>
+
+#include "mcp/transport.h"
+
+namespace mcp {
+
+class Server;
+
+struct StdioOptions {
+  int in_fd = 0;
+  int out_fd = 1;
+  size_t max_message_bytes = 16 * 1024 * 1024;
+  // Optional fd the reader also polls; readable = stop (used for SIGTERM). -1 = none.
+  int stop_fd = -1;
+};
+
+class StdioTransport : public Transport {
+ public:
+  explicit StdioTransport(StdioOptions options = {});
+  ~StdioTransport() override;  // closes and joins the reader
+  void Start(TransportCallbacks callbacks) override;
+  bool Send(const Json& message) override;
+  void Close() override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Serves `server` over stdin/stdout until EOF, SIGTERM or SIGINT, then closes the session
+// (cancelling in-flight requests and waiting for their handlers). SIGPIPE is ignored.
+// Returns a process exit status (0 on a clean end).
+int ServeStdio(Server& server, StdioOptions options = {});
+
+}  // namespace mcp

@@ -1,0 +1,42 @@
+// Transport: moves whole JSON-RPC messages between one client and one Session. It knows
+// nothing of MCP. Implementations: StdioTransport (newline-delimited JSON on two fds),
+// MemoryTransport (an in-process pair, for tests and embedding); the HTTP transports add a
+// Transport per client session.
+//
+// Threading: callbacks run on a thread the transport owns (its reader), one at a time and
+// in arrival order. Send() and Close() may be called from any thread, concurrently.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "mcp/types.h"
+
+namespace mcp {
+
+struct TransportCallbacks {
+  // One complete incoming message as text (not yet parsed: the session answers -32700
+  // for malformed JSON, which needs the raw text). May be a JSON array (a batch).
+  std::function<void(std::string text)> on_message;
+  // A message the transport could not deliver (e.g. larger than the limit). The session
+  // answers it with this error and id null; the connection keeps working.
+  std::function<void(RpcError error)> on_error;
+  // The peer is gone (EOF, Close()). Called at most once; no callback follows it.
+  std::function<void()> on_close;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // Starts delivering to `callbacks`. Called once, before any Send.
+  virtual void Start(TransportCallbacks callbacks) = 0;
+  // Sends one message (an object, or an array for a batch response). Returns false when
+  // the transport is closed or the write failed. Thread-safe; messages are never
+  // interleaved.
+  virtual bool Send(const Json& message) = 0;
+  // Stops reading and writing; on_close follows (once). Idempotent, any thread, including
+  // from inside a callback.
+  virtual void Close() = 0;
+};
+
+}  // namespace mcp
