@@ -1,0 +1,102 @@
+// The cgroup of a cell: memory (swap off), pids and cpu limits, usage, kill-all, removal.
+//
+// Each cell gets its own cgroup at <server's own cgroup>/mcpcell/<cell_id>, one directory in
+// the unified hierarchy (v2: memory.max, memory.swap.max=0, pids.max, cpu.max, cgroup.kill)
+// or one per controller (v1: memory with memsw so swap cannot extend the limit, pids, cpu
+// with a CFS quota, cpuacct for usage, freezer for an atomic kill). The server creates it
+// before cloning the cell and adds the cell's pid 1 before that process creates its cgroup
+// namespace, so every process of the cell is inside and sees it as its root.
+//
+// Ownership: Cell (sandbox/cell.cc) owns the Cgroup; Destroy kills what is left, waits for
+// it to be gone and removes the directories; the destructor does not act (destroy is
+// explicit so errors are reported). Threading: a Cgroup may be used from any thread, one
+// caller at a time; creation functions are thread-safe with respect to other cells.
+// When the host offers no usable cgroup (unprivileged, no delegation) CreateCellCgroup
+// fails with the reason and the cell runs with "limits not enforced: <reason>".
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sandbox/status.h"
+
+namespace mcpcell::sandbox {
+
+// 0 means unlimited for every field.
+struct CgroupLimits {
+  uint64_t memory_max_bytes = 0;
+  uint64_t pids_max = 0;
+  uint32_t cpu_millicores = 0;  // 1000 = one full CPU
+};
+
+struct CgroupUsage {
+  uint64_t cpu_usage_ns = 0;
+  uint64_t memory_current_bytes = 0;
+  uint64_t memory_peak_bytes = 0;  // high-water mark since creation
+  uint64_t oom_kill_count = 0;     // processes killed by the cgroup's OOM killer
+  uint64_t pids_current = 0;
+  uint64_t pids_limit_hits = 0;    // forks refused by pids.max (v2 pids.events "max")
+};
+
+class Cgroup {
+ public:
+  virtual ~Cgroup() = default;
+  // Moves `pid` (the whole process) into the cgroup, in every controller.
+  virtual Status AddProcess(pid_t pid) = 0;
+  virtual Result<CgroupUsage> Usage() const = 0;
+  // SIGKILLs every process in the cgroup atomically (v2 cgroup.kill, v1 freeze-kill-thaw);
+  // returns once the signal is sent, not once they are reaped.
+  virtual Status KillAll() = 0;
+  // KillAll, waits (bounded) until the cgroup is empty, removes its directories.
+  // Idempotent; after it, Paths() no longer exist.
+  virtual Status Destroy() = 0;
+  // The cgroup's directories (one for v2, one per controller for v1).
+  virtual std::vector<std::string> Paths() const = 0;
+  // v2: an O_DIRECTORY fd on the cgroup for clone3(CLONE_INTO_CGROUP); -1 for v1.
+  virtual int DirFd() const = 0;
+  virtual const CgroupLimits& limits() const = 0;
+};
+
+enum class CgroupMode { kV2, kV1, kNone };
+const char* CgroupModeName(CgroupMode mode);
+
+struct CgroupHost {
+  CgroupMode mode = CgroupMode::kNone;
+  bool can_create = false;  // a cell cgroup with all limits can be created here
+  std::string detail;       // what was found, and if !can_create, why not
+  // Where cells go: v2 one directory; v1 one per controller ("memory" -> "/sys/.../mcpcell").
+  std::vector<std::pair<std::string, std::string>> cell_parents;
+};
+
+// Reads /proc/self/cgroup and /proc/self/mountinfo; v2 is used when the unified hierarchy
+// has the memory, pids and cpu controllers available to us, else v1 if those controllers
+// are mounted as v1 hierarchies. Checks (without creating anything) whether we can write.
+CgroupHost DetectCgroupHost();
+
+// Creates <own cgroup>/mcpcell/<cell_id> for the detected mode and applies `limits`.
+// cell_id must be a single path component of [A-Za-z0-9._-] (not "." or "..").
+Result<std::unique_ptr<Cgroup>> CreateCellCgroup(const std::string& cell_id,
+                                                 const CgroupLimits& limits);
+
+// The same with explicit parents, for tests and for callers with their own layout.
+// v2: `parent` is a directory on a cgroup2 mount whose subtree_control enables what the
+// limits need (CreateCellCgroup arranges that). v1: one parent per controller, keys
+// "memory", "pids", "cpu", "cpuacct", "freezer"; every key must be present.
+Result<std::unique_ptr<Cgroup>> CreateCgroupV2(const std::string& parent,
+                                               const std::string& name,
+                                               const CgroupLimits& limits);
+Result<std::unique_ptr<Cgroup>> CreateCgroupV1(
+    const std::vector<std::pair<std::string, std::string>>& parents, const std::string& name,
+    const CgroupLimits& limits);
+
+// Removes every <own cgroup>/mcpcell/<id> for which is_live(id) is false, killing what
+// runs in it first: cgroups left by a crashed predecessor.
+Status ReapStaleCgroups(const std::function<bool(const std::string&)>& is_live);
+
+}  // namespace mcpcell::sandbox

@@ -1,0 +1,49 @@
+// What this host supports for cells, and what follows from it (`mcpcell doctor`).
+//
+// Each probe tests the real thing where it can (a forked child unshares a user namespace
+// and mounts an overlay in it; openat2 is called) rather than guessing from versions, and
+// says what the server will do about the answer: enforce, degrade with a report, or fail.
+// Probes fork short-lived children; call ProbeHost from a single-threaded process (the
+// doctor command) or accept that fork in a threaded process only runs async-signal-safe
+// code in the child (which is what the probes do).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sandbox/status.h"
+
+namespace mcpcell::sandbox {
+
+enum class ProbeVerdict { kOk, kDegraded, kMissing };
+const char* ProbeVerdictName(ProbeVerdict verdict);
+
+struct ProbeResult {
+  std::string name;         // "user namespaces", "overlayfs in a user namespace", ...
+  ProbeVerdict verdict = ProbeVerdict::kMissing;
+  std::string detail;       // what was found ("max_user_namespaces=63439")
+  std::string consequence;  // what the server does about it
+};
+
+struct HostReport {
+  bool root = false;
+  std::vector<ProbeResult> probes;
+  // True when cells can be created at all (user + mount namespaces, overlay, seccomp).
+  bool cells_possible = false;
+};
+
+// Individual probes, exposed so tests can check each against the kernel directly.
+ProbeResult ProbePrivilege();
+ProbeResult ProbeUserNamespaces();
+ProbeResult ProbeOverlayInUserNamespace();
+ProbeResult ProbeCgroups();
+ProbeResult ProbeSeccomp();
+ProbeResult ProbeOpenat2();
+ProbeResult ProbeCloneIntoCgroup();
+
+HostReport ProbeHost();
+
+// Human-readable report, one block per probe.
+std::string FormatHostReport(const HostReport& report);
+
+}  // namespace mcpcell::sandbox
