@@ -1,0 +1,141 @@
+// CellChannel: the server's client of one cell's control protocol (sandbox/control).
+//
+// Built by the owner of a cell (sandbox/cell.h's Cell) from the control socket once cell
+// init has sent Ready. It owns the socket and one reader thread that receives every frame
+// from init, validates it (init is untrusted) and hands replies to the waiting caller by
+// request id. All public methods are thread-safe; any number of Exec and file calls may
+// run at once from different threads.
+//
+// Exec: the server creates the stdio pipes itself and passes the child's ends to init, so
+// output flows from the program to the server directly, never through init. The calling
+// thread polls the read ends: each chunk goes to `on_output` as it comes and at most
+// `keep_bytes` per stream are kept; the rest is counted and dropped, so a program writing
+// gigabytes cannot grow the server's memory. A wall-clock timeout or a stop request sends
+// SIGKILL to the whole process group. Passthrough mode (mcpcell run) hands the caller's
+// own fds to the program instead.
+//
+// Death of init: when the socket closes or a frame from init is malformed, the channel
+// becomes dead: every pending and future call fails with an error that says so (never a
+// hang), and `on_closed` (if set) is called once, from the reader thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "sandbox/control/protocol.h"
+#include "sandbox/control/unique_fd.h"
+#include "sandbox/status.h"
+
+namespace mcpcell::sandbox {
+
+enum class OutputStream { kStdout, kStderr };
+
+struct ExecOptions {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // "KEY=VALUE", overlaid on the cell's defaults
+  std::string cwd;               // empty: the workspace
+  std::string stdin_data;        // written to the program's stdin, then closed
+  std::chrono::milliseconds timeout{0};  // wall clock; 0 = none
+  size_t keep_bytes = 1 << 20;           // per stream, kept in ExecResult
+  // Called on the calling thread with each chunk as it arrives (may be empty function).
+  std::function<void(OutputStream, std::string_view)> on_output;
+  // Passthrough: when >= 0, given to the program as-is (no capture, no stdin_data).
+  int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1;
+  std::stop_token stop;  // a stop request kills the process group (cancellation)
+  // Called once the program runs: its exec id (for SignalExec) and pid inside the cell.
+  std::function<void(uint64_t exec_id, pid_t pid)> on_started;
+};
+
+struct StreamCapture {
+  std::string data;    // the first keep_bytes bytes
+  uint64_t total = 0;  // bytes the program wrote
+  bool truncated() const { return total > data.size(); }
+};
+
+struct ExecResult {
+  bool signaled = false;  // killed by `signo`; otherwise exited with `exit_code`
+  int exit_code = 0;
+  int signo = 0;
+  bool timed_out = false;  // the wall-clock timeout fired and killed the group
+  bool cancelled = false;  // the stop token fired
+  bool oom_killed = false; // the cell's cgroup recorded an OOM kill during the exec
+  std::chrono::microseconds wall_time{0};
+  std::chrono::microseconds user_cpu{0}, system_cpu{0};  // of the process and its waited children
+  uint64_t peak_memory_bytes = 0;                        // max RSS
+  StreamCapture out, err;
+};
+
+class CellChannel {
+ public:
+  struct Options {
+    // Returns the cell cgroup's OOM-kill counter; used to set ExecResult::oom_killed.
+    std::function<Result<uint64_t>()> oom_kill_count;
+    // Called once from the reader thread when the channel dies (init exited, bad frame).
+    std::function<void(const Error&)> on_closed;
+  };
+
+  // Takes ownership of the control socket (init has already sent Ready on it).
+  CellChannel(UniqueFd control_fd, Options options);
+  ~CellChannel();  // closes the socket (init then kills its processes) and joins the reader
+  CellChannel(const CellChannel&) = delete;
+  CellChannel& operator=(const CellChannel&) = delete;
+
+  // Runs one program to completion. An error means it could not run (bad argv, cell dead);
+  // a program that ran and failed is a result.
+  Result<ExecResult> Exec(const ExecOptions& options);
+
+  // Sends `signo` to the process group of the running exec `exec_id` (see Exec's
+  // on_started). Mostly for tests; Exec handles timeouts and stop requests itself.
+  Status SignalExec(uint64_t exec_id, int signo);
+
+  Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes);
+  Status WriteFile(const std::string& path, std::string_view data, uint32_t mode = 0644);
+  Result<std::vector<control::DirEntry>> ListDir(const std::string& path,
+                                                 size_t max_entries = 100000);
+  Result<control::FileStat> Stat(const std::string& path, bool follow_symlinks = false);
+  Status Mkdir(const std::string& path, uint32_t mode = 0755, bool parents = false);
+  Status Remove(const std::string& path, bool recursive = false);
+  Result<control::StatsReply> Stats();
+
+  bool alive() const { return !dead_.load(); }
+  // Closes the socket and fails pending calls; idempotent. The destructor calls it.
+  void Close();
+
+ private:
+  struct Pending;
+  uint64_t NextId() { return next_id_.fetch_add(1); }
+  Result<control::Message> Call(const control::Message& request, std::span<const int> fds = {});
+  Status ExpectOk(const control::Message& request);
+  void ReaderLoop();
+  void Fail(const Error& error);
+  std::shared_ptr<Pending> Register(uint64_t id, bool is_exec);
+  void Unregister(uint64_t id);
+  Result<control::ExecExited> WaitExecExit(const std::shared_ptr<Pending>& p,
+                                           std::chrono::steady_clock::time_point deadline);
+
+  UniqueFd fd_;
+  Options options_;
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> dead_{false};
+  std::mutex mu_;
+  std::map<uint64_t, std::shared_ptr<Pending>> pending_;  // by request id, under mu_
+  std::optional<Error> death_;                            // under mu_
+  int wake_pipe_[2] = {-1, -1};  // Close() wakes the reader blocked in poll
+  std::thread reader_;
+};
+
+}  // namespace mcpcell::sandbox

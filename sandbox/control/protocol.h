@@ -1,0 +1,206 @@
+// The control protocol between the server and cell init (pid 1 inside a cell).
+//
+// Transport: a SOCK_SEQPACKET unix socketpair (CreateControlSocketPair). One frame per
+// datagram; file descriptors ride along with SCM_RIGHTS. Frame layout, little-endian:
+//
+//   u32 magic 'MCC1' | u16 type | u16 fd_count | u32 payload_len | payload
+//
+// The payload is the message's fields in declaration order: integers fixed width,
+// strings and byte blobs as u32 length + bytes, lists as u32 count + items. Decoding is
+// strict because everything that comes from inside a cell is untrusted: the magic, the
+// type, the fd count the type requires, every length and count against its cap
+// (kMax*), and no trailing bytes. A frame that fails any check is rejected with an error
+// naming the field, and the fds it carried are closed.
+//
+// Request/reply: every request carries a `request_id` chosen by the server; the reply
+// (a *Reply message, or ErrorReply) echoes it. ExecExited is unsolicited: it names the
+// request_id of the ExecRequest that started the process. Ready/SetupFailed are the
+// first frame init sends after its setup.
+//
+// Thread-safety: the functions are stateless; callers serialise sends on one fd
+// themselves (SEQPACKET frames never interleave, so concurrent senders are safe too).
+// Built without exceptions (cell init links it).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "sandbox/control/unique_fd.h"
+#include "sandbox/status.h"
+
+namespace mcpcell::sandbox::control {
+
+// Caps. A frame must fit in one SEQPACKET datagram (the socket buffer is raised to fit).
+inline constexpr uint32_t kMaxFrameBytes = 160 * 1024;
+inline constexpr uint32_t kMaxFileChunkBytes = 128 * 1024;  // ReadFile/WriteFile data
+inline constexpr uint32_t kMaxPathBytes = 4096;
+inline constexpr uint32_t kMaxNameBytes = 255;
+inline constexpr uint32_t kMaxArgs = 4096;        // argv entries
+inline constexpr uint32_t kMaxEnv = 1024;         // env entries
+inline constexpr uint32_t kMaxStringBytes = 64 * 1024;  // one argv/env entry, messages
+inline constexpr uint32_t kMaxDirEntries = 1024;   // entries in one ListDirReply
+inline constexpr uint32_t kMaxTimings = 64;        // Ready step timings
+inline constexpr uint32_t kMaxFdsPerFrame = 3;
+
+// ---- Init -> server, once, after setup ----
+struct Ready {
+  std::vector<std::pair<std::string, uint64_t>> step_timings_us;  // in order
+};
+struct SetupFailed {
+  std::string message;
+};
+
+// ---- Server -> init requests ----
+// Starts argv[0] (absolute, or searched in PATH of the merged env) in its own process
+// group as the sandbox user. Carries exactly 3 fds: the child's stdin, stdout, stderr.
+struct ExecRequest {
+  uint64_t request_id = 0;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // "KEY=VALUE", overlaid on the cell's defaults
+  std::string cwd;               // empty: the workspace
+};
+// Sends `signo` to the process group of the exec started by `exec_request_id`.
+struct SignalRequest {
+  uint64_t request_id = 0;
+  uint64_t exec_request_id = 0;
+  int32_t signo = 0;
+};
+struct ReadFileRequest {
+  uint64_t request_id = 0;
+  std::string path;
+  uint64_t offset = 0;
+  uint32_t max_bytes = 0;  // <= kMaxFileChunkBytes
+};
+enum WriteFlags : uint32_t { kWriteCreate = 1, kWriteTruncate = 2, kWriteExclusive = 4 };
+struct WriteFileRequest {
+  uint64_t request_id = 0;
+  std::string path;
+  uint64_t offset = 0;
+  uint32_t flags = 0;      // WriteFlags
+  uint32_t mode = 0644;    // for a created file, masked by 07777 (no setuid honoured: nosuid)
+  std::string data;        // <= kMaxFileChunkBytes
+};
+struct ListDirRequest {
+  uint64_t request_id = 0;
+  std::string path;
+  uint64_t cookie = 0;  // 0 first; then ListDirReply::next_cookie to continue
+};
+struct StatRequest {
+  uint64_t request_id = 0;
+  std::string path;
+  uint8_t follow_symlinks = 0;
+};
+struct MkdirRequest {
+  uint64_t request_id = 0;
+  std::string path;
+  uint32_t mode = 0755;
+  uint8_t parents = 0;  // like mkdir -p
+};
+struct RemoveRequest {
+  uint64_t request_id = 0;
+  std::string path;
+  uint8_t recursive = 0;
+};
+struct StatsRequest {
+  uint64_t request_id = 0;
+};
+
+// ---- Init -> server replies and events ----
+struct ErrorReply {
+  uint64_t request_id = 0;
+  int32_t err = 0;  // errno, 0 when not a syscall failure
+  std::string message;
+};
+struct OkReply {
+  uint64_t request_id = 0;
+};
+struct ExecStarted {
+  uint64_t request_id = 0;
+  int32_t pid = 0;  // in the cell's pid namespace
+};
+struct ExecExited {
+  uint64_t request_id = 0;
+  uint8_t signaled = 0;  // 1: killed by `signo`; 0: exited with `exit_code`
+  int32_t exit_code = 0;
+  int32_t signo = 0;
+  uint64_t user_cpu_us = 0;
+  uint64_t system_cpu_us = 0;
+  uint64_t max_rss_bytes = 0;
+};
+enum class FileType : uint8_t { kUnknown, kRegular, kDirectory, kSymlink, kFifo, kSocket, kChar, kBlock };
+struct FileStat {
+  FileType type = FileType::kUnknown;
+  uint32_t mode = 0;  // permission bits (07777)
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint32_t uid = 0;  // as seen inside the cell
+  uint32_t gid = 0;
+  uint64_t nlink = 0;
+};
+struct ReadFileReply {
+  uint64_t request_id = 0;
+  uint64_t file_size = 0;
+  uint8_t eof = 0;
+  std::string data;
+};
+struct StatReply {
+  uint64_t request_id = 0;
+  FileStat stat;
+};
+struct DirEntry {
+  std::string name;
+  FileStat stat;  // lstat of the entry
+};
+struct ListDirReply {
+  uint64_t request_id = 0;
+  std::vector<DirEntry> entries;
+  uint64_t next_cookie = 0;  // 0: listing complete
+};
+struct StatsReply {
+  uint64_t request_id = 0;
+  uint32_t running_execs = 0;
+  uint64_t children_reaped = 0;
+  uint64_t init_max_rss_bytes = 0;
+};
+
+using Message = std::variant<Ready, SetupFailed, ExecRequest, SignalRequest, ReadFileRequest,
+                             WriteFileRequest, ListDirRequest, StatRequest, MkdirRequest,
+                             RemoveRequest, StatsRequest, ErrorReply, OkReply, ExecStarted,
+                             ExecExited, ReadFileReply, StatReply, ListDirReply, StatsReply>;
+
+// Wire type tag of a message ("ExecRequest"), for errors and logs.
+const char* MessageName(const Message& message);
+// The request_id a message carries (0 for Ready/SetupFailed).
+uint64_t RequestIdOf(const Message& message);
+// Exactly how many fds a message of this kind must carry.
+uint32_t RequiredFdCount(const Message& message);
+
+// Pure codec, exposed for tests and for other transports (a virtio channel later).
+std::vector<uint8_t> EncodeFrame(const Message& message, uint32_t fd_count);
+// Decodes one whole frame; `fd_count` is how many fds arrived with it.
+Result<Message> DecodeFrame(std::span<const uint8_t> frame, uint32_t fd_count);
+
+struct Received {
+  Message message;
+  std::vector<UniqueFd> fds;  // exactly RequiredFdCount(message) entries
+};
+
+// Sends one frame with `fds` attached (not closed). Retries EINTR; fails with EMSGSIZE
+// naming the message if it exceeds kMaxFrameBytes. MSG_NOSIGNAL: a dead peer is EPIPE.
+Status SendMessage(int fd, const Message& message, std::span<const int> fds = {});
+// Receives one frame (blocking unless the fd is non-blocking: then EAGAIN is an error with
+// err == EAGAIN). End of stream is an error with err == 0 and message "control channel
+// closed". Truncated frames (MSG_TRUNC), too many fds (MSG_CTRUNC) and malformed frames
+// are errors; the fds that came with a bad frame are closed.
+Result<Received> ReceiveMessage(int fd);
+
+// A SOCK_SEQPACKET|SOCK_CLOEXEC socketpair with buffers big enough for kMaxFrameBytes.
+Result<std::pair<UniqueFd, UniqueFd>> CreateControlSocketPair();
+
+}  // namespace mcpcell::sandbox::control

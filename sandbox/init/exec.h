@@ -1,0 +1,44 @@
+// Starting one program inside a cell: the fork in cell init and everything the child does
+// between fork and execve.
+//
+// StartExec is called by the control loop (single-threaded pid 1). It resolves nothing
+// itself after the uid change that it could resolve before; the child runs, in order:
+//   1. setpgid(0, 0): its own process group, so a timeout or signal reaches the group;
+//   2. signal mask and dispositions reset (init blocks SIGCHLD for its signalfd);
+//   3. stdin/stdout/stderr from the fds the server passed; every other fd closed;
+//   4. rlimits (B: ApplyRlimits), while still privileged so hard limits can be set;
+//   5. bounding + ambient capabilities dropped (B), needs CAP_SETPCAP, so before the uid change;
+//   6. setgroups, setresgid, setresuid to the sandbox user;
+//   7. ClearAllCaps (B): permitted/effective/inheritable empty, verified;
+//   8. chdir(cwd) and PATH search as the sandbox user (permission checks are its own);
+//   9. PR_SET_NO_NEW_PRIVS;
+//  10. seccomp installed LAST (B), then execve.
+// A failing step writes "step: error" to a CLOEXEC pipe and _exits 127; the parent reads
+// that pipe until EOF (EOF alone means execve succeeded) and returns the error, so a bad
+// argv[0] or cwd is an ErrorReply, not an exit status.
+//
+// Built without exceptions; the child only runs code that is safe after fork of a
+// single-threaded process.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "sandbox/control/protocol.h"
+#include "sandbox/init/control_loop.h"
+#include "sandbox/status.h"
+
+namespace mcpcell::sandbox {
+
+// Merges `overlay` ("KEY=VALUE") onto `defaults`: a key in overlay replaces the default.
+std::vector<std::string> MergeEnvironment(const std::vector<std::string>& defaults,
+                                          const std::vector<std::string>& overlay);
+
+// Validates the request (non-empty argv, no NUL bytes, cwd absolute or empty), forks, and
+// returns the child's pid once it has exec'd. `stdio` are the 3 fds the request carried.
+Result<pid_t> StartExec(const control::ExecRequest& request, const int stdio[3],
+                        const InitContext& ctx);
+
+}  // namespace mcpcell::sandbox
