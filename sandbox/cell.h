@@ -1,0 +1,123 @@
+// Cell: one live sandbox on the server side: its directory, cgroup, pid 1 and channel.
+//
+// Cell::Create runs the host half of cell creation as a list of steps (docs/architecture.md
+// tells them in order and why): make <state_dir>/cells/<id>, create the cgroup (B), claim
+// a uid/gid range when running as root, clone a child into new user, mount, pid, net, ipc
+// and uts namespaces, put it in the cgroup, write its uid/gid maps from the parent, let it
+// exec cell init (which creates its cgroup namespace, builds the filesystem, pivots root)
+// and wait for Ready. It returns only a ready cell or an error naming the failed step;
+// on error everything already made is undone.
+//
+// Destroy kills pid 1 (the pid namespace dies with it, and with it every mount and the
+// network namespace), reaps it, removes the cgroup, deletes the cell dir and releases the
+// id range. The destructor destroys too, but only Destroy() reports errors.
+//
+// Threading: Create may run on any thread and concurrently for different cells (it never
+// forks the multi-threaded server for anything but a child that only execs). A Cell is
+// used by one owner; channel() is thread-safe (C's CellChannel). Destroy must not race
+// other calls on the same Cell.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sandbox/cell_spec.h"
+#include "sandbox/linux/cgroup.h"
+#include "sandbox/status.h"
+
+namespace mcpcell::sandbox {
+
+class CellChannel;
+
+// Per-step setup latency, in order: the server's steps ("cell_dir", "cgroup", "clone",
+// "id_maps", ...) then cell init's (from Ready: "spec", "mounts", "pivot_root", ...) and
+// "ready" (clone to Ready as seen by the server). Microseconds.
+struct SetupTimings {
+  std::vector<std::pair<std::string, uint64_t>> steps_us;
+  uint64_t total_us = 0;  // Create's wall time
+};
+
+struct CellCreateOptions {
+  // The cell init executable; empty: "mcpcell-init" next to /proc/self/exe.
+  std::string init_path;
+  // How long to wait for Ready before killing the cell and failing.
+  std::chrono::milliseconds ready_timeout{10000};
+  // Run without a cgroup even when one could be created (tests of unprivileged mode).
+  bool skip_cgroup = false;
+  // Where cell init's stderr goes; -1: the server's stderr.
+  int init_stderr_fd = -1;
+};
+
+// How the cell's ids map to the host: a per-cell range when the server is root, else the
+// server's own uid/gid as the sandbox user (a single mapping).
+struct CellIdMap {
+  bool single = false;
+  uint32_t host_uid_base = 0;  // host id of uid 0 inside (range mode)
+  uint32_t host_gid_base = 0;
+  uint32_t count = 0;          // ids mapped (range mode: 65536)
+  int slot = -1;               // claimed range slot under <state_dir>/idranges
+};
+
+class Cell {
+ public:
+  static Result<std::unique_ptr<Cell>> Create(const CellSpec& spec,
+                                              const CellCreateOptions& options = {});
+  ~Cell();
+  Cell(const Cell&) = delete;
+  Cell& operator=(const Cell&) = delete;
+
+  // Idempotent. After it, no process, mount, cgroup, network namespace or directory of the
+  // cell remains (the workspace survives when the spec named a host directory).
+  Status Destroy();
+
+  // Requests into the cell (exec, signal, files). Valid until Destroy.
+  CellChannel& channel();
+  // From the cgroup; an error "limits not enforced: ..." when the cell has none.
+  Result<CgroupUsage> Usage() const;
+  const SetupTimings& timings() const { return timings_; }
+  const std::string& id() const { return spec_.id; }
+  const CellSpec& spec() const { return spec_; }
+  // What this cell does not enforce and why ("limits not enforced: <reason>",
+  // "seccomp disabled by the spec"); empty for a fully confined cell.
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  // Host pid of cell init (pid 1 inside); -1 after Destroy.
+  pid_t init_pid() const { return init_pid_; }
+  const std::string& dir() const { return dir_; }
+  const CellIdMap& id_map() const { return id_map_; }
+  // True while cell init runs (waitpid WNOHANG; does not reap a live process).
+  bool alive() const;
+
+ private:
+  Cell() = default;
+  struct Impl;
+  friend struct Impl;
+
+  CellSpec spec_;
+  std::string dir_;
+  CellIdMap id_map_;
+  std::unique_ptr<Cgroup> cgroup_;
+  std::string cgroup_missing_reason_;
+  std::unique_ptr<CellChannel> channel_;
+  int pidfd_ = -1;
+  pid_t init_pid_ = -1;
+  SetupTimings timings_;
+  std::vector<std::string> warnings_;
+  bool destroyed_ = false;
+};
+
+// Finds cells a crashed predecessor left in <state_dir>/cells: kills their cell init if it
+// still runs (checked by pid and start time, so a reused pid is never killed), removes
+// their cgroups, directories and id-range claims. Call at start, before creating cells,
+// while no other server uses the state dir. Returns the ids reaped.
+Result<std::vector<std::string>> ReapOrphans(const std::string& state_dir);
+
+// Path of <dir of /proc/self/exe>/mcpcell-init, or an error when it is missing.
+Result<std::string> FindCellInit();
+
+}  // namespace mcpcell::sandbox
