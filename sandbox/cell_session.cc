@@ -1,0 +1,300 @@
+#include "sandbox/cell_session.h"
+
+#include <atomic>
+#include <cstdio>
+
+#include "sandbox/cell_channel.h"
+
+namespace mcpcell::sandbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kMaxEndedKeys = 4096;
+
+std::string Seconds(std::chrono::milliseconds d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
+}
+
+// Cell ids must be unique among live cells of a state dir, across sessions and restarts.
+std::string UniqueSuffix() {
+  static std::atomic<uint64_t> counter{0};
+  char buf[48];
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  std::snprintf(buf, sizeof buf, "%llx-%llu",
+                static_cast<unsigned long long>(
+                    std::chrono::duration_cast<std::chrono::microseconds>(now).count()),
+                static_cast<unsigned long long>(counter.fetch_add(1)));
+  return buf;
+}
+
+bool CellUsable(const std::shared_ptr<Cell>& cell) {
+  return cell && cell->alive() && cell->channel().alive();
+}
+
+}  // namespace
+
+// ---- CellLease ----
+
+CellLease::CellLease(CellSession* session, std::shared_ptr<Cell> cell, std::stop_token stop,
+                     std::string replaced_reason)
+    : session_(session),
+      cell_(std::move(cell)),
+      stop_(std::move(stop)),
+      replaced_reason_(std::move(replaced_reason)) {}
+
+CellLease::CellLease(CellLease&& other) noexcept
+    : session_(other.session_),
+      cell_(std::move(other.cell_)),
+      stop_(std::move(other.stop_)),
+      replaced_reason_(std::move(other.replaced_reason_)) {
+  other.session_ = nullptr;
+}
+
+CellLease::~CellLease() {
+  // Drop our reference first: if the cell was replaced meanwhile, the last reference
+  // destroys it here, outside the session's lock.
+  cell_.reset();
+  if (session_) session_->Release();
+}
+
+// ---- CellSession ----
+
+CellSession::CellSession(std::string key, CellSpecFactory factory, CellSessionOptions options)
+    : key_(std::move(key)),
+      factory_(std::move(factory)),
+      options_(std::move(options)),
+      started_(Clock::now()),
+      started_wall_(std::chrono::system_clock::now()),
+      last_release_(Clock::now()) {}
+
+CellSession::~CellSession() { (void)Close(); }
+
+std::string CellSession::NextCellId() {
+  std::string id = "c" + UniqueSuffix();
+  return id.substr(0, 64);
+}
+
+Result<CellLease> CellSession::Acquire() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    if (closed_) return Error::Msg("the session has ended: " + closed_reason_);
+    if (creating_) {
+      released_.wait(lock);
+      continue;
+    }
+    if (CellUsable(cell_)) {
+      ++leases_;
+      ++calls_;
+      return CellLease(this, cell_, stop_.get_token(), "");
+    }
+    break;
+  }
+  std::string replaced;
+  if (cell_) {
+    replaced = "the session's previous cell " + cell_->id() +
+               " had stopped (killed or out of memory); this call runs in a fresh cell and "
+               "files from before are gone";
+    cell_.reset();  // leases still holding it destroy it when they end
+  } else if (cells_created_ > 0) {
+    replaced = "the session's previous cell was destroyed after " +
+               Seconds(options_.idle_timeout) +
+               " idle; this call runs in a fresh cell and files from before are gone";
+  }
+  creating_ = true;
+  std::string id = NextCellId();
+  lock.unlock();
+
+  Result<std::unique_ptr<Cell>> created = [&]() -> Result<std::unique_ptr<Cell>> {
+    Result<CellSpec> spec = factory_(id);
+    if (!spec) return spec.error().Wrap("cell spec");
+    return Cell::Create(*spec, options_.create);
+  }();
+
+  lock.lock();
+  creating_ = false;
+  released_.notify_all();
+  if (!created) return created.error().Wrap("could not create the session's cell");
+  std::shared_ptr<Cell> cell(std::move(created).value());
+  if (closed_) {
+    lock.unlock();
+    (void)cell->Destroy();
+    return Error::Msg("the session has ended: " + closed_reason_);
+  }
+  cell_ = cell;
+  ++cells_created_;
+  ++leases_;
+  ++calls_;
+  return CellLease(this, std::move(cell), stop_.get_token(), std::move(replaced));
+}
+
+void CellSession::Release() {
+  std::lock_guard lock(mu_);
+  --leases_;
+  last_release_ = Clock::now();
+  released_.notify_all();
+}
+
+Status CellSession::Close(const std::string& reason) {
+  std::shared_ptr<Cell> cell;
+  {
+    std::unique_lock lock(mu_);
+    if (!closed_) {
+      closed_ = true;
+      closed_reason_ = reason;
+    }
+    stop_.request_stop();  // running programs of this session are killed
+    released_.wait(lock, [&] { return leases_ == 0 && !creating_; });
+    cell = std::move(cell_);
+  }
+  if (!cell) return Ok();
+  Status st = cell->Destroy();
+  if (!st) return st.error().Wrap("destroy cell " + cell->id());
+  return Ok();
+}
+
+Status CellSession::DestroyIdleCell() {
+  std::shared_ptr<Cell> cell;
+  {
+    std::lock_guard lock(mu_);
+    if (leases_ > 0 || creating_ || !cell_) return Ok();  // in use again: not idle
+    cell = std::move(cell_);
+  }
+  Status st = cell->Destroy();
+  if (!st) return st.error().Wrap("destroy idle cell " + cell->id());
+  return Ok();
+}
+
+bool CellSession::Expired(Clock::time_point now, std::string* why) const {
+  std::lock_guard lock(mu_);
+  if (closed_) return false;
+  if (now - started_ >= options_.max_lifetime) {
+    if (why) *why = "the session reached its maximum lifetime of " + Seconds(options_.max_lifetime);
+    return true;
+  }
+  if (cell_ && leases_ == 0 && !creating_ && now - last_release_ >= options_.idle_timeout) {
+    if (why) *why = "idle for " + Seconds(options_.idle_timeout);
+    return true;
+  }
+  return false;
+}
+
+bool CellSession::closed() const {
+  std::lock_guard lock(mu_);
+  return closed_;
+}
+
+CellSessionInfo CellSession::Info() const {
+  std::lock_guard lock(mu_);
+  CellSessionInfo info;
+  info.session_key = key_;
+  auto now = Clock::now();
+  if (cell_) {
+    info.cell_id = cell_->id();
+    info.cell_alive = CellUsable(cell_);
+    info.warnings = cell_->warnings();
+  }
+  info.cells_created = cells_created_;
+  info.calls = calls_;
+  info.active_leases = leases_;
+  info.started_at = started_wall_;
+  auto ms = [](Clock::duration d) {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(d));
+  };
+  info.lifetime_left = ms(started_ + options_.max_lifetime - now);
+  info.idle_left = leases_ > 0 ? options_.idle_timeout
+                               : ms(last_release_ + options_.idle_timeout - now);
+  return info;
+}
+
+// ---- CellSessionManager ----
+
+CellSessionManager::CellSessionManager(CellSpecFactory factory, CellSessionOptions options)
+    : factory_(std::move(factory)), options_(std::move(options)) {
+  reaper_ = std::jthread([this](std::stop_token stop) { ReaperLoop(stop); });
+}
+
+CellSessionManager::~CellSessionManager() {
+  reaper_.request_stop();
+  wake_.notify_all();
+  if (reaper_.joinable()) reaper_.join();
+  CloseAll();
+}
+
+Result<std::shared_ptr<CellSession>> CellSessionManager::Get(const std::string& key) {
+  std::lock_guard lock(mu_);
+  if (auto it = ended_.find(key); it != ended_.end())
+    return Error::Msg("the session has ended: " + it->second);
+  auto& slot = sessions_[key];
+  if (!slot) slot = std::make_shared<CellSession>(key, factory_, options_);
+  return slot;
+}
+
+Status CellSessionManager::Close(const std::string& key, const std::string& reason) {
+  std::shared_ptr<CellSession> session;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sessions_.find(key);
+    if (it == sessions_.end()) return Ok();
+    session = std::move(it->second);
+    sessions_.erase(it);
+    if (ended_.size() >= kMaxEndedKeys) ended_.erase(ended_.begin());
+    ended_[key] = reason;
+  }
+  return session->Close(reason);
+}
+
+void CellSessionManager::CloseAll() {
+  std::map<std::string, std::shared_ptr<CellSession>> all;
+  {
+    std::lock_guard lock(mu_);
+    all.swap(sessions_);
+  }
+  for (auto& [key, session] : all) (void)session->Close("the server is shutting down");
+}
+
+size_t CellSessionManager::live_sessions() const {
+  std::lock_guard lock(mu_);
+  return sessions_.size();
+}
+
+void CellSessionManager::SetExpiryListener(
+    std::function<void(const std::string&, const std::string&)> fn) {
+  std::lock_guard lock(mu_);
+  on_expired_ = std::move(fn);
+}
+
+void CellSessionManager::ReaperLoop(std::stop_token stop) {
+  std::mutex wait_mu;
+  while (!stop.stop_requested()) {
+    {
+      std::unique_lock lock(wait_mu);
+      wake_.wait_for(lock, stop, std::chrono::seconds(1), [] { return false; });
+    }
+    if (stop.stop_requested()) return;
+    std::vector<std::pair<std::shared_ptr<CellSession>, std::string>> expired;
+    std::function<void(const std::string&, const std::string&)> listener;
+    {
+      std::lock_guard lock(mu_);
+      auto now = Clock::now();
+      for (auto& [key, session] : sessions_) {
+        std::string why;
+        if (session->Expired(now, &why)) expired.emplace_back(session, why);
+      }
+      listener = on_expired_;
+    }
+    for (auto& [session, why] : expired) {
+      bool lifetime = why.find("maximum lifetime") != std::string::npos;
+      if (lifetime) {
+        (void)Close(session->key(), why);
+      } else {
+        // Idle: the cell goes (its resources come back), the session stays; the next call
+        // gets a fresh cell and is told why its files are gone.
+        (void)session->DestroyIdleCell();
+      }
+      if (listener) listener(session->key(), why);
+    }
+  }
+}
+
+}  // namespace mcpcell::sandbox

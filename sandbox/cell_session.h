@@ -1,0 +1,160 @@
+// CellSession: the one cell of one client session, and CellSessionManager: all of them.
+//
+// A CellSession creates its cell lazily, on the first Acquire (the first tool call), keeps
+// it across calls so files and state persist, and destroys it when the session closes,
+// after an idle timeout, or at a maximum lifetime. A cell that died (init OOM-killed,
+// killed from the host) is noticed on the next Acquire: that call gets a fresh cell and
+// is told so; it never hangs on a dead channel.
+//
+// Leases: every call holds a CellLease while it uses the cell. Idle time runs only while
+// no lease is held; expiry (idle or lifetime) and Close wait for leases to end, after
+// asking them to stop through the lease's stop token (running programs are killed).
+//
+// Threading: every method is thread-safe. The manager runs one reaper thread that checks
+// idle and lifetime deadlines once a second; cells are destroyed on that thread or on the
+// thread calling Close, never while a lease is held. Knows nothing of MCP.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <thread>
+
+#include "sandbox/cell.h"
+#include "sandbox/cell_spec.h"
+#include "sandbox/status.h"
+
+namespace mcpcell::sandbox {
+
+struct CellSessionOptions {
+  std::chrono::milliseconds idle_timeout{std::chrono::minutes(15)};
+  std::chrono::milliseconds max_lifetime{std::chrono::hours(4)};
+  CellCreateOptions create;
+};
+
+// Makes the spec of a new cell with the given id (the policy decides everything in it).
+using CellSpecFactory = std::function<Result<CellSpec>(const std::string& cell_id)>;
+
+class CellSession;
+
+// Proof that a call may use the cell; releases it on destruction. Move-only.
+class CellLease {
+ public:
+  CellLease(CellLease&&) noexcept;
+  CellLease& operator=(CellLease&&) = delete;
+  CellLease(const CellLease&) = delete;
+  ~CellLease();
+
+  Cell& cell() const { return *cell_; }
+  // Fires when the session is closing or expiring: stop work, kill the program.
+  std::stop_token stop_token() const { return stop_; }
+  // Non-empty when this call got a new cell because the previous one had died.
+  const std::string& replaced_reason() const { return replaced_reason_; }
+
+ private:
+  friend class CellSession;
+  CellLease(CellSession* session, std::shared_ptr<Cell> cell, std::stop_token stop,
+            std::string replaced_reason);
+  CellSession* session_;
+  std::shared_ptr<Cell> cell_;
+  std::stop_token stop_;
+  std::string replaced_reason_;
+};
+
+// What session_info shows.
+struct CellSessionInfo {
+  std::string session_key;
+  std::string cell_id;  // empty before the first call or after the cell was destroyed
+  bool cell_alive = false;
+  uint64_t cells_created = 0;  // > 1 when a dead cell was replaced
+  uint64_t calls = 0;
+  int active_leases = 0;
+  std::chrono::system_clock::time_point started_at;
+  std::chrono::milliseconds idle_left{0};      // before idle expiry (full while in use)
+  std::chrono::milliseconds lifetime_left{0};  // before the maximum lifetime
+  std::vector<std::string> warnings;           // from the cell: what is not enforced
+};
+
+class CellSession {
+ public:
+  CellSession(std::string key, CellSpecFactory factory, CellSessionOptions options);
+  ~CellSession();  // Close()
+  CellSession(const CellSession&) = delete;
+  CellSession& operator=(const CellSession&) = delete;
+
+  // The live cell, created now if there is none or it died. Errors: the session is
+  // closed or expired, or the cell could not be created (the message says why).
+  Result<CellLease> Acquire();
+
+  // Stops leases, waits for them, destroys the cell. Further Acquires fail. Idempotent.
+  Status Close(const std::string& reason = "session closed");
+
+  // Destroys the cell if it is still idle (no lease held); the session stays open and the
+  // next Acquire makes a fresh cell. Called by the manager when the idle timeout passes.
+  Status DestroyIdleCell();
+
+  // True when idle or lifetime deadline has passed (checked by the manager's reaper).
+  bool Expired(std::chrono::steady_clock::time_point now, std::string* why) const;
+  bool closed() const;
+  CellSessionInfo Info() const;
+  const std::string& key() const { return key_; }
+
+ private:
+  friend class CellLease;
+  void Release();
+  std::string NextCellId();
+
+  const std::string key_;
+  const CellSpecFactory factory_;
+  const CellSessionOptions options_;
+  const std::chrono::steady_clock::time_point started_;
+  const std::chrono::system_clock::time_point started_wall_;
+
+  mutable std::mutex mu_;
+  std::condition_variable released_;
+  std::shared_ptr<Cell> cell_;  // under mu_
+  std::stop_source stop_;       // requested by Close
+  std::chrono::steady_clock::time_point last_release_;
+  int leases_ = 0;
+  uint64_t calls_ = 0;
+  uint64_t cells_created_ = 0;
+  bool creating_ = false;  // one creation at a time; others wait on released_
+  bool closed_ = false;
+  std::string closed_reason_;
+};
+
+// All cell sessions of one server, by session key (stdio: one; HTTP: one per session).
+class CellSessionManager {
+ public:
+  CellSessionManager(CellSpecFactory factory, CellSessionOptions options);
+  ~CellSessionManager();  // CloseAll()
+
+  // The session for `key`, made on first use. Error once `key` was closed or expired
+  // (a closed session's key is not reused, so a late call cannot revive it).
+  Result<std::shared_ptr<CellSession>> Get(const std::string& key);
+  Status Close(const std::string& key, const std::string& reason = "session closed");
+  void CloseAll();
+  size_t live_sessions() const;
+  // Called (on the reaper thread) with the key and the reason when a session expires.
+  void SetExpiryListener(std::function<void(const std::string&, const std::string&)> fn);
+
+ private:
+  void ReaperLoop(std::stop_token stop);
+
+  const CellSpecFactory factory_;
+  const CellSessionOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<CellSession>> sessions_;
+  std::map<std::string, std::string> ended_;  // key -> why, bounded
+  std::function<void(const std::string&, const std::string&)> on_expired_;
+  std::condition_variable_any wake_;
+  std::jthread reaper_;
+};
+
+}  // namespace mcpcell::sandbox
