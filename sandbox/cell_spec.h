@@ -16,8 +16,10 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sandbox/linux/cgroup.h"
@@ -81,6 +83,10 @@ struct CellSpec {
 // `state_dir` set and the default template of `state_dir`.
 CellSpec DefaultCellSpec(std::string id, std::string state_dir);
 
+// A fresh random id ("c" + 16 hex digits). Ids name cgroups, which are per host, so they
+// must be unique across state dirs too; random ids are.
+std::string GenerateCellId();
+
 // Checks every field; the message names it ("mounts[2].cell_path: must be absolute").
 Status ValidateCellSpec(const CellSpec& spec);
 
@@ -92,6 +98,160 @@ inline std::string EncodeCellSpec(const CellSpec& spec);
 inline Result<CellSpec> DecodeCellSpec(std::string_view bytes);
 
 // ---- Inline codec (see the header comment for why it lives here) ----
-// CODEC_PLACEHOLDER
+namespace cell_spec_wire {
+
+inline constexpr uint32_t kMagic = 0x4C454343;  // "CCEL"
+inline constexpr uint32_t kMaxString = 64 * 1024;
+inline constexpr uint32_t kMaxList = 4096;
+
+class Writer {
+ public:
+  void U32(uint32_t v) { Raw(&v, sizeof v); }
+  void U64(uint64_t v) { Raw(&v, sizeof v); }
+  void Bool(bool v) { U32(v ? 1 : 0); }
+  void Str(const std::string& s) {
+    U32(static_cast<uint32_t>(s.size()));
+    out.append(s);
+  }
+  void StrList(const std::vector<std::string>& v) {
+    U32(static_cast<uint32_t>(v.size()));
+    for (const auto& s : v) Str(s);
+  }
+  std::string out;
+
+ private:
+  void Raw(const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
+};
+
+// Reads fields in order; the first failure sticks and names the field.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  uint64_t U64(const char* field) { return Fixed<uint64_t>(field); }
+  uint32_t U32(const char* field) { return Fixed<uint32_t>(field); }
+  bool Bool(const char* field) {
+    uint32_t v = U32(field);
+    if (v > 1) Fail(field, "not a boolean");
+    return v == 1;
+  }
+  std::string Str(const char* field) {
+    uint32_t n = U32(field);
+    if (!error.empty()) return {};
+    if (n > kMaxString) return Fail(field, "string longer than the cap"), std::string();
+    if (n > in_.size()) return Fail(field, "truncated"), std::string();
+    std::string s(in_.substr(0, n));
+    in_.remove_prefix(n);
+    if (s.find('\0') != std::string::npos) Fail(field, "contains a NUL byte");
+    return s;
+  }
+  std::vector<std::string> StrList(const char* field) {
+    uint32_t n = Count(field);
+    std::vector<std::string> v;
+    for (uint32_t i = 0; i < n && error.empty(); ++i) v.push_back(Str(field));
+    return v;
+  }
+  uint32_t Count(const char* field) {
+    uint32_t n = U32(field);
+    if (n > kMaxList) Fail(field, "more entries than the cap");
+    return error.empty() ? n : 0;
+  }
+  bool AtEnd() const { return in_.empty(); }
+  void Fail(const char* field, const char* what) {
+    if (error.empty()) error = std::string("cell spec: ") + field + ": " + what;
+  }
+  std::string error;
+
+ private:
+  template <typename T>
+  T Fixed(const char* field) {
+    T v{};
+    if (!error.empty()) return v;
+    if (in_.size() < sizeof v) return Fail(field, "truncated"), v;
+    std::memcpy(&v, in_.data(), sizeof v);
+    in_.remove_prefix(sizeof v);
+    return v;
+  }
+  std::string_view in_;
+};
+
+}  // namespace cell_spec_wire
+
+inline std::string EncodeCellSpec(const CellSpec& spec) {
+  cell_spec_wire::Writer w;
+  w.U32(cell_spec_wire::kMagic);
+  w.U32(kCellSpecWireVersion);
+  w.Str(spec.id);
+  w.Str(spec.state_dir);
+  w.Str(spec.rootfs.skeleton_dir);
+  w.StrList(spec.rootfs.system_dirs);
+  w.Str(spec.workspace_host_dir);
+  w.U32(static_cast<uint32_t>(spec.mounts.size()));
+  for (const CellMount& m : spec.mounts) {
+    w.Str(m.host_path);
+    w.Str(m.cell_path);
+    w.Bool(m.writable);
+  }
+  w.U64(spec.limits.memory_max_bytes);
+  w.U64(spec.limits.pids_max);
+  w.U32(spec.limits.cpu_millicores);
+  w.U64(spec.rlimits.nofile);
+  w.U64(spec.rlimits.fsize_bytes);
+  w.U64(spec.rlimits.core);
+  w.U64(spec.rlimits.nproc);
+  w.U64(spec.rlimits.as_bytes);
+  w.U64(spec.tmpfs.root_upper_bytes);
+  w.U64(spec.tmpfs.tmp_bytes);
+  w.U64(spec.tmpfs.run_bytes);
+  w.U64(spec.tmpfs.shm_bytes);
+  w.Str(spec.hostname);
+  w.U32(spec.sandbox_uid);
+  w.U32(spec.sandbox_gid);
+  w.Str(spec.sandbox_user);
+  w.StrList(spec.env);
+  w.Bool(spec.seccomp);
+  return std::move(w.out);
+}
+
+inline Result<CellSpec> DecodeCellSpec(std::string_view bytes) {
+  if (bytes.size() > kMaxCellSpecBytes) return Error::Msg("cell spec: larger than 1 MiB");
+  cell_spec_wire::Reader r(bytes);
+  if (r.U32("magic") != cell_spec_wire::kMagic) r.Fail("magic", "not a cell spec");
+  if (r.U32("version") != kCellSpecWireVersion) r.Fail("version", "unsupported version");
+  CellSpec s;
+  s.id = r.Str("id");
+  s.state_dir = r.Str("state_dir");
+  s.rootfs.skeleton_dir = r.Str("rootfs.skeleton_dir");
+  s.rootfs.system_dirs = r.StrList("rootfs.system_dirs");
+  s.workspace_host_dir = r.Str("workspace_host_dir");
+  uint32_t mounts = r.Count("mounts");
+  for (uint32_t i = 0; i < mounts && r.error.empty(); ++i) {
+    CellMount m;
+    m.host_path = r.Str("mounts.host_path");
+    m.cell_path = r.Str("mounts.cell_path");
+    m.writable = r.Bool("mounts.writable");
+    s.mounts.push_back(std::move(m));
+  }
+  s.limits.memory_max_bytes = r.U64("limits.memory_max_bytes");
+  s.limits.pids_max = r.U64("limits.pids_max");
+  s.limits.cpu_millicores = r.U32("limits.cpu_millicores");
+  s.rlimits.nofile = r.U64("rlimits.nofile");
+  s.rlimits.fsize_bytes = r.U64("rlimits.fsize_bytes");
+  s.rlimits.core = r.U64("rlimits.core");
+  s.rlimits.nproc = r.U64("rlimits.nproc");
+  s.rlimits.as_bytes = r.U64("rlimits.as_bytes");
+  s.tmpfs.root_upper_bytes = r.U64("tmpfs.root_upper_bytes");
+  s.tmpfs.tmp_bytes = r.U64("tmpfs.tmp_bytes");
+  s.tmpfs.run_bytes = r.U64("tmpfs.run_bytes");
+  s.tmpfs.shm_bytes = r.U64("tmpfs.shm_bytes");
+  s.hostname = r.Str("hostname");
+  s.sandbox_uid = r.U32("sandbox_uid");
+  s.sandbox_gid = r.U32("sandbox_gid");
+  s.sandbox_user = r.Str("sandbox_user");
+  s.env = r.StrList("env");
+  s.seccomp = r.Bool("seccomp");
+  if (r.error.empty() && !r.AtEnd()) r.Fail("end", "trailing bytes");
+  if (!r.error.empty()) return Error::Msg(r.error);
+  return s;
+}
 
 }  // namespace mcpcell::sandbox

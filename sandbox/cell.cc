@@ -1,0 +1,482 @@
+// Cell creation and destruction on the server side (see cell.h and docs/architecture.md).
+#include "sandbox/cell.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+
+#include "sandbox/cell_channel.h"
+#include "sandbox/control/protocol.h"
+#include "sandbox/init/setup.h"
+#include "sandbox/linux/overlay.h"
+#include "sandbox/linux/user.h"
+#include "sandbox/state_dir.h"
+
+namespace mcpcell::sandbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t MicrosSince(Clock::time_point t) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count());
+}
+
+// Times the server's steps into SetupTimings.
+class ServerSteps {
+ public:
+  explicit ServerSteps(SetupTimings& t) : timings_(t), last_(Clock::now()) {}
+  void Mark(const char* name) {
+    timings_.steps_us.emplace_back(name, MicrosSince(last_));
+    last_ = Clock::now();
+  }
+
+ private:
+  SetupTimings& timings_;
+  Clock::time_point last_;
+};
+
+// Everything the cloned child needs, prepared by the parent: after clone the child only
+// makes raw syscalls on these (no allocation: it is a copy of a multi-threaded process).
+struct ChildArgs {
+  const char* init_path;
+  int sync_fd;     // read end: one byte once the parent wrote the maps
+  int error_fd;    // write end, CLOEXEC: "errno step" if the child fails before execve
+  int dev_null;
+  int stderr_fd;
+  int spec_fd;
+  int control_fd;
+  bool single_mapping;
+};
+
+[[noreturn]] void ChildFail(const ChildArgs& a, int step, int err) {
+  int report[2] = {step, err};
+  ssize_t ignored = ::write(a.error_fd, report, sizeof report);
+  (void)ignored;
+  _exit(127);
+}
+
+enum ChildStep { kStepSync = 1, kStepCredentials, kStepFds, kStepExec };
+const char* ChildStepName(int step) {
+  switch (step) {
+    case kStepSync: return "waiting for the id maps";
+    case kStepCredentials: return "keeping capabilities for cell init";
+    case kStepFds: return "arranging inherited fds";
+    case kStepExec: return "execve(cell init)";
+  }
+  return "unknown step";
+}
+
+// Moves `from` to exactly `to` (dup2 on the same number would keep CLOEXEC).
+int PlaceFd(int from, int to) {
+  if (from == to) return ::fcntl(to, F_SETFD, 0);
+  return ::dup2(from, to) < 0 ? -1 : 0;
+}
+
+[[noreturn]] void ChildMain(const ChildArgs& a) {
+  char go = 0;
+  ssize_t n;
+  do {
+    n = ::read(a.sync_fd, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) _exit(126);  // the parent gave up; it reports why
+  int r = PrepareInitCredentials(a.single_mapping);
+  if (r < 0) ChildFail(a, kStepCredentials, -r);
+  // Lift every source above the target range first, so no dup2 overwrites another source.
+  int src[5] = {a.dev_null, a.dev_null, a.stderr_fd, a.spec_fd, a.control_fd};
+  int high[5];
+  int err_high = ::fcntl(a.error_fd, F_DUPFD_CLOEXEC, 64);
+  if (err_high < 0) _exit(125);
+  ChildArgs b = a;
+  b.error_fd = err_high;
+  for (int i = 0; i < 5; ++i) {
+    high[i] = ::fcntl(src[i], F_DUPFD_CLOEXEC, 64);
+    if (high[i] < 0) ChildFail(b, kStepFds, errno);
+  }
+  for (int i = 0; i < 5; ++i) {
+    if (PlaceFd(high[i], i) != 0) ChildFail(b, kStepFds, errno);
+  }
+  if (::dup3(err_high, 5, O_CLOEXEC) < 0) ChildFail(b, kStepFds, errno);
+  b.error_fd = 5;
+  // Nothing of the server's other fds reaches the cell.
+  if (syscall(SYS_close_range, 6, ~0U, 0) != 0) ChildFail(b, kStepFds, errno);
+  char* const argv[] = {const_cast<char*>("mcpcell-init"), nullptr};
+  char* const envp[] = {nullptr};
+  ::execve(a.init_path, argv, envp);
+  ChildFail(b, kStepExec, errno);
+}
+
+Result<UniqueFd> SpecMemfd(const CellSpec& spec) {
+  int fd = ::memfd_create("mcpcell-spec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return Error::Sys("memfd_create(\"mcpcell-spec\")");
+  UniqueFd owned(fd);
+  std::string bytes = EncodeCellSpec(spec);
+  if (::pwrite(fd, bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size())) {
+    return Error::Sys("pwrite(spec memfd)");
+  }
+  // Sealed: nothing can change the spec between here and cell init reading it.
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    return Error::Sys("fcntl(spec memfd, F_ADD_SEALS)");
+  }
+  return owned;
+}
+
+}  // namespace
+
+struct Cell::Impl {
+  static Status MakeDirs(Cell& c, const CellCreateOptions& options);
+  static Status ClaimIds(Cell& c);
+  static Status PrepareWorkspace(Cell& c);
+  static Status CreateCgroupFor(Cell& c, bool skip);
+  static Status WriteMapsFor(Cell& c);
+  static Status StartInit(Cell& c, const CellCreateOptions& options, ServerSteps& steps,
+                          UniqueFd& control);
+  static Status WaitReady(Cell& c, const CellCreateOptions& options, int control_fd);
+};
+
+Result<std::string> FindCellInit() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n < 0) return Error::Sys("readlink(\"/proc/self/exe\")");
+  std::string exe(buf, static_cast<size_t>(n));
+  std::string path = exe.substr(0, exe.rfind('/') + 1) + "mcpcell-init";
+  if (::access(path.c_str(), X_OK) != 0) {
+    return Error::Sys("cell init not found next to the server: access(\"" + path + "\", X_OK)");
+  }
+  return path;
+}
+
+Status Cell::Impl::MakeDirs(Cell& c, const CellCreateOptions&) {
+  if (Status s = EnsureStateDir(c.spec_.state_dir); !s) return s;
+  std::string dir = c.spec_.state_dir + "/cells/" + c.spec_.id;
+  if (::mkdir(dir.c_str(), 0755) != 0) {
+    if (errno == EEXIST) return Error::Msg("cell dir " + dir + " exists: id already in use");
+    return Error::Sys("mkdir(\"" + dir + "\")");
+  }
+  c.dir_ = dir;  // from here on, Destroy removes it
+  for (const char* sub : {"/root", "/scratch"}) {
+    std::string p = c.dir_ + sub;
+    if (::mkdir(p.c_str(), 0755) != 0) return Error::Sys("mkdir(\"" + p + "\")");
+  }
+  return Ok();
+}
+
+Result<std::unique_ptr<Cell>> Cell::Create(const CellSpec& spec, const CellCreateOptions& options) {
+  const Clock::time_point start = Clock::now();
+  std::unique_ptr<Cell> c(new Cell());
+  c->spec_ = spec;
+  ServerSteps steps(c->timings_);
+  auto fail = [&](const Error& e, const char* step) -> Result<std::unique_ptr<Cell>> {
+    Error wrapped = e.Wrap(std::string("create cell ") + spec.id + ": " + step);
+    (void)c->Destroy();
+    return wrapped;
+  };
+  if (Status s = ValidateCellSpec(spec); !s) return s.error().Wrap("cell spec");
+  if (c->spec_.rootfs.skeleton_dir.empty()) {
+    Result<std::string> skeleton = PrepareHostTemplate(spec.state_dir);
+    if (!skeleton) return skeleton.error().Wrap("create cell " + spec.id + ": template");
+    c->spec_.rootfs.skeleton_dir = *skeleton;
+  }
+  steps.Mark("template");
+  if (Status s = Impl::MakeDirs(*c, options); !s) return fail(s.error(), "cell dir");
+  if (Status s = Impl::ClaimIds(*c); !s) return fail(s.error(), "id range");
+  if (Status s = Impl::PrepareWorkspace(*c); !s) return fail(s.error(), "workspace");
+  steps.Mark("cell_dir");
+  if (Status s = Impl::CreateCgroupFor(*c, options.skip_cgroup); !s) return fail(s.error(), "cgroup");
+  steps.Mark("cgroup");
+  UniqueFd control;
+  if (Status s = Impl::StartInit(*c, options, steps, control); !s) return fail(s.error(), "start");
+  const Clock::time_point ready_start = Clock::now();
+  if (Status s = Impl::WaitReady(*c, options, control.get()); !s) return fail(s.error(), "setup");
+  c->timings_.steps_us.emplace_back("ready", MicrosSince(ready_start));
+  CellChannel::Options channel_options;
+  Cgroup* cgroup = c->cgroup_.get();
+  if (cgroup) {
+    channel_options.oom_kill_count = [cgroup]() -> Result<uint64_t> {
+      Result<CgroupUsage> u = cgroup->Usage();
+      if (!u) return u.error();
+      return u->oom_kill_count;
+    };
+  }
+  c->channel_ = std::make_unique<CellChannel>(std::move(control), std::move(channel_options));
+  if (!spec.seccomp) c->warnings_.push_back("seccomp disabled by the spec");
+  c->timings_.total_us = MicrosSince(start);
+  return c;
+}
+
+Status Cell::Impl::ClaimIds(Cell& c) {
+  if (::geteuid() != 0) {
+    // Desktop mode: we own exactly one uid and gid, and they become the sandbox user's.
+    c.id_map_ = CellIdMap{true, ::geteuid(), ::getegid(), 1, -1};
+    return Ok();
+  }
+  Result<int> slot = ClaimIdRangeSlot(c.spec_.state_dir + "/idranges", c.spec_.id);
+  if (!slot) return slot.error();
+  uint32_t base = kIdRangeBase + static_cast<uint32_t>(*slot) * kIdRangeSize;
+  c.id_map_ = CellIdMap{false, base, base, kIdRangeSize, *slot};
+  return Ok();
+}
+
+Status Cell::Impl::PrepareWorkspace(Cell& c) {
+  if (!c.spec_.workspace_host_dir.empty()) {
+    struct stat st;
+    if (::stat(c.spec_.workspace_host_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return Error::Sys("workspace_host_dir \"" + c.spec_.workspace_host_dir + "\"",
+                        errno ? errno : ENOTDIR);
+    }
+    return Ok();
+  }
+  std::string ws = c.dir_ + "/workspace";
+  if (::mkdir(ws.c_str(), 0755) != 0) return Error::Sys("mkdir(\"" + ws + "\")");
+  if (c.id_map_.single) return Ok();  // already ours, and ours is the sandbox user's
+  uid_t uid = c.id_map_.host_uid_base + c.spec_.sandbox_uid;
+  gid_t gid = c.id_map_.host_gid_base + c.spec_.sandbox_gid;
+  if (::chown(ws.c_str(), uid, gid) != 0) {
+    return Error::Sys("chown(\"" + ws + "\", " + std::to_string(uid) + ", " +
+                      std::to_string(gid) + ")");
+  }
+  return Ok();
+}
+
+Status Cell::Impl::CreateCgroupFor(Cell& c, bool skip) {
+  if (skip) {
+    c.cgroup_missing_reason_ = "cgroup disabled by the caller";
+  } else {
+    static std::once_flag once;
+    static CgroupHost host;
+    std::call_once(once, [] { host = DetectCgroupHost(); });
+    if (host.can_create) {
+      Result<std::unique_ptr<Cgroup>> cg = CreateCellCgroup(c.spec_.id, c.spec_.limits);
+      if (!cg) return cg.error();
+      c.cgroup_ = std::move(cg).value();
+      return Ok();
+    }
+    c.cgroup_missing_reason_ = host.detail;
+  }
+  c.warnings_.push_back("limits not enforced: " + c.cgroup_missing_reason_);
+  return Ok();
+}
+
+Status Cell::Impl::WriteMapsFor(Cell& c) {
+  const CellIdMap& m = c.id_map_;
+  if (m.single) {
+    return WriteIdMaps(c.init_pid_, {c.spec_.sandbox_uid, m.host_uid_base, 1},
+                       {c.spec_.sandbox_gid, m.host_gid_base, 1}, /*deny_setgroups=*/true);
+  }
+  return WriteIdMaps(c.init_pid_, {0, m.host_uid_base, m.count}, {0, m.host_gid_base, m.count},
+                     /*deny_setgroups=*/false);
+}
+
+Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSteps& steps,
+                             UniqueFd& control) {
+  std::string init_path = options.init_path;
+  if (init_path.empty()) {
+    Result<std::string> found = FindCellInit();
+    if (!found) return found.error();
+    init_path = *found;
+  }
+  Result<UniqueFd> spec_fd = SpecMemfd(c.spec_);
+  if (!spec_fd) return spec_fd.error();
+  auto pair = control::CreateControlSocketPair();
+  if (!pair) return pair.error();
+  int sync[2], errp[2];
+  if (::pipe2(sync, O_CLOEXEC) != 0) return Error::Sys("pipe2(sync)");
+  UniqueFd sync_rd(sync[0]), sync_wr(sync[1]);
+  if (::pipe2(errp, O_CLOEXEC) != 0) return Error::Sys("pipe2(error)");
+  UniqueFd err_rd(errp[0]), err_wr(errp[1]);
+  UniqueFd dev_null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!dev_null) return Error::Sys("open(\"/dev/null\")");
+  ChildArgs args{init_path.c_str(), sync_rd.get(),  err_wr.get(),
+                 dev_null.get(),    options.init_stderr_fd >= 0 ? options.init_stderr_fd : 2,
+                 spec_fd->get(),    pair->second.get(), c.id_map_.single};
+
+  // clone3 with fork semantics: the child gets a copy of this (multi-threaded) process and
+  // only makes raw syscalls before execve. CLONE_NEWCGROUP is left to cell init, which
+  // unshares it once the child is inside the cell's cgroup.
+  int pidfd = -1;
+  struct clone_args ca;
+  std::memset(&ca, 0, sizeof ca);
+  ca.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+             CLONE_NEWUTS | CLONE_PIDFD;
+  ca.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  ca.exit_signal = SIGCHLD;
+  if (c.cgroup_ && c.cgroup_->DirFd() >= 0) {
+    ca.flags |= CLONE_INTO_CGROUP;
+    ca.cgroup = static_cast<uint64_t>(c.cgroup_->DirFd());
+  }
+  long pid = syscall(SYS_clone3, &ca, sizeof ca);
+  if (pid == 0) ChildMain(args);
+  if (pid < 0) return Error::Sys("clone3(CLONE_NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS)");
+  c.pidfd_ = pidfd;
+  c.init_pid_ = static_cast<pid_t>(pid);
+  steps.Mark("clone");
+  pair->second.Reset();  // the child's end: only the child may hold it, so EOF means death
+  sync_rd.Reset();
+  err_wr.Reset();
+  if (Status s = WriteInitRecord(c.dir_, c.init_pid_); !s) return s;
+  if (c.cgroup_ && c.cgroup_->DirFd() < 0) {
+    if (Status s = c.cgroup_->AddProcess(c.init_pid_); !s) return s;
+  }
+  steps.Mark("cgroup_attach");
+  if (Status s = Impl::WriteMapsFor(c); !s) return s;
+  steps.Mark("id_maps");
+  if (::write(sync_wr.get(), "g", 1) != 1) return Error::Sys("write(sync pipe)");
+  sync_wr.Reset();
+  int report[2] = {0, 0};
+  ssize_t n;
+  do {
+    n = ::read(err_rd.get(), report, sizeof report);
+  } while (n < 0 && errno == EINTR);
+  if (n == sizeof report) {
+    return Error::Sys(std::string("cell init child: ") + ChildStepName(report[0]) + " (" +
+                          init_path + ")",
+                      report[1]);
+  }
+  steps.Mark("exec_init");
+  control = std::move(pair->first);
+  return Ok();
+}
+
+Status Cell::Impl::WaitReady(Cell& c, const CellCreateOptions& options, int control_fd) {
+  struct pollfd pfd = {control_fd, POLLIN, 0};
+  int timeout_ms = static_cast<int>(options.ready_timeout.count());
+  int r;
+  do {
+    r = ::poll(&pfd, 1, timeout_ms);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0) return Error::Sys("poll(control socket)");
+  if (r == 0) {
+    return Error::Msg("cell init sent nothing within " + std::to_string(timeout_ms) + " ms");
+  }
+  Result<control::Received> got = control::ReceiveMessage(control_fd);
+  if (!got) return got.error().Wrap("cell init died before Ready");
+  if (auto* failed = std::get_if<control::SetupFailed>(&got->message)) {
+    return Error::Msg("cell init: " + failed->message);
+  }
+  auto* ready = std::get_if<control::Ready>(&got->message);
+  if (!ready) {
+    return Error::Msg(std::string("cell init sent ") + control::MessageName(got->message) +
+                      " instead of Ready");
+  }
+  for (auto& step : ready->step_timings_us) c.timings_.steps_us.push_back(std::move(step));
+  return Ok();
+}
+
+Cell::~Cell() { (void)Destroy(); }
+
+CellChannel& Cell::channel() { return *channel_; }
+
+Result<CgroupUsage> Cell::Usage() const {
+  if (!cgroup_) return Error::Msg("limits not enforced: " + cgroup_missing_reason_);
+  return cgroup_->Usage();
+}
+
+bool Cell::alive() const {
+  if (pidfd_ < 0) return false;
+  siginfo_t info;
+  std::memset(&info, 0, sizeof info);
+  if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_), &info,
+               WEXITED | WNOHANG | WNOWAIT) != 0) {
+    return false;
+  }
+  return info.si_pid == 0;
+}
+
+Status Cell::Destroy() {
+  if (destroyed_) return Ok();
+  destroyed_ = true;
+  Status first;
+  auto keep = [&first](Status s, const char* what) {
+    if (!s && first) first = s.error().Wrap(what);
+  };
+  // 1. SIGKILL pid 1: the kernel then kills every process of the pid namespace, and the
+  //    mount and network namespaces go with the last of them.
+  if (pidfd_ >= 0) {
+    if (syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0) != 0 && errno != ESRCH) {
+      keep(Error::Sys("pidfd_send_signal(cell init, SIGKILL)"), "kill");
+    }
+  }
+  // 2. Close the channel (its reader sees EOF; pending calls fail with a clear error).
+  channel_.reset();
+  // 3. Reap init. Its exit completes only after every process of its namespace is gone.
+  if (pidfd_ >= 0) {
+    siginfo_t info;
+    int r;
+    do {
+      r = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_), &info, WEXITED);
+    } while (r < 0 && errno == EINTR);
+    if (r != 0 && errno != ECHILD) keep(Error::Sys("waitid(cell init)"), "reap");
+    ::close(pidfd_);
+    pidfd_ = -1;
+  }
+  init_pid_ = -1;
+  // 4. The cgroup, now empty.
+  if (cgroup_) keep(cgroup_->Destroy(), "cgroup");
+  // 5. The cell dir (mount points, workspace unless the spec named one, init record) and
+  //    the id range claim.
+  if (!dir_.empty()) keep(RemoveCellDir(dir_), "cell dir");
+  if (id_map_.slot >= 0) {
+    keep(ReleaseIdRangeSlot(spec_.state_dir + "/idranges", id_map_.slot), "id range");
+    id_map_.slot = -1;
+  }
+  if (!first) return first.error().Wrap("destroy cell " + spec_.id);
+  return Ok();
+}
+
+Result<std::vector<std::string>> ReapOrphans(const std::string& state_dir) {
+  std::vector<std::string> ids;
+  const std::string cells = state_dir + "/cells";
+  DIR* d = ::opendir(cells.c_str());
+  if (!d) {
+    if (errno == ENOENT) return ids;
+    return Error::Sys("opendir(\"" + cells + "\")");
+  }
+  while (struct dirent* e = ::readdir(d)) {
+    std::string id = e->d_name;
+    if (id != "." && id != "..") ids.push_back(id);
+  }
+  ::closedir(d);
+  for (const std::string& id : ids) {
+    // Kill a still-running cell init (and so its whole pid namespace), but only if the pid
+    // still names the same process: start times differ when the pid was reused.
+    Result<InitRecord> rec = ReadInitRecord(cells + "/" + id);
+    if (rec && ProcStartTime(rec->pid) == rec->start_time) {
+      int pidfd = static_cast<int>(syscall(SYS_pidfd_open, rec->pid, 0));
+      if (pidfd >= 0) {
+        if (ProcStartTime(rec->pid) == rec->start_time) {
+          syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+          struct pollfd p = {pidfd, POLLIN, 0};
+          ::poll(&p, 1, 5000);  // readable once it has exited
+        }
+        ::close(pidfd);
+      }
+    }
+  }
+  std::vector<std::string> orphans = ids;
+  Status cg = ReapStaleCgroups([&orphans](const std::string& id) {
+    return std::find(orphans.begin(), orphans.end(), id) == orphans.end();
+  });
+  if (!cg) return cg.error().Wrap("reap orphan cgroups");
+  for (const std::string& id : ids) {
+    if (Status s = RemoveCellDir(cells + "/" + id); !s) return s.error().Wrap("reap cell " + id);
+    int slot = FindIdRangeSlot(state_dir + "/idranges", id);
+    if (Status s = ReleaseIdRangeSlot(state_dir + "/idranges", slot); !s) return s.error();
+  }
+  return ids;
+}
+
+}  // namespace mcpcell::sandbox

@@ -1,0 +1,69 @@
+// mcpcell-init: pid 1 of a cell. Freshly exec'd by the server's cloned child (never a fork
+// of the multi-threaded server), single-threaded, built without exceptions.
+//
+// It reads the CellSpec from fd 3, builds the cell (setup.h), compiles the seccomp filter
+// once, tells the server Ready{timings} or SetupFailed{message} on the control socket
+// (fd 4), and then serves the server's requests (control_loop.h) until the server closes
+// the socket. If init exits, the kernel kills every process of the pid namespace.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "sandbox/control/protocol.h"
+#include "sandbox/init/control_loop.h"
+#include "sandbox/init/setup.h"
+#include "sandbox/linux/seccomp.h"
+
+namespace mcpcell::sandbox {
+namespace {
+
+[[noreturn]] void FailSetup(const std::string& message) {
+  std::fprintf(stderr, "mcpcell-init: setup failed: %s\n", message.c_str());
+  (void)control::SendMessage(kInitControlFd, control::SetupFailed{message});
+  _exit(1);
+}
+
+[[noreturn]] void Run() {
+  StepTimer timer;
+  // A session of our own and no controlling terminal: /dev/tty in the cell cannot reach
+  // the terminal the server was started from.
+  if (::setsid() < 0) FailSetup(Error::Sys("setsid()").message);
+  Result<CellSpec> spec = ReadSpecFromFd(kInitSpecFd);
+  if (!spec) FailSetup(spec.error().Wrap("spec").message);
+  timer.Mark("spec");
+  const std::string cell_dir = spec->state_dir + "/cells/" + spec->id;
+  Result<CellRoot> root = SetupCell(*spec, cell_dir, timer);
+  if (!root) FailSetup(root.error().message);
+
+  // Compiled once here, before the control loop forks anything (seccomp.h).
+  static SeccompProgram seccomp;
+  if (spec->seccomp) {
+    Result<SeccompProgram> compiled = CompileDefaultSeccompFilter();
+    if (!compiled) FailSetup(compiled.error().Wrap("seccomp").message);
+    seccomp = std::move(compiled).value();
+    timer.Mark("seccomp_compile");
+  }
+  static InitContext ctx;
+  ctx.sandbox_uid = spec->sandbox_uid;
+  ctx.sandbox_gid = spec->sandbox_gid;
+  ctx.env_defaults = spec->env;
+  ctx.workspace = "/workspace";
+  ctx.rlimits = spec->rlimits;
+  ctx.seccomp = spec->seccomp ? &seccomp : nullptr;
+  ctx.root_fd = root->root_fd.Release();
+
+  control::Ready ready;
+  ready.step_timings_us = std::move(timer.steps());
+  if (Status s = control::SendMessage(kInitControlFd, ready); !s) {
+    std::fprintf(stderr, "mcpcell-init: sending Ready: %s\n", s.error().message.c_str());
+    _exit(1);
+  }
+  ServeControl(kInitControlFd, ctx);
+}
+
+}  // namespace
+}  // namespace mcpcell::sandbox
+
+int main() { mcpcell::sandbox::Run(); }

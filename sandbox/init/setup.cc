@@ -1,0 +1,129 @@
+// The in-namespace setup steps of cell init (see setup.h for the order and why).
+#include "sandbox/init/setup.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "sandbox/linux/devices.h"
+#include "sandbox/linux/hostname.h"
+#include "sandbox/linux/mounts.h"
+#include "sandbox/linux/net.h"
+#include "sandbox/linux/overlay.h"
+
+namespace mcpcell::sandbox {
+namespace {
+
+uint64_t NowNs() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+Status Step(const char* name, Status status, StepTimer& timer) {
+  if (!status) return status.error().Wrap(name);
+  timer.Mark(name);
+  return Ok();
+}
+
+Status EnterCgroupNamespace() {
+  // The server put us in the cell's cgroup before letting us exec; from now on that cgroup
+  // is "/" for every process of the cell.
+  if (::unshare(CLONE_NEWCGROUP) != 0) return Error::Sys("unshare(CLONE_NEWCGROUP)");
+  return Ok();
+}
+
+Status BindCellMounts(const CellSpec& spec, const std::string& root) {
+  std::string workspace = spec.workspace_host_dir.empty()
+                              ? spec.state_dir + "/cells/" + spec.id + "/workspace"
+                              : spec.workspace_host_dir;
+  if (Status s = BindMount(workspace, root + "/workspace", /*writable=*/true); !s) return s;
+  for (const CellMount& m : spec.mounts) {
+    struct stat st;
+    if (::stat(m.host_path.c_str(), &st) != 0) {
+      return Error::Sys("stat(\"" + m.host_path + "\") for mount at " + m.cell_path);
+    }
+    std::string target = root + m.cell_path;
+    Status made = S_ISDIR(st.st_mode) ? MakeDirs(target, 0755) : MakeEmptyFile(target, 0644);
+    if (!made) return made;
+    if (Status s = BindMount(m.host_path, target, m.writable, false, true); !s) return s;
+  }
+  return Ok();
+}
+
+Status MountRunAndTmp(const CellSpec& spec, const std::string& root) {
+  if (Status s = MountTmpfs(root + "/tmp", spec.tmpfs.tmp_bytes, 01777); !s) return s;
+  return MountTmpfs(root + "/run", spec.tmpfs.run_bytes, 0755);
+}
+
+Status Harden() {
+  // Not dumpable: /proc/1 becomes owned by a uid the sandbox user is not, so its code
+  // cannot read init's memory, environment or fds even in single-mapping mode.
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return Error::Sys("prctl(PR_SET_DUMPABLE, 0)");
+  return Ok();
+}
+
+}  // namespace
+
+StepTimer::StepTimer() : last_ns_(NowNs()) {}
+
+void StepTimer::Mark(const char* name) {
+  uint64_t now = NowNs();
+  steps_.emplace_back(name, (now - last_ns_) / 1000);
+  last_ns_ = now;
+}
+
+Result<CellSpec> ReadSpecFromFd(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Error::Sys("fstat(spec fd " + std::to_string(fd) + ")");
+  if (st.st_size < 0 || static_cast<size_t>(st.st_size) > kMaxCellSpecBytes) {
+    ::close(fd);
+    return Error::Msg("spec fd: size " + std::to_string(st.st_size) + " out of range");
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int saved = n < 0 ? errno : EIO;
+      ::close(fd);
+      return Error::Sys("pread(spec fd)", saved);
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return DecodeCellSpec(bytes);
+}
+
+Result<CellRoot> SetupCell(const CellSpec& spec, const std::string& cell_dir, StepTimer& timer) {
+  const std::string root = cell_dir + "/root";
+  const std::string hostname = CellHostname(spec);
+  if (Status s = Step("cgroupns", EnterCgroupNamespace(), timer); !s) return s.error();
+  if (Status s = Step("mount_ns", MakeMountsPrivate(), timer); !s) return s.error();
+  Status rootfs = MountCellRoot(spec, cell_dir + "/scratch", root);
+  if (rootfs) rootfs = WriteCellEtc(spec, hostname, root);
+  if (Status s = Step("rootfs", rootfs, timer); !s) return s.error();
+  if (Status s = Step("binds", BindCellMounts(spec, root), timer); !s) return s.error();
+  if (Status s = Step("proc", MountProc(root + "/proc"), timer); !s) return s.error();
+  Status dev = MountMinimalDev(root + "/dev", spec.tmpfs.shm_bytes);
+  if (Status s = Step("dev", dev, timer); !s) return s.error();
+  if (Status s = Step("tmpfs", MountRunAndTmp(spec, root), timer); !s) return s.error();
+  if (Status s = Step("hostname", SetHostname(hostname), timer); !s) return s.error();
+  if (Status s = Step("net", BringUpLoopback(), timer); !s) return s.error();
+  if (Status s = Step("pivot_root", PivotRoot(root), timer); !s) return s.error();
+  if (::chdir("/workspace") != 0) return Error::Sys("chdir(\"/workspace\")").Wrap("pivot_root");
+  if (Status s = Step("harden", Harden(), timer); !s) return s.error();
+  CellRoot result;
+  result.root_fd = UniqueFd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!result.root_fd) return Error::Sys("open(\"/\", O_PATH)");
+  return result;
+}
+
+}  // namespace mcpcell::sandbox

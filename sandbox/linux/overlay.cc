@@ -1,0 +1,244 @@
+// The cell's root filesystem: template preparation and overlay mounts (see overlay.h).
+#include "sandbox/linux/overlay.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <string_view>
+
+#include "sandbox/linux/mounts.h"
+
+namespace mcpcell::sandbox {
+namespace {
+
+// Bump when the template's content rules change, so old templates are not reused.
+constexpr const char* kTemplateName = "host-v1";
+constexpr off_t kMaxCopiedFileBytes = 8 << 20;
+constexpr int kMaxCopyDepth = 4;
+
+// Host /etc entries a cell gets. Everything else (shadow, gshadow, ssh, sudoers,
+// ssl/private, machine-id, pip.conf/npmrc/gitconfig that may hold tokens) stays out.
+constexpr const char* kEtcFiles[] = {
+    "ld.so.cache", "ld.so.conf",  "protocols",   "services",      "ethertypes",
+    "rpc",         "networks",    "mime.types",  "host.conf",     "gai.conf",
+    "debian_version", "issue",    "os-release",  "localtime",     "timezone",
+    "inputrc",     "bash.bashrc", "profile",     "shells",        "magic",
+    "magic.mime",  "mailcap",     "locale.alias", "ca-certificates.conf",
+};
+constexpr const char* kEtcDirs[] = {
+    "alternatives", "ld.so.conf.d", "profile.d", "ssl/certs", "ca-certificates",
+};
+// Directories of the skeleton: mount points and the usual top-level layout.
+constexpr const char* kSkeletonDirs[] = {
+    "usr", "etc", "etc/ssl", "proc", "dev", "tmp", "run", "workspace", "home",
+    "var", "var/lib", "var/cache", "var/log", "mnt", "opt", "srv", "sys",
+};
+// Usual merged-/usr symlinks, created when the host has them as symlinks too.
+constexpr const char* kUsrSymlinks[] = {"bin", "lib", "lib32", "lib64", "libx32", "sbin"};
+
+Status CopyFile(const std::string& from, const std::string& to, const struct stat& st) {
+  if (st.st_size > kMaxCopiedFileBytes) return Ok();  // nothing that big belongs in /etc
+  int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (in < 0) return errno == EACCES ? Ok() : Error::Sys("open(\"" + from + "\")");
+  std::string data;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(in, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int saved = errno;
+      ::close(in);
+      return Error::Sys("read(\"" + from + "\")", saved);
+    }
+    if (n == 0) break;
+    data.append(buf, static_cast<size_t>(n));
+  }
+  ::close(in);
+  // Never carry setuid/setgid or write-for-others bits into the template.
+  return WriteWholeFile(to, data, st.st_mode & 0755);
+}
+
+Status CopyEntry(const std::string& from, const std::string& to, int depth);
+
+Status CopyDir(const std::string& from, const std::string& to, int depth) {
+  if (depth > kMaxCopyDepth) return Ok();
+  if (Status s = MakeDirs(to, 0755); !s) return s;
+  DIR* dir = ::opendir(from.c_str());
+  if (!dir) return errno == EACCES ? Ok() : Error::Sys("opendir(\"" + from + "\")");
+  Status result;
+  while (struct dirent* e = ::readdir(dir)) {
+    std::string_view name = e->d_name;
+    if (name == "." || name == ".." || name == "private") continue;
+    result = CopyEntry(from + "/" + e->d_name, to + "/" + e->d_name, depth + 1);
+    if (!result) break;
+  }
+  ::closedir(dir);
+  return result;
+}
+
+Status CopyEntry(const std::string& from, const std::string& to, int depth) {
+  struct stat st;
+  if (::lstat(from.c_str(), &st) != 0) {
+    return errno == ENOENT ? Ok() : Error::Sys("lstat(\"" + from + "\")");
+  }
+  if (S_ISLNK(st.st_mode)) {
+    char target[4096];
+    ssize_t n = ::readlink(from.c_str(), target, sizeof target - 1);
+    if (n < 0) return Error::Sys("readlink(\"" + from + "\")");
+    target[n] = '\0';
+    if (::symlink(target, to.c_str()) != 0 && errno != EEXIST) {
+      return Error::Sys("symlink(\"" + std::string(target) + "\", \"" + to + "\")");
+    }
+    return Ok();
+  }
+  if (S_ISDIR(st.st_mode)) return CopyDir(from, to, depth);
+  if (S_ISREG(st.st_mode)) return CopyFile(from, to, st);
+  return Ok();  // devices, fifos, sockets: never part of a template
+}
+
+Status BuildSkeleton(const std::string& dir) {
+  if (Status s = MakeDirs(dir, 0755); !s) return s;
+  for (const char* d : kSkeletonDirs) {
+    if (Status s = MakeDirs(dir + "/" + d, 0755); !s) return s;
+  }
+  if (::chmod((dir + "/tmp").c_str(), 01777) != 0) return Error::Sys("chmod(tmp, 01777)");
+  if (Status s = MakeDirs(dir + "/root", 0700); !s) return s;
+  for (const char* link : kUsrSymlinks) {
+    struct stat st;
+    std::string host = std::string("/") + link;
+    if (::lstat(host.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) continue;
+    std::string target = std::string("usr/") + link;
+    if (::symlink(target.c_str(), (dir + "/" + link).c_str()) != 0) {
+      return Error::Sys("symlink(\"" + target + "\", \"" + dir + "/" + link + "\")");
+    }
+  }
+  for (const char* f : kEtcFiles) {
+    if (Status s = CopyEntry(std::string("/etc/") + f, dir + "/etc/" + f, 0); !s) return s;
+  }
+  for (const char* d : kEtcDirs) {
+    if (Status s = CopyEntry(std::string("/etc/") + d, dir + "/etc/" + d, 0); !s) return s;
+  }
+  // Python's per-version config dirs (/etc/python3, /etc/python3.11).
+  if (Status s = CopyEntry("/etc/python3", dir + "/etc/python3", 0); !s) return s;
+  char py[32];
+  for (int minor = 6; minor <= 20; ++minor) {
+    std::snprintf(py, sizeof py, "/etc/python3.%d", minor);
+    if (Status s = CopyEntry(py, dir + py, 0); !s) return s;
+  }
+  if (Status s = WriteWholeFile(dir + "/etc/nsswitch.conf",
+                                "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
+                                "networks: files\nprotocols: files\nservices: files\n",
+                                0644);
+      !s) {
+    return s;
+  }
+  // No resolver: a cell has only `lo`; egress goes through the server's proxy.
+  return WriteWholeFile(dir + "/etc/resolv.conf",
+                        "# mcpcell: no DNS inside a cell; use HTTP_PROXY/HTTPS_PROXY\n", 0644);
+}
+
+Status RemoveTree(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return Ok();
+  if (S_ISDIR(st.st_mode)) {
+    if (DIR* dir = ::opendir(path.c_str())) {
+      while (struct dirent* e = ::readdir(dir)) {
+        std::string_view name = e->d_name;
+        if (name == "." || name == "..") continue;
+        (void)RemoveTree(path + "/" + e->d_name);
+      }
+      ::closedir(dir);
+    }
+    if (::rmdir(path.c_str()) != 0) return Error::Sys("rmdir(\"" + path + "\")");
+    return Ok();
+  }
+  if (::unlink(path.c_str()) != 0) return Error::Sys("unlink(\"" + path + "\")");
+  return Ok();
+}
+
+}  // namespace
+
+Result<std::string> PrepareHostTemplate(const std::string& state_dir) {
+  std::string templates = state_dir + "/templates";
+  std::string final_dir = templates + "/" + kTemplateName;
+  struct stat st;
+  if (::stat(final_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return final_dir;
+  if (Status s = MakeDirs(templates, 0755); !s) return s.error().Wrap("prepare template");
+  // Cell init of a root server runs as an unprivileged host uid and must traverse this.
+  if (::chmod(templates.c_str(), 0755) != 0) return Error::Sys("chmod(\"" + templates + "\")");
+  char tmp_name[64];
+  std::snprintf(tmp_name, sizeof tmp_name, "/.building-%d-%ld", static_cast<int>(::getpid()),
+                static_cast<long>(::time(nullptr)));
+  std::string tmp = templates + tmp_name;
+  (void)RemoveTree(tmp);
+  if (Status s = BuildSkeleton(tmp); !s) {
+    (void)RemoveTree(tmp);
+    return s.error().Wrap("prepare template " + final_dir);
+  }
+  // rename(2) makes the template appear complete or not at all; a concurrent builder that
+  // lost the race finds the directory taken and discards its copy.
+  if (::rename(tmp.c_str(), final_dir.c_str()) != 0) {
+    int saved = errno;
+    (void)RemoveTree(tmp);
+    if (saved != EEXIST && saved != ENOTEMPTY) {
+      return Error::Sys("rename(\"" + tmp + "\", \"" + final_dir + "\")", saved);
+    }
+  }
+  return final_dir;
+}
+
+Status MountOverlay(const std::string& lower, const std::string& upper, const std::string& work,
+                    const std::string& target) {
+  for (const std::string* p : {&lower, &upper, &work}) {
+    if (p->find_first_of(",:\\") != std::string::npos) {
+      return Error::Msg("overlay layer path \"" + *p + "\" contains ',', ':' or '\\'");
+    }
+  }
+  // userxattr: inside a user namespace overlayfs may only use user.* xattrs.
+  std::string data = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work +
+                     ",userxattr";
+  return Mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, data);
+}
+
+Status MountCellRoot(const CellSpec& spec, const std::string& scratch, const std::string& root) {
+  if (Status s = MountTmpfs(scratch, spec.tmpfs.root_upper_bytes, 0755); !s) return s;
+  if (Status s = MakeDirs(scratch + "/root/upper", 0755); !s) return s;
+  if (Status s = MakeDirs(scratch + "/root/work", 0755); !s) return s;
+  Status s = MountOverlay(spec.rootfs.skeleton_dir, scratch + "/root/upper",
+                          scratch + "/root/work", root);
+  if (!s) return s;
+  for (size_t i = 0; i < spec.rootfs.system_dirs.size(); ++i) {
+    const std::string& dir = spec.rootfs.system_dirs[i];
+    std::string layer = scratch + "/sys" + std::to_string(i);
+    if (Status m = MakeDirs(layer + "/upper", 0755); !m) return m;
+    if (Status m = MakeDirs(layer + "/work", 0755); !m) return m;
+    if (Status m = MakeDirs(root + dir, 0755); !m) return m;
+    if (Status m = MountOverlay(dir, layer + "/upper", layer + "/work", root + dir); !m) return m;
+  }
+  return Ok();
+}
+
+Status WriteCellEtc(const CellSpec& spec, const std::string& hostname, const std::string& root) {
+  std::string uid = std::to_string(spec.sandbox_uid);
+  std::string gid = std::to_string(spec.sandbox_gid);
+  std::string passwd = "root:x:0:0:root:/root:/bin/sh\n" + spec.sandbox_user + ":x:" + uid +
+                       ":" + gid + "::/workspace:/bin/sh\n" +
+                       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+  std::string group = "root:x:0:\n" + spec.sandbox_user + ":x:" + gid + ":\n" +
+                      "nogroup:x:65534:\n";
+  std::string hosts = "127.0.0.1\tlocalhost\n127.0.1.1\t" + hostname +
+                      "\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+  if (Status s = WriteWholeFile(root + "/etc/passwd", passwd, 0644); !s) return s;
+  if (Status s = WriteWholeFile(root + "/etc/group", group, 0644); !s) return s;
+  if (Status s = WriteWholeFile(root + "/etc/hosts", hosts, 0644); !s) return s;
+  return WriteWholeFile(root + "/etc/hostname", hostname + "\n", 0644);
+}
+
+}  // namespace mcpcell::sandbox

@@ -1,0 +1,40 @@
+// The cell's root filesystem: a read-only template under per-cell overlay uppers.
+//
+// The template ("skeleton") is built once per state dir by the server (PrepareHostTemplate)
+// and shared read-only by every cell: the /bin, /lib, /lib64, /sbin symlinks into /usr,
+// empty mount points, and a curated /etc copied from an allowlist of the host's (loader
+// cache, CA certificates, alternatives, timezone, ...) with no host secrets (no shadow,
+// ssh keys, ssl/private, machine-id, sudoers). Files that depend on the cell (passwd,
+// group, hosts, hostname) are written by cell init into the cell's upper (WriteCellEtc).
+//
+// Cell init mounts, inside its own mount namespace (MountCellRoot): a size-limited tmpfs
+// holding every upper and work dir (so the cell's writes live in RAM charged to its memory
+// cgroup and vanish with its mount namespace), an overlay at the new root with the skeleton
+// as lower, and one overlay per system dir (/usr) with the host's directory as lower. The
+// host's directories are never written: overlayfs only writes the upper.
+//
+// PrepareHostTemplate runs on the server (any thread; concurrent callers race safely via
+// an atomic rename). The rest runs in cell init. No exceptions.
+#pragma once
+
+#include <string>
+
+#include "sandbox/cell_spec.h"
+#include "sandbox/status.h"
+
+namespace mcpcell::sandbox {
+
+// Returns <state_dir>/templates/host-v<N>, building it first when missing.
+Result<std::string> PrepareHostTemplate(const std::string& state_dir);
+
+// overlay mount at `target` (nosuid,nodev) with `lower` read-only and the given upper/work.
+Status MountOverlay(const std::string& lower, const std::string& upper, const std::string& work,
+                    const std::string& target);
+
+// tmpfs at `scratch` for the uppers, overlay root at `root`, one overlay per system dir.
+Status MountCellRoot(const CellSpec& spec, const std::string& scratch, const std::string& root);
+
+// /etc/passwd, group, hosts and hostname of this cell, under `root` (before pivot_root).
+Status WriteCellEtc(const CellSpec& spec, const std::string& hostname, const std::string& root);
+
+}  // namespace mcpcell::sandbox

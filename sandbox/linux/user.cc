@@ -1,0 +1,119 @@
+// User namespace id maps and per-cell host id ranges (see user.h).
+#include "sandbox/linux/user.h"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <string>
+
+namespace mcpcell::sandbox {
+namespace {
+
+Status WriteProcFile(pid_t pid, const char* name, const std::string& content) {
+  std::string path = "/proc/" + std::to_string(pid) + "/" + name;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Error::Sys("open(\"" + path + "\")");
+  ssize_t n = ::write(fd, content.data(), content.size());
+  int saved = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(content.size())) {
+    return Error::Sys("write(\"" + path + "\", \"" + content.substr(0, content.size() - 1) +
+                          "\")",
+                      n < 0 ? saved : EIO);
+  }
+  return Ok();
+}
+
+std::string MapLine(const IdMapLine& l) {
+  return std::to_string(l.inside) + " " + std::to_string(l.outside) + " " +
+         std::to_string(l.count) + "\n";
+}
+
+std::string SlotPath(const std::string& dir, int slot) { return dir + "/" + std::to_string(slot); }
+
+}  // namespace
+
+Status WriteIdMaps(pid_t pid, const IdMapLine& uid, const IdMapLine& gid, bool deny_setgroups) {
+  // Order matters: setgroups must be denied before an unprivileged gid_map write.
+  if (deny_setgroups) {
+    if (Status s = WriteProcFile(pid, "setgroups", "deny\n"); !s) return s;
+  }
+  if (Status s = WriteProcFile(pid, "uid_map", MapLine(uid)); !s) return s;
+  return WriteProcFile(pid, "gid_map", MapLine(gid));
+}
+
+Result<int> ClaimIdRangeSlot(const std::string& dir, const std::string& owner) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Error::Sys("mkdir(\"" + dir + "\")");
+  }
+  for (int slot = 0; slot < kMaxIdRangeSlots; ++slot) {
+    std::string path = SlotPath(dir, slot);
+    // O_EXCL makes the claim atomic between concurrent Create calls and servers.
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      if (errno == EEXIST) continue;
+      return Error::Sys("open(\"" + path + "\", O_CREAT|O_EXCL)");
+    }
+    ssize_t n = ::write(fd, owner.data(), owner.size());
+    int saved = errno;
+    ::close(fd);
+    if (n != static_cast<ssize_t>(owner.size())) {
+      ::unlink(path.c_str());
+      return Error::Sys("write(\"" + path + "\")", n < 0 ? saved : EIO);
+    }
+    return slot;
+  }
+  return Error::Msg("no free uid/gid range: all " + std::to_string(kMaxIdRangeSlots) +
+                    " slots in " + dir + " are claimed");
+}
+
+Status ReleaseIdRangeSlot(const std::string& dir, int slot) {
+  if (slot < 0) return Ok();
+  std::string path = SlotPath(dir, slot);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Error::Sys("unlink(\"" + path + "\")");
+  return Ok();
+}
+
+int FindIdRangeSlot(const std::string& dir, const std::string& owner) {
+  for (int slot = 0; slot < kMaxIdRangeSlots; ++slot) {
+    std::string path = SlotPath(dir, slot);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[128];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+    if (n == static_cast<ssize_t>(owner.size()) && owner.compare(0, n, buf, n) == 0) return slot;
+  }
+  return -1;
+}
+
+int PrepareInitCredentials(bool single_mapping) {
+  if (!single_mapping) {
+    // Root inside: execve keeps the full capability set of uid 0 in its own namespace.
+    if (syscall(SYS_setgroups, 0, nullptr) != 0) return -errno;
+    if (syscall(SYS_setresgid, 0, 0, 0) != 0) return -errno;
+    if (syscall(SYS_setresuid, 0, 0, 0) != 0) return -errno;
+    return 0;
+  }
+  // Only the sandbox uid is mapped, and execve drops the capabilities of a non-root uid
+  // unless they are ambient. Ambient needs each cap in permitted and inheritable.
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return -errno;
+  for (auto& d : data) d.inheritable = d.permitted;
+  if (syscall(SYS_capset, &header, data) != 0) return -errno;
+  for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) {
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0 && errno != EINVAL) {
+      return -errno;
+    }
+  }
+  return 0;
+}
+
+}  // namespace mcpcell::sandbox

@@ -1,0 +1,54 @@
+// User namespace id maps of a cell, and the per-cell host id ranges used when running as root.
+//
+// The server (parent) writes a child's maps: a child cannot map ids it does not own, and
+// writing from outside lets a root server map a whole range. Two modes:
+//   range  (server is root): uid/gid 0..65535 inside -> a per-cell host range
+//          kIdRangeBase + slot * 65536, so two cells are different users on the host and a
+//          process escaping one cell owns nothing of another or of the host;
+//   single (unprivileged, desktop): the sandbox uid/gid inside -> the server's own ids;
+//          setgroups must be denied first (the kernel requires it for an unprivileged writer).
+// Slots are claimed with O_EXCL files in <state_dir>/idranges, released at destroy and by
+// orphan reaping.
+//
+// PrepareInitCredentials runs in the freshly cloned child of the multi-threaded server: it
+// only makes raw syscalls (async-signal-safe, no allocation).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "sandbox/status.h"
+
+namespace mcpcell::sandbox {
+
+inline constexpr uint32_t kIdRangeBase = 0x40000000;  // 1073741824, far above login users
+inline constexpr uint32_t kIdRangeSize = 65536;
+inline constexpr int kMaxIdRangeSlots = 4096;
+
+struct IdMapLine {
+  uint32_t inside = 0;
+  uint32_t outside = 0;
+  uint32_t count = 0;
+};
+
+// Writes /proc/<pid>/{setgroups,uid_map,gid_map}. `deny_setgroups` writes "deny" first
+// (required when the writer lacks CAP_SETGID over the parent namespace).
+Status WriteIdMaps(pid_t pid, const IdMapLine& uid, const IdMapLine& gid, bool deny_setgroups);
+
+// Claims the lowest free range slot in `dir` (created if missing) for `owner` (a cell id).
+Result<int> ClaimIdRangeSlot(const std::string& dir, const std::string& owner);
+// Removes the slot's claim; a missing claim is not an error.
+Status ReleaseIdRangeSlot(const std::string& dir, int slot);
+// The slot claimed by `owner`, or -1.
+int FindIdRangeSlot(const std::string& dir, const std::string& owner);
+
+// In the cloned child, after the parent wrote the maps and before execve of cell init:
+// makes sure cell init keeps its capabilities in the new user namespace across execve.
+// Range mode: setresgid/setgroups/setresuid to 0 inside. Single mode: the uid stays the
+// sandbox uid (nothing else is mapped), so every capability is raised into the inheritable
+// and ambient sets, which execve keeps for a non-root uid. Returns 0 or -errno.
+int PrepareInitCredentials(bool single_mapping);
+
+}  // namespace mcpcell::sandbox

@@ -1,0 +1,114 @@
+// The server's state dir layout (see state_dir.h).
+#include "sandbox/state_dir.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+
+namespace mcpcell::sandbox {
+namespace {
+
+Status MakeTraversable(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0711) != 0 && errno != EEXIST) return Error::Sys("mkdir(\"" + dir + "\")");
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return Error::Sys("stat(\"" + dir + "\")");
+  if (!S_ISDIR(st.st_mode)) return Error::Msg(dir + ": not a directory");
+  if ((st.st_mode & 0001) == 0 && ::chmod(dir.c_str(), (st.st_mode & 07777) | 0011) != 0) {
+    return Error::Sys("chmod(\"" + dir + "\", o+x)");
+  }
+  return Ok();
+}
+
+// Removes `name` in `dir_fd`; for directories, first opens it (fixing its mode if needed).
+Status RemoveAt(int dir_fd, const std::string& name, const std::string& path) {
+  if (::unlinkat(dir_fd, name.c_str(), 0) == 0 || errno == ENOENT) return Ok();
+  if (errno != EISDIR) return Error::Sys("unlink(\"" + path + "\")");
+  int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == EACCES) {
+    ::fchmodat(dir_fd, name.c_str(), 0700, 0);
+    fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  }
+  if (fd < 0) return Error::Sys("open(\"" + path + "\")");
+  ::fchmod(fd, 0700);  // the sandbox may have left it 0500
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    return Error::Sys("fdopendir(\"" + path + "\")");
+  }
+  Status result;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string child = e->d_name;
+    if (child == "." || child == "..") continue;
+    result = RemoveAt(::dirfd(d), child, path + "/" + child);
+    if (!result) break;
+  }
+  ::closedir(d);
+  if (!result) return result;
+  if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+    return Error::Sys("rmdir(\"" + path + "\")");
+  }
+  return Ok();
+}
+
+}  // namespace
+
+Status EnsureStateDir(const std::string& state_dir) {
+  if (Status s = MakeTraversable(state_dir); !s) return s;
+  return MakeTraversable(state_dir + "/cells");
+}
+
+Status RemoveCellDir(const std::string& dir) {
+  size_t slash = dir.rfind('/');
+  if (slash == std::string::npos || slash + 1 == dir.size()) {
+    return Error::Msg("RemoveCellDir: \"" + dir + "\" is not a path to a directory");
+  }
+  std::string parent = slash == 0 ? "/" : dir.substr(0, slash);
+  int parent_fd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (parent_fd < 0) {
+    return errno == ENOENT ? Ok() : Error::Sys("open(\"" + parent + "\")");
+  }
+  Status s = RemoveAt(parent_fd, dir.substr(slash + 1), dir);
+  ::close(parent_fd);
+  return s;
+}
+
+std::string ProcStartTime(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return "";
+  size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 > line.size()) return "";
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && (rest >> field); ++i) {
+    if (i == 22) return field;
+  }
+  return "";
+}
+
+Status WriteInitRecord(const std::string& cell_dir, pid_t pid) {
+  std::string path = cell_dir + "/init";
+  std::string start = ProcStartTime(pid);
+  if (start.empty()) return Error::Msg("cell init (pid " + std::to_string(pid) + ") vanished");
+  std::ofstream out(path, std::ios::trunc);
+  out << pid << " " << start << "\n";
+  out.close();
+  if (!out) return Error::Sys("write(\"" + path + "\")");
+  return Ok();
+}
+
+Result<InitRecord> ReadInitRecord(const std::string& cell_dir) {
+  std::ifstream in(cell_dir + "/init");
+  InitRecord r;
+  if (!(in >> r.pid >> r.start_time) || r.pid <= 1) {
+    return Error::Msg(cell_dir + "/init: missing or malformed");
+  }
+  return r;
+}
+
+}  // namespace mcpcell::sandbox

@@ -1,0 +1,43 @@
+// The server's state dir as the cell mechanism lays it out:
+//
+//   <state_dir>/templates/host-v1/   the shared read-only skeleton (overlay.h)
+//   <state_dir>/cells/<id>/          one per live cell: root/ and scratch/ (mount points
+//                                    used only inside the cell's mount namespace),
+//                                    workspace/ (unless the spec names a host dir),
+//                                    init (host pid and start time of cell init)
+//   <state_dir>/idranges/<slot>      uid/gid range claims of a root server (user.h)
+//
+// A crashed server leaves exactly these behind; ReapOrphans (cell.h) reads them. Server
+// side; functions are thread-safe with respect to different cells.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "sandbox/status.h"
+
+namespace mcpcell::sandbox {
+
+// Creates <state_dir> and <state_dir>/cells if missing. Both get o+x (never o+r): cell init
+// of a root server runs as an unprivileged host uid and must reach its own cell dir and the
+// template by path, without being able to list other cells.
+Status EnsureStateDir(const std::string& state_dir);
+
+// Removes a cell dir recursively without following symlinks, making directories the
+// sandbox user left unwritable or unsearchable (chmod 0) writable first.
+Status RemoveCellDir(const std::string& dir);
+
+// <cell_dir>/init: "<pid> <start time>" of cell init, so a later server can tell a live
+// orphan from a reused pid.
+struct InitRecord {
+  pid_t pid = -1;
+  std::string start_time;
+};
+Status WriteInitRecord(const std::string& cell_dir, pid_t pid);
+Result<InitRecord> ReadInitRecord(const std::string& cell_dir);
+
+// Field 22 of /proc/<pid>/stat, "" when the process does not exist.
+std::string ProcStartTime(pid_t pid);
+
+}  // namespace mcpcell::sandbox
