@@ -20,8 +20,10 @@
 
 namespace mcpcell::sandbox {
 
-// Empties the bounding and ambient sets and sets SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP,
-// SECBIT_KEEP_CAPS off and their locks. Needs CAP_SETPCAP.
+// Empties the bounding and ambient sets and locks the securebits: NOROOT and
+// NO_CAP_AMBIENT_RAISE on, KEEP_CAPS and NO_SETUID_FIXUP off (so the uid change clears
+// permitted and effective). Needs CAP_SETPCAP; does not touch permitted/effective, which the
+// uid change still needs (CAP_SETUID, CAP_SETGID).
 Status DropBoundingAndAmbientCaps();
 
 // Empties the permitted, effective and inheritable sets and verifies the result, together

@@ -1,0 +1,272 @@
+// Which cgroup version to use and where cells go; creating cell cgroups and reaping stale
+// ones. The per-version mechanics are in cgroup_v1.cc and cgroup_v2.cc.
+#include "sandbox/linux/cgroup.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <map>
+#include <mutex>
+
+#include "sandbox/linux/cgroup_fs.h"
+
+namespace mcpcell::sandbox {
+namespace {
+
+// Cells live in <own cgroup>/mcpcell/<id>. When v2's no-internal-process rule stops us
+// from enabling controllers in our own cgroup, the server moves itself into the leaf
+// <own cgroup>/mcpcell-server (as nsjail does); detection then looks one level up.
+constexpr char kCellsDir[] = "mcpcell";
+constexpr char kServerLeaf[] = "mcpcell-server";
+constexpr const char* kV2Controllers[] = {"memory", "pids", "cpu"};
+constexpr const char* kV1Controllers[] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
+
+struct Mount {
+  std::string root, mountpoint, fstype;
+  std::vector<std::string> super_options;
+};
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (;;) {
+    size_t end = s.find(sep, pos);
+    out.push_back(s.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
+    if (end == std::string::npos) return out;
+    pos = end + 1;
+  }
+}
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string Unescape(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size()) {
+      out.push_back(static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 +
+                                      (s[i + 3] - '0')));
+      i += 3;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+std::vector<Mount> CgroupMounts() {
+  std::vector<Mount> mounts;
+  Result<std::string> text = cgroupfs::ReadFile("/proc/self", "mountinfo");
+  if (!text.ok()) return mounts;
+  for (const std::string& line : Split(*text, '\n')) {
+    const std::vector<std::string> f = Split(line, ' ');
+    auto dash = std::find(f.begin(), f.end(), "-");
+    if (f.size() < 7 || dash == f.end() || f.end() - dash < 4) continue;
+    Mount m{Unescape(f[3]), Unescape(f[4]), *(dash + 1), Split(*(dash + 3), ',')};
+    if (m.fstype == "cgroup" || m.fstype == "cgroup2") mounts.push_back(std::move(m));
+  }
+  return mounts;
+}
+
+// /proc/self/cgroup: "0::/path" (v2) and "N:ctrl,ctrl:/path" (v1).
+std::map<std::string, std::string> OwnCgroupPaths() {
+  std::map<std::string, std::string> paths;  // controller ("" for v2) -> path
+  Result<std::string> text = cgroupfs::ReadFile("/proc/self", "cgroup");
+  if (!text.ok()) return paths;
+  for (const std::string& line : Split(*text, '\n')) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    for (const std::string& c : Split(controllers, ',')) paths[c] = line.substr(b + 1);
+  }
+  return paths;
+}
+
+// The directory of our own cgroup on `m`, or "" if it is not below the mount's root.
+std::string OwnDir(const Mount& m, std::string own) {
+  if (own.size() > sizeof(kServerLeaf) &&
+      own.compare(own.size() - sizeof(kServerLeaf), std::string::npos,
+                  std::string("/") + kServerLeaf) == 0) {
+    own.resize(own.size() - sizeof(kServerLeaf));
+  }
+  std::string rel;
+  if (m.root == "/") {
+    rel = own;
+  } else if (own.rfind(m.root, 0) == 0 && (own.size() == m.root.size() || own[m.root.size()] == '/')) {
+    rel = own.substr(m.root.size());
+  } else {
+    return "";
+  }
+  if (rel == "/") rel.clear();
+  return m.mountpoint + rel;
+}
+
+bool Writable(const std::string& own_dir) {
+  const std::string cells = own_dir + "/" + kCellsDir;
+  if (access(cells.c_str(), F_OK) == 0) return access(cells.c_str(), W_OK) == 0;
+  return access(own_dir.c_str(), W_OK) == 0;
+}
+
+bool DetectV2(const std::vector<Mount>& mounts, const std::map<std::string, std::string>& own,
+              CgroupHost* host) {
+  auto m = std::find_if(mounts.begin(), mounts.end(),
+                        [](const Mount& x) { return x.fstype == "cgroup2"; });
+  auto own_path = own.find("");
+  if (m == mounts.end() || own_path == own.end()) return false;
+  const std::string dir = OwnDir(*m, own_path->second);
+  if (dir.empty()) return false;
+  Result<std::string> text = cgroupfs::ReadFile(dir, "cgroup.controllers");
+  const std::vector<std::string> avail =
+      text.ok() ? cgroupfs::ParseControllerList(*text) : std::vector<std::string>{};
+  for (const char* c : kV2Controllers) {
+    if (std::find(avail.begin(), avail.end(), c) == avail.end()) {
+      host->detail += "cgroup v2 at " + m->mountpoint + " lacks the " + c +
+                      " controller in " + dir + "; ";
+      return false;
+    }
+  }
+  host->mode = CgroupMode::kV2;
+  host->cell_parents = {{"unified", dir + "/" + kCellsDir}};
+  host->can_create = Writable(dir);
+  host->detail += "cgroup v2, cells under " + dir + "/" + kCellsDir;
+  if (!host->can_create) host->detail += "; not writable (no delegation to this user)";
+  return true;
+}
+
+bool DetectV1(const std::vector<Mount>& mounts, const std::map<std::string, std::string>& own,
+              CgroupHost* host) {
+  std::vector<std::pair<std::string, std::string>> parents;
+  bool writable = true;
+  for (const char* c : kV1Controllers) {
+    auto m = std::find_if(mounts.begin(), mounts.end(), [&](const Mount& x) {
+      return x.fstype == "cgroup" &&
+             std::find(x.super_options.begin(), x.super_options.end(), c) !=
+                 x.super_options.end();
+    });
+    auto path = own.find(c);
+    const std::string dir =
+        m == mounts.end() || path == own.end() ? "" : OwnDir(*m, path->second);
+    if (dir.empty()) {
+      host->detail += std::string("cgroup v1 controller ") + c + " not mounted; ";
+      return false;
+    }
+    writable = writable && Writable(dir);
+    parents.emplace_back(c, dir + "/" + kCellsDir);
+  }
+  host->mode = CgroupMode::kV1;
+  host->cell_parents = std::move(parents);
+  host->can_create = writable;
+  host->detail += "cgroup v1 (memory, pids, cpu, cpuacct, freezer), cells under " +
+                  host->cell_parents[0].second + " and the other controllers' equivalents";
+  if (!writable) host->detail += "; not writable (no delegation to this user)";
+  return true;
+}
+
+Status ValidateCellId(const std::string& id) {
+  if (id.empty() || id.size() > 64 || id == "." || id == ".." || id == kServerLeaf ||
+      id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+          std::string::npos) {
+    return Error::Msg("cell id \"" + id.substr(0, 80) +
+                      "\" is not a valid cgroup name (1-64 of [A-Za-z0-9._-], not . or ..)");
+  }
+  return Ok();
+}
+
+Status MkdirIfMissing(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Error::Sys("mkdir(\"" + dir + "\")");
+  return Ok();
+}
+
+// v2: controllers must be on in our own cgroup's subtree_control and in mcpcell/'s.
+Status PrepareV2Parent(const std::string& cells_dir) {
+  const std::string own = cells_dir.substr(0, cells_dir.rfind('/'));
+  std::vector<std::string> controllers(std::begin(kV2Controllers), std::end(kV2Controllers));
+  Status s = cgroupfs::EnableControllers(own, controllers);
+  if (!s.ok() && s.error().err == EBUSY) {
+    // Our cgroup has processes (us): move ourselves into a leaf, then retry.
+    const std::string leaf = own + "/" + kServerLeaf;
+    if (Status m = MkdirIfMissing(leaf); !m.ok()) return m;
+    if (Status m = cgroupfs::WriteFile(leaf, "cgroup.procs", "0"); !m.ok()) return m;
+    s = cgroupfs::EnableControllers(own, controllers);
+  }
+  if (!s.ok()) return s;
+  if (Status m = MkdirIfMissing(cells_dir); !m.ok()) return m;
+  return cgroupfs::EnableControllers(cells_dir, controllers);
+}
+
+}  // namespace
+
+const char* CgroupModeName(CgroupMode mode) {
+  switch (mode) {
+    case CgroupMode::kV2: return "v2";
+    case CgroupMode::kV1: return "v1";
+    case CgroupMode::kNone: return "none";
+  }
+  return "?";
+}
+
+CgroupHost DetectCgroupHost() {
+  CgroupHost host;
+  const std::vector<Mount> mounts = CgroupMounts();
+  const std::map<std::string, std::string> own = OwnCgroupPaths();
+  if (DetectV2(mounts, own, &host) || DetectV1(mounts, own, &host)) return host;
+  host.mode = CgroupMode::kNone;
+  host.can_create = false;
+  host.detail += "no usable cgroup hierarchy";
+  return host;
+}
+
+Result<std::unique_ptr<Cgroup>> CreateCellCgroup(const std::string& cell_id,
+                                                 const CgroupLimits& limits) {
+  if (Status s = ValidateCellId(cell_id); !s.ok()) return s.error();
+  const CgroupHost host = DetectCgroupHost();
+  if (host.mode == CgroupMode::kNone || !host.can_create) {
+    return Error::Msg("cannot create a cgroup for cell " + cell_id + ": " + host.detail);
+  }
+  // Preparing the shared parent is idempotent but not atomic; serialize it.
+  static std::mutex prepare_mu;
+  std::lock_guard<std::mutex> lock(prepare_mu);
+  if (host.mode == CgroupMode::kV2) {
+    const std::string& cells = host.cell_parents[0].second;
+    if (Status s = PrepareV2Parent(cells); !s.ok()) {
+      return s.error().Wrap("prepare " + cells + " for cell " + cell_id);
+    }
+    return CreateCgroupV2(cells, cell_id, limits);
+  }
+  for (const auto& [controller, dir] : host.cell_parents) {
+    if (Status s = MkdirIfMissing(dir); !s.ok()) return s.error().Wrap("cell " + cell_id);
+  }
+  return CreateCgroupV1(host.cell_parents, cell_id, limits);
+}
+
+Status ReapStaleCgroups(const std::function<bool(const std::string&)>& is_live) {
+  const CgroupHost host = DetectCgroupHost();
+  if (host.mode == CgroupMode::kNone) return Ok();
+  // id -> its directories, per controller.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> stale;
+  for (const auto& [controller, cells_dir] : host.cell_parents) {
+    DIR* d = opendir(cells_dir.c_str());
+    if (d == nullptr) {
+      if (errno == ENOENT) continue;
+      return Error::Sys("opendir(\"" + cells_dir + "\")");
+    }
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (e->d_type != DT_DIR || name == "." || name == ".." || is_live(name)) continue;
+      stale[name].emplace_back(controller, cells_dir + "/" + name);
+    }
+    closedir(d);
+  }
+  Status first = Ok();
+  for (auto& [id, dirs] : stale) {
+    std::unique_ptr<Cgroup> cg = host.mode == CgroupMode::kV2
+                                     ? cgroupfs::OpenExistingV2(dirs[0].second)
+                                     : cgroupfs::OpenExistingV1(dirs);
+    Status s = cg->Destroy();
+    if (!s.ok() && first.ok()) first = s.error().Wrap("reap stale cgroup of cell " + id);
+  }
+  return first;
+}
+
+}  // namespace mcpcell::sandbox

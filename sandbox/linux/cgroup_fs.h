@@ -1,0 +1,70 @@
+// cgroupfs files: reading, writing and parsing them, shared by cgroup_v1.cc and
+// cgroup_v2.cc. Internal to sandbox/linux (users include cgroup.h). The format functions are
+// pure or read a given directory, so tests can check them against a fake tree in a temp dir;
+// everything that mkdirs, moves processes or kills runs only against a real cgroupfs.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sandbox/linux/cgroup.h"
+#include "sandbox/status.h"
+
+namespace mcpcell::sandbox::cgroupfs {
+
+// The CFS period used for cpu limits (v1 cpu.cfs_period_us, v2 cpu.max's second field).
+inline constexpr uint64_t kCpuPeriodUs = 100000;
+
+// Writes `value` to dir/file (no O_CREAT: a missing file means a missing controller).
+Status WriteFile(const std::string& dir, const std::string& file, const std::string& value);
+// Reads dir/file (up to 1 MiB).
+Result<std::string> ReadFile(const std::string& dir, const std::string& file);
+bool FileExists(const std::string& dir, const std::string& file);
+
+// "123\n" -> 123; "max\n" -> UINT64_MAX.
+Result<uint64_t> ParseValue(const std::string& text, const std::string& what);
+// Flat keyed files (memory.events, cpu.stat, pids.events, memory.oom_control):
+// "key value" lines; returns the value of `key`, or nullopt-like error if absent.
+Result<uint64_t> ParseKeyed(const std::string& text, const std::string& key,
+                            const std::string& what);
+// cgroup.procs: one pid per line.
+Result<std::vector<pid_t>> ParsePids(const std::string& text, const std::string& what);
+// Space-separated controller lists (cgroup.controllers, cgroup.subtree_control).
+std::vector<std::string> ParseControllerList(const std::string& text);
+
+// The writes that apply `limits` in a new cgroup, in order: (file, value).
+std::vector<std::pair<std::string, std::string>> V2LimitWrites(const CgroupLimits& limits,
+                                                               bool swap_file_present);
+// v1: (controller, file, value), in order (memory.limit_in_bytes before memsw).
+struct V1Write {
+  std::string controller, file, value;
+};
+std::vector<V1Write> V1LimitWrites(const CgroupLimits& limits, bool memsw_present);
+
+// Usage from a v2 cgroup directory / from v1 per-controller directories. Files of
+// controllers that are not there read as zero (v2 without the memory controller).
+Result<CgroupUsage> ReadV2Usage(const std::string& dir);
+Result<CgroupUsage> ReadV1Usage(const std::string& memory_dir, const std::string& pids_dir,
+                                const std::string& cpuacct_dir);
+
+// Sends SIGKILL to every pid in dir/cgroup.procs; returns how many were listed.
+Result<size_t> KillListed(const std::string& dir);
+// Polls dir/cgroup.procs until it is empty or `timeout_ms` passes.
+Status WaitEmpty(const std::string& dir, int timeout_ms);
+// rmdir with a short retry on EBUSY (the kernel releases a cgroup just after its last task
+// exits); ENOENT counts as success.
+Status RemoveDir(const std::string& dir, int timeout_ms);
+
+// Attach to cgroups that already exist (for ReapStaleCgroups).
+std::unique_ptr<Cgroup> OpenExistingV2(const std::string& dir);
+std::unique_ptr<Cgroup> OpenExistingV1(std::vector<std::pair<std::string, std::string>> dirs);
+
+// Turns on `controllers` in dir/cgroup.subtree_control (those not on yet).
+Status EnableControllers(const std::string& dir, const std::vector<std::string>& controllers);
+
+}  // namespace mcpcell::sandbox::cgroupfs
