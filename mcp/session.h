@@ -56,7 +56,8 @@ class Session : public std::enable_shared_from_this<Session> {
   explicit Session(std::unique_ptr<Impl> impl);  // use Server::Connect
 
  private:
-  friend struct Impl;
+  friend class Server;
+  friend class Context;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -18,7 +18,9 @@ class Server;
 struct StdioOptions {
   int in_fd = 0;
   int out_fd = 1;
-  size_t max_message_bytes = 16 * 1024 * 1024;
+  // 0 = ServeStdio takes the server's ServerOptions::max_message_bytes; a bare
+  // StdioTransport then uses 16 MiB.
+  size_t max_message_bytes = 0;
   // Optional fd the reader also polls; readable = stop (used for SIGTERM). -1 = none.
   int stop_fd = -1;
 };

@@ -26,6 +26,7 @@ inline constexpr int kInternalError = -32603;   // handler threw / dropped its r
 inline constexpr int kResourceNotFound = -32002;
 inline constexpr int kRequestTimeout = -32001;  // server->client request got no answer in time
 inline constexpr int kConnectionClosed = -32000;  // server->client request lost with the session
+inline constexpr int kRequestCancelled = -32800;  // server->client request abandoned (cancelled)
 
 // The four protocol versions this library speaks, oldest first; the last is the latest.
 inline constexpr const char* kProtocolVersions[] = {"2024-11-05", "2025-03-26", "2025-06-18",

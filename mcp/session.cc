@@ -1,0 +1,505 @@
+// Session: message intake and routing (on the transport's thread), the exactly-once
+// response path, cancellation, server->client requests, close and wait.
+#include "mcp/session.h"
+
+#include <boost/asio/post.hpp>
+
+#include "mcp/log.h"
+#include "mcp/session_impl.h"
+#include "mcp/transport.h"
+
+namespace mcp {
+
+// ---- RequestState ----
+
+void RequestState::Cancel() {
+  std::vector<std::function<void()>> callbacks;
+  {
+    std::lock_guard lock(mu);
+    if (cancelled.exchange(true)) return;
+    callbacks.swap(on_cancel);
+  }
+  for (auto& fn : callbacks) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      log::Error("cancel callback of request " + id.dump() + " threw: " + e.what());
+    }
+  }
+}
+
+void RequestState::OnCancel(std::function<void()> fn) {
+  {
+    std::lock_guard lock(mu);
+    if (!cancelled.load()) {
+      on_cancel.push_back(std::move(fn));
+      return;
+    }
+  }
+  fn();
+}
+
+// ---- Batch ----
+
+struct Batch {
+  std::mutex mu;
+  std::vector<Json> responses;
+  size_t pending = 1;  // the batch itself, released after its last element was read
+  std::function<void(Json)> send;
+
+  void Expect() {
+    std::lock_guard lock(mu);
+    ++pending;
+  }
+  void Deliver(std::optional<Json> response) {
+    Json out;
+    {
+      std::lock_guard lock(mu);
+      if (response) responses.push_back(std::move(*response));
+      if (--pending != 0 || responses.empty()) return;
+      out = Json(std::move(responses));
+    }
+    send(std::move(out));
+  }
+};
+
+// ---- intake ----
+
+Session::Impl::Impl(std::shared_ptr<Server::Impl> server_impl, std::unique_ptr<Transport> t,
+                    std::string sid)
+    : server(std::move(server_impl)),
+      transport(std::move(t)),
+      id(std::move(sid)),
+      level(server->options.default_client_log_level) {}
+
+bool Session::Impl::Send(const Json& message) {
+  if (log::Enabled(LogLevel::kDebug)) {
+    log::Debug(id + " <- " + message.dump(-1, ' ', false, Json::error_handler_t::replace));
+  }
+  return transport->Send(message);
+}
+
+void Session::Impl::OnTransportError(const RpcError& error) {
+  Send(jsonrpc::MakeError(nullptr, error));
+}
+
+void Session::Impl::OnText(const std::string& text) {
+  size_t limit = server->options.max_message_bytes;
+  if (limit && text.size() > limit) {
+    OnTransportError(RpcError{kInvalidRequest,
+                              "Invalid Request: message of " + std::to_string(text.size()) +
+                                  " bytes exceeds the maximum message size of " +
+                                  std::to_string(limit) + " bytes",
+                              nullptr});
+    return;
+  }
+  if (log::Enabled(LogLevel::kDebug)) log::Debug(id + " -> " + text.substr(0, 4096));
+  auto parsed = jsonrpc::Parse(text);
+  if (auto* error = std::get_if<RpcError>(&parsed)) {
+    OnTransportError(*error);
+    return;
+  }
+  const Json& value = std::get<Json>(parsed);
+  if (!value.is_array()) {
+    HandleValue(value, nullptr);
+    return;
+  }
+  std::string negotiated;
+  {
+    std::lock_guard lock(mu);
+    negotiated = version;
+  }
+  if (value.empty()) {
+    OnTransportError({kInvalidRequest, "Invalid Request: empty batch", nullptr});
+    return;
+  }
+  if (negotiated != "2025-03-26") {
+    OnTransportError({kInvalidRequest,
+                      "Invalid Request: JSON-RPC batches are only supported in protocol version "
+                      "2025-03-26 (this session: " +
+                          (negotiated.empty() ? std::string("not initialized") : negotiated) + ")",
+                      nullptr});
+    return;
+  }
+  auto batch = std::make_shared<Batch>();
+  std::weak_ptr<Session> w = weak;
+  batch->send = [w](Json responses) {
+    if (auto s = w.lock()) s->impl_->Send(responses);
+  };
+  for (const Json& element : value) HandleValue(element, batch);
+  batch->Deliver(std::nullopt);
+}
+
+void Session::Impl::HandleValue(const Json& value, const std::shared_ptr<Batch>& batch) {
+  ResponseOut out;
+  if (batch) {
+    out = [batch](std::optional<Json> r) { batch->Deliver(std::move(r)); };
+  } else {
+    std::weak_ptr<Session> w = weak;
+    out = [w](std::optional<Json> r) {
+      if (auto s = w.lock(); s && r) s->impl_->Send(*r);
+    };
+  }
+  jsonrpc::Message message = jsonrpc::Classify(value);
+  if (auto* invalid = std::get_if<jsonrpc::Invalid>(&message)) {
+    if (batch) batch->Expect();
+    out(jsonrpc::MakeError(invalid->id, invalid->error));
+  } else if (auto* request = std::get_if<jsonrpc::Request>(&message)) {
+    if (batch) batch->Expect();
+    if (batch && request->method == "initialize") {
+      out(jsonrpc::MakeError(request->id, {kInvalidRequest,
+                                           "Invalid Request: initialize must not be part of a batch",
+                                           nullptr}));
+      return;
+    }
+    HandleRequest(std::move(*request), out);
+  } else if (auto* notification = std::get_if<jsonrpc::Notification>(&message)) {
+    HandleNotification(*notification);
+  } else {
+    HandleResponse(std::get<jsonrpc::Response>(message));
+  }
+}
+
+void Session::Impl::HandleRequest(jsonrpc::Request request, const ResponseOut& out) {
+  auto state = std::make_shared<RequestState>();
+  state->id = request.id;
+  state->key = jsonrpc::IdKey(request.id);
+  state->method = request.method;
+  if (request.params.is_object()) {
+    if (auto m = request.params.find("_meta"); m != request.params.end()) state->meta = *m;
+  }
+  {
+    std::lock_guard lock(mu);
+    if (phase == Phase::kClosed) return;
+    if (phase == Phase::kNew && request.method != "initialize" && request.method != "ping") {
+      out(jsonrpc::MakeError(request.id,
+                             {kInvalidRequest,
+                              "Invalid Request: server not initialized: send \"initialize\" "
+                              "before \"" + request.method + "\"",
+                              nullptr}));
+      return;
+    }
+    if (!in_flight.emplace(state->key, state).second) {
+      out(jsonrpc::MakeError(request.id,
+                             {kInvalidRequest,
+                              "Invalid Request: duplicate request id " + state->key +
+                                  ": a request with this id is still in flight",
+                              nullptr}));
+      return;
+    }
+  }
+  std::weak_ptr<Session> w = weak;
+  Reply reply(request.id, request.method, [w, state, out](Json response) {
+    if (auto s = w.lock()) s->impl_->Finish(state, std::move(response), out);
+  });
+  Dispatch(state, request.params, std::move(reply));
+}
+
+void Session::Impl::Finish(const std::shared_ptr<RequestState>& state, Json response,
+                           const ResponseOut& out) {
+  bool drop;
+  {
+    std::lock_guard lock(mu);
+    auto it = in_flight.find(state->key);
+    if (it != in_flight.end() && it->second == state) in_flight.erase(it);
+    // Per the spec a cancelled request gets no response.
+    drop = state->cancelled.load() || phase == Phase::kClosed;
+    idle_cv.notify_all();
+  }
+  // Erased before sending, so a client that reuses the id right after the response is not
+  // told it is a duplicate.
+  out(drop ? std::nullopt : std::optional<Json>(std::move(response)));
+}
+
+namespace {
+// Runs a built-in method, mapping exceptions to errors. Params: null -> {}.
+void RunBuiltin(Session::Impl& impl, Session::Impl::Method method, const Json& params,
+                Context& ctx, Reply& reply) {
+  try {
+    if (!params.is_null() && !params.is_object()) {
+      throw RpcException(kInvalidParams, "Invalid params: \"params\" must be an object");
+    }
+    reply.Ok((impl.*method)(params.is_null() ? Json::object() : params, ctx));
+  } catch (const RpcException& e) {
+    reply.Fail(e.error());
+  } catch (const std::exception& e) {
+    reply.Fail(kInternalError, std::string("Internal error: ") + e.what());
+  }
+}
+}  // namespace
+
+void Session::Impl::Dispatch(const std::shared_ptr<RequestState>& state, const Json& params,
+                             Reply reply) {
+  auto self = weak.lock();
+  if (!self) return;
+  Context ctx(self, state);
+  const auto& builtins = Builtins();
+  auto builtin = builtins.find(state->method);
+  std::shared_ptr<const RequestHandler> custom;
+  if (builtin == builtins.end()) {
+    custom = server->FindMethod(state->method);
+    if (!custom) {
+      reply.Fail(kMethodNotFound, "Method not found: " + state->method);
+      return;
+    }
+  } else if (builtin->second.on_reader_thread) {
+    RunBuiltin(*this, builtin->second.method, params, ctx, reply);
+    return;
+  }
+  // Everything else runs on the pool. The token counts the task until it is destroyed, run
+  // or not, so Wait() covers tasks dropped at shutdown too.
+  {
+    std::lock_guard lock(mu);
+    ++running_tasks;
+  }
+  struct TaskToken {
+    std::shared_ptr<Session> session;
+    ~TaskToken() { session->impl_->TaskDone(); }
+  };
+  auto token = std::make_shared<TaskToken>(TaskToken{self});
+  auto shared_reply = std::make_shared<Reply>(std::move(reply));
+  Method method = builtin == builtins.end() ? nullptr : builtin->second.method;
+  server->Post([this, token, shared_reply, ctx, params, custom, method]() mutable {
+    if (ctx.cancelled()) return;  // cancelled while queued: the dropped reply is discarded
+    if (method) {
+      RunBuiltin(*this, method, params, ctx, *shared_reply);
+      return;
+    }
+    try {
+      (*custom)(params, ctx, std::move(*shared_reply));
+    } catch (const RpcException& e) {
+      shared_reply->Fail(e.error());  // ignored if the handler already replied or moved it
+    } catch (const std::exception& e) {
+      shared_reply->Fail(kInternalError, std::string("Internal error: ") + e.what());
+    }
+  });
+}
+
+void Session::Impl::TaskDone() {
+  std::lock_guard lock(mu);
+  --running_tasks;
+  idle_cv.notify_all();
+}
+
+void Session::Impl::HandleNotification(const jsonrpc::Notification& n) {
+  if (n.method == "notifications/initialized") {
+    std::lock_guard lock(mu);
+    if (phase == Phase::kInitialized) client_ready = true;
+    return;
+  }
+  if (n.method == "notifications/cancelled") {
+    if (!n.params.is_object() || !jsonrpc::IsValidId(n.params.value("requestId", Json()))) {
+      log::Info(id + ": notifications/cancelled without a valid requestId ignored");
+      return;
+    }
+    std::shared_ptr<RequestState> target;
+    {
+      std::lock_guard lock(mu);
+      auto it = in_flight.find(jsonrpc::IdKey(n.params["requestId"]));
+      if (it != in_flight.end() && it->second->method != "initialize") target = it->second;
+    }
+    if (!target) {
+      log::Debug(id + ": cancel of unknown request " + n.params["requestId"].dump() + " ignored");
+      return;
+    }
+    log::Info(id + ": request " + target->key + " cancelled: " +
+              n.params.value("reason", std::string("no reason given")));
+    target->Cancel();
+    return;
+  }
+  auto handler = server->FindNotificationHandler(n.method);
+  auto self = weak.lock();
+  if (!handler || !self) {
+    log::Debug(id + ": notification " + n.method + " ignored");
+    return;
+  }
+  try {
+    (*handler)(n.params, *self);
+  } catch (const std::exception& e) {
+    log::Error(id + ": handler of " + n.method + " threw: " + e.what());
+  }
+}
+
+void Session::Impl::HandleResponse(const jsonrpc::Response& response) {
+  Outgoing entry;
+  {
+    std::lock_guard lock(mu);
+    auto it = response.id.is_number_integer() ? outgoing.find(response.id.get<int64_t>())
+                                              : outgoing.end();
+    if (it == outgoing.end()) {
+      log::Info(id + ": response to unknown request " + response.id.dump() + " ignored");
+      return;
+    }
+    entry = std::move(it->second);
+    outgoing.erase(it);
+  }
+  if (entry.timer) entry.timer->cancel();
+  entry.done(ClientResponse{response.result, response.error});
+}
+
+void Session::Impl::OnTransportClosed() {
+  auto keep = weak.lock();  // the server's reference is dropped below
+  std::vector<std::shared_ptr<RequestState>> cancelled;
+  std::map<int64_t, Outgoing> lost;
+  {
+    std::lock_guard lock(mu);
+    if (phase == Phase::kClosed) return;
+    phase = Phase::kClosed;
+    for (auto& [key, state] : in_flight) cancelled.push_back(state);
+    lost.swap(outgoing);
+    idle_cv.notify_all();
+  }
+  log::Info("session " + id + " closed; cancelling " + std::to_string(cancelled.size()) +
+            " request(s) in flight");
+  for (auto& state : cancelled) state->Cancel();
+  for (auto& [oid, entry] : lost) {
+    if (entry.timer) entry.timer->cancel();
+    entry.done(ClientResponse{
+        nullptr, RpcError{kConnectionClosed,
+                          "session closed before the client answered " + entry.method, nullptr}});
+  }
+  server->Forget(id);
+}
+
+// ---- server->client requests ----
+
+int64_t Session::Impl::StartOutgoing(const std::string& method, Json params,
+                                     ResponseCallback done, std::chrono::milliseconds timeout) {
+  int64_t oid;
+  {
+    std::unique_lock lock(mu);
+    if (phase == Phase::kClosed) {
+      lock.unlock();
+      done(ClientResponse{nullptr, RpcError{kConnectionClosed, "session is closed", nullptr}});
+      return 0;
+    }
+    oid = next_outgoing_id++;
+    auto timer = std::make_shared<boost::asio::steady_timer>(server->io, timeout);
+    outgoing[oid] = Outgoing{method, std::move(done), timer};
+    std::weak_ptr<Session> w = weak;
+    timer->async_wait([w, oid, timer, timeout, method](const boost::system::error_code& ec) {
+      if (ec) return;  // cancelled: answered or closed
+      if (auto s = w.lock()) {
+        s->impl_->FailOutgoing(oid,
+                               {kRequestTimeout,
+                                "request " + method + " timed out after " +
+                                    std::to_string(timeout.count()) + " ms",
+                                nullptr},
+                               true);
+      }
+    });
+  }
+  Send(jsonrpc::MakeRequest(oid, method, std::move(params)));
+  return oid;
+}
+
+void Session::Impl::FailOutgoing(int64_t oid, RpcError error, bool tell_client) {
+  Outgoing entry;
+  {
+    std::lock_guard lock(mu);
+    auto it = outgoing.find(oid);
+    if (it == outgoing.end()) return;
+    entry = std::move(it->second);
+    outgoing.erase(it);
+  }
+  if (entry.timer) entry.timer->cancel();
+  if (tell_client) {
+    Send(jsonrpc::MakeNotification("notifications/cancelled",
+                                   {{"requestId", oid}, {"reason", error.message}}));
+  }
+  entry.done(ClientResponse{nullptr, std::move(error)});
+}
+
+// ---- Session ----
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Session::~Session() {
+  if (impl_->transport) impl_->transport->Close();
+}
+
+const std::string& Session::id() const { return impl_->id; }
+
+bool Session::initialized() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->phase == Impl::Phase::kInitialized;
+}
+
+bool Session::closed() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->phase == Impl::Phase::kClosed;
+}
+
+std::string Session::protocol_version() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->version;
+}
+
+Json Session::client_info() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->client_info;
+}
+
+Json Session::client_capabilities() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->client_capabilities;
+}
+
+LogLevel Session::log_level() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->level;
+}
+
+bool Session::IsSubscribed(const std::string& uri) const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->subscriptions.count(uri) > 0;
+}
+
+bool Session::Notify(const std::string& method, Json params) {
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->phase != Impl::Phase::kInitialized) return false;
+  }
+  return impl_->Send(jsonrpc::MakeNotification(method, std::move(params)));
+}
+
+void Session::Log(LogLevel level, Json data, const std::string& logger) {
+  if (!impl_->server->options.enable_logging || level == LogLevel::kOff) return;
+  if (level < log_level()) return;
+  Json params = {{"level", LogLevelName(level)}, {"data", std::move(data)}};
+  if (!logger.empty()) params["logger"] = logger;
+  Notify("notifications/message", std::move(params));
+}
+
+void Session::SendRequest(const std::string& method, Json params, ResponseCallback done,
+                          std::chrono::milliseconds timeout) {
+  impl_->StartOutgoing(method, std::move(params), std::move(done), timeout);
+}
+
+void Session::CloseAsync() {
+  impl_->transport->Close();
+  impl_->OnTransportClosed();
+}
+
+void Session::Close() {
+  CloseAsync();
+  Wait();
+}
+
+void Session::Wait() {
+  std::unique_lock lock(impl_->mu);
+  impl_->idle_cv.wait(lock, [this] {
+    return impl_->phase == Impl::Phase::kClosed && impl_->in_flight.empty() &&
+           impl_->running_tasks == 0;
+  });
+}
+
+bool Session::WaitFor(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(impl_->mu);
+  return impl_->idle_cv.wait_for(lock, timeout, [this] {
+    return impl_->phase == Impl::Phase::kClosed && impl_->in_flight.empty() &&
+           impl_->running_tasks == 0;
+  });
+}
+
+}  // namespace mcp

@@ -1,0 +1,114 @@
+// Internal to mcp/: the state behind a Session and the per-request state behind a Context.
+// Lock order: Session::Impl::mu, then RequestState::mu; callbacks (cancel, response) always
+// run with no lock held.
+#pragma once
+
+#include <boost/asio/steady_timer.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "mcp/jsonrpc.h"
+#include "mcp/reply.h"
+#include "mcp/server.h"
+#include "mcp/server_impl.h"
+#include "mcp/session.h"
+
+namespace mcp {
+
+struct RequestState {
+  Json id;
+  std::string key;  // jsonrpc::IdKey(id)
+  std::string method;
+  Json meta;  // params._meta or null
+  std::atomic<bool> cancelled{false};
+  std::mutex mu;
+  std::vector<std::function<void()>> on_cancel;  // guarded by mu
+
+  void Cancel();  // sets the flag and runs the callbacks once
+  void OnCancel(std::function<void()> fn);
+};
+
+// Collects the responses of one batch and sends them as one array when the last is in.
+struct Batch;
+
+// Where a request's response goes: the transport, or its batch. nullopt = no response
+// (the request was cancelled).
+using ResponseOut = std::function<void(std::optional<Json>)>;
+
+struct Session::Impl {
+  Impl(std::shared_ptr<Server::Impl> server_impl, std::unique_ptr<Transport> t, std::string sid);
+
+  std::weak_ptr<Session> weak;  // set by Server::Connect
+  std::shared_ptr<Server::Impl> server;
+  std::unique_ptr<Transport> transport;
+  const std::string id;
+
+  enum class Phase { kNew, kInitialized, kClosed };
+  mutable std::mutex mu;
+  std::condition_variable idle_cv;
+  Phase phase = Phase::kNew;
+  bool client_ready = false;  // notifications/initialized received
+  std::string version;
+  Json client_info, client_capabilities;
+  LogLevel level;
+  std::set<std::string> subscriptions;
+  std::map<std::string, std::shared_ptr<RequestState>> in_flight;
+  size_t running_tasks = 0;
+  struct Outgoing {
+    std::string method;
+    ResponseCallback done;
+    std::shared_ptr<boost::asio::steady_timer> timer;
+  };
+  std::map<int64_t, Outgoing> outgoing;
+  int64_t next_outgoing_id = 1;
+
+  // ---- intake, on the transport's thread (session.cc) ----
+  void OnText(const std::string& text);
+  void OnTransportError(const RpcError& error);
+  void OnTransportClosed();
+  void HandleValue(const Json& value, const std::shared_ptr<Batch>& batch);
+  void HandleRequest(jsonrpc::Request request, const ResponseOut& out);
+  void HandleNotification(const jsonrpc::Notification& notification);
+  void HandleResponse(const jsonrpc::Response& response);
+  void Dispatch(const std::shared_ptr<RequestState>& state, const Json& params, Reply reply);
+  void Finish(const std::shared_ptr<RequestState>& state, Json response, const ResponseOut& out);
+  bool Send(const Json& message);
+  void TaskDone();
+
+  // ---- server->client requests (session.cc) ----
+  int64_t StartOutgoing(const std::string& method, Json params, ResponseCallback done,
+                        std::chrono::milliseconds timeout);
+  void FailOutgoing(int64_t outgoing_id, RpcError error, bool tell_client);
+
+  // ---- built-in methods (methods.cc); each may throw RpcException ----
+  using Method = Json (Impl::*)(const Json& params, Context& ctx);
+  struct Builtin {
+    Method method;
+    bool on_reader_thread;  // quick and order-sensitive: answered inline
+  };
+  static const std::map<std::string, Builtin, std::less<>>& Builtins();
+  Json Initialize(const Json& params, Context& ctx);
+  Json Ping(const Json& params, Context& ctx);
+  Json SetLevel(const Json& params, Context& ctx);
+  Json ListTools(const Json& params, Context& ctx);
+  Json CallTool(const Json& params, Context& ctx);
+  Json ListResources(const Json& params, Context& ctx);
+  Json ListResourceTemplates(const Json& params, Context& ctx);
+  Json ReadResource(const Json& params, Context& ctx);
+  Json Subscribe(const Json& params, Context& ctx);
+  Json Unsubscribe(const Json& params, Context& ctx);
+  Json ListPrompts(const Json& params, Context& ctx);
+  Json GetPrompt(const Json& params, Context& ctx);
+  Json Complete(const Json& params, Context& ctx);
+};
+
+}  // namespace mcp
