@@ -117,6 +117,7 @@ class CellChannel {
 
  private:
   struct Pending;
+  struct ExecPipes;
   uint64_t NextId() { return next_id_.fetch_add(1); }
   Result<control::Message> Call(const control::Message& request, std::span<const int> fds = {});
   Status ExpectOk(const control::Message& request);
@@ -124,8 +125,10 @@ class CellChannel {
   void Fail(const Error& error);
   std::shared_ptr<Pending> Register(uint64_t id, bool is_exec);
   void Unregister(uint64_t id);
-  Result<control::ExecExited> WaitExecExit(const std::shared_ptr<Pending>& p,
-                                           std::chrono::steady_clock::time_point deadline);
+  Result<control::Message> Wait(const std::shared_ptr<Pending>& pending,
+                                std::chrono::steady_clock::time_point deadline);
+  Status PumpExec(const ExecOptions& options, ExecPipes& pipes,
+                  const std::shared_ptr<Pending>& pending, uint64_t id, ExecResult& result);
 
   UniqueFd fd_;
   Options options_;
@@ -134,7 +137,6 @@ class CellChannel {
   std::mutex mu_;
   std::map<uint64_t, std::shared_ptr<Pending>> pending_;  // by request id, under mu_
   std::optional<Error> death_;                            // under mu_
-  int wake_pipe_[2] = {-1, -1};  // Close() wakes the reader blocked in poll
   std::thread reader_;
 };
 

@@ -1,0 +1,424 @@
+// CellChannel: request/reply over the control socket, with one reader thread and exec
+// output read straight from pipes by the calling thread. See cell_channel.h.
+#include "sandbox/cell_channel.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <deque>
+
+namespace mcpcell::sandbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using control::Message;
+
+constexpr auto kCallTimeout = std::chrono::seconds(60);   // a file op or signal
+constexpr auto kStartTimeout = std::chrono::seconds(30);  // ExecRequest -> ExecStarted
+constexpr auto kKillGrace = std::chrono::seconds(10);     // SIGKILL -> ExecExited
+constexpr auto kDrainIdle = std::chrono::milliseconds(100);
+constexpr auto kDrainMax = std::chrono::seconds(2);
+constexpr size_t kReadChunk = 64 * 1024;
+
+// Messages init may send once it is Ready; anything else is a protocol violation.
+bool IsReplyOrEvent(const Message& m) {
+  return std::holds_alternative<control::ErrorReply>(m) || std::holds_alternative<control::OkReply>(m) ||
+         std::holds_alternative<control::ExecStarted>(m) || std::holds_alternative<control::ExecExited>(m) ||
+         std::holds_alternative<control::ReadFileReply>(m) || std::holds_alternative<control::StatReply>(m) ||
+         std::holds_alternative<control::ListDirReply>(m) || std::holds_alternative<control::StatsReply>(m);
+}
+
+Error FromReply(const control::ErrorReply& e) { return Error{e.message, e.err}; }
+
+template <typename T>
+Result<T> As(Result<Message> reply, const char* request) {
+  if (!reply.ok()) return reply.error();
+  if (auto* e = std::get_if<control::ErrorReply>(&*reply)) return FromReply(*e);
+  if (auto* t = std::get_if<T>(&*reply)) return std::move(*t);
+  return Error::Msg(std::string("cell init answered ") + request + " with " + control::MessageName(*reply));
+}
+
+Result<std::pair<UniqueFd, UniqueFd>> NonBlockingPipe(bool server_reads) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return Error::Sys("pipe2");
+  UniqueFd r(p[0]), w(p[1]);
+  int server = server_reads ? r.get() : w.get();
+  if (::fcntl(server, F_SETFL, ::fcntl(server, F_GETFL) | O_NONBLOCK) != 0) return Error::Sys("fcntl(O_NONBLOCK)");
+  return std::make_pair(std::move(r), std::move(w));
+}
+
+int MillisUntil(Clock::time_point t) {
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(t - Clock::now()).count();
+  return static_cast<int>(std::clamp<int64_t>(ms, 0, 60000));
+}
+
+}  // namespace
+
+struct CellChannel::Pending {
+  std::deque<Message> inbox;  // under CellChannel::mu_
+  std::condition_variable cv;
+  UniqueFd event;  // exec only: an eventfd that is readable when the inbox changes or on death
+  void Wake() {
+    cv.notify_all();
+    if (event) {
+      uint64_t one = 1;
+      ssize_t ignored = ::write(event.get(), &one, sizeof(one));
+      (void)ignored;
+    }
+  }
+};
+
+struct CellChannel::ExecPipes {
+  UniqueFd stdin_write, stdout_read, stderr_read;  // the server's ends (capture mode)
+  size_t stdin_offset = 0;
+};
+
+CellChannel::CellChannel(UniqueFd control_fd, Options options)
+    : fd_(std::move(control_fd)), options_(std::move(options)) {
+  reader_ = std::thread([this] { ReaderLoop(); });
+}
+
+CellChannel::~CellChannel() {
+  Close();
+  if (reader_.joinable()) {
+    if (reader_.get_id() == std::this_thread::get_id()) {
+      reader_.detach();  // destroyed from on_closed: the loop has already returned
+    } else {
+      reader_.join();
+    }
+  }
+}
+
+void CellChannel::Close() {
+  // shutdown() wakes the reader blocked in recvmsg; the fd itself stays valid until the
+  // destructor, so no other thread can see it reused.
+  ::shutdown(fd_.get(), SHUT_RDWR);
+  std::lock_guard lock(mu_);
+  if (death_) return;
+  death_ = Error::Msg("cell channel closed by the server");
+  dead_ = true;
+  for (auto& [id, p] : pending_) p->Wake();
+}
+
+void CellChannel::Fail(const Error& error) {
+  {
+    std::lock_guard lock(mu_);
+    if (death_) return;
+    death_ = Error{"cell init is gone: " + error.message, error.err};
+    dead_ = true;
+    for (auto& [id, p] : pending_) p->Wake();
+  }
+  if (options_.on_closed) options_.on_closed(*death_);
+}
+
+void CellChannel::ReaderLoop() {
+  for (;;) {
+    Result<control::Received> received = control::ReceiveMessage(fd_.get());
+    if (!received.ok()) {
+      if (received.error().err == EINTR) continue;
+      return Fail(received.error().err == 0 && received.error().message == "control channel closed"
+                      ? Error::Msg("control channel closed (cell init exited)")
+                      : received.error().Wrap("malformed frame from cell init"));
+    }
+    const Message& m = received->message;
+    if (!IsReplyOrEvent(m)) {
+      return Fail(Error::Msg(std::string("cell init sent ") + control::MessageName(m) + " after Ready"));
+    }
+    const uint64_t id = control::RequestIdOf(m);
+    if (id == 0 || id >= next_id_.load()) {
+      return Fail(Error::Msg(std::string(control::MessageName(m)) + " for request id " +
+                             std::to_string(id) + " that was never sent"));
+    }
+    std::lock_guard lock(mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) continue;  // a late answer to a call that gave up waiting
+    it->second->inbox.push_back(std::move(received->message));
+    it->second->Wake();
+  }
+}
+
+std::shared_ptr<CellChannel::Pending> CellChannel::Register(uint64_t id, bool is_exec) {
+  auto p = std::make_shared<Pending>();
+  if (is_exec) p->event.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  std::lock_guard lock(mu_);
+  pending_[id] = p;
+  return p;
+}
+
+void CellChannel::Unregister(uint64_t id) {
+  std::lock_guard lock(mu_);
+  pending_.erase(id);
+}
+
+Result<Message> CellChannel::Wait(const std::shared_ptr<Pending>& p, Clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  p->cv.wait_until(lock, deadline, [&] { return !p->inbox.empty() || death_.has_value(); });
+  if (!p->inbox.empty()) {
+    Message m = std::move(p->inbox.front());
+    p->inbox.pop_front();
+    return m;
+  }
+  if (death_) return *death_;
+  return Error::Msg("cell init did not answer in time");
+}
+
+Result<Message> CellChannel::Call(const Message& request, std::span<const int> fds) {
+  const uint64_t id = control::RequestIdOf(request);
+  auto p = Register(id, false);
+  Result<Message> reply = Error::Msg("");
+  if (Status s = control::SendMessage(fd_.get(), request, fds); !s.ok()) {
+    std::lock_guard lock(mu_);
+    reply = death_ ? *death_ : s.error();
+  } else {
+    reply = Wait(p, Clock::now() + kCallTimeout);
+  }
+  Unregister(id);
+  if (!reply.ok()) return reply.error().Wrap(control::MessageName(request));
+  return reply;
+}
+
+Status CellChannel::ExpectOk(const Message& request) {
+  Result<control::OkReply> ok = As<control::OkReply>(Call(request), control::MessageName(request));
+  if (!ok.ok()) return ok.error();
+  return Ok();
+}
+
+Status CellChannel::SignalExec(uint64_t exec_id, int signo) {
+  return ExpectOk(control::SignalRequest{NextId(), exec_id, signo});
+}
+
+Result<control::StatsReply> CellChannel::Stats() {
+  return As<control::StatsReply>(Call(control::StatsRequest{NextId()}), "StatsRequest");
+}
+
+Result<std::string> CellChannel::ReadFile(const std::string& path, uint64_t max_bytes) {
+  std::string out;
+  for (;;) {
+    const uint32_t ask = static_cast<uint32_t>(
+        std::min<uint64_t>(control::kMaxFileChunkBytes, max_bytes - out.size() + 1));
+    auto chunk = As<control::ReadFileReply>(
+        Call(control::ReadFileRequest{NextId(), path, out.size(), ask}), "ReadFileRequest");
+    if (!chunk.ok()) return chunk.error();
+    if (chunk->data.size() > ask) return Error::Msg("ReadFileReply: more data than asked for");
+    out += chunk->data;
+    if (out.size() > max_bytes) {
+      return Error::Msg("\"" + path + "\": file is " + std::to_string(chunk->file_size) +
+                        " bytes, over the limit of " + std::to_string(max_bytes));
+    }
+    if (chunk->eof || chunk->data.empty()) return out;
+  }
+}
+
+Status CellChannel::WriteFile(const std::string& path, std::string_view data, uint32_t mode) {
+  size_t offset = 0;
+  do {
+    size_t n = std::min<size_t>(control::kMaxFileChunkBytes, data.size() - offset);
+    uint32_t flags = offset == 0 ? control::kWriteCreate | control::kWriteTruncate : 0;
+    if (Status s = ExpectOk(control::WriteFileRequest{NextId(), path, offset, flags, mode,
+                                                      std::string(data.substr(offset, n))});
+        !s.ok()) {
+      return s;
+    }
+    offset += n;
+  } while (offset < data.size());
+  return Ok();
+}
+
+Result<std::vector<control::DirEntry>> CellChannel::ListDir(const std::string& path,
+                                                            size_t max_entries) {
+  std::vector<control::DirEntry> out;
+  uint64_t cookie = 0;
+  do {
+    auto page = As<control::ListDirReply>(Call(control::ListDirRequest{NextId(), path, cookie}),
+                                          "ListDirRequest");
+    if (!page.ok()) return page.error();
+    if (page->next_cookie != 0 && (page->entries.empty() || page->next_cookie == cookie)) {
+      return Error::Msg("ListDirReply: listing of \"" + path + "\" makes no progress");
+    }
+    for (auto& e : page->entries) out.push_back(std::move(e));
+    if (out.size() > max_entries) {
+      return Error::Msg("\"" + path + "\": more than " + std::to_string(max_entries) + " entries");
+    }
+    cookie = page->next_cookie;
+  } while (cookie != 0);
+  return out;
+}
+
+Result<control::FileStat> CellChannel::Stat(const std::string& path, bool follow_symlinks) {
+  auto r = As<control::StatReply>(
+      Call(control::StatRequest{NextId(), path, static_cast<uint8_t>(follow_symlinks)}), "StatRequest");
+  if (!r.ok()) return r.error();
+  return r->stat;
+}
+
+Status CellChannel::Mkdir(const std::string& path, uint32_t mode, bool parents) {
+  return ExpectOk(control::MkdirRequest{NextId(), path, mode, static_cast<uint8_t>(parents)});
+}
+
+Status CellChannel::Remove(const std::string& path, bool recursive) {
+  return ExpectOk(control::RemoveRequest{NextId(), path, static_cast<uint8_t>(recursive)});
+}
+
+// ---- Exec ----
+
+Result<ExecResult> CellChannel::Exec(const ExecOptions& options) {
+  if (options.argv.empty()) return Error::Msg("exec: argv is empty");
+  if (!alive()) {
+    std::lock_guard lock(mu_);
+    return death_->Wrap("exec");
+  }
+  std::optional<uint64_t> oom_before;
+  if (options_.oom_kill_count) {
+    if (auto n = options_.oom_kill_count(); n.ok()) oom_before = *n;
+  }
+  // The child's ends go to init over SCM_RIGHTS and are closed here right after, so the
+  // server sees EOF on output once every process of the exec has let go of it.
+  ExecPipes pipes;
+  UniqueFd child_ends[3];
+  int child_fds[3] = {options.stdin_fd, options.stdout_fd, options.stderr_fd};
+  for (int i = 0; i < 3; ++i) {
+    if (child_fds[i] >= 0) continue;
+    auto pipe = NonBlockingPipe(/*server_reads=*/i != 0);
+    if (!pipe.ok()) return pipe.error().Wrap("exec");
+    if (i == 0) {
+      child_ends[0] = std::move(pipe->first);
+      if (!options.stdin_data.empty()) pipes.stdin_write = std::move(pipe->second);
+    } else {
+      child_ends[i] = std::move(pipe->second);
+      (i == 1 ? pipes.stdout_read : pipes.stderr_read) = std::move(pipe->first);
+    }
+    child_fds[i] = child_ends[i].get();
+  }
+  const uint64_t id = NextId();
+  auto pending = Register(id, true);
+  if (!pending->event) {
+    Unregister(id);
+    return Error::Sys("eventfd");
+  }
+  const auto start = Clock::now();
+  Status sent = control::SendMessage(
+      fd_.get(), control::ExecRequest{id, options.argv, options.env, options.cwd}, child_fds);
+  for (UniqueFd& end : child_ends) end.Reset();
+  Result<Message> started = sent.ok() ? Wait(pending, start + kStartTimeout) : Result<Message>(sent.error());
+  auto ok = As<control::ExecStarted>(std::move(started), "ExecRequest");
+  if (!ok.ok()) {
+    Unregister(id);
+    return ok.error().Wrap("exec \"" + options.argv[0] + "\"");
+  }
+  if (options.on_started) options.on_started(id, ok->pid);
+  ExecResult result;
+  Status pumped = PumpExec(options, pipes, pending, id, result);
+  Unregister(id);
+  if (!pumped.ok()) return pumped.error().Wrap("exec \"" + options.argv[0] + "\"");
+  if (oom_before) {
+    if (auto after = options_.oom_kill_count(); after.ok()) result.oom_killed = *after > *oom_before;
+  }
+  return result;
+}
+
+namespace {
+// Reads what is there from one output pipe; false at EOF or error (then the fd is closed).
+bool DrainOutput(UniqueFd& fd, OutputStream stream, const ExecOptions& options, StreamCapture& capture) {
+  char buffer[kReadChunk];
+  for (int rounds = 0; rounds < 16; ++rounds) {  // bounded, so the other pipe gets its turn
+    ssize_t n = ::read(fd.get(), buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return true;
+    if (n <= 0) {
+      fd.Reset();
+      return false;
+    }
+    capture.total += static_cast<uint64_t>(n);
+    if (capture.data.size() < options.keep_bytes) {
+      capture.data.append(buffer, std::min<size_t>(n, options.keep_bytes - capture.data.size()));
+    }
+    if (options.on_output) options.on_output(stream, std::string_view(buffer, n));
+  }
+  return true;
+}
+
+void FeedStdin(UniqueFd& fd, const std::string& data, size_t& offset) {
+  while (offset < data.size()) {
+    ssize_t n = ::write(fd.get(), data.data() + offset, data.size() - offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n < 0) break;  // EPIPE: the program closed its stdin; not an error of the exec
+    offset += static_cast<size_t>(n);
+  }
+  fd.Reset();  // all written (or refused): the program sees EOF
+}
+}  // namespace
+
+Status CellChannel::PumpExec(const ExecOptions& options, ExecPipes& pipes,
+                             const std::shared_ptr<Pending>& pending, uint64_t id,
+                             ExecResult& result) {
+  const auto start = Clock::now();
+  const auto deadline = options.timeout.count() > 0 ? start + options.timeout : Clock::time_point::max();
+  std::stop_callback on_stop(options.stop, [&] { pending->Wake(); });
+  bool exited = false;
+  std::optional<Clock::time_point> killed_at, exited_at;
+  auto kill_group = [&](bool* flag) {
+    *flag = true;
+    if (killed_at) return;
+    killed_at = Clock::now();
+    Status s = SignalExec(id, SIGKILL);  // ESRCH: it ended meanwhile, fine
+    (void)s;
+  };
+  for (;;) {
+    if (exited && !pipes.stdout_read && !pipes.stderr_read) return Ok();
+    if (!exited && Clock::now() >= deadline) kill_group(&result.timed_out);
+    if (!exited && options.stop.stop_requested()) kill_group(&result.cancelled);
+    if (!exited && killed_at && Clock::now() - *killed_at > kKillGrace) {
+      return Error::Msg("the process group did not exit within 10 s of SIGKILL");
+    }
+    if (exited && Clock::now() - *exited_at > kDrainMax) return Ok();  // a leftover keeps writing
+    pollfd fds[4];
+    int n = 0;
+    fds[n++] = {pending->event.get(), POLLIN, 0};
+    const int out_index = pipes.stdout_read ? n : -1;
+    if (pipes.stdout_read) fds[n++] = {pipes.stdout_read.get(), POLLIN, 0};
+    const int err_index = pipes.stderr_read ? n : -1;
+    if (pipes.stderr_read) fds[n++] = {pipes.stderr_read.get(), POLLIN, 0};
+    const int in_index = pipes.stdin_write ? n : -1;
+    if (pipes.stdin_write) fds[n++] = {pipes.stdin_write.get(), POLLOUT, 0};
+    int timeout = exited ? static_cast<int>(kDrainIdle.count())
+                 : killed_at ? 100
+                 : deadline == Clock::time_point::max() ? 1000 : std::min(1000, MillisUntil(deadline));
+    int ready = ::poll(fds, n, timeout);
+    if (ready < 0 && errno != EINTR) return Error::Sys("poll(exec pipes)");
+    if (ready == 0 && exited) return Ok();  // output went quiet after the exit
+    if (ready <= 0) continue;
+    if (fds[0].revents & POLLIN) {
+      uint64_t counter;
+      ssize_t ignored = ::read(pending->event.get(), &counter, sizeof(counter));
+      (void)ignored;
+      std::unique_lock lock(mu_);
+      while (!pending->inbox.empty()) {
+        Message m = std::move(pending->inbox.front());
+        pending->inbox.pop_front();
+        auto* e = std::get_if<control::ExecExited>(&m);
+        if (e == nullptr) return Error::Msg(std::string("unexpected ") + control::MessageName(m));
+        exited = true;
+        exited_at = Clock::now();
+        result.signaled = e->signaled != 0;
+        result.exit_code = e->exit_code;
+        result.signo = e->signo;
+        result.user_cpu = std::chrono::microseconds(e->user_cpu_us);
+        result.system_cpu = std::chrono::microseconds(e->system_cpu_us);
+        result.peak_memory_bytes = e->max_rss_bytes;
+        result.wall_time = std::chrono::duration_cast<std::chrono::microseconds>(*exited_at - start);
+      }
+      if (!exited && death_) return *death_;
+    }
+    if (out_index >= 0 && fds[out_index].revents) DrainOutput(pipes.stdout_read, OutputStream::kStdout, options, result.out);
+    if (err_index >= 0 && fds[err_index].revents) DrainOutput(pipes.stderr_read, OutputStream::kStderr, options, result.err);
+    if (in_index >= 0 && fds[in_index].revents) FeedStdin(pipes.stdin_write, options.stdin_data, pipes.stdin_offset);
+  }
+}
+
+}  // namespace mcpcell::sandbox

@@ -1,0 +1,222 @@
+// Cell init's request loop: one request at a time, children reaped through a signalfd.
+#include "sandbox/init/control_loop.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+
+#include "sandbox/control/protocol.h"
+#include "sandbox/control/unique_fd.h"
+#include "sandbox/init/exec.h"
+#include "sandbox/init/file_ops.h"
+
+namespace mcpcell::sandbox {
+namespace {
+
+using namespace control;  // NOLINT: the loop speaks nothing but the protocol
+
+void Log(const std::string& line) {
+  std::string text = "mcpcell-init: " + line + "\n";
+  ssize_t ignored = ::write(STDERR_FILENO, text.data(), text.size());
+  (void)ignored;
+}
+
+class ControlLoop {
+ public:
+  ControlLoop(int control_fd, const InitContext& ctx, int root_fd)
+      : fd_(control_fd), ctx_(ctx), files_{root_fd, ctx.workspace, ctx.sandbox_uid, ctx.sandbox_gid} {}
+
+  [[noreturn]] void Run(int signal_fd);
+
+ private:
+  void HandleFrame();
+  void Dispatch(Received& received);
+  void HandleExec(const ExecRequest& request, std::vector<UniqueFd>& fds);
+  void HandleSignal(const SignalRequest& request);
+  void ReapChildren();
+  void Send(const Message& message);
+  void SendError(uint64_t id, const Error& error) { Send(ErrorReply{id, error.err, error.message}); }
+  template <typename T>
+  void Reply(uint64_t id, Result<T> result) {
+    if (result.ok()) {
+      Send(std::move(result.value()));
+    } else {
+      SendError(id, result.error());
+    }
+  }
+  void ReplyStatus(uint64_t id, const Status& status) {
+    if (status.ok()) {
+      Send(OkReply{id});
+    } else {
+      SendError(id, status.error());
+    }
+  }
+  [[noreturn]] void Shutdown(int status);
+
+  int fd_;
+  const InitContext& ctx_;
+  FileOpContext files_;
+  std::map<pid_t, uint64_t> execs_;  // running exec leader pid -> its ExecRequest id
+  uint64_t children_reaped_ = 0;
+};
+
+void ControlLoop::Send(const Message& message) {
+  Status s = SendMessage(fd_, message);
+  if (!s.ok()) {
+    // The server is gone (EPIPE) or the socket broke: nobody is left to serve.
+    Log("send " + std::string(MessageName(message)) + ": " + s.error().message);
+    Shutdown(s.error().err == EPIPE ? 0 : 1);
+  }
+}
+
+void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& fds) {
+  const int stdio[3] = {fds[0].get(), fds[1].get(), fds[2].get()};
+  Result<pid_t> pid = StartExec(request, stdio, ctx_);
+  fds.clear();  // the child has its copies; init must not hold pipe ends open
+  if (!pid.ok()) return SendError(request.request_id, pid.error());
+  execs_[*pid] = request.request_id;
+  Send(ExecStarted{request.request_id, *pid});
+}
+
+void ControlLoop::HandleSignal(const SignalRequest& request) {
+  if (request.signo < 0 || request.signo >= NSIG) {
+    return SendError(request.request_id, Error::Msg("signo " + std::to_string(request.signo) +
+                                                    ": not a signal number"));
+  }
+  for (const auto& [pid, exec_id] : execs_) {
+    if (exec_id != request.exec_request_id) continue;
+    // The group id is the leader's pid (setpgid in exec.cc); the leader is not reaped yet,
+    // so the id cannot have been reused.
+    if (::kill(-pid, request.signo) != 0) {
+      return SendError(request.request_id, Error::Sys("kill(-" + std::to_string(pid) + ")"));
+    }
+    return Send(OkReply{request.request_id});
+  }
+  SendError(request.request_id, Error::Sys("signal exec " + std::to_string(request.exec_request_id) +
+                                               ": not running", ESRCH));
+}
+
+void ControlLoop::Dispatch(Received& received) {
+  Message& m = received.message;
+  if (auto* r = std::get_if<ExecRequest>(&m)) return HandleExec(*r, received.fds);
+  if (auto* r = std::get_if<SignalRequest>(&m)) return HandleSignal(*r);
+  if (auto* r = std::get_if<ReadFileRequest>(&m)) return Reply(r->request_id, ReadFile(files_, *r));
+  if (auto* r = std::get_if<WriteFileRequest>(&m)) return ReplyStatus(r->request_id, WriteFile(files_, *r));
+  if (auto* r = std::get_if<ListDirRequest>(&m)) return Reply(r->request_id, ListDir(files_, *r));
+  if (auto* r = std::get_if<StatRequest>(&m)) return Reply(r->request_id, StatPath(files_, *r));
+  if (auto* r = std::get_if<MkdirRequest>(&m)) return ReplyStatus(r->request_id, MakeDirectory(files_, *r));
+  if (auto* r = std::get_if<RemoveRequest>(&m)) return ReplyStatus(r->request_id, RemovePath(files_, *r));
+  if (auto* r = std::get_if<StatsRequest>(&m)) {
+    rusage self{};
+    ::getrusage(RUSAGE_SELF, &self);
+    return Send(StatsReply{r->request_id, static_cast<uint32_t>(execs_.size()), children_reaped_,
+                           static_cast<uint64_t>(self.ru_maxrss) * 1024});
+  }
+  // Ready, replies and events only ever travel from init to the server.
+  const uint64_t id = RequestIdOf(m);
+  Error error = Error::Msg(std::string(MessageName(m)) + ": not a request");
+  if (id != 0) return SendError(id, error);
+  Log(error.message);
+}
+
+void ControlLoop::HandleFrame() {
+  Result<Received> received = ReceiveMessage(fd_);
+  if (received.ok()) return Dispatch(*received);
+  const Error& error = received.error();
+  if (error.err == 0 && error.message == "control channel closed") Shutdown(0);
+  if (error.err == EAGAIN || error.err == EINTR) return;
+  if (error.err != 0) {  // the socket itself failed
+    Log(error.message);
+    Shutdown(1);
+  }
+  Log("dropped a malformed frame: " + error.message);  // no trustworthy id to answer
+}
+
+void ControlLoop::ReapChildren() {
+  for (;;) {
+    int status = 0;
+    rusage usage{};
+    pid_t pid = ::wait4(-1, &status, WNOHANG, &usage);
+    if (pid <= 0) return;  // 0: none left to reap now; -1/ECHILD: no children at all
+    ++children_reaped_;
+    auto it = execs_.find(pid);
+    if (it == execs_.end()) continue;  // an orphan reparented to pid 1
+    ExecExited exited;
+    exited.request_id = it->second;
+    exited.signaled = WIFSIGNALED(status) ? 1 : 0;
+    exited.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+    exited.signo = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    exited.user_cpu_us = usage.ru_utime.tv_sec * 1000000ull + usage.ru_utime.tv_usec;
+    exited.system_cpu_us = usage.ru_stime.tv_sec * 1000000ull + usage.ru_stime.tv_usec;
+    exited.max_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+    execs_.erase(it);
+    Send(exited);
+  }
+}
+
+void ControlLoop::Shutdown(int status) {
+  // The server is gone: nothing in the cell may outlive its control. kill(-1) from pid 1
+  // reaches every other process of the pid namespace; our own exit then ends the namespace.
+  ::kill(-1, SIGKILL);
+  _exit(status);
+}
+
+void ControlLoop::Run(int signal_fd) {
+  for (;;) {
+    pollfd fds[2] = {{fd_, POLLIN, 0}, {signal_fd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      Log(Error::Sys("poll").message);
+      Shutdown(1);
+    }
+    if (fds[1].revents & POLLIN) {
+      signalfd_siginfo info[8];
+      ssize_t ignored = ::read(signal_fd, info, sizeof(info));  // drained; waitpid finds them
+      (void)ignored;
+      ReapChildren();
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) HandleFrame();
+  }
+}
+
+}  // namespace
+
+void ServeControl(int control_fd, const InitContext& ctx) {
+  // SIGCHLD arrives through a signalfd, so it must be blocked; children unblock it again.
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  if (sigprocmask(SIG_BLOCK, &chld, nullptr) != 0) {
+    Log(Error::Sys("sigprocmask(SIGCHLD)").message);
+    _exit(1);
+  }
+  int signal_fd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd < 0) {
+    Log(Error::Sys("signalfd(SIGCHLD)").message);
+    _exit(1);
+  }
+  // A write to a closed pipe or past RLIMIT_FSIZE must be an error for init, not a signal.
+  ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGXFSZ, SIG_IGN);
+  // File operations check permissions with fsuid/fsgid and the supplementary groups;
+  // init's own groups must not count. Fails where setgroups is denied (desktop mode, where
+  // init has no extra mapped groups anyway).
+  ::setgroups(0, nullptr);
+  int root_fd = ctx.root_fd;
+  if (root_fd < 0) root_fd = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root_fd < 0) {
+    Log(Error::Sys("open(\"/\")").message);
+    _exit(1);
+  }
+  ControlLoop loop(control_fd, ctx, root_fd);
+  loop.Run(signal_fd);
+}
+
+}  // namespace mcpcell::sandbox
