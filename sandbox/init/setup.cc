@@ -45,14 +45,10 @@ Status BindCellMounts(const CellSpec& spec, const std::string& root) {
                               : spec.workspace_host_dir;
   if (Status s = BindMount(workspace, root + "/workspace", /*writable=*/true); !s) return s;
   for (const CellMount& m : spec.mounts) {
-    struct stat st;
-    if (::stat(m.host_path.c_str(), &st) != 0) {
-      return Error::Sys("stat(\"" + m.host_path + "\") for mount at " + m.cell_path);
+    // The target was made in the upper by MountCellRoot.
+    if (Status s = BindMount(m.host_path, root + m.cell_path, m.writable, false, true); !s) {
+      return s;
     }
-    std::string target = root + m.cell_path;
-    Status made = S_ISDIR(st.st_mode) ? MakeDirs(target, 0755) : MakeEmptyFile(target, 0644);
-    if (!made) return made;
-    if (Status s = BindMount(m.host_path, target, m.writable, false, true); !s) return s;
   }
   return Ok();
 }
@@ -107,8 +103,7 @@ Result<CellRoot> SetupCell(const CellSpec& spec, const std::string& cell_dir, St
   const std::string hostname = CellHostname(spec);
   if (Status s = Step("cgroupns", EnterCgroupNamespace(), timer); !s) return s.error();
   if (Status s = Step("mount_ns", MakeMountsPrivate(), timer); !s) return s.error();
-  Status rootfs = MountCellRoot(spec, cell_dir + "/scratch", root);
-  if (rootfs) rootfs = WriteCellEtc(spec, hostname, root);
+  Status rootfs = MountCellRoot(spec, hostname, cell_dir + "/scratch", root);
   if (Status s = Step("rootfs", rootfs, timer); !s) return s.error();
   if (Status s = Step("binds", BindCellMounts(spec, root), timer); !s) return s.error();
   if (Status s = Step("proc", MountProc(root + "/proc"), timer); !s) return s.error();

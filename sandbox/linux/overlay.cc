@@ -163,6 +163,27 @@ Status RemoveTree(const std::string& path) {
   return Ok();
 }
 
+// Mount points of the system dirs and the spec's mounts, created in the upper `upper`.
+Status MakeMountTargets(const CellSpec& spec, const std::string& upper) {
+  for (const std::string& dir : spec.rootfs.system_dirs) {
+    if (Status s = MakeDirs(upper + dir, 0755); !s) return s;
+  }
+  for (const CellMount& m : spec.mounts) {
+    struct stat st;
+    if (::stat(m.host_path.c_str(), &st) != 0) {
+      return Error::Sys("stat(\"" + m.host_path + "\") for the mount at " + m.cell_path);
+    }
+    if (S_ISDIR(st.st_mode)) {
+      if (Status s = MakeDirs(upper + m.cell_path, 0755); !s) return s;
+      continue;
+    }
+    std::string parent = m.cell_path.substr(0, m.cell_path.rfind('/'));
+    if (Status s = MakeDirs(upper + parent, 0755); !s) return s;
+    if (Status s = MakeEmptyFile(upper + m.cell_path, 0644); !s) return s;
+  }
+  return Ok();
+}
+
 }  // namespace
 
 Result<std::string> PrepareHostTemplate(const std::string& state_dir) {
@@ -207,25 +228,31 @@ Status MountOverlay(const std::string& lower, const std::string& upper, const st
   return Mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, data);
 }
 
-Status MountCellRoot(const CellSpec& spec, const std::string& scratch, const std::string& root) {
+Status MountCellRoot(const CellSpec& spec, const std::string& hostname,
+                     const std::string& scratch, const std::string& root) {
   if (Status s = MountTmpfs(scratch, spec.tmpfs.root_upper_bytes, 0755); !s) return s;
-  if (Status s = MakeDirs(scratch + "/root/upper", 0755); !s) return s;
+  const std::string upper = scratch + "/root/upper";
+  if (Status s = MakeDirs(upper, 0755); !s) return s;
   if (Status s = MakeDirs(scratch + "/root/work", 0755); !s) return s;
-  Status s = MountOverlay(spec.rootfs.skeleton_dir, scratch + "/root/upper",
-                          scratch + "/root/work", root);
+  // Everything the cell's root must add to the template goes into the upper before the
+  // overlay exists: the template's directories belong to a host uid the cell's root does
+  // not map (root server), so they cannot be written through the overlay.
+  if (Status s = WriteCellEtc(spec, hostname, upper); !s) return s;
+  if (Status s = MakeMountTargets(spec, upper); !s) return s;
+  Status s = MountOverlay(spec.rootfs.skeleton_dir, upper, scratch + "/root/work", root);
   if (!s) return s;
   for (size_t i = 0; i < spec.rootfs.system_dirs.size(); ++i) {
     const std::string& dir = spec.rootfs.system_dirs[i];
     std::string layer = scratch + "/sys" + std::to_string(i);
     if (Status m = MakeDirs(layer + "/upper", 0755); !m) return m;
     if (Status m = MakeDirs(layer + "/work", 0755); !m) return m;
-    if (Status m = MakeDirs(root + dir, 0755); !m) return m;
     if (Status m = MountOverlay(dir, layer + "/upper", layer + "/work", root + dir); !m) return m;
   }
   return Ok();
 }
 
 Status WriteCellEtc(const CellSpec& spec, const std::string& hostname, const std::string& root) {
+  if (Status s = MakeDirs(root + "/etc", 0755); !s) return s;
   std::string uid = std::to_string(spec.sandbox_uid);
   std::string gid = std::to_string(spec.sandbox_gid);
   std::string passwd = "root:x:0:0:root:/root:/bin/sh\n" + spec.sandbox_user + ":x:" + uid +

@@ -31,10 +31,12 @@ Result<std::string> PrepareHostTemplate(const std::string& state_dir);
 Status MountOverlay(const std::string& lower, const std::string& upper, const std::string& work,
                     const std::string& target);
 
-// tmpfs at `scratch` for the uppers, overlay root at `root`, one overlay per system dir.
-Status MountCellRoot(const CellSpec& spec, const std::string& scratch, const std::string& root);
+// tmpfs at `scratch` for the uppers, the cell's /etc files and mount points written into
+// the root's upper, overlay root at `root`, one overlay per system dir.
+Status MountCellRoot(const CellSpec& spec, const std::string& hostname,
+                     const std::string& scratch, const std::string& root);
 
-// /etc/passwd, group, hosts and hostname of this cell, under `root` (before pivot_root).
+// /etc/passwd, group, hosts and hostname of this cell, under `root` (an upper dir).
 Status WriteCellEtc(const CellSpec& spec, const std::string& hostname, const std::string& root);
 
 }  // namespace mcpcell::sandbox
