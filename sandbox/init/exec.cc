@@ -109,7 +109,7 @@ std::string ResolveProgram(const ChildPlan& plan, int err_fd) {
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
     if (errno != ENOENT && errno != ENOTDIR) last_errno = errno;
   }
-  ChildFail(err_fd, "exec \"" + name + "\": not found in PATH (" + path + ")", last_errno);
+  ChildFail(err_fd, "not found in PATH (" + path + ")", last_errno);
 }
 
 [[noreturn]] void ChildMain(const ChildPlan& plan, const int stdio[3], const InitContext& ctx,

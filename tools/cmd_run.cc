@@ -1,0 +1,210 @@
+// `mcpcell run [options] -- CMD ARGS...`: run one command in a fresh cell and go.
+//
+// Steps: build a CellSpec from the defaults and the options, create the cell, exec the
+// command with this process's own stdin/stdout/stderr handed to it (SCM_RIGHTS, no
+// copying), forward SIGINT/SIGTERM/SIGHUP/SIGQUIT to its process group, destroy the cell,
+// and exit with the command's status (128+N when killed by signal N, like a shell).
+// Exit codes of our own: 124 timeout (as timeout(1)), 125 the cell could not be created or
+// the run failed, 126 the command could not be executed, 127 it was not found.
+// --timings prints the per-step setup breakdown (server steps, cell init's steps, exec)
+// to stderr.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sandbox/cell.h"
+#include "sandbox/cell_channel.h"
+#include "sandbox/cell_spec.h"
+#include "sandbox/linux/overlay.h"
+#include "tools/command.h"
+
+namespace mcpcell::tools {
+namespace {
+
+using sandbox::Cell;
+using Clock = std::chrono::steady_clock;
+
+struct RunOptions {
+  std::vector<std::string> command;
+  bool timings = false;
+  std::string state_dir;
+  std::string workspace;
+  std::string cwd;
+  std::vector<std::string> env;
+  std::string memory;
+  uint64_t pids = 0;
+  uint32_t cpu_millicores = 0;
+  double timeout_s = 0;
+  bool no_seccomp = false;
+  std::string init_path;
+};
+
+std::string DefaultStateDir() {
+  if (const char* dir = std::getenv("MCPCELL_STATE_DIR"); dir && *dir) return dir;
+  if (::geteuid() == 0) return "/run/mcpcell";
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg) return std::string(xdg) + "/mcpcell";
+  return "/tmp/mcpcell-" + std::to_string(::geteuid());
+}
+
+// "512M", "2G", "1048576" -> bytes; 0 on a malformed value (reported by the caller).
+uint64_t ParseBytes(const std::string& text) {
+  if (text.empty()) return 0;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  uint64_t unit = 1;
+  if (*end == 'K' || *end == 'k') unit = 1ull << 10;
+  if (*end == 'M' || *end == 'm') unit = 1ull << 20;
+  if (*end == 'G' || *end == 'g') unit = 1ull << 30;
+  if (unit != 1) ++end;
+  if (end == text.c_str() || *end != '\0') return 0;
+  return v * unit;
+}
+
+void PrintTimings(const Cell& cell, uint64_t exec_us, uint64_t run_us, uint64_t destroy_us) {
+  std::fprintf(stderr, "mcpcell run: setup timings (us)\n");
+  for (const auto& [step, us] : cell.timings().steps_us) {
+    std::fprintf(stderr, "  %-18s %8llu\n", step.c_str(), static_cast<unsigned long long>(us));
+  }
+  std::fprintf(stderr, "  %-18s %8llu\n  %-18s %8llu\n", "create total",
+               static_cast<unsigned long long>(cell.timings().total_us), "exec",
+               static_cast<unsigned long long>(exec_us));
+  std::fprintf(stderr, "  %-18s %8llu\n  %-18s %8llu\n", "command", static_cast<unsigned long long>(run_us),
+               "destroy", static_cast<unsigned long long>(destroy_us));
+}
+
+// Forwards terminal and termination signals to the command's process group: the command
+// runs in cell init's session, so the terminal's SIGINT reaches only us.
+class SignalForwarder {
+ public:
+  SignalForwarder() {
+    sigemptyset(&set_);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set_, s);
+    // Blocked before any thread exists, so every thread inherits the mask and only
+    // sigtimedwait below sees them.
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  }
+  void Start(sandbox::CellChannel* channel) {
+    thread_ = std::thread([this, channel] {
+      timespec tick{0, 100 * 1000 * 1000};
+      while (!stop_) {
+        int sig = sigtimedwait(&set_, nullptr, &tick);
+        uint64_t id = exec_id_.load();
+        if (sig > 0 && id != 0) (void)channel->SignalExec(id, sig);
+      }
+    });
+  }
+  void SetExec(uint64_t id) { exec_id_ = id; }
+  ~SignalForwarder() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  sigset_t set_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> exec_id_{0};
+  std::thread thread_;
+};
+
+sandbox::Result<sandbox::CellSpec> BuildSpec(const RunOptions& o) {
+  sandbox::CellSpec spec = sandbox::DefaultCellSpec(sandbox::GenerateCellId(), o.state_dir);
+  auto skeleton = sandbox::PrepareHostTemplate(o.state_dir);
+  if (!skeleton.ok()) return skeleton.error().Wrap("template");
+  spec.rootfs.skeleton_dir = *skeleton;
+  spec.workspace_host_dir = o.workspace;
+  for (const std::string& e : o.env) spec.env.push_back(e);
+  if (!o.memory.empty()) {
+    spec.limits.memory_max_bytes = ParseBytes(o.memory);
+    if (spec.limits.memory_max_bytes == 0) return sandbox::Error::Msg("--memory: \"" + o.memory + "\" is not a size like 512M");
+  }
+  spec.limits.pids_max = o.pids;
+  spec.limits.cpu_millicores = o.cpu_millicores;
+  spec.seccomp = !o.no_seccomp;
+  if (sandbox::Status s = sandbox::ValidateCellSpec(spec); !s.ok()) return s.error();
+  return spec;
+}
+
+int ExitStatusOf(const sandbox::ExecResult& r) {
+  if (r.timed_out) return 124;
+  return r.signaled ? 128 + r.signo : r.exit_code;
+}
+
+int RunCommand(const RunOptions& o) {
+  SignalForwarder forwarder;  // first: blocks the signals before the cell's threads start
+  auto spec = BuildSpec(o);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "mcpcell run: %s\n", spec.error().message.c_str());
+    return 125;
+  }
+  sandbox::CellCreateOptions create;
+  create.init_path = o.init_path;
+  auto cell = Cell::Create(*spec, create);
+  if (!cell.ok()) {
+    std::fprintf(stderr, "mcpcell run: creating the cell: %s\n", cell.error().message.c_str());
+    return 125;
+  }
+  for (const std::string& w : (*cell)->warnings()) std::fprintf(stderr, "mcpcell run: warning: %s\n", w.c_str());
+  forwarder.Start(&(*cell)->channel());
+
+  sandbox::ExecOptions exec;
+  exec.argv = o.command;
+  exec.cwd = o.cwd;
+  exec.stdin_fd = STDIN_FILENO;
+  exec.stdout_fd = STDOUT_FILENO;
+  exec.stderr_fd = STDERR_FILENO;
+  exec.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+  const auto exec_start = Clock::now();
+  Clock::time_point started_at = exec_start;
+  exec.on_started = [&](uint64_t id, pid_t) {
+    started_at = Clock::now();
+    forwarder.SetExec(id);
+  };
+  auto result = (*cell)->channel().Exec(exec);
+  const auto exec_end = Clock::now();
+  forwarder.SetExec(0);
+  sandbox::Status destroyed = (*cell)->Destroy();
+  auto us = [](Clock::duration d) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+  };
+  if (o.timings) PrintTimings(**cell, us(started_at - exec_start), us(exec_end - started_at), us(Clock::now() - exec_end));
+  if (!destroyed.ok()) std::fprintf(stderr, "mcpcell run: destroying the cell: %s\n", destroyed.error().message.c_str());
+  if (!result.ok()) {
+    std::fprintf(stderr, "mcpcell run: %s\n", result.error().message.c_str());
+    const int err = result.error().err;
+    return err == ENOENT ? 127 : (err == EACCES || err == ENOEXEC || err == EISDIR) ? 126 : 125;
+  }
+  if (result->timed_out) std::fprintf(stderr, "mcpcell run: timed out after %.3g s, killed\n", o.timeout_s);
+  if (result->oom_killed) std::fprintf(stderr, "mcpcell run: the cell ran out of memory (OOM kill)\n");
+  return ExitStatusOf(*result);
+}
+
+const bool kRegistered = RegisterCommand("run", [](CLI::App& parent, int* exit_code) {
+  auto opts = std::make_shared<RunOptions>();
+  opts->state_dir = DefaultStateDir();
+  CLI::App* sub = parent.add_subcommand("run", "Run one command in a fresh cell: mcpcell run [options] -- CMD ARGS...");
+  sub->add_flag("--timings", opts->timings, "Print the per-step setup breakdown to stderr");
+  sub->add_option("--state-dir", opts->state_dir, "State dir for cells and the template")->capture_default_str();
+  sub->add_option("--workspace", opts->workspace, "Host directory bound at /workspace (default: a fresh one)");
+  sub->add_option("--cwd", opts->cwd, "Working directory inside the cell (default /workspace)");
+  sub->add_option("-e,--env", opts->env, "KEY=VALUE added to the environment (repeatable)");
+  sub->add_option("--memory", opts->memory, "Memory limit, e.g. 512M (swap off)");
+  sub->add_option("--pids", opts->pids, "Maximum number of processes");
+  sub->add_option("--cpu", opts->cpu_millicores, "CPU limit in millicores (1000 = one CPU)");
+  sub->add_option("--timeout", opts->timeout_s, "Wall-clock timeout in seconds; kills the process group");
+  sub->add_flag("--no-seccomp", opts->no_seccomp, "Disable the seccomp filter (debugging only)");
+  sub->add_option("--init", opts->init_path, "Path of mcpcell-init (default: next to mcpcell)");
+  sub->add_option("command", opts->command, "The command and its arguments, after --")->required();
+  sub->callback([opts, exit_code] { *exit_code = RunCommand(*opts); });
+});
+
+}  // namespace
+}  // namespace mcpcell::tools
