@@ -1,0 +1,106 @@
+// Host probes: each verdict is checked against an independent look at the same kernel
+// feature, so a probe that always said "ok" (or always "missing") would fail here.
+#include "sandbox/linux/host_probe.h"
+
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <set>
+#include <string>
+
+#include "sandbox/linux/cgroup.h"
+
+namespace mcpcell::sandbox {
+namespace {
+
+bool ChildCanUnshareUser() {
+  pid_t pid = fork();
+  if (pid == 0) _exit(unshare(CLONE_NEWUSER) == 0 ? 0 : 1);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+std::set<std::string> ProbeDirs() {
+  std::set<std::string> out;
+  glob_t g{};
+  if (glob("/tmp/mcpcell-probe-*", 0, nullptr, &g) == 0) {
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.insert(g.gl_pathv[i]);
+  }
+  globfree(&g);
+  return out;
+}
+
+TEST(HostProbe, PrivilegeMatchesEuid) {
+  ProbeResult r = ProbePrivilege();
+  EXPECT_EQ(r.verdict == ProbeVerdict::kOk, geteuid() == 0);
+  EXPECT_NE(r.detail.find(std::to_string(geteuid())), std::string::npos) << r.detail;
+  EXPECT_FALSE(r.consequence.empty());
+}
+
+TEST(HostProbe, UserNamespacesMatchesADirectTry) {
+  ProbeResult r = ProbeUserNamespaces();
+  EXPECT_EQ(r.verdict != ProbeVerdict::kMissing, ChildCanUnshareUser()) << r.detail;
+  EXPECT_NE(r.detail.find("max_user_namespaces="), std::string::npos) << r.detail;
+}
+
+TEST(HostProbe, OverlayProbeLeavesNothingInTmp) {
+  const std::set<std::string> before = ProbeDirs();
+  ProbeResult r = ProbeOverlayInUserNamespace();
+  // Overlay in a user namespace needs user namespaces first.
+  if (!ChildCanUnshareUser()) {
+    EXPECT_EQ(r.verdict, ProbeVerdict::kMissing);
+  }
+  EXPECT_FALSE(r.detail.empty());
+  for (const std::string& d : ProbeDirs()) {
+    EXPECT_TRUE(before.count(d)) << "probe left " << d;
+  }
+}
+
+TEST(HostProbe, CgroupsMatchesDetect) {
+  ProbeResult r = ProbeCgroups();
+  const CgroupHost host = DetectCgroupHost();
+  EXPECT_EQ(r.verdict == ProbeVerdict::kOk, host.mode != CgroupMode::kNone && host.can_create);
+  EXPECT_NE(r.detail.find(CgroupModeName(host.mode)), std::string::npos) << r.detail;
+}
+
+TEST(HostProbe, SeccompWorksWhereTheKernelHasIt) {
+  ProbeResult r = ProbeSeccomp();
+  const bool kernel_has_it = access("/proc/sys/kernel/seccomp/actions_avail", R_OK) == 0;
+  EXPECT_EQ(r.verdict == ProbeVerdict::kOk, kernel_has_it) << r.detail;
+  if (kernel_has_it) {
+    EXPECT_NE(r.detail.find("BPF instructions"), std::string::npos) << r.detail;
+  }
+}
+
+TEST(HostProbe, Openat2MatchesADirectCall) {
+  open_how how{};
+  how.flags = O_RDONLY | O_CLOEXEC;
+  long fd = syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof how);
+  const bool has_openat2 = fd >= 0;
+  if (fd >= 0) close(static_cast<int>(fd));
+  ProbeResult r = ProbeOpenat2();
+  EXPECT_EQ(r.verdict == ProbeVerdict::kOk, has_openat2) << r.detail;
+}
+
+TEST(HostProbe, ReportListsEveryProbeWithItsConsequence) {
+  HostReport report = ProbeHost();
+  ASSERT_EQ(report.probes.size(), 7u);
+  const std::string text = FormatHostReport(report);
+  for (const ProbeResult& p : report.probes) {
+    EXPECT_NE(text.find(p.name), std::string::npos) << p.name;
+    EXPECT_NE(text.find(p.consequence), std::string::npos) << p.name;
+  }
+  EXPECT_EQ(report.root, geteuid() == 0);
+  EXPECT_NE(text.find(report.cells_possible ? "cells: possible" : "cells: NOT possible"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace mcpcell::sandbox
