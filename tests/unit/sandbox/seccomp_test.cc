@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -188,6 +190,17 @@ TEST(SeccompRules, EveryRuleHasAReasonAndALiveProbe) {
     EXPECT_FALSE(r.reason.empty()) << r.syscall;
     EXPECT_TRUE(probed.count(r.syscall)) << "no harmless invocation for " << r.syscall
                                          << " in seccomp_denied_calls.h";
+  }
+}
+
+TEST(SeccompRules, SecurityDocExplainsEveryRule) {
+  std::ifstream in(std::string(MCPCELL_SOURCE_DIR) + "/docs/security.md");
+  ASSERT_TRUE(in.good()) << "docs/security.md missing";
+  std::stringstream doc;
+  doc << in.rdbuf();
+  for (const SeccompRule& r : DefaultSeccompRules()) {
+    EXPECT_NE(doc.str().find("`" + r.syscall + "`"), std::string::npos)
+        << r.syscall << " is not explained in docs/security.md";
   }
 }
 
