@@ -274,7 +274,9 @@ Status WriteFile(const FileOpContext& ctx, const control::WriteFileRequest& requ
   if (request.flags & control::kWriteCreate) flags |= O_CREAT;
   if (request.flags & control::kWriteExclusive) flags |= O_CREAT | O_EXCL;
   // No O_TRUNC at open: truncation waits until fstat has shown a regular file.
-  Result<UniqueFd> fd = OpenInRoot(ctx.root_fd, *path, flags, kResolveCell, request.mode & 0777);
+  // openat2 refuses a mode without O_CREAT (EINVAL), unlike openat.
+  const uint64_t mode = (flags & O_CREAT) ? (request.mode & 0777) : 0;
+  Result<UniqueFd> fd = OpenInRoot(ctx.root_fd, *path, flags, kResolveCell, mode);
   if (!fd.ok()) return fd.error();
   struct stat st;
   if (::fstat(fd->get(), &st) != 0) return PathError("fstat", *path);

@@ -86,6 +86,16 @@ TEST_F(FileOps, WriteThenReadBackRelativeToWorkspace) {
   EXPECT_EQ(st.st_mode & 0777, 0640u);
 }
 
+TEST_F(FileOps, LaterChunksWriteAtTheirOffset) {
+  ASSERT_TRUE(WriteFile(ctx_, {1, "f", 0, control::kWriteCreate | control::kWriteTruncate, 0644, "abc"}).ok());
+  Status second = WriteFile(ctx_, {2, "f", 3, 0, 0644, "def"});
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_EQ(ReadOk("f"), "abcdef");
+  EXPECT_EQ(WriteFile(ctx_, {3, "missing", 0, 0, 0644, "x"}).error().err, ENOENT);  // no create
+  EXPECT_EQ(WriteFile(ctx_, {4, "f", 0, control::kWriteExclusive, 0644, "x"}).error().err, EEXIST);
+  EXPECT_THAT(WriteFile(ctx_, {5, "f", 0, 64, 0644, "x"}).error().message, HasSubstr("unknown bits"));
+}
+
 TEST_F(FileOps, DotDotAndBadPathsAreRefusedByName) {
   for (std::string bad : {"../etc/passwd", "/workspace/../../etc/passwd", "a/../../b"}) {
     auto r = Read(bad);
