@@ -87,25 +87,28 @@ class SignalForwarder {
  public:
   SignalForwarder() {
     sigemptyset(&set_);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set_, s);
+    // SIGUSR1 is ours: the destructor wakes the thread with it instead of a polling tick.
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1}) sigaddset(&set_, s);
     // Blocked before any thread exists, so every thread inherits the mask and only
-    // sigtimedwait below sees them.
+    // sigwaitinfo below sees them.
     pthread_sigmask(SIG_BLOCK, &set_, nullptr);
   }
   void Start(sandbox::CellChannel* channel) {
     thread_ = std::thread([this, channel] {
-      timespec tick{0, 100 * 1000 * 1000};
       while (!stop_) {
-        int sig = sigtimedwait(&set_, nullptr, &tick);
+        int sig = sigwaitinfo(&set_, nullptr);
         uint64_t id = exec_id_.load();
-        if (sig > 0 && id != 0) (void)channel->SignalExec(id, sig);
+        if (sig > 0 && sig != SIGUSR1 && id != 0) (void)channel->SignalExec(id, sig);
       }
     });
   }
   void SetExec(uint64_t id) { exec_id_ = id; }
   ~SignalForwarder() {
     stop_ = true;
-    if (thread_.joinable()) thread_.join();
+    if (thread_.joinable()) {
+      pthread_kill(thread_.native_handle(), SIGUSR1);
+      thread_.join();
+    }
   }
 
  private:

@@ -1,0 +1,134 @@
+// cell_startup_bench: how long a fresh cell costs, next to bubblewrap and the bare command.
+//
+// Six commands run in every round, in an order that rotates per round so that none always
+// runs first (cold caches) or right after another: `/bin/true` and
+// `/usr/bin/python3 -c 'print(1)'`, each bare, under `mcpcell run`, and under `bwrap` with
+// an equivalent layout (new user/mount/pid/net/ipc/uts/cgroup namespaces, read-only /usr
+// with the usual symlinks, /etc, private /proc, minimal /dev, tmpfs /tmp and /run, a
+// /workspace cwd, uid 1000, no capabilities). Each run's wall time is measured from
+// posix_spawn to waitpid; stdout goes to /dev/null. Prints medians, p90 and the ratios the
+// issue sets as targets: mcpcell /bin/true <= 0.7x bwrap, mcpcell python <= 1.15x bare
+// python (the latter says how much a cell adds to a real, if small, program).
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+struct Config {
+  std::string name;
+  std::vector<std::string> argv;
+  std::vector<double> ms;
+};
+
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  std::string p(buf, n > 0 ? n : 0);
+  return p.substr(0, p.rfind('/'));
+}
+
+std::vector<std::string> Bwrap(std::vector<std::string> cmd) {
+  std::vector<std::string> argv = {
+      "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+      "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+      "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
+      "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+      "--tmpfs", "/run", "--dir", "/workspace", "--chdir", "/workspace", "--hostname", "cell",
+      "--uid", "1000", "--gid", "1000", "--cap-drop", "ALL", "--"};
+  argv.insert(argv.end(), cmd.begin(), cmd.end());
+  return argv;
+}
+
+// Wall time of one run in ms; exits the benchmark if the command fails (a failing
+// configuration would otherwise look fast).
+double RunOnce(const Config& c) {
+  std::vector<char*> argv;
+  for (const std::string& a : c.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  const auto start = std::chrono::steady_clock::now();
+  pid_t pid;
+  int err = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) {
+    std::fprintf(stderr, "%s: spawn %s: %s\n", c.name.c_str(), argv[0], std::strerror(err));
+    std::exit(1);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "%s: command failed (status %d)\n", c.name.c_str(), status);
+    std::exit(1);
+  }
+  return ms;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rounds = 30;
+  std::string mcpcell = SelfDir() + "/mcpcell";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--rounds" && i + 1 < argc) {
+      rounds = std::atoi(argv[++i]);
+    } else if (a == "--mcpcell" && i + 1 < argc) {
+      mcpcell = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s [--rounds N] [--mcpcell PATH]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (rounds < 1) rounds = 1;
+  const std::vector<std::string> t = {"/bin/true"};
+  const std::vector<std::string> py = {"/usr/bin/python3", "-c", "print(1)"};
+  auto run = [&](std::vector<std::string> cmd) {
+    std::vector<std::string> v = {mcpcell, "run", "--"};
+    v.insert(v.end(), cmd.begin(), cmd.end());
+    return v;
+  };
+  std::vector<Config> configs = {{"bare true", t, {}},          {"mcpcell true", run(t), {}},
+                                 {"bwrap true", Bwrap(t), {}},  {"bare python", py, {}},
+                                 {"mcpcell python", run(py), {}}, {"bwrap python", Bwrap(py), {}}};
+  for (Config& c : configs) RunOnce(c);  // warm-up: template, page cache
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t k = 0; k < configs.size(); ++k) {
+      Config& c = configs[(k + r) % configs.size()];
+      c.ms.push_back(RunOnce(c));
+    }
+  }
+  std::printf("%-16s %10s %10s   (%d rounds, interleaved)\n", "config", "median ms", "p90 ms", rounds);
+  for (const Config& c : configs) {
+    std::printf("%-16s %10.2f %10.2f\n", c.name.c_str(), Percentile(c.ms, 0.5), Percentile(c.ms, 0.9));
+  }
+  auto median = [&](size_t i) { return Percentile(configs[i].ms, 0.5); };
+  std::printf("\nratios of medians\n");
+  std::printf("  mcpcell true   / bwrap true   = %.2f  (target <= 0.70)\n", median(1) / median(2));
+  std::printf("  mcpcell true   / bare true    = %.2f\n", median(1) / median(0));
+  std::printf("  mcpcell python / bare python  = %.2f  (target <= 1.15)\n", median(4) / median(3));
+  std::printf("  mcpcell python / bwrap python = %.2f\n", median(4) / median(5));
+  std::printf("  bwrap true     / bare true    = %.2f\n", median(2) / median(0));
+  return 0;
+}
