@@ -214,6 +214,11 @@ Result<std::unique_ptr<Cell>> Cell::Create(const CellSpec& spec, const CellCreat
   }
   c->channel_ = std::make_unique<CellChannel>(std::move(control), std::move(channel_options));
   if (!spec.seccomp) c->warnings_.push_back("seccomp disabled by the spec");
+  if (c->id_map_.single) {
+    c->warnings_.push_back(
+        "single uid mapping (server not root): the sandbox user owns the cell's root "
+        "filesystem (its writes stay in the cell) and the cell is the server's user on the host");
+  }
   c->timings_.total_us = MicrosSince(start);
   return c;
 }
@@ -410,8 +415,9 @@ Status Cell::Destroy() {
       keep(Error::Sys("pidfd_send_signal(cell init, SIGKILL)"), "kill");
     }
   }
-  // 2. Close the channel (its reader sees EOF; pending calls fail with a clear error).
-  channel_.reset();
+  // 2. Close the channel: pending calls on other threads fail with a clear error. The object
+  //    itself lives until ~Cell, so a call racing Destroy never touches freed memory.
+  if (channel_) channel_->Close();
   // 3. Reap init. Its exit completes only after every process of its namespace is gone.
   if (pidfd_ >= 0) {
     siginfo_t info;

@@ -14,8 +14,8 @@
 //
 // Threading: Create may run on any thread and concurrently for different cells (it never
 // forks the multi-threaded server for anything but a child that only execs). A Cell is
-// used by one owner; channel() is thread-safe (C's CellChannel). Destroy must not race
-// other calls on the same Cell.
+// used by one owner; channel() is thread-safe (C's CellChannel), and calls racing Destroy
+// fail cleanly. Destroy itself must be called by one thread at a time.
 #pragma once
 
 #include <sys/types.h>
@@ -76,7 +76,8 @@ class Cell {
   // cell remains (the workspace survives when the spec named a host directory).
   Status Destroy();
 
-  // Requests into the cell (exec, signal, files). Valid until Destroy.
+  // Requests into the cell (exec, signal, files). After Destroy (or if init died) every
+  // call fails with an error; the object stays valid until the Cell is deleted.
   CellChannel& channel();
   // From the cgroup; an error "limits not enforced: ..." when the cell has none.
   Result<CgroupUsage> Usage() const;
@@ -90,6 +91,8 @@ class Cell {
   pid_t init_pid() const { return init_pid_; }
   const std::string& dir() const { return dir_; }
   const CellIdMap& id_map() const { return id_map_; }
+  // The cell's cgroup, nullptr when it runs without one (see warnings()).
+  const Cgroup* cgroup() const { return cgroup_.get(); }
   // True while cell init runs (waitpid WNOHANG; does not reap a live process).
   bool alive() const;
 
