@@ -1,5 +1,6 @@
 // cgroup v1: one directory per controller per cell. memory (with memsw so swap cannot
 // extend the limit), pids, cpu (CFS quota), cpuacct (usage) and freezer (atomic kill).
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -98,6 +99,21 @@ class CgroupV1 final : public Cgroup {
 
   std::vector<std::string> Paths() const override { return UniqueDirs(dirs_); }
   int DirFd() const override { return -1; }
+
+  Result<std::vector<int>> OpenJoinFds() const override {
+    std::vector<int> fds;
+    for (const std::string& d : UniqueDirs(dirs_)) {
+      const std::string path = d + "/tasks";
+      int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0) {
+        Error e = Error::Sys("open(\"" + path + "\", O_WRONLY)");
+        for (int f : fds) close(f);
+        return e;
+      }
+      fds.push_back(fd);
+    }
+    return fds;
+  }
   const CgroupLimits& limits() const override { return limits_; }
 
  private:
@@ -163,6 +179,15 @@ Result<std::unique_ptr<Cgroup>> CreateCgroupV1(const Dirs& parents, const std::s
     return fail(s.error());
   }
   return std::unique_ptr<Cgroup>(new CgroupV1(std::move(dirs), limits));
+}
+
+int JoinCgroupFromChild(const int* fds, size_t count) {
+  int result = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (result == 0 && write(fds[i], "0", 1) != 1) result = errno != 0 ? errno : EIO;
+    close(fds[i]);
+  }
+  return result;
 }
 
 namespace cgroupfs {

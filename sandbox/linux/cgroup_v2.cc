@@ -66,6 +66,7 @@ class CgroupV2 final : public Cgroup {
 
   std::vector<std::string> Paths() const override { return {dir_}; }
   int DirFd() const override { return dir_fd_; }
+  Result<std::vector<int>> OpenJoinFds() const override { return std::vector<int>{}; }
   const CgroupLimits& limits() const override { return limits_; }
 
  private:

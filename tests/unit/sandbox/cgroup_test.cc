@@ -382,6 +382,41 @@ TEST_F(RealCgroup, CpuQuotaHolds) {
   ASSERT_TRUE((*cg)->Destroy().ok());
 }
 
+// The v1 fast path A's Cell uses: the child, already in a new user namespace, joins through
+// fds the server opened, and lands in every controller.
+TEST_F(RealCgroup, ChildJoinsThroughServerOpenedFds) {
+  if (host_.mode != CgroupMode::kV1) GTEST_SKIP() << "v1 only (v2 uses CLONE_INTO_CGROUP)";
+  auto cg = Create("join", CgroupLimits{64ull << 20, 16, 0});
+  ASSERT_TRUE(cg.ok()) << cg.error().message;
+  Result<std::vector<int>> fds = (*cg)->OpenJoinFds();
+  ASSERT_TRUE(fds.ok()) << fds.error().message;
+  ASSERT_EQ(fds->size(), (*cg)->Paths().size());
+  int done[2];
+  ASSERT_EQ(pipe(done), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    // As in a cell: a new user namespace, no capabilities over the host's cgroupfs.
+    if (unshare(CLONE_NEWUSER) != 0) _exit(10);
+    const int err = JoinCgroupFromChild(fds->data(), fds->size());
+    if (write(done[1], &err, sizeof err) != sizeof err) _exit(11);
+    pause();
+    _exit(0);
+  }
+  for (int fd : *fds) close(fd);
+  close(done[1]);
+  int err = -1;
+  ASSERT_EQ(read(done[0], &err, sizeof err), static_cast<ssize_t>(sizeof err));
+  close(done[0]);
+  EXPECT_EQ(err, 0) << strerror(err);
+  for (const std::string& p : (*cg)->Paths()) {
+    EXPECT_EQ(Slurp(p + "/cgroup.procs"), std::to_string(pid) + "\n") << p;
+  }
+  ASSERT_TRUE((*cg)->Destroy().ok());
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+}
+
 TEST_F(RealCgroup, ExistingCgroupIsNotReused) {
   const std::string id = UniqueId("twice");
   auto first = CreateCellCgroup(id, CgroupLimits{});
@@ -454,6 +489,9 @@ TEST_F(RealCgroupV2, LifecycleWithCgroupKillAndCloneIntoCgroup) {
   ASSERT_TRUE(cg.ok()) << cg.error().message;
   const std::string dir = (*cg)->Paths()[0];
   ASSERT_GE((*cg)->DirFd(), 0);
+  Result<std::vector<int>> join = (*cg)->OpenJoinFds();
+  ASSERT_TRUE(join.ok());
+  EXPECT_TRUE(join->empty());
 
   // clone3(CLONE_INTO_CGROUP) with DirFd(): the child starts inside, as A's Cell does.
   clone_args args{};
