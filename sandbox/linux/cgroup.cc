@@ -220,22 +220,31 @@ CgroupHost DetectCgroupHost() {
 Result<std::unique_ptr<Cgroup>> CreateCellCgroup(const std::string& cell_id,
                                                  const CgroupLimits& limits) {
   if (Status s = ValidateCellId(cell_id); !s.ok()) return s.error();
-  const CgroupHost host = DetectCgroupHost();
-  if (host.mode == CgroupMode::kNone || !host.can_create) {
-    return Error::Msg("cannot create a cgroup for cell " + cell_id + ": " + host.detail);
-  }
-  // Preparing the shared parent is idempotent but not atomic; serialize it.
-  static std::mutex prepare_mu;
-  std::lock_guard<std::mutex> lock(prepare_mu);
-  if (host.mode == CgroupMode::kV2) {
-    const std::string& cells = host.cell_parents[0].second;
-    if (Status s = PrepareV2Parent(cells); !s.ok()) {
-      return s.error().Wrap("prepare " + cells + " for cell " + cell_id);
+  // Detection (mountinfo, /proc/self/cgroup: ~100 us) is done once per process: the
+  // hierarchy does not change under a running server. Preparing the shared parent is
+  // idempotent but not atomic, so both run under one lock; the cell's own cgroup does not.
+  static std::mutex mu;
+  static CgroupHost* cached = nullptr;
+  CgroupHost host;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (cached == nullptr) cached = new CgroupHost(DetectCgroupHost());
+    host = *cached;
+    if (host.mode == CgroupMode::kNone || !host.can_create) {
+      return Error::Msg("cannot create a cgroup for cell " + cell_id + ": " + host.detail);
     }
-    return CreateCgroupV2(cells, cell_id, limits);
+    if (host.mode == CgroupMode::kV2) {
+      if (Status s = PrepareV2Parent(host.cell_parents[0].second); !s.ok()) {
+        return s.error().Wrap("prepare " + host.cell_parents[0].second + " for cell " + cell_id);
+      }
+    } else {
+      for (const auto& [controller, dir] : host.cell_parents) {
+        if (Status s = MkdirIfMissing(dir); !s.ok()) return s.error().Wrap("cell " + cell_id);
+      }
+    }
   }
-  for (const auto& [controller, dir] : host.cell_parents) {
-    if (Status s = MkdirIfMissing(dir); !s.ok()) return s.error().Wrap("cell " + cell_id);
+  if (host.mode == CgroupMode::kV2) {
+    return CreateCgroupV2(host.cell_parents[0].second, cell_id, limits);
   }
   return CreateCgroupV1(host.cell_parents, cell_id, limits);
 }

@@ -62,6 +62,9 @@ class CgroupV1 final : public Cgroup {
   Status KillAll() override {
     const std::string freezer = DirOf(dirs_, "freezer");
     const bool has_freezer = !freezer.empty() && access(freezer.c_str(), F_OK) == 0;
+    // Already empty everywhere (the usual case in Destroy, after the cell's pid 1 was
+    // reaped): nothing can enter it again, so skip the freeze round trip.
+    if (AllEmpty()) return Ok();
     if (has_freezer) {
       if (Status s = cgroupfs::WriteFile(freezer, "freezer.state", "FROZEN"); !s.ok()) return s;
       WaitFrozen(freezer);
@@ -117,6 +120,15 @@ class CgroupV1 final : public Cgroup {
   const CgroupLimits& limits() const override { return limits_; }
 
  private:
+  bool AllEmpty() const {
+    for (const std::string& d : UniqueDirs(dirs_)) {
+      Result<std::string> procs = cgroupfs::ReadFile(d, "cgroup.procs");
+      if (procs.ok() && !procs->empty()) return false;
+      if (!procs.ok() && procs.error().err != ENOENT) return false;
+    }
+    return true;
+  }
+
   static void WaitFrozen(const std::string& freezer) {
     for (int waited = 0; waited < kFreezeTimeoutMs; waited += 2) {
       Result<std::string> state = cgroupfs::ReadFile(freezer, "freezer.state");
