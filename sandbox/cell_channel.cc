@@ -168,6 +168,10 @@ Result<Message> CellChannel::Wait(const std::shared_ptr<Pending>& p, Clock::time
 }
 
 Result<Message> CellChannel::Call(const Message& request, std::span<const int> fds) {
+  {
+    std::lock_guard lock(mu_);
+    if (death_) return death_->Wrap(control::MessageName(request));  // fail fast, send nothing
+  }
   const uint64_t id = control::RequestIdOf(request);
   auto p = Register(id, false);
   Result<Message> reply = Error::Msg("");

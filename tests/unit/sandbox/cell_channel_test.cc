@@ -1,0 +1,243 @@
+// CellChannel against a scripted cell init on the other end of a real socketpair: replies
+// are routed by id, exec output comes from the pipes the channel created, timeouts send
+// SIGKILL to the group, and a hostile or dead init makes every call fail promptly (never a
+// hang) and reports the death once.
+#include "sandbox/cell_channel.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <future>
+#include <thread>
+
+namespace mcpcell::sandbox {
+namespace {
+
+using namespace control;  // NOLINT
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// Plays cell init: receives each request and lets the test answer it.
+class FakeInit {
+ public:
+  using Handler = std::function<void(FakeInit&, Received&)>;
+  FakeInit() {
+    auto pair = CreateControlSocketPair();
+    EXPECT_TRUE(pair.ok());
+    server_end_ = std::move(pair->first);
+    init_end_ = std::move(pair->second);
+  }
+  ~FakeInit() {
+    Close();
+    if (thread_.joinable()) thread_.join();
+  }
+  void Serve(Handler handler) {
+    thread_ = std::thread([this, handler] {
+      for (;;) {
+        Result<Received> r = ReceiveMessage(init_end_.get());
+        if (!r.ok()) return;
+        handler(*this, *r);
+      }
+    });
+  }
+  void Send(const Message& m) {
+    Status s = SendMessage(init_end_.get(), m);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+  }
+  void SendRaw(const std::vector<uint8_t>& bytes) {
+    ASSERT_EQ(::send(init_end_.get(), bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()))
+        << strerror(errno);
+  }
+  void Close() { ::shutdown(init_end_.get(), SHUT_RDWR); }
+  UniqueFd TakeServerEnd() { return std::move(server_end_); }
+
+ private:
+  UniqueFd server_end_, init_end_;
+  std::thread thread_;
+};
+
+std::unique_ptr<CellChannel> Connect(FakeInit& init, CellChannel::Options options = {}) {
+  return std::make_unique<CellChannel>(init.TakeServerEnd(), std::move(options));
+}
+
+TEST(CellChannel, RepliesReachTheirCallers) {
+  FakeInit init;
+  init.Serve([](FakeInit& i, Received& r) {
+    if (auto* m = std::get_if<MkdirRequest>(&r.message)) {
+      if (m->path == "bad") return i.Send(ErrorReply{m->request_id, EACCES, "mkdirat(\"bad\"): EACCES"});
+      return i.Send(OkReply{m->request_id});
+    }
+    if (auto* s = std::get_if<StatRequest>(&r.message)) {
+      return i.Send(StatReply{s->request_id, {FileType::kDirectory, 0755, 0, 0, 1000, 1000, 2}});
+    }
+  });
+  auto ch = Connect(init);
+  EXPECT_TRUE(ch->Mkdir("good").ok());
+  Status bad = ch->Mkdir("bad");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().err, EACCES);
+  EXPECT_THAT(bad.error().message, HasSubstr("mkdirat(\"bad\")"));
+  auto st = ch->Stat("/x");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->type, FileType::kDirectory);
+  // Concurrent calls from many threads each get their own answer.
+  std::vector<std::future<bool>> calls;
+  for (int k = 0; k < 16; ++k) {
+    calls.push_back(std::async(std::launch::async, [&ch, k] { return ch->Mkdir(k % 2 ? "good" : "bad").ok(); }));
+  }
+  for (int k = 0; k < 16; ++k) EXPECT_EQ(calls[k].get(), k % 2 == 1);
+}
+
+TEST(CellChannel, ReadFileAssemblesChunksAndDistrustsSizes) {
+  const std::string content(300000, 'z');
+  FakeInit init;
+  init.Serve([&](FakeInit& i, Received& r) {
+    auto* m = std::get_if<ReadFileRequest>(&r.message);
+    if (m == nullptr) return;
+    if (m->path == "liar") return i.Send(ReadFileReply{m->request_id, 10, 0, std::string(m->max_bytes + 1, 'x')});
+    std::string chunk = content.substr(std::min<size_t>(m->offset, content.size()), m->max_bytes);
+    i.Send(ReadFileReply{m->request_id, content.size(), m->offset + chunk.size() >= content.size(), chunk});
+  });
+  auto ch = Connect(init);
+  auto whole = ch->ReadFile("f", 1 << 20);
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_EQ(*whole, content);
+  EXPECT_THAT(ch->ReadFile("f", 1000).error().message, HasSubstr("over the limit of 1000"));
+  EXPECT_THAT(ch->ReadFile("liar", 100).error().message, HasSubstr("more data than asked"));
+}
+
+TEST(CellChannel, ExecStreamsFromPipesAndBoundsWhatItKeeps) {
+  FakeInit init;
+  init.Serve([](FakeInit& i, Received& r) {
+    auto* m = std::get_if<ExecRequest>(&r.message);
+    if (m == nullptr) return;
+    ASSERT_EQ(r.fds.size(), 3u);
+    i.Send(ExecStarted{m->request_id, 7});
+    char in[64] = {};
+    ssize_t n = ::read(r.fds[0].get(), in, sizeof in);  // stdin the channel fed us
+    std::string big(100000, 'o');
+    ASSERT_EQ(::write(r.fds[1].get(), big.data(), big.size()), static_cast<ssize_t>(big.size()));
+    ASSERT_EQ(::write(r.fds[2].get(), in, n), n);
+    r.fds.clear();  // the "program" exits: pipes close
+    i.Send(ExecExited{m->request_id, 0, 5, 0, 1000, 2000, 4096});
+  });
+  auto ch = Connect(init);
+  ExecOptions o;
+  o.argv = {"/bin/prog"};
+  o.stdin_data = "input!";
+  o.keep_bytes = 1000;
+  uint64_t streamed = 0;
+  o.on_output = [&](OutputStream s, std::string_view d) { streamed += s == OutputStream::kStdout ? d.size() : 0; };
+  auto r = ch->Exec(o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->exit_code, 5);
+  EXPECT_EQ(r->out.data.size(), 1000u);
+  EXPECT_EQ(r->out.total, 100000u);
+  EXPECT_TRUE(r->out.truncated());
+  EXPECT_EQ(streamed, 100000u);
+  EXPECT_EQ(r->err.data, "input!");
+  EXPECT_EQ(r->user_cpu, 1000us);
+  EXPECT_EQ(r->peak_memory_bytes, 4096u);
+}
+
+TEST(CellChannel, TimeoutSendsSigkillToTheGroup) {
+  std::atomic<int> signalled{0};
+  FakeInit init;
+  std::vector<UniqueFd> held;
+  init.Serve([&](FakeInit& i, Received& r) {
+    if (auto* m = std::get_if<ExecRequest>(&r.message)) {
+      held = std::move(r.fds);  // a program that never exits and keeps its pipes open
+      return i.Send(ExecStarted{m->request_id, 9});
+    }
+    if (auto* s = std::get_if<SignalRequest>(&r.message)) {
+      signalled = s->signo;
+      i.Send(OkReply{s->request_id});
+      held.clear();
+      i.Send(ExecExited{s->exec_request_id, 1, 0, SIGKILL, 0, 0, 0});
+    }
+  });
+  auto ch = Connect(init);
+  ExecOptions o;
+  o.argv = {"/bin/sleep", "1000"};
+  o.timeout = 300ms;
+  const auto start = std::chrono::steady_clock::now();
+  auto r = ch->Exec(o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_EQ(signalled.load(), SIGKILL);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
+TEST(CellChannel, StartErrorsAreErrors) {
+  FakeInit init;
+  init.Serve([](FakeInit& i, Received& r) {
+    if (auto* m = std::get_if<ExecRequest>(&r.message)) {
+      i.Send(ErrorReply{m->request_id, ENOENT, "execve(\"/nope\"): ENOENT"});
+    }
+  });
+  auto ch = Connect(init);
+  ExecOptions o;
+  o.argv = {"/nope"};
+  auto r = ch->Exec(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().err, ENOENT);
+  EXPECT_THAT(r.error().message, HasSubstr("exec \"/nope\": execve(\"/nope\")"));
+  EXPECT_THAT(ch->Exec(ExecOptions{}).error().message, HasSubstr("argv is empty"));
+}
+
+// A hostile or broken init: every way it can misbehave kills the channel, fails the
+// pending call promptly and reports the death exactly once.
+void ExpectDeathFrom(std::function<void(FakeInit&, uint64_t)> misbehave, const std::string& why) {
+  std::atomic<bool> done{false};  // misbehave once; later requests go unanswered
+  FakeInit init;
+  init.Serve([&](FakeInit& i, Received& r) {
+    if (!done.exchange(true)) misbehave(i, RequestIdOf(r.message));
+  });
+  std::atomic<int> closed{0};
+  std::string reason;
+  CellChannel::Options options;
+  options.on_closed = [&](const Error& e) {
+    reason = e.message;
+    ++closed;
+  };
+  auto ch = Connect(init, options);
+  const auto start = std::chrono::steady_clock::now();
+  Status s = ch->Mkdir("x");
+  ASSERT_FALSE(s.ok()) << why;
+  EXPECT_THAT(s.error().message, HasSubstr("cell init is gone")) << why;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s) << why;
+  EXPECT_FALSE(ch->alive()) << why;
+  EXPECT_FALSE(ch->Stat("y").ok()) << why;  // later calls fail at once too
+  ch.reset();
+  EXPECT_EQ(closed.load(), 1) << why;
+  EXPECT_THAT(reason, HasSubstr(why));
+}
+
+TEST(CellChannel, HostileInitKillsTheChannel) {
+  ExpectDeathFrom([](FakeInit& i, uint64_t) { i.Close(); }, "control channel closed");
+  ExpectDeathFrom([](FakeInit& i, uint64_t) { i.SendRaw({1, 2, 3}); }, "malformed frame");
+  ExpectDeathFrom([](FakeInit& i, uint64_t id) { i.Send(OkReply{id + 1000}); }, "never sent");
+  ExpectDeathFrom([](FakeInit& i, uint64_t) { i.Send(Ready{}); }, "sent Ready after Ready");
+  ExpectDeathFrom(
+      [](FakeInit& i, uint64_t id) { i.Send(ExecRequest{id, {"/bin/sh"}, {}, ""}); },
+      "malformed frame");  // a request type with no fds fails decoding already
+}
+
+TEST(CellChannel, ListDirThatMakesNoProgressIsAnError) {
+  FakeInit init;
+  init.Serve([](FakeInit& i, Received& r) {
+    if (auto* m = std::get_if<ListDirRequest>(&r.message)) {
+      i.Send(ListDirReply{m->request_id, {}, 5});  // "more to come" but nothing, forever
+    }
+  });
+  auto ch = Connect(init);
+  EXPECT_THAT(ch->ListDir("/").error().message, HasSubstr("makes no progress"));
+}
+
+}  // namespace
+}  // namespace mcpcell::sandbox
