@@ -203,7 +203,7 @@ TEST_F(ConfinementTest, CpuQuotaHolds) {
   ASSERT_EQ(r.exit_code, 0) << r.error << r.err;
   const int cpu_ms = std::stoi(FactMap(r.out)["cpu_ms"]);
   EXPECT_LT(cpu_ms, 450) << "1 s of wall time at 20% of a CPU";
-  EXPECT_GT(cpu_ms, 50);
+  EXPECT_GT(cpu_ms, 10);  // it ran at all (a loaded CI machine may give less than the quota)
 }
 
 TEST_F(ConfinementTest, WithoutACgroupTheCellSaysLimitsAreNotEnforced) {

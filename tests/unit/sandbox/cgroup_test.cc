@@ -378,7 +378,7 @@ TEST_F(RealCgroup, CpuQuotaHolds) {
   // One second of wall time at 10%: about 0.1 s of CPU; 0.3 s leaves room for the period
   // boundaries and still fails clearly without a quota (about 1 s).
   EXPECT_LT(u->cpu_usage_ns, 300000000u);
-  EXPECT_GT(u->cpu_usage_ns, 20000000u);
+  EXPECT_GT(u->cpu_usage_ns, 5000000u);  // it ran at all (a loaded CI machine may give less)
   ASSERT_TRUE((*cg)->Destroy().ok());
 }
 
