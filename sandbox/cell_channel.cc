@@ -233,6 +233,22 @@ Status CellChannel::WriteFile(const std::string& path, std::string_view data, ui
   return Ok();
 }
 
+Status CellChannel::WriteFileAt(const std::string& path, uint64_t offset, std::string_view data,
+                                bool truncate, uint32_t mode) {
+  size_t done = 0;
+  do {
+    size_t n = std::min<size_t>(control::kMaxFileChunkBytes, data.size() - done);
+    uint32_t flags = control::kWriteCreate | (done == 0 && truncate ? control::kWriteTruncate : 0);
+    if (Status s = ExpectOk(control::WriteFileRequest{NextId(), path, offset + done, flags, mode,
+                                                      std::string(data.substr(done, n))});
+        !s.ok()) {
+      return s;
+    }
+    done += n;
+  } while (done < data.size());
+  return Ok();
+}
+
 Result<std::vector<control::DirEntry>> CellChannel::ListDir(const std::string& path,
                                                             size_t max_entries) {
   std::vector<control::DirEntry> out;

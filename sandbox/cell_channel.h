@@ -104,6 +104,10 @@ class CellChannel {
 
   Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes);
   Status WriteFile(const std::string& path, std::string_view data, uint32_t mode = 0644);
+  // Writes `data` at `offset`, creating the file; `truncate` empties it first. With
+  // offset = the current size this appends (write_file's append, saved tool output).
+  Status WriteFileAt(const std::string& path, uint64_t offset, std::string_view data,
+                     bool truncate, uint32_t mode = 0644);
   Result<std::vector<control::DirEntry>> ListDir(const std::string& path,
                                                  size_t max_entries = 100000);
   Result<control::FileStat> Stat(const std::string& path, bool follow_symlinks = false);
