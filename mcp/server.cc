@@ -296,6 +296,9 @@ std::shared_ptr<Session> Server::Connect(std::unique_ptr<Transport> transport) {
   callbacks.on_close = [weak] {
     if (auto self = weak.lock()) self->impl_->OnTransportClosed();
   };
+  callbacks.on_eof = [weak] {
+    if (auto self = weak.lock()) self->impl_->OnPeerFinished();
+  };
   s.transport->Start(std::move(callbacks));
   log::Info("session " + sid + " connected");
   return session;

@@ -12,6 +12,7 @@
 // cancels in-flight requests, waits for their handlers and joins the pool.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -44,6 +45,9 @@ struct ServerOptions {
   bool enable_logging = true;           // logging{} + logging/setLevel
   bool resource_subscriptions = true;   // resources.subscribe
   LogLevel default_client_log_level = LogLevel::kInfo;  // before logging/setLevel
+  // When a client stops sending (stdin EOF) the requests in flight may finish and be
+  // answered for this long; then they are cancelled and the session closes.
+  std::chrono::milliseconds drain_timeout{30'000};
   // Check every structuredContent against its tool's outputSchema (a mismatch becomes an
   // isError result naming the field). On by default in debug builds.
 #ifdef NDEBUG

@@ -209,6 +209,30 @@ void Session::Impl::Finish(const std::shared_ptr<RequestState>& state, Json resp
   // Erased before sending, so a client that reuses the id right after the response is not
   // told it is a duplicate.
   out(drop ? std::nullopt : std::optional<Json>(std::move(response)));
+  CloseIfDrained();
+}
+
+void Session::Impl::OnPeerFinished() {
+  {
+    std::lock_guard lock(mu);
+    if (phase == Phase::kClosed) return;
+    draining = true;
+  }
+  log::Info("session " + id + ": client finished sending; draining requests in flight");
+  auto timer = std::make_shared<boost::asio::steady_timer>(server->io, server->options.drain_timeout);
+  std::weak_ptr<Session> w = weak;
+  timer->async_wait([w, timer](const boost::system::error_code& ec) {
+    if (auto s = w.lock(); s && !ec) s->CloseAsync();
+  });
+  CloseIfDrained();
+}
+
+void Session::Impl::CloseIfDrained() {
+  {
+    std::lock_guard lock(mu);
+    if (!draining || phase == Phase::kClosed || !in_flight.empty() || running_tasks != 0) return;
+  }
+  if (auto self = weak.lock()) self->CloseAsync();
 }
 
 namespace {
@@ -253,10 +277,13 @@ void Session::Impl::Dispatch(const std::shared_ptr<RequestState>& state, const J
     ++running_tasks;
   }
   struct TaskToken {
-    std::shared_ptr<Session> session;
+    explicit TaskToken(std::shared_ptr<Session> s) : session(std::move(s)) {}
+    TaskToken(const TaskToken&) = delete;
+    TaskToken& operator=(const TaskToken&) = delete;
     ~TaskToken() { session->impl_->TaskDone(); }
+    std::shared_ptr<Session> session;
   };
-  auto token = std::make_shared<TaskToken>(TaskToken{self});
+  auto token = std::make_shared<TaskToken>(self);
   auto shared_reply = std::make_shared<Reply>(std::move(reply));
   Method method = builtin == builtins.end() ? nullptr : builtin->second.method;
   server->Post([this, token, shared_reply, ctx, params, custom, method]() mutable {
@@ -276,9 +303,12 @@ void Session::Impl::Dispatch(const std::shared_ptr<RequestState>& state, const J
 }
 
 void Session::Impl::TaskDone() {
-  std::lock_guard lock(mu);
-  --running_tasks;
-  idle_cv.notify_all();
+  {
+    std::lock_guard lock(mu);
+    --running_tasks;
+    idle_cv.notify_all();
+  }
+  CloseIfDrained();
 }
 
 void Session::Impl::HandleNotification(const jsonrpc::Notification& n) {

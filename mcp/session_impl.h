@@ -63,6 +63,7 @@ struct Session::Impl {
   std::set<std::string> subscriptions;
   std::map<std::string, std::shared_ptr<RequestState>> in_flight;
   size_t running_tasks = 0;
+  bool draining = false;  // the peer sent EOF; close once idle
   struct Outgoing {
     std::string method;
     ResponseCallback done;
@@ -75,6 +76,8 @@ struct Session::Impl {
   void OnText(const std::string& text);
   void OnTransportError(const RpcError& error);
   void OnTransportClosed();
+  void OnPeerFinished();  // stdin EOF: drain, then close
+  void CloseIfDrained();
   void HandleValue(const Json& value, const std::shared_ptr<Batch>& batch);
   void HandleRequest(jsonrpc::Request request, const ResponseOut& out);
   void HandleNotification(const jsonrpc::Notification& notification);

@@ -105,6 +105,10 @@ void StdioState::ReadLoop() {
     }
     if (n == 0) {  // EOF: a final line without newline still counts
       if (!discarding && !closed.load()) Deliver(line);
+      if (callbacks.on_eof && !closed.load()) {
+        callbacks.on_eof();  // half-close: writing goes on until Close()
+        return;
+      }
       break;
     }
     Consume(chunk.data(), static_cast<size_t>(n), line, discarding);

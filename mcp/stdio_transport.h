@@ -2,7 +2,8 @@
 // stdout by default). stdout carries MCP messages and nothing else. A reader thread reads
 // lines; a line longer than max_message_bytes is not buffered: the reader stops
 // accumulating at the limit, discards up to the next newline and reports one error naming
-// the limit. EOF on input closes the transport.
+// the limit. EOF on input half-closes: on_eof (if set; else on_close), and replies can still
+// be written until Close().
 #pragma once
 
 #include <cstddef>

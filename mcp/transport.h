@@ -23,6 +23,11 @@ struct TransportCallbacks {
   std::function<void(RpcError error)> on_error;
   // The peer is gone (EOF, Close()). Called at most once; no callback follows it.
   std::function<void()> on_close;
+  // Optional. The peer has finished sending (stdin EOF) but replies can still be written.
+  // When set, a transport that can half-close calls this instead of on_close at EOF and
+  // keeps Send() working; the owner calls Close() when it is done (the session lets the
+  // requests in flight finish first). No callback follows it.
+  std::function<void()> on_eof;
 };
 
 class Transport {
