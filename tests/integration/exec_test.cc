@@ -160,6 +160,18 @@ TEST_F(ExecTest, TimeoutKillsTheWholeProcessGroup) {
   EXPECT_EQ(CountProcesses("sleep"), 0) << "background members of the group survived";
 }
 
+TEST_F(ExecTest, ABackgroundChildHoldingStdoutDoesNotHangTheExec) {
+  // The leader exits; a daemon it left keeps the stdout pipe open. The exec returns once
+  // output goes quiet instead of waiting for the daemon, which keeps running in the cell.
+  const auto start = Clock::now();
+  auto r = Sh("sleep 100 & echo hi");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->out.data, "hi\n");
+  EXPECT_LT(Clock::now() - start, 3s);
+  EXPECT_EQ(CountProcesses("sleep"), 1);
+}
+
 TEST_F(ExecTest, StopTokenCancelsAndSignalExecReachesTheGroup) {
   std::stop_source stop;
   ExecOptions o;
