@@ -6,7 +6,6 @@
 // degraded guarantees, which are listed), 1 when they cannot. --json prints the same report
 // as one JSON object for scripts and CI.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <string>
 
@@ -20,10 +19,18 @@ std::string JsonEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -61,8 +68,9 @@ int RunDoctor(bool json) {
 const bool kRegistered = RegisterCommand("doctor", [](CLI::App& parent, int* exit_code) {
   auto json = std::make_shared<bool>(false);
   CLI::App* sub = parent.add_subcommand(
-      "doctor", "Report what this host supports for cells (namespaces, overlayfs, cgroups, "
-                "seccomp, openat2) and what follows from it");
+      "doctor",
+      "Report what this host supports for cells (namespaces, overlayfs, cgroups, "
+      "seccomp, openat2) and what follows from it");
   sub->add_flag("--json", *json, "Print the report as JSON");
   sub->callback([json, exit_code] { *exit_code = RunDoctor(*json); });
 });

@@ -16,20 +16,19 @@ namespace {
 // the uid change clears permitted/effective (KEEP_CAPS and NO_SETUID_FIXUP off), and the
 // ambient set can never be raised again. The *_LOCKED bits make the choice final.
 constexpr unsigned kCellSecurebits =
-    SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
-    SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+    SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+    SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
 
 Status VerifyEmpty(const CapSets& s) {
   if (s.inheritable || s.permitted || s.effective || s.bounding || s.ambient) {
     char buf[160];
-    std::snprintf(buf, sizeof buf,
-                  "capabilities remain: inh=%016llx prm=%016llx eff=%016llx bnd=%016llx "
-                  "amb=%016llx",
-                  static_cast<unsigned long long>(s.inheritable),
-                  static_cast<unsigned long long>(s.permitted),
-                  static_cast<unsigned long long>(s.effective),
-                  static_cast<unsigned long long>(s.bounding),
-                  static_cast<unsigned long long>(s.ambient));
+    std::snprintf(
+        buf, sizeof buf,
+        "capabilities remain: inh=%016llx prm=%016llx eff=%016llx bnd=%016llx "
+        "amb=%016llx",
+        static_cast<unsigned long long>(s.inheritable),
+        static_cast<unsigned long long>(s.permitted), static_cast<unsigned long long>(s.effective),
+        static_cast<unsigned long long>(s.bounding), static_cast<unsigned long long>(s.ambient));
     return Error::Msg(buf);
   }
   return Ok();
@@ -92,8 +91,8 @@ Status ClearAllCaps() {
 }
 
 Result<CapSets> ReadCapSets(int pid) {
-  const std::string path = pid == 0 ? "/proc/thread-self/status"
-                                    : "/proc/" + std::to_string(pid) + "/status";
+  const std::string path =
+      pid == 0 ? "/proc/thread-self/status" : "/proc/" + std::to_string(pid) + "/status";
   FILE* f = std::fopen(path.c_str(), "re");
   if (f == nullptr) return Error::Sys("open(\"" + path + "\")");
   CapSets sets;
@@ -103,8 +102,10 @@ Result<CapSets> ReadCapSets(int pid) {
     struct Field {
       const char* key;
       uint64_t* out;
-    } fields[] = {{"CapInh:", &sets.inheritable}, {"CapPrm:", &sets.permitted},
-                  {"CapEff:", &sets.effective},   {"CapBnd:", &sets.bounding},
+    } fields[] = {{"CapInh:", &sets.inheritable},
+                  {"CapPrm:", &sets.permitted},
+                  {"CapEff:", &sets.effective},
+                  {"CapBnd:", &sets.bounding},
                   {"CapAmb:", &sets.ambient}};
     for (const Field& field : fields) {
       const size_t n = std::strlen(field.key);

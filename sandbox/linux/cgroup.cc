@@ -45,8 +45,8 @@ std::string Unescape(const std::string& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '\\' && i + 3 < s.size()) {
-      out.push_back(static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 +
-                                      (s[i + 3] - '0')));
+      out.push_back(
+          static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
       i += 3;
     } else {
       out.push_back(s[i]);
@@ -93,7 +93,8 @@ std::string OwnDir(const Mount& m, std::string own) {
   std::string rel;
   if (m.root == "/") {
     rel = own;
-  } else if (own.rfind(m.root, 0) == 0 && (own.size() == m.root.size() || own[m.root.size()] == '/')) {
+  } else if (own.rfind(m.root, 0) == 0 &&
+             (own.size() == m.root.size() || own[m.root.size()] == '/')) {
     rel = own.substr(m.root.size());
   } else {
     return "";
@@ -121,8 +122,8 @@ bool DetectV2(const std::vector<Mount>& mounts, const std::map<std::string, std:
       text.ok() ? cgroupfs::ParseControllerList(*text) : std::vector<std::string>{};
   for (const char* c : kV2Controllers) {
     if (std::find(avail.begin(), avail.end(), c) == avail.end()) {
-      host->detail += "cgroup v2 at " + m->mountpoint + " lacks the " + c +
-                      " controller in " + dir + "; ";
+      host->detail +=
+          "cgroup v2 at " + m->mountpoint + " lacks the " + c + " controller in " + dir + "; ";
       return false;
     }
   }
@@ -141,12 +142,10 @@ bool DetectV1(const std::vector<Mount>& mounts, const std::map<std::string, std:
   for (const char* c : kV1Controllers) {
     auto m = std::find_if(mounts.begin(), mounts.end(), [&](const Mount& x) {
       return x.fstype == "cgroup" &&
-             std::find(x.super_options.begin(), x.super_options.end(), c) !=
-                 x.super_options.end();
+             std::find(x.super_options.begin(), x.super_options.end(), c) != x.super_options.end();
     });
     auto path = own.find(c);
-    const std::string dir =
-        m == mounts.end() || path == own.end() ? "" : OwnDir(*m, path->second);
+    const std::string dir = m == mounts.end() || path == own.end() ? "" : OwnDir(*m, path->second);
     if (dir.empty()) {
       host->detail += std::string("cgroup v1 controller ") + c + " not mounted; ";
       return false;
@@ -199,9 +198,12 @@ Status PrepareV2Parent(const std::string& cells_dir) {
 
 const char* CgroupModeName(CgroupMode mode) {
   switch (mode) {
-    case CgroupMode::kV2: return "v2";
-    case CgroupMode::kV1: return "v1";
-    case CgroupMode::kNone: return "none";
+    case CgroupMode::kV2:
+      return "v2";
+    case CgroupMode::kV1:
+      return "v1";
+    case CgroupMode::kNone:
+      return "none";
   }
   return "?";
 }

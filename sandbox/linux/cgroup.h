@@ -41,7 +41,7 @@ struct CgroupUsage {
   uint64_t memory_peak_bytes = 0;  // high-water mark since creation
   uint64_t oom_kill_count = 0;     // processes killed by the cgroup's OOM killer
   uint64_t pids_current = 0;
-  uint64_t pids_limit_hits = 0;    // forks refused by pids.max (v2 pids.events "max")
+  uint64_t pids_limit_hits = 0;  // forks refused by pids.max (v2 pids.events "max")
 };
 
 class Cgroup {
@@ -101,8 +101,7 @@ Result<std::unique_ptr<Cgroup>> CreateCellCgroup(const std::string& cell_id,
 // v2: `parent` is a directory on a cgroup2 mount whose subtree_control enables what the
 // limits need (CreateCellCgroup arranges that). v1: one parent per controller, keys
 // "memory", "pids", "cpu", "cpuacct", "freezer"; every key must be present.
-Result<std::unique_ptr<Cgroup>> CreateCgroupV2(const std::string& parent,
-                                               const std::string& name,
+Result<std::unique_ptr<Cgroup>> CreateCgroupV2(const std::string& parent, const std::string& name,
                                                const CgroupLimits& limits);
 Result<std::unique_ptr<Cgroup>> CreateCgroupV1(
     const std::vector<std::pair<std::string, std::string>>& parents, const std::string& name,

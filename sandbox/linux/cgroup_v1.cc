@@ -146,7 +146,8 @@ class CgroupV1 final : public Cgroup {
 Status CheckParents(const Dirs& parents) {
   for (const char* c : kV1Controllers) {
     const std::string d = DirOf(parents, c);
-    if (d.empty()) return Error::Msg(std::string("no parent given for v1 controller \"") + c + "\"");
+    if (d.empty())
+      return Error::Msg(std::string("no parent given for v1 controller \"") + c + "\"");
     if (access(d.c_str(), W_OK) != 0) return Error::Sys("access(\"" + d + "\", W_OK)");
   }
   return Ok();
@@ -178,8 +179,9 @@ Result<std::unique_ptr<Cgroup>> CreateCgroupV1(const Dirs& parents, const std::s
     dirs.emplace_back(c, dir);
     if (std::find(created.begin(), created.end(), dir) != created.end()) continue;
     if (mkdir(dir.c_str(), 0755) != 0) {
-      Error e = errno == EEXIST ? Error::Msg(dir + " already exists (left by a crashed server? "
-                                                   "ReapStaleCgroups removes such cgroups)")
+      Error e = errno == EEXIST ? Error::Msg(dir +
+                                             " already exists (left by a crashed server? "
+                                             "ReapStaleCgroups removes such cgroups)")
                                 : Error::Sys("mkdir(\"" + dir + "\")");
       rollback();
       return fail(e);

@@ -115,8 +115,9 @@ Result<std::unique_ptr<Cgroup>> CreateCgroupV2(const std::string& parent, const 
   if (Status s = CheckParentControllers(parent, limits); !s.ok()) return fail(s.error());
   if (mkdir(dir.c_str(), 0755) != 0) {
     if (errno == EEXIST) {
-      return fail(Error::Msg("already exists (left by a crashed server? ReapStaleCgroups "
-                             "removes such cgroups)"));
+      return fail(
+          Error::Msg("already exists (left by a crashed server? ReapStaleCgroups "
+                     "removes such cgroups)"));
     }
     return fail(Error::Sys("mkdir(\"" + dir + "\")"));
   }

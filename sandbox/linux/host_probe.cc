@@ -100,7 +100,8 @@ std::string RunInChild(Body body) {
 void EnterUserAndMountNamespace(int fd) {
   const uid_t uid = geteuid();
   const gid_t gid = getegid();
-  if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) ChildFail(fd, "unshare(CLONE_NEWUSER|CLONE_NEWNS)");
+  if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+    ChildFail(fd, "unshare(CLONE_NEWUSER|CLONE_NEWNS)");
   char map[64];
   snprintf(map, sizeof map, "0 %u 1", uid);
   if (!ChildWriteFile("/proc/self/uid_map", map)) ChildFail(fd, "write uid_map");
@@ -116,9 +117,12 @@ void EnterUserAndMountNamespace(int fd) {
 
 const char* ProbeVerdictName(ProbeVerdict verdict) {
   switch (verdict) {
-    case ProbeVerdict::kOk: return "ok";
-    case ProbeVerdict::kDegraded: return "degraded";
-    case ProbeVerdict::kMissing: return "missing";
+    case ProbeVerdict::kOk:
+      return "ok";
+    case ProbeVerdict::kDegraded:
+      return "degraded";
+    case ProbeVerdict::kMissing:
+      return "missing";
   }
   return "?";
 }
@@ -142,7 +146,8 @@ ProbeResult ProbeUserNamespaces() {
   ProbeResult r{"user namespaces", ProbeVerdict::kOk, "", ""};
   const std::string max = ReadSmallFile("/proc/sys/user/max_user_namespaces");
   const std::string debian = ReadSmallFile("/proc/sys/kernel/unprivileged_userns_clone");
-  const std::string apparmor = ReadSmallFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+  const std::string apparmor =
+      ReadSmallFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
   r.detail = "max_user_namespaces=" + (max.empty() ? "?" : max);
   if (!debian.empty()) r.detail += ", unprivileged_userns_clone=" + debian;
   if (!apparmor.empty()) r.detail += ", apparmor_restrict_unprivileged_userns=" + apparmor;
@@ -202,8 +207,9 @@ ProbeResult ProbeOverlayInUserNamespace() {
   if (!err.empty()) {
     r.verdict = ProbeVerdict::kMissing;
     r.detail = err;
-    r.consequence = "cells cannot get an overlay root (kernel >= 5.11 mounts overlayfs in user "
-                    "namespaces)";
+    r.consequence =
+        "cells cannot get an overlay root (kernel >= 5.11 mounts overlayfs in user "
+        "namespaces)";
     return r;
   }
   r.detail = "mounted and wrote through an overlay in a new user + mount namespace";

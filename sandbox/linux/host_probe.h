@@ -19,7 +19,7 @@ enum class ProbeVerdict { kOk, kDegraded, kMissing };
 const char* ProbeVerdictName(ProbeVerdict verdict);
 
 struct ProbeResult {
-  std::string name;         // "user namespaces", "overlayfs in a user namespace", ...
+  std::string name;  // "user namespaces", "overlayfs in a user namespace", ...
   ProbeVerdict verdict = ProbeVerdict::kMissing;
   std::string detail;       // what was found ("max_user_namespaces=63439")
   std::string consequence;  // what the server does about it

@@ -23,10 +23,10 @@ namespace {
 
 enum class Condition {
   kAlways,
-  kAnyFlag,        // arg has any of `values` set (one rule per flag)
-  kIoctlRequest,   // ioctl's request (arg 1, 32-bit) equals one of `values`
-  kSocketFamily,   // socket's domain (arg 0) is not AF_UNIX, AF_INET or AF_INET6
-  kPersonality,    // personality's arg is not one of the harmless values (hand-written)
+  kAnyFlag,       // arg has any of `values` set (one rule per flag)
+  kIoctlRequest,  // ioctl's request (arg 1, 32-bit) equals one of `values`
+  kSocketFamily,  // socket's domain (arg 0) is not AF_UNIX, AF_INET or AF_INET6
+  kPersonality,   // personality's arg is not one of the harmless values (hand-written)
 };
 
 struct RuleDef {
@@ -62,13 +62,33 @@ const std::vector<RuleDef>& RuleDefs() {
       {"kexec_load", Condition::kAlways, 0, {}, "", EPERM, "replaces the running kernel"},
       {"kexec_file_load", Condition::kAlways, 0, {}, "", EPERM, "replaces the running kernel"},
       // Large kernel attack surfaces that ordinary programs do not need.
-      {"bpf", Condition::kAlways, 0, {}, "", EPERM,
+      {"bpf",
+       Condition::kAlways,
+       0,
+       {},
+       "",
+       EPERM,
        "eBPF verifier and JIT: large attack surface with a history of privilege escalations"},
-      {"perf_event_open", Condition::kAlways, 0, {}, "", EPERM,
+      {"perf_event_open",
+       Condition::kAlways,
+       0,
+       {},
+       "",
+       EPERM,
        "performance counters: attack surface and side channels on other workloads"},
-      {"userfaultfd", Condition::kAlways, 0, {}, "", EPERM,
+      {"userfaultfd",
+       Condition::kAlways,
+       0,
+       {},
+       "",
+       EPERM,
        "lets a process stall kernel page faults at chosen points, widening exploit races"},
-      {"io_uring_setup", Condition::kAlways, 0, {}, "", EPERM,
+      {"io_uring_setup",
+       Condition::kAlways,
+       0,
+       {},
+       "",
+       EPERM,
        "io_uring performs I/O that seccomp cannot see, and has been a rich source of bugs"},
       {"io_uring_enter", Condition::kAlways, 0, {}, "", EPERM, "see io_uring_setup"},
       {"io_uring_register", Condition::kAlways, 0, {}, "", EPERM, "see io_uring_setup"},
@@ -77,23 +97,45 @@ const std::vector<RuleDef>& RuleDefs() {
       {"request_key", Condition::kAlways, 0, {}, "", EPERM, "kernel keyrings are shared"},
       {"keyctl", Condition::kAlways, 0, {}, "", EPERM, "kernel keyrings are shared"},
       // Reading or steering other processes.
-      {"ptrace", Condition::kAlways, 0, {}, "", EPERM,
+      {"ptrace",
+       Condition::kAlways,
+       0,
+       {},
+       "",
+       EPERM,
        "tracing other processes: tampering with siblings, historic sandbox escapes"},
       {"process_vm_readv", Condition::kAlways, 0, {}, "", EPERM, "ptrace-equivalent memory read"},
       {"process_vm_writev", Condition::kAlways, 0, {}, "", EPERM, "ptrace-equivalent memory write"},
       {"pidfd_getfd", Condition::kAlways, 0, {}, "", EPERM, "steals another process's fds"},
       // The filesystem view is fixed by cell init.
       {"mount", Condition::kAlways, 0, {}, "", EPERM, "the mount table is set up by cell init"},
-      {"umount2", Condition::kAlways, 0, {}, "", EPERM, "could uncover what cell init mounted over"},
+      {"umount2",
+       Condition::kAlways,
+       0,
+       {},
+       "",
+       EPERM,
+       "could uncover what cell init mounted over"},
       {"fsopen", Condition::kAlways, 0, {}, "", EPERM, "new mount API: same as mount"},
       {"fsconfig", Condition::kAlways, 0, {}, "", EPERM, "new mount API: same as mount"},
       {"fsmount", Condition::kAlways, 0, {}, "", EPERM, "new mount API: same as mount"},
       {"fspick", Condition::kAlways, 0, {}, "", EPERM, "new mount API: same as mount"},
       {"move_mount", Condition::kAlways, 0, {}, "", EPERM, "new mount API: same as mount"},
       {"open_tree", Condition::kAlways, 0, {}, "", EPERM, "new mount API: clones mount trees"},
-      {"mount_setattr", Condition::kAlways, 0, {}, "", EPERM, "could make read-only mounts writable"},
+      {"mount_setattr",
+       Condition::kAlways,
+       0,
+       {},
+       "",
+       EPERM,
+       "could make read-only mounts writable"},
       {"pivot_root", Condition::kAlways, 0, {}, "", EPERM, "the root is set up by cell init"},
-      {"open_by_handle_at", Condition::kAlways, 0, {}, "", EPERM,
+      {"open_by_handle_at",
+       Condition::kAlways,
+       0,
+       {},
+       "",
+       EPERM,
        "opens files by handle, bypassing the mount view (the 'shocker' container escape)"},
       // Namespaces: a new user namespace hands out capabilities over fresh namespaces and
       // exposes kernel code otherwise reachable only with CAP_SYS_ADMIN.
@@ -102,10 +144,20 @@ const std::vector<RuleDef>& RuleDefs() {
        "creating namespaces (CLONE_FILES/CLONE_FS alone stay allowed)"},
       {"clone", Condition::kAnyFlag, 0, NamespaceFlags(false), "flags & CLONE_NEW*", EPERM,
        "creating namespaces while forking"},
-      {"clone3", Condition::kAlways, 0, {}, "", ENOSYS,
+      {"clone3",
+       Condition::kAlways,
+       0,
+       {},
+       "",
+       ENOSYS,
        "flags live in memory seccomp cannot read; ENOSYS makes libc fall back to clone"},
-      {"personality", Condition::kPersonality, 0, {}, "persona not LINUX/LINUX32/UNAME26/query",
-       EPERM, "ADDR_NO_RANDOMIZE defeats ASLR, READ_IMPLIES_EXEC makes data executable"},
+      {"personality",
+       Condition::kPersonality,
+       0,
+       {},
+       "persona not LINUX/LINUX32/UNAME26/query",
+       EPERM,
+       "ADDR_NO_RANDOMIZE defeats ASLR, READ_IMPLIES_EXEC makes data executable"},
       // Host-wide state.
       {"reboot", Condition::kAlways, 0, {}, "", EPERM, "host power state"},
       {"swapon", Condition::kAlways, 0, {}, "", EPERM, "host swap configuration"},
@@ -114,7 +166,12 @@ const std::vector<RuleDef>& RuleDefs() {
       {"clock_settime", Condition::kAlways, 0, {}, "", EPERM, "the clock is not namespaced"},
       {"clock_adjtime", Condition::kAlways, 0, {}, "", EPERM, "the clock is not namespaced"},
       {"adjtimex", Condition::kAlways, 0, {}, "", EPERM, "the clock is not namespaced"},
-      {"syslog", Condition::kAlways, 0, {}, "", EPERM,
+      {"syslog",
+       Condition::kAlways,
+       0,
+       {},
+       "",
+       EPERM,
        "the kernel log leaks kernel addresses and host activity"},
       {"acct", Condition::kAlways, 0, {}, "", EPERM, "host-wide process accounting"},
       {"quotactl", Condition::kAlways, 0, {}, "", EPERM, "host filesystem quotas"},
@@ -122,11 +179,21 @@ const std::vector<RuleDef>& RuleDefs() {
       {"iopl", Condition::kAlways, 0, {}, "", EPERM, "raw I/O port access"},
       {"ioperm", Condition::kAlways, 0, {}, "", EPERM, "raw I/O port access"},
       // Terminal injection: pushing input into a terminal the cell shares.
-      {"ioctl", Condition::kIoctlRequest, 1, {TIOCSTI, TIOCLINUX}, "request TIOCSTI or TIOCLINUX",
-       EPERM, "fakes keyboard input on a shared terminal (TIOCSTI) or console (TIOCLINUX)"},
+      {"ioctl",
+       Condition::kIoctlRequest,
+       1,
+       {TIOCSTI, TIOCLINUX},
+       "request TIOCSTI or TIOCLINUX",
+       EPERM,
+       "fakes keyboard input on a shared terminal (TIOCSTI) or console (TIOCLINUX)"},
       // Network: only unix, inet and inet6 sockets; netlink, packet, vsock, bluetooth, ...
       // are attack surface and (packet) a way around the cell's network setup.
-      {"socket", Condition::kSocketFamily, 0, {}, "domain not AF_UNIX/AF_INET/AF_INET6", EPERM,
+      {"socket",
+       Condition::kSocketFamily,
+       0,
+       {},
+       "domain not AF_UNIX/AF_INET/AF_INET6",
+       EPERM,
        "socket families other than unix, inet, inet6"},
   };
   return *defs;
@@ -170,8 +237,8 @@ Status AddRule(scmp_filter_ctx ctx, const RuleDef& def) {
       return Ok();
     case Condition::kAnyFlag:
       for (uint64_t flag : def.values) {
-        int rc = seccomp_rule_add(ctx, action, nr, 1,
-                                  SCMP_CMP(def.arg, SCMP_CMP_MASKED_EQ, flag, flag));
+        int rc =
+            seccomp_rule_add(ctx, action, nr, 1, SCMP_CMP(def.arg, SCMP_CMP_MASKED_EQ, flag, flag));
         if (rc < 0) return fail(rc);
       }
       return Ok();

@@ -32,10 +32,10 @@ struct SeccompProgram {
 
 // One rule of the default filter, for docs, doctor and tests that walk every rule.
 struct SeccompRule {
-  std::string syscall;     // name as libseccomp resolves it, e.g. "perf_event_open"
-  std::string condition;   // "" = always; otherwise e.g. "flags & CLONE_NEWUSER"
-  int errno_value;         // EPERM, or ENOSYS for clone3 (so libc falls back to clone)
-  std::string reason;      // why it is refused
+  std::string syscall;    // name as libseccomp resolves it, e.g. "perf_event_open"
+  std::string condition;  // "" = always; otherwise e.g. "flags & CLONE_NEWUSER"
+  int errno_value;        // EPERM, or ENOSYS for clone3 (so libc falls back to clone)
+  std::string reason;     // why it is refused
 };
 
 // The rules of the default filter, in the order they are added.

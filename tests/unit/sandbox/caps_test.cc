@@ -4,9 +4,9 @@
 // locked SECBIT_NOROOT prevents.
 #include "sandbox/linux/caps.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -79,7 +79,8 @@ void ExpectAllCapsZero(const ChildResult& r) {
     const size_t pos = r.output.find(key);
     ASSERT_NE(pos, std::string::npos) << key << " missing in\n" << r.output;
     EXPECT_EQ(r.output.substr(pos + std::strlen(key) + 1, 16), "0000000000000000")
-        << key << " not empty in\n" << r.output;
+        << key << " not empty in\n"
+        << r.output;
     ++lines;
   }
   EXPECT_EQ(lines, 5);
@@ -127,7 +128,8 @@ TEST(Caps, DropFailsWithoutCapSetpcapAndSaysWhy) {
   pid_t pid = fork();
   if (pid == 0) {
     // An unprivileged identity has no CAP_SETPCAP: dropping from the bounding set fails.
-    if (geteuid() == 0 && (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)) {
+    if (geteuid() == 0 &&
+        (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)) {
       _exit(2);
     }
     Status s = DropBoundingAndAmbientCaps();

@@ -5,8 +5,8 @@
 // v1 host). Tests needing a writable cgroupfs skip with the reason when there is none.
 #include "sandbox/linux/cgroup.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <linux/magic.h>
 #include <linux/sched.h>
 #include <sched.h>
@@ -290,8 +290,8 @@ TEST_F(RealCgroup, ProcessesJoinAndKillAllKillsThemAll) {
   for (int i = 0; i < 200 && Slurp(procs).find('\n') == Slurp(procs).rfind('\n'); ++i) {
     usleep(5000);  // until the grandchild is listed too
   }
-  EXPECT_NE(Slurp("/proc/" + std::to_string(child.pid()) + "/cgroup").find(
-                (*cg)->Paths()[0].substr((*cg)->Paths()[0].find("/mcpcell/"))),
+  EXPECT_NE(Slurp("/proc/" + std::to_string(child.pid()) + "/cgroup")
+                .find((*cg)->Paths()[0].substr((*cg)->Paths()[0].find("/mcpcell/"))),
             std::string::npos);
   Result<CgroupUsage> u = (*cg)->Usage();
   ASSERT_TRUE(u.ok()) << u.error().message;
@@ -307,8 +307,8 @@ TEST_F(RealCgroup, MemoryHogIsOomKilledAndCounted) {
   ASSERT_TRUE(cg.ok()) << cg.error().message;
   HeldChild hog([] {
     const size_t size = 256ull << 20;
-    char* p = static_cast<char*>(mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    char* p = static_cast<char*>(
+        mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (p == MAP_FAILED) return 2;
     for (size_t i = 0; i < size; i += 4096) p[i] = 1;
     return 0;  // reaching here means the limit did not hold

@@ -2,9 +2,9 @@
 // feature, so a probe that always said "ok" (or always "missing") would fail here.
 #include "sandbox/linux/host_probe.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <gtest/gtest.h>
 #include <linux/openat2.h>
 #include <sched.h>
 #include <sys/syscall.h>

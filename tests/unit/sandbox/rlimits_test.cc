@@ -2,8 +2,8 @@
 // (a write past fsize fails with EFBIG; the fd table stops at nofile).
 #include "sandbox/linux/rlimits.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>

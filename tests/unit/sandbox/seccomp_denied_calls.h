@@ -61,11 +61,13 @@ inline const std::vector<DeniedCall>& DeniedCalls() {
        [] { return Ret(syscall(SYS_io_uring_enter, -1, 0, 0, 0, nullptr, 0)); }},
       {"io_uring_register", "bad fd",
        [] { return Ret(syscall(SYS_io_uring_register, -1, 0, nullptr, 0)); }},
-      {"add_key", "null type", [] { return Ret(syscall(SYS_add_key, nullptr, nullptr, nullptr, 0, 0)); }},
+      {"add_key", "null type",
+       [] { return Ret(syscall(SYS_add_key, nullptr, nullptr, nullptr, 0, 0)); }},
       {"request_key", "null type",
        [] { return Ret(syscall(SYS_request_key, nullptr, nullptr, nullptr, 0)); }},
       {"keyctl", "bad op", [] { return Ret(syscall(SYS_keyctl, -1, 0, 0, 0, 0)); }},
-      {"ptrace", "missing pid", [] { return Ret(syscall(SYS_ptrace, 16 /*ATTACH*/, 0x3ffffff0, 0, 0)); }},
+      {"ptrace", "missing pid",
+       [] { return Ret(syscall(SYS_ptrace, 16 /*ATTACH*/, 0x3ffffff0, 0, 0)); }},
       {"process_vm_readv", "missing pid",
        [] { return Ret(syscall(SYS_process_vm_readv, 0x3ffffff0, nullptr, 0, nullptr, 0, 0)); }},
       {"process_vm_writev", "missing pid",
@@ -80,8 +82,7 @@ inline const std::vector<DeniedCall>& DeniedCalls() {
       {"fsmount", "bad fd", [] { return Ret(syscall(SYS_fsmount, -1, 0, 0)); }},
       {"fspick", "missing path",
        [] { return Ret(syscall(SYS_fspick, AT_FDCWD, "/nonexistent-mcpcell", 0)); }},
-      {"move_mount", "bad fds",
-       [] { return Ret(syscall(SYS_move_mount, -1, "", -1, "", 0)); }},
+      {"move_mount", "bad fds", [] { return Ret(syscall(SYS_move_mount, -1, "", -1, "", 0)); }},
       {"open_tree", "missing path",
        [] { return Ret(syscall(SYS_open_tree, AT_FDCWD, "/nonexistent-mcpcell", 0)); }},
       {"mount_setattr", "bad fd",
@@ -98,7 +99,8 @@ inline const std::vector<DeniedCall>& DeniedCalls() {
        [] { return Ret(syscall(SYS_unshare, CLONE_FS | CLONE_NEWNS)); }},
       {"clone", "CLONE_NEWUSER", [] { return CloneAndExit(CLONE_NEWUSER); }},
       {"clone", "CLONE_NEWPID", [] { return CloneAndExit(CLONE_NEWPID); }},
-      {"clone", "CLONE_NEWNET|CLONE_NEWNS", [] { return CloneAndExit(CLONE_NEWNET | CLONE_NEWNS); }},
+      {"clone", "CLONE_NEWNET|CLONE_NEWNS",
+       [] { return CloneAndExit(CLONE_NEWNET | CLONE_NEWNS); }},
       {"clone3", "any",
        [] {
          uint64_t args[11] = {};
@@ -113,7 +115,8 @@ inline const std::vector<DeniedCall>& DeniedCalls() {
       {"personality", "READ_IMPLIES_EXEC",
        [] { return Ret(syscall(SYS_personality, 0x0400000ul /*PER_LINUX | READ_IMPLIES_EXEC*/)); }},
       {"reboot", "bad magic", [] { return Ret(syscall(SYS_reboot, 0, 0, 0, nullptr)); }},
-      {"swapon", "missing file", [] { return Ret(syscall(SYS_swapon, "/nonexistent-mcpcell", 0)); }},
+      {"swapon", "missing file",
+       [] { return Ret(syscall(SYS_swapon, "/nonexistent-mcpcell", 0)); }},
       {"swapoff", "missing file", [] { return Ret(syscall(SYS_swapoff, "/nonexistent-mcpcell")); }},
       {"settimeofday", "null (no-op)",
        [] { return Ret(syscall(SYS_settimeofday, nullptr, nullptr)); }},
@@ -132,20 +135,29 @@ inline const std::vector<DeniedCall>& DeniedCalls() {
          timex tx{};
          return Ret(syscall(SYS_adjtimex, &tx));
        }},
-      {"syslog", "buffer size (read only)", [] { return Ret(syscall(SYS_syslog, 10, nullptr, 0)); }},
+      {"syslog", "buffer size (read only)",
+       [] { return Ret(syscall(SYS_syslog, 10, nullptr, 0)); }},
       {"acct", "missing file", [] { return Ret(syscall(SYS_acct, "/nonexistent-mcpcell/x")); }},
       {"quotactl", "missing device",
        [] { return Ret(syscall(SYS_quotactl, 0, "/nonexistent-mcpcell", 0, nullptr)); }},
       {"quotactl_fd", "bad fd", [] { return Ret(syscall(SYS_quotactl_fd, -1, 0, 0, nullptr)); }},
       {"iopl", "bad level", [] { return Ret(syscall(SYS_iopl, 4)); }},
       {"ioperm", "zero range off", [] { return Ret(syscall(SYS_ioperm, 0x80, 0, 0)); }},
-      {"ioctl", "TIOCSTI", [] { char c = 0; return Ret(syscall(SYS_ioctl, -1, TIOCSTI, &c)); }},
+      {"ioctl", "TIOCSTI",
+       [] {
+         char c = 0;
+         return Ret(syscall(SYS_ioctl, -1, TIOCSTI, &c));
+       }},
       {"ioctl", "TIOCSTI with high bits",
        [] {
          char c = 0;
          return Ret(syscall(SYS_ioctl, -1, (1ul << 32) | TIOCSTI, &c));
        }},
-      {"ioctl", "TIOCLINUX", [] { char c = 0; return Ret(syscall(SYS_ioctl, -1, TIOCLINUX, &c)); }},
+      {"ioctl", "TIOCLINUX",
+       [] {
+         char c = 0;
+         return Ret(syscall(SYS_ioctl, -1, TIOCLINUX, &c));
+       }},
       {"socket", "AF_NETLINK", [] { return Ret(syscall(SYS_socket, AF_NETLINK, SOCK_RAW, 0)); }},
       {"socket", "AF_PACKET", [] { return Ret(syscall(SYS_socket, AF_PACKET, SOCK_RAW, 0)); }},
       {"socket", "AF_VSOCK", [] { return Ret(syscall(SYS_socket, AF_VSOCK, SOCK_STREAM, 0)); }},

@@ -15,8 +15,8 @@
 
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -55,36 +55,76 @@ uint32_t RunBpf(const std::vector<sock_filter>& prog, const seccomp_data& data) 
       case BPF_LDX:
         x = BPF_MODE(i.code) == BPF_MEM ? mem[i.k % BPF_MEMWORDS] : i.k;
         break;
-      case BPF_ST: mem[i.k % BPF_MEMWORDS] = a; break;
-      case BPF_STX: mem[i.k % BPF_MEMWORDS] = x; break;
+      case BPF_ST:
+        mem[i.k % BPF_MEMWORDS] = a;
+        break;
+      case BPF_STX:
+        mem[i.k % BPF_MEMWORDS] = x;
+        break;
       case BPF_ALU:
         switch (BPF_OP(i.code)) {
-          case BPF_ADD: a += src; break;
-          case BPF_SUB: a -= src; break;
-          case BPF_AND: a &= src; break;
-          case BPF_OR: a |= src; break;
-          case BPF_LSH: a <<= src; break;
-          case BPF_RSH: a >>= src; break;
-          case BPF_NEG: a = -a; break;
-          default: ADD_FAILURE() << "unsupported alu op"; return 0;
+          case BPF_ADD:
+            a += src;
+            break;
+          case BPF_SUB:
+            a -= src;
+            break;
+          case BPF_AND:
+            a &= src;
+            break;
+          case BPF_OR:
+            a |= src;
+            break;
+          case BPF_LSH:
+            a <<= src;
+            break;
+          case BPF_RSH:
+            a >>= src;
+            break;
+          case BPF_NEG:
+            a = -a;
+            break;
+          default:
+            ADD_FAILURE() << "unsupported alu op";
+            return 0;
         }
         break;
       case BPF_JMP: {
         bool taken = false;
         switch (BPF_OP(i.code)) {
-          case BPF_JA: pc += i.k; continue;
-          case BPF_JEQ: taken = a == src; break;
-          case BPF_JGT: taken = a > src; break;
-          case BPF_JGE: taken = a >= src; break;
-          case BPF_JSET: taken = (a & src) != 0; break;
-          default: ADD_FAILURE() << "unsupported jump"; return 0;
+          case BPF_JA:
+            pc += i.k;
+            continue;
+          case BPF_JEQ:
+            taken = a == src;
+            break;
+          case BPF_JGT:
+            taken = a > src;
+            break;
+          case BPF_JGE:
+            taken = a >= src;
+            break;
+          case BPF_JSET:
+            taken = (a & src) != 0;
+            break;
+          default:
+            ADD_FAILURE() << "unsupported jump";
+            return 0;
         }
         pc += taken ? i.jt : i.jf;
         break;
       }
-      case BPF_RET: return BPF_RVAL(i.code) == BPF_A ? a : i.k;
-      case BPF_MISC: if (BPF_MISCOP(i.code) == BPF_TAX) x = a; else a = x; break;
-      default: ADD_FAILURE() << "unsupported class"; return 0;
+      case BPF_RET:
+        return BPF_RVAL(i.code) == BPF_A ? a : i.k;
+      case BPF_MISC:
+        if (BPF_MISCOP(i.code) == BPF_TAX)
+          x = a;
+        else
+          a = x;
+        break;
+      default:
+        ADD_FAILURE() << "unsupported class";
+        return 0;
     }
   }
   ADD_FAILURE() << "program fell off the end";
@@ -122,8 +162,8 @@ TEST(SeccompBpf, EveryUnconditionalRuleRefusesWithItsErrno) {
 }
 
 TEST(SeccompBpf, OrdinarySyscallsAreAllowed) {
-  for (const char* name : {"read", "write", "openat", "execve", "mmap", "futex", "wait4",
-                           "connect", "getdents64", "exit_group", "rt_sigreturn"}) {
+  for (const char* name : {"read", "write", "openat", "execve", "mmap", "futex", "wait4", "connect",
+                           "getdents64", "exit_group", "rt_sigreturn"}) {
     EXPECT_EQ(Verdict(name), SECCOMP_RET_ALLOW) << name;
   }
 }
@@ -188,8 +228,8 @@ TEST(SeccompRules, EveryRuleHasAReasonAndALiveProbe) {
   for (const auto& c : DeniedCalls()) probed.insert(c.syscall);
   for (const SeccompRule& r : DefaultSeccompRules()) {
     EXPECT_FALSE(r.reason.empty()) << r.syscall;
-    EXPECT_TRUE(probed.count(r.syscall)) << "no harmless invocation for " << r.syscall
-                                         << " in seccomp_denied_calls.h";
+    EXPECT_TRUE(probed.count(r.syscall))
+        << "no harmless invocation for " << r.syscall << " in seccomp_denied_calls.h";
   }
 }
 
