@@ -1,0 +1,378 @@
+// JSON-RPC framing and the MCP lifecycle, through the in-memory transport: every kind of
+// bad input gets the right error and the connection keeps working.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <map>
+#include <thread>
+
+#include "mcp/jsonrpc.h"
+#include "mcp/session.h"
+#include "test_util.h"
+
+namespace mcp {
+namespace {
+
+using testing::ErrorCode;
+using testing::ErrorMessage;
+using testing::TestOptions;
+
+// After the bad input, the connection still answers.
+void ExpectStillServing(MemoryClient& client) {
+  Json r = client.Request("ping");
+  ASSERT_TRUE(r.is_object()) << "no answer to ping";
+  EXPECT_EQ(r["result"], Json::object());
+}
+
+// The one error response (id null) that a broken message produced.
+Json NextUnmatched(MemoryClient& client, size_t n) {
+  auto got = client.Unmatched(n);
+  EXPECT_GE(got.size(), n);
+  return got.size() >= n ? got[n - 1] : Json();
+}
+
+TEST(Jsonrpc, ClassifiesMessages) {
+  auto req = jsonrpc::Classify(Json::parse(R"({"jsonrpc":"2.0","id":"a","method":"m"})"));
+  ASSERT_TRUE(std::holds_alternative<jsonrpc::Request>(req));
+  auto note = jsonrpc::Classify(Json::parse(R"({"jsonrpc":"2.0","method":"m","params":[1]})"));
+  ASSERT_TRUE(std::holds_alternative<jsonrpc::Notification>(note));
+  auto resp = jsonrpc::Classify(Json::parse(R"({"jsonrpc":"2.0","id":3,"result":{}})"));
+  ASSERT_TRUE(std::holds_alternative<jsonrpc::Response>(resp));
+  auto err = jsonrpc::Classify(
+      Json::parse(R"({"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"x"}})"));
+  ASSERT_TRUE(std::get<jsonrpc::Response>(err).error.has_value());
+  for (const char* bad : {R"([])", R"(5)", R"({"id":1,"method":"m"})",
+                          R"({"jsonrpc":"1.0","id":1,"method":"m"})",
+                          R"({"jsonrpc":"2.0","id":1.5,"method":"m"})",
+                          R"({"jsonrpc":"2.0","id":null,"method":"m"})",
+                          R"({"jsonrpc":"2.0","id":{},"method":"m"})",
+                          R"({"jsonrpc":"2.0","id":1,"method":7})",
+                          R"({"jsonrpc":"2.0","id":1,"method":"m","params":"x"})",
+                          R"({"jsonrpc":"2.0","id":1})",
+                          R"({"jsonrpc":"2.0","id":1,"result":1,"error":{}})"}) {
+    auto m = jsonrpc::Classify(Json::parse(bad));
+    ASSERT_TRUE(std::holds_alternative<jsonrpc::Invalid>(m)) << bad;
+    EXPECT_EQ(std::get<jsonrpc::Invalid>(m).error.code, kInvalidRequest) << bad;
+  }
+}
+
+TEST(Protocol, MalformedJsonIsParseErrorWithNullIdAndConnectionSurvives) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize();
+  client.SendRaw(R"({"jsonrpc":"2.0","id":1,"method":)");
+  Json e = NextUnmatched(client, 1);
+  EXPECT_EQ(ErrorCode(e), kParseError);
+  EXPECT_TRUE(e["id"].is_null());
+  EXPECT_NE(ErrorMessage(e).find("Parse error"), std::string::npos);
+  ExpectStillServing(client);
+}
+
+TEST(Protocol, InvalidUtf8IsParseError) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize();
+  client.SendRaw("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"\xff\xfe\"}}");
+  Json e = NextUnmatched(client, 1);
+  EXPECT_EQ(ErrorCode(e), kParseError);
+  EXPECT_TRUE(e["id"].is_null());
+  ExpectStillServing(client);
+}
+
+TEST(Protocol, InvalidEnvelopesAreInvalidRequest) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize();
+  struct Case {
+    const char* text;
+    Json expected_id;
+    const char* words;
+  } cases[] = {
+      {R"({"id":101,"method":"ping"})", 101, "jsonrpc"},
+      {R"({"jsonrpc":"1.0","id":102,"method":"ping"})", 102, "2.0"},
+      {R"({"jsonrpc":"2.0","id":true,"method":"ping"})", nullptr, "id"},
+      {R"({"jsonrpc":"2.0","id":104,"method":42})", 104, "method"},
+      {R"({"jsonrpc":"2.0","id":105,"method":"ping","params":3})", 105, "params"},
+      {R"("just a string")", nullptr, "object"},
+      {R"({"jsonrpc":"2.0","id":107})", 107, "method"},
+  };
+  size_t n = 0;
+  for (const auto& c : cases) {
+    client.SendRaw(c.text);
+    Json e = NextUnmatched(client, ++n);
+    EXPECT_EQ(ErrorCode(e), kInvalidRequest) << c.text;
+    EXPECT_EQ(e["id"], c.expected_id) << c.text;
+    EXPECT_NE(ErrorMessage(e).find(c.words), std::string::npos) << ErrorMessage(e);
+  }
+  ExpectStillServing(client);
+}
+
+TEST(Protocol, UnknownMethodIsMethodNotFound) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize();
+  Json r = client.Request("no/such/method");
+  EXPECT_EQ(ErrorCode(r), kMethodNotFound);
+  EXPECT_NE(ErrorMessage(r).find("no/such/method"), std::string::npos);
+}
+
+TEST(Protocol, ParamsOfWrongShapeAreInvalidParams) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize();
+  Json r = client.Request("tools/list", Json::array({1, 2}));
+  EXPECT_EQ(ErrorCode(r), kInvalidParams);
+  r = client.Request("tools/call", {{"name", 5}});
+  EXPECT_EQ(ErrorCode(r), kInvalidParams);
+  r = client.Request("logging/setLevel", {{"level", "loud"}});
+  EXPECT_EQ(ErrorCode(r), kInvalidParams);
+  EXPECT_NE(ErrorMessage(r).find("loud"), std::string::npos);
+}
+
+TEST(Protocol, OversizedMessageIsRefusedNamingTheLimit) {
+  ServerOptions o = TestOptions();
+  o.max_message_bytes = 1000;
+  Server server(o);
+  MemoryClient client(server);
+  client.Initialize();
+  client.Request("ping");
+  std::string big = R"({"jsonrpc":"2.0","id":77,"method":"ping","params":{"pad":")" +
+                    std::string(5000, 'x') + "\"}}";
+  client.SendRaw(big);
+  Json e = NextUnmatched(client, 1);
+  EXPECT_EQ(ErrorCode(e), kInvalidRequest);
+  EXPECT_TRUE(e["id"].is_null());
+  EXPECT_NE(ErrorMessage(e).find("1000 bytes"), std::string::npos) << ErrorMessage(e);
+  ExpectStillServing(client);
+}
+
+TEST(Protocol, RequestsBeforeInitializeAreRefusedButPingWorks) {
+  Server server(TestOptions());
+  ASSERT_TRUE(server.AddTool(testing::EchoTool()).ok());
+  MemoryClient client(server);
+  Json r = client.Request("tools/list");
+  EXPECT_EQ(ErrorCode(r), kInvalidRequest);
+  EXPECT_NE(ErrorMessage(r).find("not initialized"), std::string::npos);
+  r = client.Request("ping");
+  EXPECT_EQ(r["result"], Json::object());
+  client.Initialize();
+  r = client.Request("tools/list");
+  EXPECT_EQ(r["result"]["tools"].size(), 1u);
+}
+
+TEST(Protocol, SecondInitializeIsRefused) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize();
+  Json r = client.Initialize();
+  EXPECT_EQ(ErrorCode(r), kInvalidRequest);
+}
+
+TEST(Protocol, InitializeNeedsItsParams) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  Json r = client.Request("initialize", {{"capabilities", Json::object()}});
+  EXPECT_EQ(ErrorCode(r), kInvalidParams);
+  EXPECT_NE(ErrorMessage(r).find("protocolVersion"), std::string::npos);
+  EXPECT_FALSE(client.session()->initialized());
+}
+
+class VersionNegotiation : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VersionNegotiation, SupportedVersionIsEchoed) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  Json r = client.Initialize(GetParam());
+  EXPECT_EQ(r["result"]["protocolVersion"], GetParam());
+  EXPECT_EQ(client.session()->protocol_version(), GetParam());
+  EXPECT_EQ(r["result"]["serverInfo"]["name"], "test-server");
+  EXPECT_EQ(r["result"]["serverInfo"]["version"], "9.9.9");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllVersions, VersionNegotiation,
+                         ::testing::Values("2024-11-05", "2025-03-26", "2025-06-18",
+                                           "2025-11-25"));
+
+TEST(Protocol, UnknownVersionGetsTheLatest) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  Json r = client.Initialize("1999-01-01");
+  EXPECT_EQ(r["result"]["protocolVersion"], kLatestProtocolVersion);
+}
+
+TEST(Protocol, CapabilitiesFollowWhatIsRegistered) {
+  ServerOptions o = TestOptions();
+  o.instructions = "Use the tools.";
+  o.title = "Test";
+  {
+    Server server(o);
+    MemoryClient client(server);
+    Json r = client.Initialize()["result"];
+    EXPECT_EQ(r["capabilities"], Json({{"logging", Json::object()}}));
+    EXPECT_EQ(r["instructions"], "Use the tools.");
+    EXPECT_EQ(r["serverInfo"]["title"], "Test");
+  }
+  Server server(o);
+  ASSERT_TRUE(server.AddTool(testing::EchoTool()).ok());
+  ASSERT_TRUE(server
+                  .AddPrompt({.name = "p",
+                              .handler = [](const auto&, Context&) { return PromptResult{}; }})
+                  .ok());
+  ASSERT_TRUE(server
+                  .AddResource({.uri = "mem://a",
+                                .name = "a",
+                                .read = [](const std::string&, const auto&, Context&) {
+                                  return std::vector<ResourceContents>{};
+                                }})
+                  .ok());
+  server.SetCompletionHandler([](const CompletionRequest&, Context&) { return CompletionResult{}; });
+  MemoryClient client(server);
+  Json caps = client.Initialize()["result"]["capabilities"];
+  EXPECT_EQ(caps["tools"], Json({{"listChanged", true}}));
+  EXPECT_EQ(caps["prompts"], Json({{"listChanged", true}}));
+  EXPECT_EQ(caps["resources"], Json({{"subscribe", true}, {"listChanged", true}}));
+  EXPECT_EQ(caps["completions"], Json::object());
+  EXPECT_EQ(caps["logging"], Json::object());
+}
+
+TEST(Protocol, DuplicateIdOfRequestInFlightIsRefused) {
+  Server server(TestOptions());
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  Tool slow = testing::EchoTool();
+  slow.name = "slow";
+  slow.handler = [released](const Json& args, Context&) {
+    released.wait();
+    return ToolResult::Text(args["text"]);
+  };
+  ASSERT_TRUE(server.AddTool(slow).ok());
+  MemoryClient client(server);
+  client.Initialize();
+  client.SendRequest("dup", "tools/call", {{"name", "slow"}, {"arguments", {{"text", "a"}}}});
+  // Let the first one start, then reuse its id.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  client.SendRequest("dup", "ping");
+  Json dup = client.WaitResponse("dup");
+  EXPECT_EQ(ErrorCode(dup), kInvalidRequest);
+  EXPECT_NE(ErrorMessage(dup).find("\"dup\""), std::string::npos) << ErrorMessage(dup);
+  release.set_value();
+  Json first = client.WaitResponse("dup");
+  EXPECT_EQ(testing::FirstText(first), "a");
+  // Finished, so the id may be used again.
+  client.SendRequest("dup", "ping");
+  EXPECT_EQ(client.WaitResponse("dup")["result"], Json::object());
+}
+
+TEST(Protocol, CancelOfUnknownIdIsIgnored) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize();
+  client.Notify("notifications/cancelled", {{"requestId", 12345}, {"reason", "nope"}});
+  client.Notify("notifications/cancelled", {{"requestId", Json::object()}});
+  client.Notify("notifications/cancelled", Json::array());
+  ExpectStillServing(client);
+  EXPECT_TRUE(client.Unmatched(0, std::chrono::milliseconds(0)).empty());
+}
+
+TEST(Protocol, NotificationsGetNoResponse) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize();
+  client.Notify("notifications/whatever");
+  client.Notify("notifications/roots/list_changed");
+  ExpectStillServing(client);
+  EXPECT_TRUE(client.Unmatched(0, std::chrono::milliseconds(0)).empty());
+}
+
+TEST(Protocol, ResponsesWithUnknownIdsAreIgnored) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize();
+  client.SendJson({{"jsonrpc", "2.0"}, {"id", 999}, {"result", Json::object()}});
+  client.SendJson({{"jsonrpc", "2.0"}, {"id", "zz"}, {"error", {{"code", 1}, {"message", "m"}}}});
+  ExpectStillServing(client);
+  EXPECT_TRUE(client.Unmatched(0, std::chrono::milliseconds(0)).empty());
+}
+
+// ---- batches ----
+
+Json PingBatch() {
+  return Json::array({{{"jsonrpc", "2.0"}, {"id", "b1"}, {"method", "ping"}},
+                      {{"jsonrpc", "2.0"}, {"method", "notifications/whatever"}},
+                      {{"jsonrpc", "2.0"}, {"id", "b2"}, {"method", "nope"}},
+                      {{"jsonrpc", "2.0"}, {"id", "b3"}}});
+}
+
+TEST(Batch, AcceptedIn20250326) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize("2025-03-26");
+  client.SendJson(PingBatch());
+  auto got = client.Unmatched(4);  // 3 elements matched one by one, then the array itself
+  ASSERT_GE(got.size(), 4u);
+  Json array = got.back();
+  ASSERT_TRUE(array.is_array());
+  ASSERT_EQ(array.size(), 3u);
+  std::map<std::string, Json> by_id;
+  for (const auto& r : array) by_id[r["id"].get<std::string>()] = r;
+  EXPECT_EQ(by_id["b1"]["result"], Json::object());
+  EXPECT_EQ(ErrorCode(by_id["b2"]), kMethodNotFound);
+  EXPECT_EQ(ErrorCode(by_id["b3"]), kInvalidRequest);
+}
+
+TEST(Batch, NotificationsOnlyBatchGetsNoResponse) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize("2025-03-26");
+  client.SendJson(Json::array({{{"jsonrpc", "2.0"}, {"method", "notifications/a"}}}));
+  ExpectStillServing(client);
+  EXPECT_TRUE(client.Unmatched(0, std::chrono::milliseconds(0)).empty());
+}
+
+class BatchRefused : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BatchRefused, InOtherVersions) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize(GetParam());
+  client.SendJson(PingBatch());
+  Json e = NextUnmatched(client, 1);
+  EXPECT_EQ(ErrorCode(e), kInvalidRequest);
+  EXPECT_TRUE(e["id"].is_null());
+  EXPECT_NE(ErrorMessage(e).find("batch"), std::string::npos);
+  ExpectStillServing(client);
+}
+
+INSTANTIATE_TEST_SUITE_P(Versions, BatchRefused,
+                         ::testing::Values("2024-11-05", "2025-06-18", "2025-11-25"));
+
+TEST(Batch, RefusedBeforeInitialize) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.SendJson(PingBatch());
+  EXPECT_EQ(ErrorCode(NextUnmatched(client, 1)), kInvalidRequest);
+}
+
+TEST(Batch, EmptyBatchIsInvalid) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize("2025-03-26");
+  client.SendRaw("[]");
+  Json e = NextUnmatched(client, 1);
+  EXPECT_EQ(ErrorCode(e), kInvalidRequest);
+  EXPECT_NE(ErrorMessage(e).find("empty batch"), std::string::npos);
+}
+
+TEST(Batch, InitializeInsideABatchIsRefused) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize("2025-03-26");
+  client.SendJson(Json::array({{{"jsonrpc", "2.0"}, {"id", "i"}, {"method", "initialize"},
+                                {"params", Json::object()}}}));
+  Json array = client.Unmatched(2).back();
+  ASSERT_TRUE(array.is_array());
+  EXPECT_EQ(ErrorCode(array[0]), kInvalidRequest);
+}
+
+}  // namespace
+}  // namespace mcp
