@@ -320,12 +320,16 @@ ProbeResult ProbeCloneIntoCgroup() {
 HostReport ProbeHost() {
   HostReport report;
   report.root = geteuid() == 0;
-  report.probes = {ProbePrivilege(),      ProbeUserNamespaces(), ProbeOverlayInUserNamespace(),
-                   ProbeCgroups(),        ProbeSeccomp(),        ProbeOpenat2(),
+  const ProbeResult userns = ProbeUserNamespaces();
+  const ProbeResult overlay = ProbeOverlayInUserNamespace();
+  const ProbeResult seccomp = ProbeSeccomp();
+  // Cells need a user namespace (possibly restricted), an overlay root and the filter;
+  // without cgroups or as an ordinary user they run degraded, and say so.
+  report.cells_possible = userns.verdict != ProbeVerdict::kMissing &&
+                          overlay.verdict == ProbeVerdict::kOk &&
+                          seccomp.verdict == ProbeVerdict::kOk;
+  report.probes = {ProbePrivilege(),      userns, overlay, ProbeCgroups(), seccomp, ProbeOpenat2(),
                    ProbeCloneIntoCgroup()};
-  report.cells_possible = report.probes[1].verdict != ProbeVerdict::kMissing &&
-                          report.probes[2].verdict == ProbeVerdict::kOk &&
-                          report.probes[4].verdict == ProbeVerdict::kOk;
   return report;
 }
 
