@@ -144,6 +144,9 @@ void AddNotifyingTools(mcp::Server& server) {
             ctx.Progress(50, 100);
             std::this_thread::sleep_for(kStepDelay);
             ctx.Progress(100, 100);
+            // The TypeScript SDK dispatches notifications a microtask after responses: a
+            // last notification read in the same chunk as the response is lost to onprogress.
+            std::this_thread::sleep_for(kStepDelay);
             return ToolResult::Text("Tool with progress executed successfully");
           });
 }

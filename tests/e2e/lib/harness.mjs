@@ -57,6 +57,7 @@ class VersionedStdioTransport extends StdioClientTransport {
     this.requestedVersion = requestedVersion;
     this.negotiatedVersion = undefined;
     this.stderrText = '';
+    this.wire = [];
     this.stderr?.on('data', (chunk) => {
       this.stderrText += chunk.toString();
     });
@@ -75,13 +76,32 @@ class VersionedStdioTransport extends StdioClientTransport {
   setProtocolVersion(version) {
     this.negotiatedVersion = version;
   }
+
+  // Records every message from the server as it came off the wire, before the SDK
+  // dispatches it. The SDK runs notification handlers a microtask after the message is read
+  // but response handlers at once, so a progress notification read in the same chunk as its
+  // request's response reaches a handler that is already gone; tests that must see every
+  // notification read `wire`.
+  get onmessage() {
+    return this.dispatch;
+  }
+
+  set onmessage(fn) {
+    this.dispatch =
+      fn &&
+      ((message, extra) => {
+        this.wire.push(message);
+        fn(message, extra);
+      });
+  }
 }
 
 // Starts `binaryName` over stdio and connects an SDK client to it.
 //   capabilities: the client's capabilities (sampling, elicitation, ...)
 //   protocolVersion: the version the client asks for in initialize (default: SDK's latest)
 //   args: extra server arguments
-// Returns { client, transport, negotiatedVersion, stderr(), close() }.
+// Returns { client, transport, negotiatedVersion, wire, stderr(), close() }; `wire` holds every
+// message the server sent, in order.
 export async function connect({
   binaryName = kConformanceServer,
   args = ['--stdio'],
@@ -101,6 +121,7 @@ export async function connect({
     client,
     transport,
     negotiatedVersion: transport.negotiatedVersion,
+    wire: transport.wire,
     stderr: () => transport.stderrText,
     close: () => client.close(),
   };

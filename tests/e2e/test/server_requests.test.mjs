@@ -63,13 +63,29 @@ describe('notifications during a call', () => {
         { onprogress: (p) => updates.push(p) },
       );
       assert.notEqual(result.isError, true);
+      // On the wire: three notifications, all for the token the SDK put in the request.
+      const call = session.wire.findIndex((m) => m.result?.content);
+      const progress = session.wire.filter((m) => m.method === 'notifications/progress');
       assert.deepEqual(
-        updates.map((u) => [u.progress, u.total]),
+        progress.map((m) => [m.params.progress, m.params.total]),
         [
           [0, 100],
           [50, 100],
           [100, 100],
         ],
+      );
+      assert.equal(new Set(progress.map((m) => m.params.progressToken)).size, 1, 'one token');
+      assert.equal(String(progress[0].params.progressToken), String(session.wire[call].id));
+      assert.ok(
+        session.wire.lastIndexOf(progress[2]) < call,
+        'every progress notification precedes the response',
+      );
+      // Through the SDK's onprogress: the ones it dispatched before the response, in order
+      // (see `wire` in lib/harness.mjs for why the last may be missed under load).
+      assert.ok(updates.length >= 2, `onprogress saw ${updates.length} updates`);
+      assert.deepEqual(
+        updates.map((u) => u.progress),
+        [0, 50, 100].slice(0, updates.length),
       );
     } finally {
       await session.close();
