@@ -55,11 +55,9 @@ std::string Unescape(const std::string& s) {
   return out;
 }
 
-std::vector<Mount> CgroupMounts() {
+std::vector<Mount> CgroupMounts(const std::string& mountinfo) {
   std::vector<Mount> mounts;
-  Result<std::string> text = cgroupfs::ReadFile("/proc/self", "mountinfo");
-  if (!text.ok()) return mounts;
-  for (const std::string& line : Split(*text, '\n')) {
+  for (const std::string& line : Split(mountinfo, '\n')) {
     const std::vector<std::string> f = Split(line, ' ');
     auto dash = std::find(f.begin(), f.end(), "-");
     if (f.size() < 7 || dash == f.end() || f.end() - dash < 4) continue;
@@ -70,11 +68,9 @@ std::vector<Mount> CgroupMounts() {
 }
 
 // /proc/self/cgroup: "0::/path" (v2) and "N:ctrl,ctrl:/path" (v1).
-std::map<std::string, std::string> OwnCgroupPaths() {
+std::map<std::string, std::string> OwnCgroupPaths(const std::string& proc_self_cgroup) {
   std::map<std::string, std::string> paths;  // controller ("" for v2) -> path
-  Result<std::string> text = cgroupfs::ReadFile("/proc/self", "cgroup");
-  if (!text.ok()) return paths;
-  for (const std::string& line : Split(*text, '\n')) {
+  for (const std::string& line : Split(proc_self_cgroup, '\n')) {
     const size_t a = line.find(':'), b = line.find(':', a + 1);
     if (a == std::string::npos || b == std::string::npos) continue;
     const std::string controllers = line.substr(a + 1, b - a - 1);
@@ -209,15 +205,28 @@ const char* CgroupModeName(CgroupMode mode) {
 }
 
 CgroupHost DetectCgroupHost() {
+  Result<std::string> mountinfo = cgroupfs::ReadFile("/proc/self", "mountinfo");
+  Result<std::string> cgroup = cgroupfs::ReadFile("/proc/self", "cgroup");
+  if (!mountinfo.ok() || !cgroup.ok()) {
+    CgroupHost host;
+    host.detail = (mountinfo.ok() ? cgroup : mountinfo).error().message;
+    return host;
+  }
+  return cgroupfs::DetectCgroupHostFrom(*mountinfo, *cgroup);
+}
+
+namespace cgroupfs {
+CgroupHost DetectCgroupHostFrom(const std::string& mountinfo, const std::string& proc_self_cgroup) {
   CgroupHost host;
-  const std::vector<Mount> mounts = CgroupMounts();
-  const std::map<std::string, std::string> own = OwnCgroupPaths();
+  const std::vector<Mount> mounts = CgroupMounts(mountinfo);
+  const std::map<std::string, std::string> own = OwnCgroupPaths(proc_self_cgroup);
   if (DetectV2(mounts, own, &host) || DetectV1(mounts, own, &host)) return host;
   host.mode = CgroupMode::kNone;
   host.can_create = false;
   host.detail += "no usable cgroup hierarchy";
   return host;
 }
+}  // namespace cgroupfs
 
 Result<std::unique_ptr<Cgroup>> CreateCellCgroup(const std::string& cell_id,
                                                  const CgroupLimits& limits) {

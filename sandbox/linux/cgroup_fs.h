@@ -64,6 +64,10 @@ Status RemoveDir(const std::string& dir, int timeout_ms);
 std::unique_ptr<Cgroup> OpenExistingV2(const std::string& dir);
 std::unique_ptr<Cgroup> OpenExistingV1(std::vector<std::pair<std::string, std::string>> dirs);
 
+// DetectCgroupHost on given /proc/self/mountinfo and /proc/self/cgroup texts (the cgroupfs
+// directories they point to are still looked at: cgroup.controllers, write access).
+CgroupHost DetectCgroupHostFrom(const std::string& mountinfo, const std::string& proc_self_cgroup);
+
 // Turns on `controllers` in dir/cgroup.subtree_control (those not on yet).
 Status EnableControllers(const std::string& dir, const std::vector<std::string>& controllers);
 

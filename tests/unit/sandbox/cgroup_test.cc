@@ -21,6 +21,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -166,6 +167,62 @@ TEST_F(FakeTree, V2CreateRefusesMissingControllerAndLeavesNothing) {
   EXPECT_NE(cg.error().message.find("\"memory\" is not enabled"), std::string::npos)
       << cg.error().message;
   EXPECT_FALSE(Exists(root_ + "/c1"));
+}
+
+// Detection against fake mountinfo / proc cgroup texts pointing into a fake tree: the
+// layouts of hosts this machine is not (pure v2 with systemd delegation, containers).
+TEST_F(FakeTree, DetectsPureV2WithDelegationAndTheServerLeaf) {
+  const std::string own = root_ + "/cg/system.slice/mcpcell.service";
+  ASSERT_EQ(std::system(("mkdir -p " + own).c_str()), 0);
+  Spit(own + "/cgroup.controllers", "cpuset cpu io memory pids\n");
+  const std::string mountinfo = "30 25 0:26 / " + root_ + "/cg rw,nosuid - cgroup2 cgroup2 rw\n";
+  CgroupHost host = cgroupfs::DetectCgroupHostFrom(mountinfo, "0::/system.slice/mcpcell.service\n");
+  EXPECT_EQ(host.mode, CgroupMode::kV2) << host.detail;
+  ASSERT_EQ(host.cell_parents.size(), 1u);
+  EXPECT_EQ(host.cell_parents[0].second, own + "/mcpcell");
+  if (geteuid() == 0) {
+    EXPECT_TRUE(host.can_create) << host.detail;
+  }
+  // After the server moved itself into its leaf, cells still go next to it.
+  host = cgroupfs::DetectCgroupHostFrom(mountinfo,
+                                        "0::/system.slice/mcpcell.service/mcpcell-server\n");
+  ASSERT_EQ(host.cell_parents.size(), 1u);
+  EXPECT_EQ(host.cell_parents[0].second, own + "/mcpcell");
+}
+
+TEST_F(FakeTree, V2WithoutControllersFallsBackToV1InAContainer) {
+  // A container's view: v1 hierarchies mounted with root /docker/abc, cpu and cpuacct
+  // co-mounted, and an empty v2 hierarchy (as on this host).
+  ASSERT_EQ(std::system(("mkdir -p " + root_ + "/unified " + root_ + "/cpu,cpuacct/sub " + root_ +
+                         "/memory/sub " + root_ + "/pids/sub " + root_ + "/free\\ zer/sub")
+                            .c_str()),
+            0);
+  Spit(root_ + "/unified/cgroup.controllers", "\n");
+  std::string mountinfo;
+  mountinfo += "40 31 0:38 / " + root_ + "/unified rw - cgroup2 cgroup2 rw\n";
+  mountinfo +=
+      "32 31 0:29 /docker/abc " + root_ + "/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n";
+  mountinfo += "35 31 0:32 /docker/abc " + root_ + "/memory rw - cgroup cgroup rw,memory\n";
+  mountinfo += "39 31 0:36 /docker/abc " + root_ + "/pids rw - cgroup cgroup rw,pids\n";
+  mountinfo += "37 31 0:34 /docker/abc " + root_ + "/free\\040zer rw - cgroup cgroup rw,freezer\n";
+  const std::string cgroup =
+      "9:pids:/docker/abc/sub\n6:freezer:/docker/abc/sub\n4:memory:/docker/abc/sub\n"
+      "2:cpu,cpuacct:/docker/abc/sub\n0::/\n";
+  CgroupHost host = cgroupfs::DetectCgroupHostFrom(mountinfo, cgroup);
+  ASSERT_EQ(host.mode, CgroupMode::kV1) << host.detail;
+  EXPECT_NE(host.detail.find("lacks the memory controller"), std::string::npos) << host.detail;
+  std::map<std::string, std::string> parents(host.cell_parents.begin(), host.cell_parents.end());
+  EXPECT_EQ(parents["memory"], root_ + "/memory/sub/mcpcell");
+  EXPECT_EQ(parents["cpu"], root_ + "/cpu,cpuacct/sub/mcpcell");
+  EXPECT_EQ(parents["cpuacct"], parents["cpu"]);
+  EXPECT_EQ(parents["freezer"], root_ + "/free zer/sub/mcpcell");  // \\040 unescaped
+
+  // Our cgroup outside the mount's root (another container's mount): not usable.
+  host = cgroupfs::DetectCgroupHostFrom(
+      mountinfo, "9:pids:/other\n6:freezer:/other\n4:memory:/other\n2:cpu,cpuacct:/other\n");
+  EXPECT_EQ(host.mode, CgroupMode::kNone);
+  EXPECT_FALSE(host.can_create);
+  EXPECT_NE(host.detail.find("not mounted"), std::string::npos) << host.detail;
 }
 
 TEST(Cgroup, BadCellIdsAreRefused) {
