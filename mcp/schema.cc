@@ -86,7 +86,7 @@ class Validator {
     if (auto c = s.find("const"); c != s.end() && *c != v) {
       Add(path, "must be " + Short(*c) + ", got " + Describe(v));
     }
-    if (v.is_number()) CheckNumber(s, v.get<double>(), path);
+    if (v.is_number()) CheckNumber(s, v, path);
     if (v.is_string()) CheckString(s, v.get<std::string>(), path);
     if (v.is_array()) CheckArray(s, v, path);
     if (v.is_object()) CheckObject(s, v, path);
@@ -97,13 +97,13 @@ class Validator {
     errors.push_back(path + ": " + message);
   }
 
-  void CheckNumber(const Json& s, double d, const std::string& path) {
+  void CheckNumber(const Json& s, const Json& v, const std::string& path) {
+    double d = v.get<double>();
     auto bound = [&](const char* key, auto fails, const char* words) {
       auto it = s.find(key);
       if (it == s.end() || !it->is_number()) return;
       if (fails(d, it->get<double>())) {
-        Add(path, std::string("must be ") + words + " " + it->dump() + ", got " +
-                      Json(d).dump());
+        Add(path, std::string("must be ") + words + " " + it->dump() + ", got " + v.dump());
       }
     };
     bound("minimum", [](double x, double b) { return x < b; }, ">=");

@@ -1,0 +1,389 @@
+// Tools, resources, prompts and completion through the in-memory transport: registration
+// checks, pagination, argument validation, errors the model can read.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "mcp/session.h"
+#include "test_util.h"
+
+namespace mcp {
+namespace {
+
+using testing::EchoTool;
+using testing::ErrorCode;
+using testing::ErrorMessage;
+using testing::FirstText;
+using testing::TestOptions;
+
+Json CallTool(MemoryClient& client, const std::string& name, Json args) {
+  return client.Request("tools/call", {{"name", name}, {"arguments", std::move(args)}});
+}
+
+TEST(Tools, RegistrationChecks) {
+  Server server(TestOptions());
+  ASSERT_TRUE(server.AddTool(EchoTool()).ok());
+  Status dup = server.AddTool(EchoTool());
+  EXPECT_FALSE(dup.ok());
+  EXPECT_NE(dup.message().find("already registered"), std::string::npos);
+
+  Tool bad_name = EchoTool();
+  bad_name.name = "has space";
+  EXPECT_NE(server.AddTool(bad_name).message().find("^[a-zA-Z0-9_-]{1,64}$"), std::string::npos);
+  bad_name.name = std::string(65, 'a');
+  EXPECT_FALSE(server.AddTool(bad_name).ok());
+  bad_name.name = "";
+  EXPECT_FALSE(server.AddTool(bad_name).ok());
+
+  Tool no_items = EchoTool();
+  no_items.name = "no_items";
+  no_items.input_schema = {{"type", "object"}, {"properties", {{"xs", {{"type", "array"}}}}}};
+  Status s = server.AddTool(no_items);
+  EXPECT_EQ(s.message(),
+            "tool \"no_items\": inputSchema.properties.xs: an array schema needs \"items\"");
+
+  Tool union_type = EchoTool();
+  union_type.name = "union_type";
+  union_type.output_schema = Json::parse(R"({"type":"object","properties":{"a":{"anyOf":[]}}})");
+  EXPECT_NE(server.AddTool(union_type).message().find("outputSchema"), std::string::npos);
+
+  Tool no_handler = EchoTool();
+  no_handler.name = "no_handler";
+  no_handler.handler = nullptr;
+  EXPECT_NE(server.AddTool(no_handler).message().find("no handler"), std::string::npos);
+}
+
+TEST(Tools, ListIsPaginatedWithOpaqueCursors) {
+  ServerOptions o = TestOptions();
+  o.page_size = 2;
+  Server server(o);
+  for (int i = 0; i < 5; ++i) {
+    Tool t = EchoTool();
+    t.name = "tool_" + std::to_string(i);
+    t.title = "Tool " + std::to_string(i);
+    t.annotations = {{"readOnlyHint", true}};
+    ASSERT_TRUE(server.AddTool(t).ok());
+  }
+  MemoryClient client(server);
+  client.Initialize();
+  std::vector<std::string> names;
+  Json params = Json::object();
+  int pages = 0;
+  for (;;) {
+    Json r = client.Request("tools/list", params)["result"];
+    ++pages;
+    for (const auto& t : r["tools"]) names.push_back(t["name"]);
+    if (!r.contains("nextCursor")) break;
+    params = {{"cursor", r["nextCursor"]}};
+  }
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(names, (std::vector<std::string>{"tool_0", "tool_1", "tool_2", "tool_3", "tool_4"}));
+
+  Json first = client.Request("tools/list")["result"]["tools"][0];
+  EXPECT_EQ(first["title"], "Tool 0");
+  EXPECT_EQ(first["description"], "Echoes its text");
+  EXPECT_EQ(first["inputSchema"]["required"], Json::array({"text"}));
+  EXPECT_EQ(first["annotations"]["readOnlyHint"], true);
+
+  for (Json bad : {Json("garbage"), Json("dG9vbHM6OTk5"), Json(12)}) {  // "tools:999"
+    Json r = client.Request("tools/list", {{"cursor", bad}});
+    EXPECT_EQ(ErrorCode(r), kInvalidParams) << bad;
+  }
+  // A resources cursor is not a tools cursor.
+  Json r = client.Request("resources/list", {{"cursor", "dG9vbHM6Mg=="}});  // "tools:2"
+  EXPECT_EQ(ErrorCode(r), kInvalidParams);
+}
+
+TEST(Tools, CallRunsTheHandler) {
+  Server server(TestOptions());
+  ASSERT_TRUE(server.AddTool(EchoTool()).ok());
+  MemoryClient client(server);
+  client.Initialize();
+  Json r = CallTool(client, "echo", {{"text", "hello"}});
+  EXPECT_EQ(FirstText(r), "hello");
+  EXPECT_FALSE(r["result"].contains("isError"));
+}
+
+TEST(Tools, UnknownToolIsAProtocolError) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize();
+  Json r = CallTool(client, "nope", Json::object());
+  EXPECT_EQ(ErrorCode(r), kInvalidParams);
+  EXPECT_NE(ErrorMessage(r).find("nope"), std::string::npos);
+}
+
+TEST(Tools, InvalidArgumentsAreAToolErrorNamingTheField) {
+  Server server(TestOptions());
+  std::atomic<int> calls{0};
+  Tool t;
+  t.name = "run";
+  t.input_schema = Json::parse(R"({"type":"object","properties":{
+      "code":{"type":"string"},"timeout_s":{"type":"integer"}},
+      "required":["code"],"additionalProperties":false})");
+  t.handler = [&](const Json&, Context&) {
+    ++calls;
+    return ToolResult::Text("ran");
+  };
+  ASSERT_TRUE(server.AddTool(t).ok());
+  MemoryClient client(server);
+  client.Initialize();
+
+  Json r = CallTool(client, "run", {{"code", "x"}, {"timeout_s", "x"}});
+  EXPECT_EQ(r["result"]["isError"], true);
+  EXPECT_NE(FirstText(r).find("arguments.timeout_s: expected integer, got string \"x\""),
+            std::string::npos)
+      << FirstText(r);
+  r = CallTool(client, "run", {{"code", "x"}, {"bogus", 1}});
+  EXPECT_NE(FirstText(r).find("arguments.bogus: unknown field"), std::string::npos);
+  r = CallTool(client, "run", Json::object());
+  EXPECT_NE(FirstText(r).find("arguments.code: is required"), std::string::npos);
+  r = client.Request("tools/call", {{"name", "run"}, {"arguments", "text"}});
+  EXPECT_NE(FirstText(r).find("arguments: expected object, got string"), std::string::npos);
+  EXPECT_EQ(calls.load(), 0);
+  r = client.Request("tools/call", {{"name", "run"}, {"arguments", {{"code", "x"}}}});
+  EXPECT_EQ(FirstText(r), "ran");
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST(Tools, HandlerThatThrowsBecomesAnErrorResult) {
+  Server server(TestOptions());
+  Tool t = EchoTool();
+  t.handler = [](const Json&, Context&) -> ToolResult { throw std::runtime_error("disk on fire"); };
+  ASSERT_TRUE(server.AddTool(t).ok());
+  Tool rpc = EchoTool();
+  rpc.name = "rpc";
+  rpc.handler = [](const Json&, Context&) -> ToolResult {
+    throw RpcException(kInvalidParams, "specific");
+  };
+  ASSERT_TRUE(server.AddTool(rpc).ok());
+  MemoryClient client(server);
+  client.Initialize();
+  Json r = CallTool(client, "echo", {{"text", "a"}});
+  EXPECT_EQ(r["result"]["isError"], true);
+  EXPECT_NE(FirstText(r).find("disk on fire"), std::string::npos);
+  r = CallTool(client, "rpc", {{"text", "a"}});
+  EXPECT_EQ(ErrorCode(r), kInvalidParams);
+  EXPECT_EQ(ErrorMessage(r), "specific");
+}
+
+TEST(Tools, StructuredContentIsCheckedAgainstOutputSchema) {
+  ServerOptions o = TestOptions();
+  o.validate_tool_output = true;
+  Server server(o);
+  Tool t = EchoTool();
+  t.name = "stats";
+  t.output_schema = Json::parse(
+      R"({"type":"object","properties":{"count":{"type":"integer"}},"required":["count"]})");
+  t.handler = [](const Json& args, Context&) {
+    if (args["text"] == "good") return ToolResult::Structured({{"count", 3}});
+    if (args["text"] == "none") return ToolResult::Text("no structure");
+    return ToolResult::Structured({{"count", "three"}});
+  };
+  ASSERT_TRUE(server.AddTool(t).ok());
+
+  EXPECT_TRUE(server.ValidateToolOutput("stats", {{"count", 1}}).empty());
+  auto errors = server.ValidateToolOutput("stats", {{"count", "x"}});
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], "structuredContent.count: expected integer, got string \"x\"");
+  EXPECT_FALSE(server.ValidateToolOutput("missing", {}).empty());
+
+  MemoryClient client(server);
+  client.Initialize();
+  Json r = CallTool(client, "stats", {{"text", "good"}});
+  EXPECT_EQ(r["result"]["structuredContent"]["count"], 3);
+  EXPECT_EQ(FirstText(r), R"({"count":3})");
+  r = CallTool(client, "stats", {{"text", "bad"}});
+  EXPECT_EQ(r["result"]["isError"], true);
+  EXPECT_NE(FirstText(r).find("structuredContent.count"), std::string::npos);
+  r = CallTool(client, "stats", {{"text", "none"}});
+  EXPECT_EQ(r["result"]["isError"], true);
+}
+
+TEST(Tools, ChangesNotifyInitializedSessions) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize();
+  ASSERT_TRUE(server.AddTool(EchoTool()).ok());
+  EXPECT_EQ(client.Notifications("notifications/tools/list_changed", 1).size(), 1u);
+  EXPECT_TRUE(server.RemoveTool("echo"));
+  EXPECT_EQ(client.Notifications("notifications/tools/list_changed", 2).size(), 2u);
+  EXPECT_EQ(client.Request("tools/list")["result"]["tools"], Json::array());
+}
+
+// ---- resources ----
+
+ResourceReader TextReader(std::string text) {
+  return [text](const std::string& uri, const std::map<std::string, std::string>& vars,
+                Context&) {
+    std::string body = text;
+    for (const auto& [k, v] : vars) body += " " + k + "=" + v;
+    return std::vector<ResourceContents>{{uri, "text/plain", body, std::nullopt}};
+  };
+}
+
+TEST(Resources, ListReadTemplatesAndNotFound) {
+  ServerOptions o = TestOptions();
+  o.page_size = 2;
+  Server server(o);
+  for (int i = 0; i < 3; ++i) {
+    std::string n = std::to_string(i);
+    ASSERT_TRUE(server
+                    .AddResource({.uri = "mem://doc/" + n,
+                                  .name = "doc" + n,
+                                  .mime_type = "text/plain",
+                                  .read = TextReader("doc " + n)})
+                    .ok());
+  }
+  EXPECT_FALSE(server.AddResource({.uri = "mem://doc/0", .name = "x", .read = TextReader("")}).ok());
+  ASSERT_TRUE(server
+                  .AddResourceTemplate({.uri_template = "mem://logs/{name}/{+rest}",
+                                        .name = "logs",
+                                        .read = TextReader("log")})
+                  .ok());
+  MemoryClient client(server);
+  client.Initialize();
+
+  Json page1 = client.Request("resources/list")["result"];
+  ASSERT_EQ(page1["resources"].size(), 2u);
+  EXPECT_EQ(page1["resources"][0]["mimeType"], "text/plain");
+  Json page2 = client.Request("resources/list", {{"cursor", page1["nextCursor"]}})["result"];
+  EXPECT_EQ(page2["resources"].size(), 1u);
+  EXPECT_FALSE(page2.contains("nextCursor"));
+
+  Json r = client.Request("resources/read", {{"uri", "mem://doc/1"}})["result"];
+  EXPECT_EQ(r["contents"][0]["text"], "doc 1");
+  EXPECT_EQ(r["contents"][0]["uri"], "mem://doc/1");
+
+  Json t = client.Request("resources/templates/list")["result"];
+  EXPECT_EQ(t["resourceTemplates"][0]["uriTemplate"], "mem://logs/{name}/{+rest}");
+  r = client.Request("resources/read", {{"uri", "mem://logs/web/a/b.txt"}})["result"];
+  EXPECT_EQ(r["contents"][0]["text"], "log name=web rest=a/b.txt");
+
+  r = client.Request("resources/read", {{"uri", "mem://nope"}});
+  EXPECT_EQ(ErrorCode(r), kResourceNotFound);
+  EXPECT_EQ(r["error"]["data"]["uri"], "mem://nope");
+  EXPECT_EQ(ErrorCode(client.Request("resources/read", Json::object())), kInvalidParams);
+}
+
+TEST(Resources, SubscribersGetUpdates) {
+  Server server(TestOptions());
+  ASSERT_TRUE(server.AddResource({.uri = "mem://a", .name = "a", .read = TextReader("a")}).ok());
+  MemoryClient subscriber(server);
+  MemoryClient other(server);
+  subscriber.Initialize();
+  other.Initialize();
+  EXPECT_EQ(subscriber.Request("resources/subscribe", {{"uri", "mem://a"}})["result"],
+            Json::object());
+  server.NotifyResourceUpdated("mem://a");
+  auto updates = subscriber.Notifications("notifications/resources/updated", 1);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0]["params"]["uri"], "mem://a");
+  EXPECT_TRUE(other.Notifications("notifications/resources/updated", 0).empty());
+
+  subscriber.Request("resources/unsubscribe", {{"uri", "mem://a"}});
+  server.NotifyResourceUpdated("mem://a");
+  other.Request("ping");
+  subscriber.Request("ping");
+  EXPECT_EQ(subscriber.Notifications("notifications/resources/updated", 0).size(), 1u);
+}
+
+// ---- prompts ----
+
+TEST(Prompts, ListAndGetWithArgumentChecks) {
+  Server server(TestOptions());
+  Prompt p;
+  p.name = "review";
+  p.description = "Review code";
+  p.arguments = {{.name = "code", .required = true}, {.name = "style"}};
+  p.handler = [](const std::map<std::string, std::string>& args, Context&) {
+    PromptResult r = PromptResult::UserText("Review: " + args.at("code"));
+    r.description = args.count("style") ? args.at("style") : "default";
+    return r;
+  };
+  ASSERT_TRUE(server.AddPrompt(p).ok());
+  EXPECT_FALSE(server.AddPrompt(p).ok());
+  MemoryClient client(server);
+  client.Initialize();
+
+  Json list = client.Request("prompts/list")["result"]["prompts"];
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["arguments"][0], Json({{"name", "code"}, {"required", true}}));
+
+  Json r = client.Request("prompts/get", {{"name", "review"}, {"arguments", {{"code", "x=1"}}}});
+  EXPECT_EQ(r["result"]["messages"][0]["content"]["text"], "Review: x=1");
+  EXPECT_EQ(r["result"]["description"], "default");
+
+  r = client.Request("prompts/get", {{"name", "review"}});
+  EXPECT_EQ(ErrorCode(r), kInvalidParams);
+  EXPECT_NE(ErrorMessage(r).find("\"code\""), std::string::npos);
+  r = client.Request("prompts/get",
+                     {{"name", "review"}, {"arguments", {{"code", "x"}, {"colour", "red"}}}});
+  EXPECT_NE(ErrorMessage(r).find("\"colour\""), std::string::npos);
+  r = client.Request("prompts/get", {{"name", "review"}, {"arguments", {{"code", 5}}}});
+  EXPECT_EQ(ErrorCode(r), kInvalidParams);
+  r = client.Request("prompts/get", {{"name", "nope"}});
+  EXPECT_EQ(ErrorCode(r), kInvalidParams);
+}
+
+// ---- completion ----
+
+TEST(Completion, HandlerAnswersAndIsCappedAt100) {
+  Server server(TestOptions());
+  MemoryClient before(server);
+  before.Initialize();
+  EXPECT_EQ(ErrorCode(before.Request("completion/complete",
+                                     {{"ref", {{"type", "ref/prompt"}, {"name", "p"}}},
+                                      {"argument", {{"name", "a"}, {"value", ""}}}})),
+            kMethodNotFound);
+
+  server.SetCompletionHandler([](const CompletionRequest& req, Context&) {
+    CompletionResult r;
+    if (req.argument_name == "many") {
+      for (int i = 0; i < 150; ++i) r.values.push_back(std::to_string(i));
+      r.total = 150;
+    } else {
+      for (std::string v : {"python", "perl", "bash"}) {
+        if (v.rfind(req.argument_value, 0) == 0) r.values.push_back(v);
+      }
+    }
+    return r;
+  });
+  MemoryClient client(server);
+  client.Initialize();
+  Json ref = {{"type", "ref/prompt"}, {"name", "p"}};
+  Json r = client.Request("completion/complete",
+                          {{"ref", ref}, {"argument", {{"name", "lang"}, {"value", "p"}}}});
+  EXPECT_EQ(r["result"]["completion"]["values"], Json::array({"python", "perl"}));
+  EXPECT_EQ(r["result"]["completion"]["hasMore"], false);
+  r = client.Request("completion/complete",
+                     {{"ref", ref}, {"argument", {{"name", "many"}, {"value", ""}}}});
+  EXPECT_EQ(r["result"]["completion"]["values"].size(), 100u);
+  EXPECT_EQ(r["result"]["completion"]["total"], 150);
+  EXPECT_EQ(r["result"]["completion"]["hasMore"], true);
+  r = client.Request("completion/complete",
+                     {{"ref", {{"type", "ref/other"}}}, {"argument", {{"name", "a"}, {"value", ""}}}});
+  EXPECT_EQ(ErrorCode(r), kInvalidParams);
+}
+
+// ---- sessions ----
+
+TEST(Sessions, OneServerManySessionsWithTheirOwnState) {
+  Server server(TestOptions());
+  MemoryClient a(server);
+  MemoryClient b(server);
+  a.Initialize("2024-11-05");
+  EXPECT_EQ(ErrorCode(b.Request("tools/list")), kInvalidRequest);  // b is not initialized
+  b.Initialize("2025-06-18");
+  EXPECT_EQ(a.session()->protocol_version(), "2024-11-05");
+  EXPECT_EQ(b.session()->protocol_version(), "2025-06-18");
+  EXPECT_NE(a.session()->id(), b.session()->id());
+  a.Request("logging/setLevel", {{"level", "error"}});
+  EXPECT_EQ(a.session()->log_level(), LogLevel::kError);
+  EXPECT_EQ(b.session()->log_level(), LogLevel::kInfo);
+  EXPECT_EQ(server.Sessions().size(), 2u);
+  EXPECT_EQ(a.session()->client_info()["name"], "memory-client");
+}
+
+}  // namespace
+}  // namespace mcp
