@@ -192,6 +192,28 @@ Status PrepareV2Parent(const std::string& cells_dir) {
 
 }  // namespace
 
+Status ValidateCgroupLimits(const CgroupLimits& limits) {
+  // Below these a cell cannot start its init and a shell, which fails in confusing ways.
+  constexpr uint64_t kMinMemory = 8ull << 20;
+  constexpr uint64_t kMinPids = 4;
+  constexpr uint32_t kMinMillicores = 10;  // the kernel's 1 ms minimum quota per 100 ms
+  constexpr uint32_t kMaxMillicores = 1024 * 1000;
+  if (limits.memory_max_bytes != 0 && limits.memory_max_bytes < kMinMemory) {
+    return Error::Msg("limits.memory_max_bytes: " + std::to_string(limits.memory_max_bytes) +
+                      " is below 8 MiB (0 = unlimited)");
+  }
+  if (limits.pids_max != 0 && limits.pids_max < kMinPids) {
+    return Error::Msg("limits.pids_max: " + std::to_string(limits.pids_max) +
+                      " is below 4 (cell init, a shell and a pipeline; 0 = unlimited)");
+  }
+  if (limits.cpu_millicores != 0 &&
+      (limits.cpu_millicores < kMinMillicores || limits.cpu_millicores > kMaxMillicores)) {
+    return Error::Msg("limits.cpu_millicores: " + std::to_string(limits.cpu_millicores) +
+                      " is outside [10, 1024000] (0 = unlimited)");
+  }
+  return Ok();
+}
+
 const char* CgroupModeName(CgroupMode mode) {
   switch (mode) {
     case CgroupMode::kV2:
@@ -231,6 +253,7 @@ CgroupHost DetectCgroupHostFrom(const std::string& mountinfo, const std::string&
 Result<std::unique_ptr<Cgroup>> CreateCellCgroup(const std::string& cell_id,
                                                  const CgroupLimits& limits) {
   if (Status s = ValidateCellId(cell_id); !s.ok()) return s.error();
+  if (Status s = ValidateCgroupLimits(limits); !s.ok()) return s.error();
   // Detection (mountinfo, /proc/self/cgroup: ~100 us) is done once per process: the
   // hierarchy does not change under a running server. Preparing the shared parent is
   // idempotent but not atomic, so both run under one lock; the cell's own cgroup does not.

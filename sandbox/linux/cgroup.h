@@ -35,6 +35,10 @@ struct CgroupLimits {
   uint32_t cpu_millicores = 0;  // 1000 = one full CPU
 };
 
+// Checks values a cell can live with; the message names the field ("limits.pids_max: ...").
+// CreateCellCgroup and CreateCgroupV1/V2 call it; spec validation may call it earlier.
+Status ValidateCgroupLimits(const CgroupLimits& limits);
+
 struct CgroupUsage {
   uint64_t cpu_usage_ns = 0;
   uint64_t memory_current_bytes = 0;

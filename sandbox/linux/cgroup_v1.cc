@@ -168,6 +168,7 @@ Status ApplyV1Limits(const Dirs& dirs, const CgroupLimits& limits) {
 Result<std::unique_ptr<Cgroup>> CreateCgroupV1(const Dirs& parents, const std::string& name,
                                                const CgroupLimits& limits) {
   auto fail = [&](const Error& e) { return e.Wrap("create v1 cgroup " + name); };
+  if (Status s = ValidateCgroupLimits(limits); !s.ok()) return fail(s.error());
   if (Status s = CheckParents(parents); !s.ok()) return fail(s.error());
   Dirs dirs;
   std::vector<std::string> created;

@@ -112,6 +112,7 @@ Result<std::unique_ptr<Cgroup>> CreateCgroupV2(const std::string& parent, const 
                                                const CgroupLimits& limits) {
   const std::string dir = parent + "/" + name;
   auto fail = [&](const Error& e) { return e.Wrap("create cgroup " + dir); };
+  if (Status s = ValidateCgroupLimits(limits); !s.ok()) return fail(s.error());
   if (Status s = CheckParentControllers(parent, limits); !s.ok()) return fail(s.error());
   if (mkdir(dir.c_str(), 0755) != 0) {
     if (errno == EEXIST) {

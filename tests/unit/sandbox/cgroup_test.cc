@@ -162,7 +162,7 @@ TEST_F(FakeTree, V1Usage) {
 
 TEST_F(FakeTree, V2CreateRefusesMissingControllerAndLeavesNothing) {
   Spit(root_ + "/cgroup.subtree_control", "pids\n");
-  Result<std::unique_ptr<Cgroup>> cg = CreateCgroupV2(root_, "c1", CgroupLimits{1 << 20, 0, 0});
+  Result<std::unique_ptr<Cgroup>> cg = CreateCgroupV2(root_, "c1", CgroupLimits{64 << 20, 0, 0});
   ASSERT_FALSE(cg.ok());
   EXPECT_NE(cg.error().message.find("\"memory\" is not enabled"), std::string::npos)
       << cg.error().message;
@@ -232,6 +232,26 @@ TEST(Cgroup, BadCellIdsAreRefused) {
     EXPECT_NE(cg.error().message.find("cell id"), std::string::npos) << cg.error().message;
   }
   EXPECT_FALSE(CreateCellCgroup(std::string(65, 'a'), CgroupLimits{}).ok());
+}
+
+TEST(Cgroup, LimitsACellCannotLiveWithNameTheField) {
+  struct Case {
+    CgroupLimits limits;
+    const char* field;
+  } cases[] = {{{1 << 20, 0, 0}, "limits.memory_max_bytes"},
+               {{0, 2, 0}, "limits.pids_max"},
+               {{0, 0, 5}, "limits.cpu_millicores"},
+               {{0, 0, 2000000}, "limits.cpu_millicores"}};
+  for (const Case& c : cases) {
+    Status s = ValidateCgroupLimits(c.limits);
+    ASSERT_FALSE(s.ok()) << c.field;
+    EXPECT_NE(s.error().message.find(c.field), std::string::npos) << s.error().message;
+    Result<std::unique_ptr<Cgroup>> cg = CreateCellCgroup(UniqueId("bad-limits"), c.limits);
+    ASSERT_FALSE(cg.ok());
+    EXPECT_NE(cg.error().message.find(c.field), std::string::npos) << cg.error().message;
+  }
+  EXPECT_TRUE(ValidateCgroupLimits(CgroupLimits{}).ok());
+  EXPECT_TRUE(ValidateCgroupLimits(CgroupLimits{64ull << 20, 16, 100}).ok());
 }
 
 TEST(Cgroup, DetectIsConsistent) {
