@@ -238,7 +238,8 @@ Status CellChannel::WriteFileAt(const std::string& path, uint64_t offset, std::s
   size_t done = 0;
   do {
     size_t n = std::min<size_t>(control::kMaxFileChunkBytes, data.size() - done);
-    uint32_t flags = control::kWriteCreate | (done == 0 && truncate ? control::kWriteTruncate : 0);
+    uint32_t flags = control::kWriteCreate;
+    if (done == 0 && truncate) flags |= control::kWriteTruncate;
     if (Status s = ExpectOk(control::WriteFileRequest{NextId(), path, offset + done, flags, mode,
                                                       std::string(data.substr(done, n))});
         !s.ok()) {
