@@ -514,6 +514,7 @@ void Session::CloseAsync() {
 void Session::Close() {
   CloseAsync();
   Wait();
+  impl_->server->Forget(impl_->id);  // the closing thread may not have got there yet
 }
 
 void Session::Wait() {
