@@ -158,11 +158,37 @@ int Spin(int argc, char** argv) {
   return 0;
 }
 
+// cgroup: "<hierarchy> <path>" for each line of /proc/self/cgroup, then how many cgroup
+// filesystems are mounted in the cell ("cgroup_mounts N").
+int Cgroup() {
+  FILE* f = std::fopen("/proc/self/cgroup", "re");
+  if (!f) return 1;
+  char line[512];
+  while (std::fgets(line, sizeof line, f)) {
+    std::string l(line);
+    if (!l.empty() && l.back() == '\n') l.pop_back();
+    const size_t colon = l.rfind(':');
+    if (colon == std::string::npos) continue;
+    std::printf("%s %s\n", l.substr(0, colon).c_str(), l.substr(colon + 1).c_str());
+  }
+  std::fclose(f);
+  int mounts = 0;
+  if (FILE* m = std::fopen("/proc/self/mountinfo", "re")) {
+    while (std::fgets(line, sizeof line, m)) {
+      if (std::strstr(line, " - cgroup ") || std::strstr(line, " - cgroup2 ")) ++mounts;
+    }
+    std::fclose(m);
+  }
+  std::printf("cgroup_mounts %d\n", mounts);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s denied|allowed|i386|x32|status|rlimits|hog|forkbomb|spin\n",
+    std::fprintf(stderr,
+                 "usage: %s denied|allowed|i386|x32|status|rlimits|hog|forkbomb|spin|cgroup\n",
                  argv[0]);
     return 2;
   }
@@ -178,6 +204,7 @@ int main(int argc, char** argv) {
   if (cmd == "hog") return Hog(rest_argc, rest);
   if (cmd == "forkbomb") return ForkBomb(rest_argc, rest);
   if (cmd == "spin") return Spin(rest_argc, rest);
+  if (cmd == "cgroup") return Cgroup();
   std::fprintf(stderr, "unknown command %s\n", cmd.c_str());
   return 2;
 }

@@ -206,6 +206,25 @@ TEST_F(ConfinementTest, CpuQuotaHolds) {
   EXPECT_GT(cpu_ms, 10);  // it ran at all (a loaded CI machine may give less than the quota)
 }
 
+// The cell's processes see their cgroup as "/" in every hierarchy: pid 1 joined the cell's
+// cgroup before it created its cgroup namespace (a late join would show a path like
+// "/../mcpcell/<id>"). No cgroupfs is mounted inside, so nothing can move itself out.
+TEST_F(ConfinementTest, CgroupNamespaceRootIsTheCellsCgroupAndNoCgroupfsInside) {
+  auto cell = NewCell();
+  ASSERT_TRUE(cell);
+  ProbeRun r = Probe(*cell, {"cgroup"});
+  ASSERT_EQ(r.exit_code, 0) << r.error << r.err;
+  auto facts = Facts(r.out);
+  ASSERT_GE(facts.size(), 2u) << r.out;
+  for (const auto& [hierarchy, path] : facts) {
+    if (hierarchy == "cgroup_mounts") {
+      EXPECT_EQ(path, "0") << r.out;
+    } else {
+      EXPECT_EQ(path, "/") << hierarchy << "\n" << r.out;
+    }
+  }
+}
+
 TEST_F(ConfinementTest, WithoutACgroupTheCellSaysLimitsAreNotEnforced) {
   CellSpec spec = ProbeSpec(state_);
   CellCreateOptions options = TestCreateOptions();
