@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -54,7 +55,8 @@ class ServerSteps {
 // makes raw syscalls on these (no allocation: it is a copy of a multi-threaded process).
 struct ChildArgs {
   const char* init_path;
-  int sync_fd;     // read end: one byte once the parent wrote the maps
+  int sync_fd;     // read end: 'g' once the parent wrote the maps; later 'c' (cgroup joined),
+                   // read by cell init as kInitSyncFd
   int error_fd;    // write end, CLOEXEC: "errno step" if the child fails before execve
   int dev_null;
   int stderr_fd;
@@ -97,23 +99,24 @@ int PlaceFd(int from, int to) {
   int r = PrepareInitCredentials(a.single_mapping);
   if (r < 0) ChildFail(a, kStepCredentials, -r);
   // Lift every source above the target range first, so no dup2 overwrites another source.
-  int src[5] = {a.dev_null, a.dev_null, a.stderr_fd, a.spec_fd, a.control_fd};
-  int high[5];
+  int src[6] = {a.dev_null, a.dev_null, a.stderr_fd, a.spec_fd, a.control_fd, a.sync_fd};
+  int high[6];
   int err_high = ::fcntl(a.error_fd, F_DUPFD_CLOEXEC, 64);
   if (err_high < 0) _exit(125);
   ChildArgs b = a;
   b.error_fd = err_high;
-  for (int i = 0; i < 5; ++i) {
+  static_assert(kInitSpecFd == 3 && kInitControlFd == 4 && kInitSyncFd == 5);
+  for (int i = 0; i < 6; ++i) {
     high[i] = ::fcntl(src[i], F_DUPFD_CLOEXEC, 64);
     if (high[i] < 0) ChildFail(b, kStepFds, errno);
   }
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 6; ++i) {
     if (PlaceFd(high[i], i) != 0) ChildFail(b, kStepFds, errno);
   }
-  if (::dup3(err_high, 5, O_CLOEXEC) < 0) ChildFail(b, kStepFds, errno);
-  b.error_fd = 5;
+  if (::dup3(err_high, 6, O_CLOEXEC) < 0) ChildFail(b, kStepFds, errno);
+  b.error_fd = 6;
   // Nothing of the server's other fds reaches the cell.
-  if (syscall(SYS_close_range, 6, ~0U, 0) != 0) ChildFail(b, kStepFds, errno);
+  if (syscall(SYS_close_range, 7, ~0U, 0) != 0) ChildFail(b, kStepFds, errno);
   char* const argv[] = {const_cast<char*>("mcpcell-init"), nullptr};
   char* const envp[] = {nullptr};
   ::execve(a.init_path, argv, envp);
@@ -168,10 +171,6 @@ Status Cell::Impl::MakeDirs(Cell& c, const CellCreateOptions&) {
     return Error::Sys("mkdir(\"" + dir + "\")");
   }
   c.dir_ = dir;  // from here on, Destroy removes it
-  for (const char* sub : {"/root", "/scratch"}) {
-    std::string p = c.dir_ + sub;
-    if (::mkdir(p.c_str(), 0755) != 0) return Error::Sys("mkdir(\"" + p + "\")");
-  }
   return Ok();
 }
 
@@ -299,7 +298,11 @@ Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSt
   auto pair = control::CreateControlSocketPair();
   if (!pair) return pair.error();
   int sync[2], errp[2];
-  if (::pipe2(sync, O_CLOEXEC) != 0) return Error::Sys("pipe2(sync)");
+  // A socketpair rather than a pipe: send(MSG_NOSIGNAL) to a child that already died is
+  // EPIPE, not a SIGPIPE that would kill the server.
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) {
+    return Error::Sys("socketpair(sync)");
+  }
   UniqueFd sync_rd(sync[0]), sync_wr(sync[1]);
   if (::pipe2(errp, O_CLOEXEC) != 0) return Error::Sys("pipe2(error)");
   UniqueFd err_rd(errp[0]), err_wr(errp[1]);
@@ -330,16 +333,25 @@ Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSt
   c.init_pid_ = static_cast<pid_t>(pid);
   steps.Mark("clone");
   pair->second.Reset();  // the child's end: only the child may hold it, so EOF means death
-  sync_rd.Reset();
+  sync_rd.Reset();  // the child (then cell init) holds it as kInitSyncFd
   err_wr.Reset();
   if (Status s = WriteInitRecord(c.dir_, c.init_pid_); !s) return s;
-  if (c.cgroup_ && c.cgroup_->DirFd() < 0) {
-    if (Status s = c.cgroup_->AddProcess(c.init_pid_); !s) return s;
-  }
-  steps.Mark("cgroup_attach");
   if (Status s = Impl::WriteMapsFor(c); !s) return s;
   steps.Mark("id_maps");
-  if (::write(sync_wr.get(), "g", 1) != 1) return Error::Sys("write(sync pipe)");
+  // Let the child exec cell init now, and join the v1 cgroup while init builds the
+  // filesystem: a v1 attach waits for an RCU grace period (milliseconds), the longest
+  // single step here. Init waits for 'c' before it creates its cgroup namespace and
+  // before anything can run in the cell, so no process of the cell escapes the cgroup.
+  const bool attach_later = c.cgroup_ && c.cgroup_->DirFd() < 0;
+  if (::send(sync_wr.get(), attach_later ? "g" : "gc", attach_later ? 1 : 2, MSG_NOSIGNAL) < 1) {
+    return Error::Sys("send(sync socket)");
+  }
+  if (attach_later) {
+    if (Status s = c.cgroup_->AddProcess(c.init_pid_); !s) return s;
+    // EPIPE here means init already died; its exec error or SetupFailed says why.
+    (void)::send(sync_wr.get(), "c", 1, MSG_NOSIGNAL);
+    steps.Mark("cgroup_attach");
+  }
   sync_wr.Reset();
   int report[2] = {0, 0};
   ssize_t n;
@@ -404,6 +416,8 @@ bool Cell::alive() const {
 Status Cell::Destroy() {
   if (destroyed_) return Ok();
   destroyed_ = true;
+  const Clock::time_point start = Clock::now();
+  ServerSteps steps(destroy_timings_);
   Status first;
   auto keep = [&first](Status s, const char* what) {
     if (!s && first) first = s.error().Wrap(what);
@@ -415,9 +429,11 @@ Status Cell::Destroy() {
       keep(Error::Sys("pidfd_send_signal(cell init, SIGKILL)"), "kill");
     }
   }
+  steps.Mark("kill");
   // 2. Close the channel: pending calls on other threads fail with a clear error. The object
   //    itself lives until ~Cell, so a call racing Destroy never touches freed memory.
   if (channel_) channel_->Close();
+  steps.Mark("close_channel");
   // 3. Reap init. Its exit completes only after every process of its namespace is gone.
   if (pidfd_ >= 0) {
     siginfo_t info;
@@ -430,8 +446,10 @@ Status Cell::Destroy() {
     pidfd_ = -1;
   }
   init_pid_ = -1;
+  steps.Mark("reap");
   // 4. The cgroup, now empty.
   if (cgroup_) keep(cgroup_->Destroy(), "cgroup");
+  steps.Mark("cgroup");
   // 5. The cell dir (mount points, workspace unless the spec named one, init record) and
   //    the id range claim.
   if (!dir_.empty()) keep(RemoveCellDir(dir_), "cell dir");
@@ -439,6 +457,8 @@ Status Cell::Destroy() {
     keep(ReleaseIdRangeSlot(spec_.state_dir + "/idranges", id_map_.slot), "id range");
     id_map_.slot = -1;
   }
+  steps.Mark("cell_dir");
+  destroy_timings_.total_us = MicrosSince(start);
   if (!first) return first.error().Wrap("destroy cell " + spec_.id);
   return Ok();
 }

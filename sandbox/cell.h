@@ -82,6 +82,9 @@ class Cell {
   // From the cgroup; an error "limits not enforced: ..." when the cell has none.
   Result<CgroupUsage> Usage() const;
   const SetupTimings& timings() const { return timings_; }
+  // Per-step latency of Destroy ("kill", "close_channel", "reap", "cgroup", "cell_dir"),
+  // empty until Destroy ran.
+  const SetupTimings& destroy_timings() const { return destroy_timings_; }
   const std::string& id() const { return spec_.id; }
   const CellSpec& spec() const { return spec_; }
   // What this cell does not enforce and why ("limits not enforced: <reason>",
@@ -110,6 +113,7 @@ class Cell {
   int pidfd_ = -1;
   pid_t init_pid_ = -1;
   SetupTimings timings_;
+  SetupTimings destroy_timings_;
   std::vector<std::string> warnings_;
   bool destroyed_ = false;
 };

@@ -59,6 +59,7 @@ Status RemoveAt(int dir_fd, const std::string& name, const std::string& path) {
 
 Status EnsureStateDir(const std::string& state_dir) {
   if (Status s = MakeTraversable(state_dir); !s) return s;
+  if (Status s = MakeTraversable(state_dir + "/mnt"); !s) return s;
   return MakeTraversable(state_dir + "/cells");
 }
 

@@ -1,10 +1,12 @@
 // The server's state dir as the cell mechanism lays it out:
 //
 //   <state_dir>/templates/host-v1/   the shared read-only skeleton (overlay.h)
-//   <state_dir>/cells/<id>/          one per live cell: root/ and scratch/ (mount points
-//                                    used only inside the cell's mount namespace),
-//                                    workspace/ (unless the spec names a host dir),
-//                                    init (host pid and start time of cell init)
+//   <state_dir>/mnt/                 always empty on the host: every cell init mounts its
+//                                    scratch tmpfs (uppers, new root) here, each in its
+//                                    own mount namespace, so destroy never has to remove
+//                                    a directory that is a mount point elsewhere
+//   <state_dir>/cells/<id>/          one per live cell: workspace/ (unless the spec names
+//                                    a host dir), init (host pid and start time of init)
 //   <state_dir>/idranges/<slot>      uid/gid range claims of a root server (user.h)
 //
 // A crashed server leaves exactly these behind; ReapOrphans (cell.h) reads them. Server
@@ -19,7 +21,7 @@
 
 namespace mcpcell::sandbox {
 
-// Creates <state_dir> and <state_dir>/cells if missing. Both get o+x (never o+r): cell init
+// Creates <state_dir>, <state_dir>/mnt and <state_dir>/cells if missing. Both get o+x (never o+r): cell init
 // of a root server runs as an unprivileged host uid and must reach its own cell dir and the
 // template by path, without being able to list other cells.
 Status EnsureStateDir(const std::string& state_dir);

@@ -33,8 +33,7 @@ namespace {
   Result<CellSpec> spec = ReadSpecFromFd(kInitSpecFd);
   if (!spec) FailSetup(spec.error().Wrap("spec").message);
   timer.Mark("spec");
-  const std::string cell_dir = spec->state_dir + "/cells/" + spec->id;
-  Result<CellRoot> root = SetupCell(*spec, cell_dir, timer);
+  Result<CellRoot> root = SetupCell(*spec, timer);
   if (!root) FailSetup(root.error().message);
 
   // Compiled once here, before the control loop forks anything (seccomp.h).

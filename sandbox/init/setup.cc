@@ -33,8 +33,17 @@ Status Step(const char* name, Status status, StepTimer& timer) {
 }
 
 Status EnterCgroupNamespace() {
-  // The server put us in the cell's cgroup before letting us exec; from now on that cgroup
-  // is "/" for every process of the cell.
+  // Nothing of the cell may run before the server confirms that init is in the cell's
+  // cgroup; from then on that cgroup is "/" for every process of the cell.
+  char c = 0;
+  ssize_t n;
+  do {
+    n = ::read(kInitSyncFd, &c, 1);
+  } while (n < 0 && errno == EINTR);
+  ::close(kInitSyncFd);
+  if (n != 1 || c != 'c') {
+    return Error::Msg("the server did not confirm the cell's cgroup (sync pipe closed)");
+  }
   if (::unshare(CLONE_NEWCGROUP) != 0) return Error::Sys("unshare(CLONE_NEWCGROUP)");
   return Ok();
 }
@@ -98,12 +107,15 @@ Result<CellSpec> ReadSpecFromFd(int fd) {
   return DecodeCellSpec(bytes);
 }
 
-Result<CellRoot> SetupCell(const CellSpec& spec, const std::string& cell_dir, StepTimer& timer) {
-  const std::string root = cell_dir + "/root";
+Result<CellRoot> SetupCell(const CellSpec& spec, StepTimer& timer) {
+  // Every cell mounts its scratch tmpfs on the same host directory, each in its own mount
+  // namespace. The host never removes a directory another namespace has mounts on, which
+  // would cost an RCU grace period per mount point at destroy.
+  const std::string scratch = spec.state_dir + "/mnt";
+  const std::string root = scratch + "/newroot";
   const std::string hostname = CellHostname(spec);
-  if (Status s = Step("cgroupns", EnterCgroupNamespace(), timer); !s) return s.error();
   if (Status s = Step("mount_ns", MakeMountsPrivate(), timer); !s) return s.error();
-  Status rootfs = MountCellRoot(spec, hostname, cell_dir + "/scratch", root);
+  Status rootfs = MountCellRoot(spec, hostname, scratch, root);
   if (Status s = Step("rootfs", rootfs, timer); !s) return s.error();
   if (Status s = Step("binds", BindCellMounts(spec, root), timer); !s) return s.error();
   if (Status s = Step("proc", MountProc(root + "/proc"), timer); !s) return s.error();
@@ -114,6 +126,7 @@ Result<CellRoot> SetupCell(const CellSpec& spec, const std::string& cell_dir, St
   if (Status s = Step("net", BringUpLoopback(), timer); !s) return s.error();
   if (Status s = Step("pivot_root", PivotRoot(root), timer); !s) return s.error();
   if (::chdir("/workspace") != 0) return Error::Sys("chdir(\"/workspace\")").Wrap("pivot_root");
+  if (Status s = Step("cgroupns", EnterCgroupNamespace(), timer); !s) return s.error();
   if (Status s = Step("harden", Harden(), timer); !s) return s.error();
   CellRoot result;
   result.root_fd = UniqueFd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));

@@ -4,7 +4,6 @@
 // The server's child has already entered new user, mount, pid, net, ipc and uts namespaces,
 // been put into the cell's cgroup and received its uid/gid maps (sandbox/cell.cc). Init
 // then runs SetupCell, an ordered list of small steps, each one timed:
-//   cgroupns   unshare(CLONE_NEWCGROUP): now that we are in the cell's cgroup, it is root;
 //   mount_ns   make every mount private, so nothing propagates back to the host;
 //   rootfs     tmpfs for the per-cell uppers, overlay "/" on the skeleton, overlays on the
 //              system dirs (/usr), synthesized /etc/{passwd,group,hosts,hostname};
@@ -15,6 +14,9 @@
 //   hostname   sethostname in the new uts namespace;
 //   net        `lo` up in the new network namespace (the only interface);
 //   pivot_root into the new root, old root detached, cwd /workspace;
+//   cgroupns   wait for the server's 'c' (cell init is in the cell's cgroup; the server
+//              attaches it in parallel with the steps above), then unshare
+//              CLONE_NEWCGROUP so that cgroup is "/" for every process of the cell;
 //   harden     no longer dumpable (the sandbox user cannot read init's memory or fds).
 // Mount steps happen before pivot_root because they need host paths (template, workspace);
 // pivot_root comes after every mount so nothing of the host stays reachable.
@@ -36,6 +38,9 @@ namespace mcpcell::sandbox {
 // File descriptors cell init inherits from the server (Cell::Create puts them there).
 inline constexpr int kInitSpecFd = 3;     // memfd holding EncodeCellSpec(spec)
 inline constexpr int kInitControlFd = 4;  // the cell's end of the control socketpair
+// Cell init's end of the server's sync socket: 'c' arrives once the server has put cell init in the
+// cell's cgroup (it does that while init builds the filesystem); EOF means it gave up.
+inline constexpr int kInitSyncFd = 5;
 
 // Records how long each step took, in order (sent to the server in Ready).
 class StepTimer {
@@ -59,8 +64,7 @@ struct CellRoot {
 };
 
 // Runs every step above; the error names the step ("rootfs: mount(\"overlay\", ...): ...").
-// `cell_dir` is the host path of the cell's directory (its "root" and "scratch" subdirs
-// become the mount points).
-Result<CellRoot> SetupCell(const CellSpec& spec, const std::string& cell_dir, StepTimer& timer);
+// The scratch tmpfs is mounted on <state_dir>/mnt (see state_dir.h), the new root inside it.
+Result<CellRoot> SetupCell(const CellSpec& spec, StepTimer& timer);
 
 }  // namespace mcpcell::sandbox

@@ -231,19 +231,20 @@ Status MountOverlay(const std::string& lower, const std::string& upper, const st
 Status MountCellRoot(const CellSpec& spec, const std::string& hostname,
                      const std::string& scratch, const std::string& root) {
   if (Status s = MountTmpfs(scratch, spec.tmpfs.root_upper_bytes, 0755); !s) return s;
-  const std::string upper = scratch + "/root/upper";
+  const std::string upper = scratch + "/layers/root/upper";
+  const std::string work = scratch + "/layers/root/work";
   if (Status s = MakeDirs(upper, 0755); !s) return s;
-  if (Status s = MakeDirs(scratch + "/root/work", 0755); !s) return s;
+  if (Status s = MakeDirs(work, 0755); !s) return s;
+  if (Status s = MakeDirs(root, 0755); !s) return s;
   // Everything the cell's root must add to the template goes into the upper before the
   // overlay exists: the template's directories belong to a host uid the cell's root does
   // not map (root server), so they cannot be written through the overlay.
   if (Status s = WriteCellEtc(spec, hostname, upper); !s) return s;
   if (Status s = MakeMountTargets(spec, upper); !s) return s;
-  Status s = MountOverlay(spec.rootfs.skeleton_dir, upper, scratch + "/root/work", root);
-  if (!s) return s;
+  if (Status s = MountOverlay(spec.rootfs.skeleton_dir, upper, work, root); !s) return s;
   for (size_t i = 0; i < spec.rootfs.system_dirs.size(); ++i) {
     const std::string& dir = spec.rootfs.system_dirs[i];
-    std::string layer = scratch + "/sys" + std::to_string(i);
+    std::string layer = scratch + "/layers/sys" + std::to_string(i);
     if (Status m = MakeDirs(layer + "/upper", 0755); !m) return m;
     if (Status m = MakeDirs(layer + "/work", 0755); !m) return m;
     if (Status m = MountOverlay(dir, layer + "/upper", layer + "/work", root + dir); !m) return m;

@@ -31,8 +31,9 @@ Result<std::string> PrepareHostTemplate(const std::string& state_dir);
 Status MountOverlay(const std::string& lower, const std::string& upper, const std::string& work,
                     const std::string& target);
 
-// tmpfs at `scratch` for the uppers, the cell's /etc files and mount points written into
-// the root's upper, overlay root at `root`, one overlay per system dir.
+// tmpfs at `scratch` for the uppers (scratch/layers/...), the cell's /etc files and mount
+// points written into the root's upper, overlay root at `root` (a directory inside
+// `scratch`, created here), one overlay per system dir.
 Status MountCellRoot(const CellSpec& spec, const std::string& hostname,
                      const std::string& scratch, const std::string& root);
 
