@@ -203,8 +203,11 @@ Result<control::StatsReply> CellChannel::Stats() {
 Result<std::string> CellChannel::ReadFile(const std::string& path, uint64_t max_bytes) {
   std::string out;
   for (;;) {
-    const uint32_t ask = static_cast<uint32_t>(
-        std::min<uint64_t>(control::kMaxFileChunkBytes, max_bytes - out.size() + 1));
+    // One byte more than the caller's limit, so an oversized file shows as such.
+    const uint64_t remaining = max_bytes - out.size();
+    const uint32_t ask = remaining >= control::kMaxFileChunkBytes
+                             ? control::kMaxFileChunkBytes
+                             : static_cast<uint32_t>(remaining + 1);
     auto chunk = As<control::ReadFileReply>(
         Call(control::ReadFileRequest{NextId(), path, out.size(), ask}), "ReadFileRequest");
     if (!chunk.ok()) return chunk.error();

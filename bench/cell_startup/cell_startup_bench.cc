@@ -9,6 +9,10 @@
 // posix_spawn to waitpid; stdout goes to /dev/null. Prints medians, p90 and the ratios the
 // issue sets as targets: mcpcell /bin/true <= 0.7x bwrap, mcpcell python <= 1.15x bare
 // python (the latter says how much a cell adds to a real, if small, program).
+//
+// Two more rows run the same commands in one warm cell through CellChannel::Exec, the way
+// an MCP session uses its cell for every call after the first: they show the per-call
+// cost of a cell apart from its creation.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -20,8 +24,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <functional>
+#include <memory>
 #include <vector>
+
+#include "sandbox/cell.h"
+#include "sandbox/cell_channel.h"
+#include "sandbox/linux/overlay.h"
 
 extern char** environ;
 
@@ -31,6 +42,7 @@ struct Config {
   std::string name;
   std::vector<std::string> argv;
   std::vector<double> ms;
+  std::function<double()> run;  // set for in-process configurations (warm cell)
 };
 
 std::string SelfDir() {
@@ -55,6 +67,7 @@ std::vector<std::string> Bwrap(std::vector<std::string> cmd) {
 // Wall time of one run in ms; exits the benchmark if the command fails (a failing
 // configuration would otherwise look fast).
 double RunOnce(const Config& c) {
+  if (c.run) return c.run();
   std::vector<char*> argv;
   for (const std::string& a : c.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -109,9 +122,37 @@ int main(int argc, char** argv) {
     v.insert(v.end(), cmd.begin(), cmd.end());
     return v;
   };
-  std::vector<Config> configs = {{"bare true", t, {}},          {"mcpcell true", run(t), {}},
-                                 {"bwrap true", Bwrap(t), {}},  {"bare python", py, {}},
-                                 {"mcpcell python", run(py), {}}, {"bwrap python", Bwrap(py), {}}};
+  // One warm cell for the in-process rows, in a temp state dir removed at the end.
+  char state_template[] = "/tmp/mcpcell-bench-XXXXXX";
+  const std::string state = mkdtemp(state_template) ? state_template : "";
+  namespace sb = mcpcell::sandbox;
+  sb::CellSpec spec = sb::DefaultCellSpec(sb::GenerateCellId(), state);
+  auto skeleton = sb::PrepareHostTemplate(state);
+  if (skeleton.ok()) spec.rootfs.skeleton_dir = *skeleton;
+  sb::CellCreateOptions create;
+  create.init_path = SelfDir() + "/mcpcell-init";
+  auto cell = sb::Cell::Create(spec, create);
+  if (!cell.ok()) {
+    std::fprintf(stderr, "warm cell: %s\n", cell.error().message.c_str());
+    return 1;
+  }
+  auto warm = [&](std::vector<std::string> cmd) {
+    return [&cell, cmd] {
+      sb::ExecOptions o;
+      o.argv = cmd;
+      const auto start = std::chrono::steady_clock::now();
+      auto r = (*cell)->channel().Exec(o);
+      if (!r.ok() || r->exit_code != 0) {
+        std::fprintf(stderr, "warm cell exec failed: %s\n", r.ok() ? r->err.data.c_str() : r.error().message.c_str());
+        std::exit(1);
+      }
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    };
+  };
+  std::vector<Config> configs = {{"bare true", t, {}, {}},          {"mcpcell true", run(t), {}, {}},
+                                 {"bwrap true", Bwrap(t), {}, {}},  {"bare python", py, {}, {}},
+                                 {"mcpcell python", run(py), {}, {}}, {"bwrap python", Bwrap(py), {}, {}},
+                                 {"warm-cell true", {}, {}, warm(t)}, {"warm-cell python", {}, {}, warm(py)}};
   for (Config& c : configs) RunOnce(c);  // warm-up: template, page cache
   for (int r = 0; r < rounds; ++r) {
     for (size_t k = 0; k < configs.size(); ++k) {
@@ -130,5 +171,9 @@ int main(int argc, char** argv) {
   std::printf("  mcpcell python / bare python  = %.2f  (target <= 1.15)\n", median(4) / median(3));
   std::printf("  mcpcell python / bwrap python = %.2f\n", median(4) / median(5));
   std::printf("  bwrap true     / bare true    = %.2f\n", median(2) / median(0));
+  std::printf("  warm-cell true / bare true    = %.2f  (per call in an existing cell)\n", median(6) / median(0));
+  std::printf("  warm-cell python / bare python = %.2f  (per call in an existing cell)\n", median(7) / median(3));
+  (void)(*cell)->Destroy();
+  std::filesystem::remove_all(state);
   return 0;
 }

@@ -256,7 +256,10 @@ Result<control::ReadFileReply> ReadFile(const FileOpContext& ctx,
     got += static_cast<size_t>(n);
   }
   reply.data.resize(got);
-  reply.eof = got < request.max_bytes || request.offset + got >= reply.file_size;
+  // A short read is the end. st_size also tells for regular files on real filesystems;
+  // /proc and /sys report 0 for files that do have content, so 0 never means "at the end".
+  reply.eof = got < request.max_bytes ||
+              (reply.file_size > 0 && request.offset + got >= reply.file_size);
   return reply;
 }
 

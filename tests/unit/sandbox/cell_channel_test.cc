@@ -108,6 +108,8 @@ TEST(CellChannel, ReadFileAssemblesChunksAndDistrustsSizes) {
   ASSERT_TRUE(whole.ok()) << whole.error().message;
   EXPECT_EQ(*whole, content);
   EXPECT_THAT(ch->ReadFile("f", 1000).error().message, HasSubstr("over the limit of 1000"));
+  EXPECT_EQ(ch->ReadFile("f", UINT64_MAX).value(), content);  // no overflow in the chunk size
+  EXPECT_EQ(ch->ReadFile("f", content.size()).value(), content);  // exactly at the limit
   EXPECT_THAT(ch->ReadFile("liar", 100).error().message, HasSubstr("more data than asked"));
 }
 

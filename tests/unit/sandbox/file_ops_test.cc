@@ -137,6 +137,11 @@ TEST_F(FileOps, ProcMagicLinksAreRefused) {
     EXPECT_EQ(r.error().err, ELOOP) << path << ": " << r.error().message;
     EXPECT_THAT(r.error().message, HasSubstr("magic link"));
   }
+  // /proc files report size 0: a full chunk must not be taken for the end.
+  auto status = ReadFile(real, {1, "/proc/self/status", 0, 100});
+  ASSERT_TRUE(status.ok()) << status.error().message;
+  EXPECT_EQ(status->data.size(), 100u);
+  EXPECT_FALSE(status->eof);
   // A plain symlink that leads to a magic link is refused as well.
   ASSERT_EQ(symlink("/proc/self/root", (root_ + "/workspace/to-proc-root").c_str()), 0);
   std::string via = root_.substr(1) + "/workspace/to-proc-root/etc/hostname";
