@@ -63,6 +63,8 @@ struct ChildArgs {
   int spec_fd;
   int control_fd;
   bool single_mapping;
+  const int* cgroup_join_fds;  // v1: the controllers' `tasks` files, opened by the server
+  size_t cgroup_join_count;
 };
 
 [[noreturn]] void ChildFail(const ChildArgs& a, int step, int err) {
@@ -72,10 +74,11 @@ struct ChildArgs {
   _exit(127);
 }
 
-enum ChildStep { kStepSync = 1, kStepCredentials, kStepFds, kStepExec };
+enum ChildStep { kStepSync = 1, kStepCgroup, kStepCredentials, kStepFds, kStepExec };
 const char* ChildStepName(int step) {
   switch (step) {
     case kStepSync: return "waiting for the id maps";
+    case kStepCgroup: return "joining the cell's v1 cgroup";
     case kStepCredentials: return "keeping capabilities for cell init";
     case kStepFds: return "arranging inherited fds";
     case kStepExec: return "execve(cell init)";
@@ -90,6 +93,12 @@ int PlaceFd(int from, int to) {
 }
 
 [[noreturn]] void ChildMain(const ChildArgs& a) {
+  // First of all, into the cell's cgroup (v1): this thread moves itself, which skips the
+  // kernel's global threadgroup lock and its RCU grace period (cgroup.h).
+  if (a.cgroup_join_count > 0) {
+    int r = JoinCgroupFromChild(a.cgroup_join_fds, a.cgroup_join_count);
+    if (r != 0) ChildFail(a, kStepCgroup, r);
+  }
   char go = 0;
   ssize_t n;
   do {
@@ -308,9 +317,22 @@ Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSt
   UniqueFd err_rd(errp[0]), err_wr(errp[1]);
   UniqueFd dev_null(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!dev_null) return Error::Sys("open(\"/dev/null\")");
+  // v1 cgroup: the child joins by itself through these fds; if they cannot be opened, the
+  // server attaches it (slower) while cell init builds its filesystem.
+  std::vector<UniqueFd> join_fds;
+  std::vector<int> join_fd_numbers;
+  const bool v1_cgroup = c.cgroup_ && c.cgroup_->DirFd() < 0;
+  if (v1_cgroup) {
+    Result<std::vector<int>> fds = c.cgroup_->OpenJoinFds();
+    if (fds) {
+      for (int fd : *fds) join_fds.emplace_back(fd);
+      join_fd_numbers = *fds;
+    }
+  }
   ChildArgs args{init_path.c_str(), sync_rd.get(),  err_wr.get(),
                  dev_null.get(),    options.init_stderr_fd >= 0 ? options.init_stderr_fd : 2,
-                 spec_fd->get(),    pair->second.get(), c.id_map_.single};
+                 spec_fd->get(),    pair->second.get(), c.id_map_.single,
+                 join_fd_numbers.data(), join_fd_numbers.size()};
 
   // clone3 with fork semantics: the child gets a copy of this (multi-threaded) process and
   // only makes raw syscalls before execve. CLONE_NEWCGROUP is left to cell init, which
@@ -342,7 +364,8 @@ Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSt
   // filesystem: a v1 attach waits for an RCU grace period (milliseconds), the longest
   // single step here. Init waits for 'c' before it creates its cgroup namespace and
   // before anything can run in the cell, so no process of the cell escapes the cgroup.
-  const bool attach_later = c.cgroup_ && c.cgroup_->DirFd() < 0;
+  join_fds.clear();  // the child has its copies
+  const bool attach_later = v1_cgroup && join_fd_numbers.empty();
   if (::send(sync_wr.get(), attach_later ? "g" : "gc", attach_later ? 1 : 2, MSG_NOSIGNAL) < 1) {
     return Error::Sys("send(sync socket)");
   }
