@@ -522,8 +522,21 @@ Result<std::vector<std::string>> ReapOrphans(const std::string& state_dir) {
   if (!cg) return cg.error().Wrap("reap orphan cgroups");
   for (const std::string& id : ids) {
     if (Status s = RemoveCellDir(cells + "/" + id); !s) return s.error().Wrap("reap cell " + id);
-    int slot = FindIdRangeSlot(state_dir + "/idranges", id);
-    if (Status s = ReleaseIdRangeSlot(state_dir + "/idranges", slot); !s) return s.error();
+  }
+  // Every id range claim now belongs to no cell (a crash between claim and cell dir, or
+  // between removing the dir and the claim, leaves one): release them all.
+  const std::string ranges = state_dir + "/idranges";
+  if (DIR* r = ::opendir(ranges.c_str())) {
+    while (struct dirent* e = ::readdir(r)) {
+      std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      if (::unlinkat(::dirfd(r), name.c_str(), 0) != 0 && errno != ENOENT) {
+        Error err = Error::Sys("unlink(\"" + ranges + "/" + name + "\")");
+        ::closedir(r);
+        return err;
+      }
+    }
+    ::closedir(r);
   }
   return ids;
 }

@@ -63,7 +63,10 @@ struct CellSpec {
   std::string state_dir;
   TemplateSpec rootfs;
   // Host directory bound at /workspace (writable, the default cwd). Empty: a fresh
-  // directory <cell dir>/workspace, deleted with the cell.
+  // directory <cell dir>/workspace, deleted with the cell. A named directory is used as-is
+  // and survives the cell; with a root server the sandbox user is host uid
+  // kIdRangeBase + slot * 65536 + sandbox_uid, so the caller must make it writable for
+  // that uid if the cell should write (Cell::id_map() tells the base).
   std::string workspace_host_dir;
   std::vector<CellMount> mounts;
   CgroupLimits limits;

@@ -19,7 +19,7 @@ namespace mcpcell::sandbox {
 namespace {
 
 // Bump when the template's content rules change, so old templates are not reused.
-constexpr const char* kTemplateName = "host-v1";
+constexpr const char* kTemplateName = "host-v2";
 constexpr off_t kMaxCopiedFileBytes = 8 << 20;
 constexpr int kMaxCopyDepth = 4;
 
@@ -109,6 +109,11 @@ Status BuildSkeleton(const std::string& dir) {
     if (Status s = MakeDirs(dir + "/" + d, 0755); !s) return s;
   }
   if (::chmod((dir + "/tmp").c_str(), 01777) != 0) return Error::Sys("chmod(tmp, 01777)");
+  // /var/tmp is the cell's /tmp: a world-writable directory of the shared template could
+  // not be written through the overlay (copy-up keeps its host owner, unmapped in a cell).
+  if (::symlink("../tmp", (dir + "/var/tmp").c_str()) != 0) {
+    return Error::Sys("symlink(\"../tmp\", \"" + dir + "/var/tmp\")");
+  }
   if (Status s = MakeDirs(dir + "/root", 0700); !s) return s;
   for (const char* link : kUsrSymlinks) {
     struct stat st;

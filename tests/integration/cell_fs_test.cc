@@ -125,7 +125,10 @@ TEST_F(CellFsTest, TemplateIsReadOnlyAndCellWritesStayInTheCell) {
   struct stat st;
   EXPECT_NE(::stat(("/usr/bin/" + name).c_str(), &st), 0);
   EXPECT_NE(::stat(("/tmp/" + name).c_str(), &st), 0);
-  EXPECT_NE(::stat((state_.path() + "/templates/host-v1/etc/" + name).c_str(), &st), 0);
+  const std::string skeleton = cell->spec().rootfs.skeleton_dir;
+  ASSERT_EQ(::stat((skeleton + "/etc").c_str(), &st), 0) << skeleton;
+  EXPECT_NE(::stat((skeleton + "/etc/" + name).c_str(), &st), 0);
+  EXPECT_NE(::stat((skeleton + "/" + name).c_str(), &st), 0);
   // The workspace write did land in the cell's workspace dir on the host.
   EXPECT_EQ(ReadHostFile(cell->dir() + "/workspace/" + name), "probe\n");
 }
