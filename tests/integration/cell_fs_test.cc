@@ -360,29 +360,5 @@ TEST_F(CellFsTest, BadSpecsAndMissingInitFailWithoutLeftovers) {
   EXPECT_TRUE(std::filesystem::is_empty(state_.path() + "/cells"));
 }
 
-TEST(CellSpecCodec, RoundTripsAndRejectsDamage) {
-  CellSpec spec = DefaultCellSpec("c1", "/var/lib/mcpcell");
-  spec.mounts.push_back(CellMount{"/data", "/data", true});
-  spec.limits.pids_max = 77;
-  spec.seccomp = false;
-  std::string wire = EncodeCellSpec(spec);
-  Result<CellSpec> back = DecodeCellSpec(wire);
-  ASSERT_TRUE(back.ok()) << back.error().message;
-  EXPECT_EQ(EncodeCellSpec(*back), wire);
-  EXPECT_EQ(back->mounts[0].host_path, "/data");
-  EXPECT_EQ(back->limits.pids_max, 77u);
-  EXPECT_FALSE(back->seccomp);
-  for (size_t cut : {size_t{0}, size_t{7}, wire.size() / 2, wire.size() - 1}) {
-    Result<CellSpec> bad = DecodeCellSpec(wire.substr(0, cut));
-    ASSERT_FALSE(bad.ok()) << "cut at " << cut;
-    EXPECT_THAT(bad.error().message, HasSubstr("cell spec: "));
-  }
-  EXPECT_THAT(DecodeCellSpec(wire + "x").error().message, HasSubstr("trailing bytes"));
-  std::string huge = wire;
-  uint32_t big = 1u << 30;
-  std::memcpy(huge.data() + 8, &big, 4);  // the id's length
-  EXPECT_THAT(DecodeCellSpec(huge).error().message, HasSubstr("id: string longer than the cap"));
-}
-
 }  // namespace
 }  // namespace mcpcell::sandbox

@@ -1,0 +1,228 @@
+// Unit tests of cell creation's pure parts: CellSpec validation and its wire codec, host
+// names, id range slots, the host template and cell dir removal. No cells, no privileges.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "sandbox/cell_spec.h"
+#include "sandbox/linux/hostname.h"
+#include "sandbox/linux/overlay.h"
+#include "sandbox/linux/user.h"
+#include "sandbox/state_dir.h"
+
+namespace mcpcell::sandbox {
+namespace {
+
+using ::testing::HasSubstr;
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/mcpcell-unit-XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+CellSpec Valid() { return DefaultCellSpec("c1", "/var/lib/mcpcell"); }
+
+std::string ErrorOf(const CellSpec& spec) {
+  Status s = ValidateCellSpec(spec);
+  return s.ok() ? "" : s.error().message;
+}
+
+TEST(CellSpecValidation, DefaultsAreValid) { EXPECT_EQ(ErrorOf(Valid()), ""); }
+
+TEST(CellSpecValidation, EveryBadFieldIsNamed) {
+  struct Case {
+    void (*mutate)(CellSpec&);
+    const char* expected;
+  };
+  const Case cases[] = {
+      {[](CellSpec& s) { s.id = ""; }, "id:"},
+      {[](CellSpec& s) { s.id = ".."; }, "id:"},
+      {[](CellSpec& s) { s.id = "a/b"; }, "id:"},
+      {[](CellSpec& s) { s.id = std::string(65, 'a'); }, "id:"},
+      {[](CellSpec& s) { s.state_dir = "relative"; }, "state_dir: \"relative\" must be absolute"},
+      {[](CellSpec& s) { s.state_dir = "/a/../b"; }, "state_dir:"},
+      {[](CellSpec& s) { s.state_dir = "/a,b"; }, "must not contain ','"},
+      {[](CellSpec& s) { s.rootfs.system_dirs = {"/"}; }, "rootfs.system_dirs[0]"},
+      {[](CellSpec& s) { s.rootfs.system_dirs = {"/proc/sys"}; }, "rootfs.system_dirs[0]"},
+      {[](CellSpec& s) { s.rootfs.system_dirs = {"/usr", "/opt:x"}; }, "rootfs.system_dirs[1]"},
+      {[](CellSpec& s) { s.mounts = {{"/etc", "/proc/x", false}}; }, "mounts[0].cell_path"},
+      {[](CellSpec& s) { s.mounts = {{"/etc", "/", false}}; }, "mounts[0].cell_path"},
+      {[](CellSpec& s) { s.mounts = {{"/etc", "/workspace/x", false}}; }, "mounts[0].cell_path"},
+      {[](CellSpec& s) { s.mounts = {{"etc", "/x", false}}; }, "mounts[0].host_path"},
+      {[](CellSpec& s) { s.mounts = {{"/nonexistent-mcpcell", "/x", false}}; },
+       "mounts[0].host_path: stat(\"/nonexistent-mcpcell\"): ENOENT"},
+      {[](CellSpec& s) { s.hostname = "-bad"; }, "hostname"},
+      {[](CellSpec& s) { s.hostname = "has space"; }, "hostname"},
+      {[](CellSpec& s) { s.sandbox_uid = 0; }, "sandbox_uid: must be in 1..65533, got 0"},
+      {[](CellSpec& s) { s.sandbox_gid = 70000; }, "sandbox_gid"},
+      {[](CellSpec& s) { s.sandbox_user = "root"; }, "sandbox_user"},
+      {[](CellSpec& s) { s.sandbox_user = "Bad!"; }, "sandbox_user"},
+      {[](CellSpec& s) { s.tmpfs.tmp_bytes = 100; }, "tmpfs.tmp_bytes: must be at least 1 MiB"},
+      {[](CellSpec& s) { s.env = {"NOEQUALS"}; }, "env[0]"},
+      {[](CellSpec& s) { s.env = {"=x"}; }, "env[0]"},
+  };
+  for (const Case& c : cases) {
+    CellSpec spec = Valid();
+    c.mutate(spec);
+    EXPECT_THAT(ErrorOf(spec), HasSubstr(c.expected));
+  }
+}
+
+TEST(CellSpecCodec, RoundTripIsExact) {
+  CellSpec spec = Valid();
+  spec.rootfs.skeleton_dir = "/s";
+  spec.rootfs.system_dirs = {"/usr", "/opt"};
+  spec.workspace_host_dir = "/home/u/project";
+  spec.mounts = {{"/data", "/data", true}, {"/etc/hosts", "/x/hosts", false}};
+  spec.limits = {1 << 30, 100, 1500};
+  spec.rlimits.nofile = 4096;
+  spec.tmpfs.shm_bytes = 8 << 20;
+  spec.hostname = "h";
+  spec.sandbox_uid = 1234;
+  spec.seccomp = false;
+  std::string wire = EncodeCellSpec(spec);
+  Result<CellSpec> back = DecodeCellSpec(wire);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(EncodeCellSpec(*back), wire);
+  EXPECT_EQ(back->mounts[1].cell_path, "/x/hosts");
+  EXPECT_TRUE(back->mounts[0].writable);
+  EXPECT_EQ(back->limits.cpu_millicores, 1500u);
+  EXPECT_EQ(back->sandbox_uid, 1234u);
+  EXPECT_FALSE(back->seccomp);
+}
+
+TEST(CellSpecCodec, EveryTruncationAndDamageIsRejected) {
+  std::string wire = EncodeCellSpec(Valid());
+  for (size_t cut = 0; cut < wire.size(); ++cut) {
+    Result<CellSpec> r = DecodeCellSpec(std::string_view(wire).substr(0, cut));
+    ASSERT_FALSE(r.ok()) << "accepted a spec cut at " << cut;
+    EXPECT_THAT(r.error().message, HasSubstr("cell spec: "));
+  }
+  EXPECT_THAT(DecodeCellSpec(wire + '\0').error().message, HasSubstr("trailing bytes"));
+  std::string bad_magic = wire;
+  bad_magic[0] ^= 1;
+  EXPECT_THAT(DecodeCellSpec(bad_magic).error().message, HasSubstr("magic"));
+  std::string bad_version = wire;
+  bad_version[4] = 9;
+  EXPECT_THAT(DecodeCellSpec(bad_version).error().message, HasSubstr("version"));
+  std::string huge = wire;
+  uint32_t big = 1u << 30;
+  std::memcpy(huge.data() + 8, &big, 4);  // the id's length
+  EXPECT_THAT(DecodeCellSpec(huge).error().message, HasSubstr("id: string longer than the cap"));
+  // A boolean that is neither 0 nor 1 (the last field, seccomp).
+  std::string bad_bool = wire;
+  bad_bool[bad_bool.size() - 4] = 2;
+  EXPECT_THAT(DecodeCellSpec(bad_bool).error().message, HasSubstr("seccomp: not a boolean"));
+}
+
+TEST(Hostname, DefaultIsDerivedFromTheIdAndValid) {
+  CellSpec spec = Valid();
+  spec.id = "abc_def";
+  EXPECT_EQ(CellHostname(spec), "cell-abc-def");
+  spec.id = std::string(64, 'x');
+  EXPECT_EQ(CellHostname(spec).size(), 63u);
+  EXPECT_TRUE(ValidateHostname(CellHostname(spec)).ok());
+  spec.hostname = "given";
+  EXPECT_EQ(CellHostname(spec), "given");
+  EXPECT_FALSE(ValidateHostname(std::string(64, 'a')).ok());
+}
+
+TEST(GenerateCellId, IsValidAndUnique) {
+  std::string a = GenerateCellId(), b = GenerateCellId();
+  EXPECT_NE(a, b);
+  CellSpec spec = Valid();
+  spec.id = a;
+  EXPECT_EQ(ErrorOf(spec), "");
+}
+
+TEST(IdRangeSlots, ClaimsAreExclusiveAndReleasable) {
+  TempDir dir;
+  std::string ranges = dir.path() + "/idranges";
+  Result<int> a = ClaimIdRangeSlot(ranges, "cell-a");
+  Result<int> b = ClaimIdRangeSlot(ranges, "cell-b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, 0);
+  EXPECT_EQ(*b, 1);
+  EXPECT_EQ(FindIdRangeSlot(ranges, "cell-b"), 1);
+  EXPECT_EQ(FindIdRangeSlot(ranges, "cell-c"), -1);
+  ASSERT_TRUE(ReleaseIdRangeSlot(ranges, *a).ok());
+  Result<int> c = ClaimIdRangeSlot(ranges, "cell-c");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*c, 0) << "a released slot is reused";
+  EXPECT_TRUE(ReleaseIdRangeSlot(ranges, 77).ok()) << "a missing claim is not an error";
+}
+
+TEST(HostTemplate, HasTheLayoutAndNoSecrets) {
+  TempDir dir;
+  Result<std::string> t = PrepareHostTemplate(dir.path());
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  namespace fs = std::filesystem;
+  EXPECT_TRUE(fs::is_symlink(*t + "/bin"));
+  EXPECT_EQ(fs::read_symlink(*t + "/bin"), "usr/bin");
+  for (const char* d : {"usr", "proc", "dev", "tmp", "run", "workspace", "etc"}) {
+    EXPECT_TRUE(fs::is_directory(*t + "/" + d)) << d;
+  }
+  EXPECT_EQ(fs::status(*t + "/tmp").permissions() & fs::perms::sticky_bit, fs::perms::sticky_bit);
+  for (const char* secret : {"shadow", "gshadow", "sudoers", "ssh", "ssl/private", "machine-id",
+                             "passwd", "group", "pip.conf", "npmrc", "gitconfig"}) {
+    EXPECT_FALSE(fs::exists(fs::symlink_status(*t + "/etc/" + secret))) << secret;
+  }
+  if (fs::exists("/etc/ld.so.cache")) {
+    EXPECT_TRUE(fs::exists(*t + "/etc/ld.so.cache"));
+  }
+  std::ifstream resolv(*t + "/etc/resolv.conf");
+  std::stringstream content;
+  content << resolv.rdbuf();
+  EXPECT_THAT(content.str(), HasSubstr("no DNS"));
+  // A second call reuses the template instead of building another.
+  Result<std::string> again = PrepareHostTemplate(dir.path());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *t);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path() + "/templates"),
+                          fs::directory_iterator()),
+            1);
+}
+
+TEST(RemoveCellDir, RemovesWhatTheSandboxMadeUnreadable) {
+  TempDir dir;
+  namespace fs = std::filesystem;
+  std::string cell = dir.path() + "/cells/c1";
+  fs::create_directories(cell + "/workspace/locked/inner");
+  std::ofstream(cell + "/workspace/locked/inner/f") << "x";
+  fs::create_symlink("/etc", cell + "/workspace/link-to-etc");
+  ::chmod((cell + "/workspace/locked/inner").c_str(), 0);
+  ::chmod((cell + "/workspace/locked").c_str(), 0500);
+  Status s = RemoveCellDir(cell);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_FALSE(fs::exists(cell));
+  EXPECT_TRUE(fs::exists("/etc/passwd")) << "followed the symlink into /etc";
+  EXPECT_TRUE(RemoveCellDir(cell).ok()) << "removing a missing dir is fine";
+}
+
+TEST(InitRecord, RoundTripsAndMatchesStartTime) {
+  TempDir dir;
+  ASSERT_TRUE(WriteInitRecord(dir.path(), ::getpid()).ok());
+  Result<InitRecord> r = ReadInitRecord(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->pid, ::getpid());
+  EXPECT_EQ(r->start_time, ProcStartTime(::getpid()));
+  EXPECT_FALSE(r->start_time.empty());
+  EXPECT_EQ(ProcStartTime(0x3fffffff), "");
+}
+
+}  // namespace
+}  // namespace mcpcell::sandbox
