@@ -25,8 +25,8 @@ class Session;
 // The client's answer to a server->client request: a result, or an error (which may be
 // kRequestTimeout or kConnectionClosed, produced locally).
 struct ClientResponse {
-  Json result;
-  std::optional<RpcError> error;
+  Json result{};
+  std::optional<RpcError> error{};
   bool ok() const { return !error.has_value(); }
 };
 using ResponseCallback = std::function<void(ClientResponse)>;

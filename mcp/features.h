@@ -23,9 +23,9 @@ namespace mcp {
 // see (as opposed to a protocol error).
 struct ToolResult {
   Json content = Json::array();  // [{"type":"text","text":...}, {"type":"image",...}, ...]
-  Json structured_content;       // null = absent
+  Json structured_content{};       // null = absent
   bool is_error = false;
-  Json meta;  // `_meta`; null = absent
+  Json meta{};  // `_meta`; null = absent
 
   static ToolResult Text(std::string text);
   static ToolResult Error(std::string message);  // text content + isError
@@ -39,13 +39,13 @@ struct ToolResult {
 using ToolHandler = std::function<ToolResult(const Json& arguments, Context& ctx)>;
 
 struct Tool {
-  std::string name;         // ^[a-zA-Z0-9_-]{1,64}$, unique
-  std::string title;        // optional
-  std::string description;  // optional but strongly advised
+  std::string name{};         // ^[a-zA-Z0-9_-]{1,64}$, unique
+  std::string title{};        // optional
+  std::string description{};  // optional but strongly advised
   Json input_schema = Json{{"type", "object"}};  // flat, see CheckFlatSchema
-  Json output_schema;  // null = none; when set, results must carry valid structuredContent
-  Json annotations;    // null = none; {readOnlyHint, destructiveHint, idempotentHint, ...}
-  ToolHandler handler;
+  Json output_schema{};  // null = none; when set, results must carry valid structuredContent
+  Json annotations{};    // null = none; {readOnlyHint, destructiveHint, idempotentHint, ...}
+  ToolHandler handler{};
 
   Json ToJson() const;  // the tools/list entry
 };
@@ -53,10 +53,10 @@ struct Tool {
 // ---- resources ----
 
 struct ResourceContents {
-  std::string uri;
-  std::string mime_type;            // optional
-  std::optional<std::string> text;  // exactly one of text / blob (base64)
-  std::optional<std::string> blob;
+  std::string uri{};
+  std::string mime_type{};            // optional
+  std::optional<std::string> text{};  // exactly one of text / blob (base64)
+  std::optional<std::string> blob{};
   Json ToJson() const;
 };
 
@@ -65,41 +65,41 @@ using ResourceReader = std::function<std::vector<ResourceContents>(
     const std::string& uri, const std::map<std::string, std::string>& variables, Context& ctx)>;
 
 struct Resource {
-  std::string uri;  // unique
-  std::string name;
-  std::string title;
-  std::string description;
-  std::string mime_type;
-  std::optional<int64_t> size;
-  Json annotations;
-  ResourceReader read;
+  std::string uri{};  // unique
+  std::string name{};
+  std::string title{};
+  std::string description{};
+  std::string mime_type{};
+  std::optional<int64_t> size{};
+  Json annotations{};
+  ResourceReader read{};
   Json ToJson() const;
 };
 
 // A parameterised resource, RFC 6570 level 1 ("file:///logs/{name}"): `{var}` matches one
 // or more characters other than '/', `{+var}` any characters.
 struct ResourceTemplate {
-  std::string uri_template;  // unique
-  std::string name;
-  std::string title;
-  std::string description;
-  std::string mime_type;
-  Json annotations;
-  ResourceReader read;
+  std::string uri_template{};  // unique
+  std::string name{};
+  std::string title{};
+  std::string description{};
+  std::string mime_type{};
+  Json annotations{};
+  ResourceReader read{};
   Json ToJson() const;
 };
 
 // ---- prompts ----
 
 struct PromptArgument {
-  std::string name;
-  std::string title;
-  std::string description;
+  std::string name{};
+  std::string title{};
+  std::string description{};
   bool required = false;
 };
 
 struct PromptResult {
-  std::string description;        // optional
+  std::string description{};        // optional
   Json messages = Json::array();  // [{"role":"user","content":{"type":"text","text":...}}]
   static PromptResult UserText(std::string text);
   Json ToJson() const;
@@ -110,25 +110,25 @@ using PromptHandler =
     std::function<PromptResult(const std::map<std::string, std::string>& arguments, Context& ctx)>;
 
 struct Prompt {
-  std::string name;  // unique
-  std::string title;
-  std::string description;
-  std::vector<PromptArgument> arguments;
-  PromptHandler handler;
+  std::string name{};  // unique
+  std::string title{};
+  std::string description{};
+  std::vector<PromptArgument> arguments{};
+  PromptHandler handler{};
   Json ToJson() const;
 };
 
 // ---- completion ----
 
 struct CompletionRequest {
-  Json ref;  // {"type":"ref/prompt","name":...} or {"type":"ref/resource","uri":...}
-  std::string argument_name;
-  std::string argument_value;
-  std::map<std::string, std::string> context_arguments;  // params.context.arguments
+  Json ref{};  // {"type":"ref/prompt","name":...} or {"type":"ref/resource","uri":...}
+  std::string argument_name{};
+  std::string argument_value{};
+  std::map<std::string, std::string> context_arguments{};  // params.context.arguments
 };
 struct CompletionResult {
-  std::vector<std::string> values;  // at most 100 are sent
-  std::optional<int64_t> total;
+  std::vector<std::string> values{};  // at most 100 are sent
+  std::optional<int64_t> total{};
   bool has_more = false;
 };
 using CompletionHandler = std::function<CompletionResult(const CompletionRequest&, Context&)>;

@@ -32,8 +32,8 @@ class Session;
 struct ServerOptions {
   std::string name = "mcp-server";  // serverInfo.name
   std::string version = "0.0.0";    // serverInfo.version
-  std::string title;                // serverInfo.title, optional
-  std::string instructions;         // initialize result's instructions, optional
+  std::string title{};                // serverInfo.title, optional
+  std::string instructions{};         // initialize result's instructions, optional
   size_t page_size = 100;           // items per tools/list, resources/list, ... page
   size_t max_message_bytes = 16 * 1024 * 1024;
   size_t worker_threads = 16;  // handlers may block (tool calls run for seconds)

@@ -36,8 +36,8 @@ inline constexpr const char* kLatestProtocolVersion = "2025-11-25";
 // A JSON-RPC error object: {"code", "message", "data"?}.
 struct RpcError {
   int code = kInternalError;
-  std::string message;
-  Json data;  // null = absent
+  std::string message{};
+  Json data{};  // null = absent
 
   Json ToJson() const;
 };
