@@ -27,10 +27,14 @@ constexpr size_t kReadChunk = 64 * 1024;
 
 // Messages init may send once it is Ready; anything else is a protocol violation.
 bool IsReplyOrEvent(const Message& m) {
-  return std::holds_alternative<control::ErrorReply>(m) || std::holds_alternative<control::OkReply>(m) ||
-         std::holds_alternative<control::ExecStarted>(m) || std::holds_alternative<control::ExecExited>(m) ||
-         std::holds_alternative<control::ReadFileReply>(m) || std::holds_alternative<control::StatReply>(m) ||
-         std::holds_alternative<control::ListDirReply>(m) || std::holds_alternative<control::StatsReply>(m);
+  return std::holds_alternative<control::ErrorReply>(m) ||
+         std::holds_alternative<control::OkReply>(m) ||
+         std::holds_alternative<control::ExecStarted>(m) ||
+         std::holds_alternative<control::ExecExited>(m) ||
+         std::holds_alternative<control::ReadFileReply>(m) ||
+         std::holds_alternative<control::StatReply>(m) ||
+         std::holds_alternative<control::ListDirReply>(m) ||
+         std::holds_alternative<control::StatsReply>(m);
 }
 
 Error FromReply(const control::ErrorReply& e) { return Error{e.message, e.err}; }
@@ -40,7 +44,8 @@ Result<T> As(Result<Message> reply, const char* request) {
   if (!reply.ok()) return reply.error();
   if (auto* e = std::get_if<control::ErrorReply>(&*reply)) return FromReply(*e);
   if (auto* t = std::get_if<T>(&*reply)) return std::move(*t);
-  return Error::Msg(std::string("cell init answered ") + request + " with " + control::MessageName(*reply));
+  return Error::Msg(std::string("cell init answered ") + request + " with " +
+                    control::MessageName(*reply));
 }
 
 Result<std::pair<UniqueFd, UniqueFd>> NonBlockingPipe(bool server_reads) {
@@ -48,7 +53,8 @@ Result<std::pair<UniqueFd, UniqueFd>> NonBlockingPipe(bool server_reads) {
   if (::pipe2(p, O_CLOEXEC) != 0) return Error::Sys("pipe2");
   UniqueFd r(p[0]), w(p[1]);
   int server = server_reads ? r.get() : w.get();
-  if (::fcntl(server, F_SETFL, ::fcntl(server, F_GETFL) | O_NONBLOCK) != 0) return Error::Sys("fcntl(O_NONBLOCK)");
+  if (::fcntl(server, F_SETFL, ::fcntl(server, F_GETFL) | O_NONBLOCK) != 0)
+    return Error::Sys("fcntl(O_NONBLOCK)");
   return std::make_pair(std::move(r), std::move(w));
 }
 
@@ -127,7 +133,8 @@ void CellChannel::ReaderLoop() {
     }
     const Message& m = received->message;
     if (!IsReplyOrEvent(m)) {
-      return Fail(Error::Msg(std::string("cell init sent ") + control::MessageName(m) + " after Ready"));
+      return Fail(
+          Error::Msg(std::string("cell init sent ") + control::MessageName(m) + " after Ready"));
     }
     const uint64_t id = control::RequestIdOf(m);
     if (id == 0 || id >= next_id_.load()) {
@@ -275,7 +282,8 @@ Result<std::vector<control::DirEntry>> CellChannel::ListDir(const std::string& p
 
 Result<control::FileStat> CellChannel::Stat(const std::string& path, bool follow_symlinks) {
   auto r = As<control::StatReply>(
-      Call(control::StatRequest{NextId(), path, static_cast<uint8_t>(follow_symlinks)}), "StatRequest");
+      Call(control::StatRequest{NextId(), path, static_cast<uint8_t>(follow_symlinks)}),
+      "StatRequest");
   if (!r.ok()) return r.error();
   return r->stat;
 }
@@ -328,7 +336,8 @@ Result<ExecResult> CellChannel::Exec(const ExecOptions& options) {
   Status sent = control::SendMessage(
       fd_.get(), control::ExecRequest{id, options.argv, options.env, options.cwd}, child_fds);
   for (UniqueFd& end : child_ends) end.Reset();
-  Result<Message> started = sent.ok() ? Wait(pending, start + kStartTimeout) : Result<Message>(sent.error());
+  Result<Message> started =
+      sent.ok() ? Wait(pending, start + kStartTimeout) : Result<Message>(sent.error());
   auto ok = As<control::ExecStarted>(std::move(started), "ExecRequest");
   if (!ok.ok()) {
     Unregister(id);
@@ -340,14 +349,16 @@ Result<ExecResult> CellChannel::Exec(const ExecOptions& options) {
   Unregister(id);
   if (!pumped.ok()) return pumped.error().Wrap("exec \"" + options.argv[0] + "\"");
   if (oom_before) {
-    if (auto after = options_.oom_kill_count(); after.ok()) result.oom_killed = *after > *oom_before;
+    if (auto after = options_.oom_kill_count(); after.ok())
+      result.oom_killed = *after > *oom_before;
   }
   return result;
 }
 
 namespace {
 // Reads what is there from one output pipe; false at EOF or error (then the fd is closed).
-bool DrainOutput(UniqueFd& fd, OutputStream stream, const ExecOptions& options, StreamCapture& capture) {
+bool DrainOutput(UniqueFd& fd, OutputStream stream, const ExecOptions& options,
+                 StreamCapture& capture) {
   char buffer[kReadChunk];
   for (int rounds = 0; rounds < 16; ++rounds) {  // bounded, so the other pipe gets its turn
     ssize_t n = ::read(fd.get(), buffer, sizeof(buffer));
@@ -378,11 +389,37 @@ void FeedStdin(UniqueFd& fd, const std::string& data, size_t& offset) {
 }
 }  // namespace
 
+Result<bool> CellChannel::TakeExecExit(Pending& pending, Clock::time_point start,
+                                       ExecResult& result) {
+  uint64_t counter;
+  ssize_t ignored = ::read(pending.event.get(), &counter, sizeof(counter));
+  (void)ignored;
+  std::lock_guard lock(mu_);
+  bool exited = false;
+  while (!pending.inbox.empty()) {
+    Message m = std::move(pending.inbox.front());
+    pending.inbox.pop_front();
+    auto* e = std::get_if<control::ExecExited>(&m);
+    if (e == nullptr) return Error::Msg(std::string("unexpected ") + control::MessageName(m));
+    exited = true;
+    result.signaled = e->signaled != 0;
+    result.exit_code = e->exit_code;
+    result.signo = e->signo;
+    result.user_cpu = std::chrono::microseconds(e->user_cpu_us);
+    result.system_cpu = std::chrono::microseconds(e->system_cpu_us);
+    result.peak_memory_bytes = e->max_rss_bytes;
+    result.wall_time = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+  }
+  if (!exited && death_) return *death_;
+  return exited;
+}
+
 Status CellChannel::PumpExec(const ExecOptions& options, ExecPipes& pipes,
                              const std::shared_ptr<Pending>& pending, uint64_t id,
                              ExecResult& result) {
   const auto start = Clock::now();
-  const auto deadline = options.timeout.count() > 0 ? start + options.timeout : Clock::time_point::max();
+  const auto deadline =
+      options.timeout.count() > 0 ? start + options.timeout : Clock::time_point::max();
   std::stop_callback on_stop(options.stop, [&] { pending->Wake(); });
   bool exited = false;
   std::optional<Clock::time_point> killed_at, exited_at;
@@ -410,38 +447,28 @@ Status CellChannel::PumpExec(const ExecOptions& options, ExecPipes& pipes,
     if (pipes.stderr_read) fds[n++] = {pipes.stderr_read.get(), POLLIN, 0};
     const int in_index = pipes.stdin_write ? n : -1;
     if (pipes.stdin_write) fds[n++] = {pipes.stdin_write.get(), POLLOUT, 0};
-    int timeout = exited ? static_cast<int>(kDrainIdle.count())
-                 : killed_at ? 100
-                 : deadline == Clock::time_point::max() ? 1000 : std::min(1000, MillisUntil(deadline));
+    int timeout = exited                                 ? static_cast<int>(kDrainIdle.count())
+                  : killed_at                            ? 100
+                  : deadline == Clock::time_point::max() ? 1000
+                                                         : std::min(1000, MillisUntil(deadline));
     int ready = ::poll(fds, n, timeout);
     if (ready < 0 && errno != EINTR) return Error::Sys("poll(exec pipes)");
     if (ready == 0 && exited) return Ok();  // output went quiet after the exit
     if (ready <= 0) continue;
     if (fds[0].revents & POLLIN) {
-      uint64_t counter;
-      ssize_t ignored = ::read(pending->event.get(), &counter, sizeof(counter));
-      (void)ignored;
-      std::unique_lock lock(mu_);
-      while (!pending->inbox.empty()) {
-        Message m = std::move(pending->inbox.front());
-        pending->inbox.pop_front();
-        auto* e = std::get_if<control::ExecExited>(&m);
-        if (e == nullptr) return Error::Msg(std::string("unexpected ") + control::MessageName(m));
+      Result<bool> now_exited = TakeExecExit(*pending, start, result);
+      if (!now_exited.ok()) return now_exited.error();
+      if (*now_exited && !exited) {
         exited = true;
         exited_at = Clock::now();
-        result.signaled = e->signaled != 0;
-        result.exit_code = e->exit_code;
-        result.signo = e->signo;
-        result.user_cpu = std::chrono::microseconds(e->user_cpu_us);
-        result.system_cpu = std::chrono::microseconds(e->system_cpu_us);
-        result.peak_memory_bytes = e->max_rss_bytes;
-        result.wall_time = std::chrono::duration_cast<std::chrono::microseconds>(*exited_at - start);
       }
-      if (!exited && death_) return *death_;
     }
-    if (out_index >= 0 && fds[out_index].revents) DrainOutput(pipes.stdout_read, OutputStream::kStdout, options, result.out);
-    if (err_index >= 0 && fds[err_index].revents) DrainOutput(pipes.stderr_read, OutputStream::kStderr, options, result.err);
-    if (in_index >= 0 && fds[in_index].revents) FeedStdin(pipes.stdin_write, options.stdin_data, pipes.stdin_offset);
+    if (out_index >= 0 && fds[out_index].revents)
+      DrainOutput(pipes.stdout_read, OutputStream::kStdout, options, result.out);
+    if (err_index >= 0 && fds[err_index].revents)
+      DrainOutput(pipes.stderr_read, OutputStream::kStderr, options, result.err);
+    if (in_index >= 0 && fds[in_index].revents)
+      FeedStdin(pipes.stdin_write, options.stdin_data, pipes.stdin_offset);
   }
 }
 

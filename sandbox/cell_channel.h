@@ -46,9 +46,9 @@ enum class OutputStream { kStdout, kStderr };
 
 struct ExecOptions {
   std::vector<std::string> argv;
-  std::vector<std::string> env;  // "KEY=VALUE", overlaid on the cell's defaults
-  std::string cwd;               // empty: the workspace
-  std::string stdin_data;        // written to the program's stdin, then closed
+  std::vector<std::string> env;          // "KEY=VALUE", overlaid on the cell's defaults
+  std::string cwd;                       // empty: the workspace
+  std::string stdin_data;                // written to the program's stdin, then closed
   std::chrono::milliseconds timeout{0};  // wall clock; 0 = none
   size_t keep_bytes = 1 << 20;           // per stream, kept in ExecResult
   // Called on the calling thread with each chunk as it arrives (may be empty function).
@@ -70,9 +70,9 @@ struct ExecResult {
   bool signaled = false;  // killed by `signo`; otherwise exited with `exit_code`
   int exit_code = 0;
   int signo = 0;
-  bool timed_out = false;  // the wall-clock timeout fired and killed the group
-  bool cancelled = false;  // the stop token fired
-  bool oom_killed = false; // the cell's cgroup recorded an OOM kill during the exec
+  bool timed_out = false;   // the wall-clock timeout fired and killed the group
+  bool cancelled = false;   // the stop token fired
+  bool oom_killed = false;  // the cell's cgroup recorded an OOM kill during the exec
   std::chrono::microseconds wall_time{0};
   std::chrono::microseconds user_cpu{0}, system_cpu{0};  // of the process and its waited children
   uint64_t peak_memory_bytes = 0;                        // max RSS
@@ -106,8 +106,8 @@ class CellChannel {
   Status WriteFile(const std::string& path, std::string_view data, uint32_t mode = 0644);
   // Writes `data` at `offset`, creating the file; `truncate` empties it first. With
   // offset = the current size this appends (write_file's append, saved tool output).
-  Status WriteFileAt(const std::string& path, uint64_t offset, std::string_view data,
-                     bool truncate, uint32_t mode = 0644);
+  Status WriteFileAt(const std::string& path, uint64_t offset, std::string_view data, bool truncate,
+                     uint32_t mode = 0644);
   Result<std::vector<control::DirEntry>> ListDir(const std::string& path,
                                                  size_t max_entries = 100000);
   Result<control::FileStat> Stat(const std::string& path, bool follow_symlinks = false);
@@ -131,6 +131,8 @@ class CellChannel {
   void Unregister(uint64_t id);
   Result<control::Message> Wait(const std::shared_ptr<Pending>& pending,
                                 std::chrono::steady_clock::time_point deadline);
+  Result<bool> TakeExecExit(Pending& pending, std::chrono::steady_clock::time_point start,
+                            ExecResult& result);
   Status PumpExec(const ExecOptions& options, ExecPipes& pipes,
                   const std::shared_ptr<Pending>& pending, uint64_t id, ExecResult& result);
 

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -51,7 +50,8 @@ struct RunOptions {
 std::string DefaultStateDir() {
   if (const char* dir = std::getenv("MCPCELL_STATE_DIR"); dir && *dir) return dir;
   if (::geteuid() == 0) return "/run/mcpcell";
-  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg) return std::string(xdg) + "/mcpcell";
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg)
+    return std::string(xdg) + "/mcpcell";
   return "/tmp/mcpcell-" + std::to_string(::geteuid());
 }
 
@@ -77,8 +77,9 @@ void PrintTimings(const Cell& cell, uint64_t exec_us, uint64_t run_us, uint64_t 
   std::fprintf(stderr, "  %-18s %8llu\n  %-18s %8llu\n", "create total",
                static_cast<unsigned long long>(cell.timings().total_us), "exec",
                static_cast<unsigned long long>(exec_us));
-  std::fprintf(stderr, "  %-18s %8llu\n  %-18s %8llu\n", "command", static_cast<unsigned long long>(run_us),
-               "destroy", static_cast<unsigned long long>(destroy_us));
+  std::fprintf(stderr, "  %-18s %8llu\n  %-18s %8llu\n", "command",
+               static_cast<unsigned long long>(run_us), "destroy",
+               static_cast<unsigned long long>(destroy_us));
 }
 
 // Forwards terminal and termination signals to the command's process group: the command
@@ -127,7 +128,8 @@ sandbox::Result<sandbox::CellSpec> BuildSpec(const RunOptions& o) {
   for (const std::string& e : o.env) spec.env.push_back(e);
   if (!o.memory.empty()) {
     spec.limits.memory_max_bytes = ParseBytes(o.memory);
-    if (spec.limits.memory_max_bytes == 0) return sandbox::Error::Msg("--memory: \"" + o.memory + "\" is not a size like 512M");
+    if (spec.limits.memory_max_bytes == 0)
+      return sandbox::Error::Msg("--memory: \"" + o.memory + "\" is not a size like 512M");
   }
   spec.limits.pids_max = o.pids;
   spec.limits.cpu_millicores = o.cpu_millicores;
@@ -155,7 +157,8 @@ int RunCommand(const RunOptions& o) {
     std::fprintf(stderr, "mcpcell run: creating the cell: %s\n", cell.error().message.c_str());
     return 125;
   }
-  for (const std::string& w : (*cell)->warnings()) std::fprintf(stderr, "mcpcell run: warning: %s\n", w.c_str());
+  for (const std::string& w : (*cell)->warnings())
+    std::fprintf(stderr, "mcpcell run: warning: %s\n", w.c_str());
   forwarder.Start(&(*cell)->channel());
 
   sandbox::ExecOptions exec;
@@ -178,31 +181,41 @@ int RunCommand(const RunOptions& o) {
   auto us = [](Clock::duration d) {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
   };
-  if (o.timings) PrintTimings(**cell, us(started_at - exec_start), us(exec_end - started_at), us(Clock::now() - exec_end));
-  if (!destroyed.ok()) std::fprintf(stderr, "mcpcell run: destroying the cell: %s\n", destroyed.error().message.c_str());
+  if (o.timings)
+    PrintTimings(**cell, us(started_at - exec_start), us(exec_end - started_at),
+                 us(Clock::now() - exec_end));
+  if (!destroyed.ok())
+    std::fprintf(stderr, "mcpcell run: destroying the cell: %s\n",
+                 destroyed.error().message.c_str());
   if (!result.ok()) {
     std::fprintf(stderr, "mcpcell run: %s\n", result.error().message.c_str());
     const int err = result.error().err;
     return err == ENOENT ? 127 : (err == EACCES || err == ENOEXEC || err == EISDIR) ? 126 : 125;
   }
-  if (result->timed_out) std::fprintf(stderr, "mcpcell run: timed out after %.3g s, killed\n", o.timeout_s);
-  if (result->oom_killed) std::fprintf(stderr, "mcpcell run: the cell ran out of memory (OOM kill)\n");
+  if (result->timed_out)
+    std::fprintf(stderr, "mcpcell run: timed out after %.3g s, killed\n", o.timeout_s);
+  if (result->oom_killed)
+    std::fprintf(stderr, "mcpcell run: the cell ran out of memory (OOM kill)\n");
   return ExitStatusOf(*result);
 }
 
 const bool kRegistered = RegisterCommand("run", [](CLI::App& parent, int* exit_code) {
   auto opts = std::make_shared<RunOptions>();
   opts->state_dir = DefaultStateDir();
-  CLI::App* sub = parent.add_subcommand("run", "Run one command in a fresh cell: mcpcell run [options] -- CMD ARGS...");
+  CLI::App* sub = parent.add_subcommand(
+      "run", "Run one command in a fresh cell: mcpcell run [options] -- CMD ARGS...");
   sub->add_flag("--timings", opts->timings, "Print the per-step setup breakdown to stderr");
-  sub->add_option("--state-dir", opts->state_dir, "State dir for cells and the template")->capture_default_str();
-  sub->add_option("--workspace", opts->workspace, "Host directory bound at /workspace (default: a fresh one)");
+  sub->add_option("--state-dir", opts->state_dir, "State dir for cells and the template")
+      ->capture_default_str();
+  sub->add_option("--workspace", opts->workspace,
+                  "Host directory bound at /workspace (default: a fresh one)");
   sub->add_option("--cwd", opts->cwd, "Working directory inside the cell (default /workspace)");
   sub->add_option("-e,--env", opts->env, "KEY=VALUE added to the environment (repeatable)");
   sub->add_option("--memory", opts->memory, "Memory limit, e.g. 512M (swap off)");
   sub->add_option("--pids", opts->pids, "Maximum number of processes");
   sub->add_option("--cpu", opts->cpu_millicores, "CPU limit in millicores (1000 = one CPU)");
-  sub->add_option("--timeout", opts->timeout_s, "Wall-clock timeout in seconds; kills the process group");
+  sub->add_option("--timeout", opts->timeout_s,
+                  "Wall-clock timeout in seconds; kills the process group");
   sub->add_flag("--no-seccomp", opts->no_seccomp, "Disable the seccomp filter (debugging only)");
   sub->add_option("--init", opts->init_path, "Path of mcpcell-init (default: next to mcpcell)");
   sub->add_option("command", opts->command, "The command and its arguments, after --")->required();

@@ -25,9 +25,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <string>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "sandbox/cell.h"
@@ -53,13 +53,49 @@ std::string SelfDir() {
 }
 
 std::vector<std::string> Bwrap(std::vector<std::string> cmd) {
-  std::vector<std::string> argv = {
-      "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-      "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-      "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
-      "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-      "--tmpfs", "/run", "--dir", "/workspace", "--chdir", "/workspace", "--hostname", "cell",
-      "--uid", "1000", "--gid", "1000", "--cap-drop", "ALL", "--"};
+  std::vector<std::string> argv = {"bwrap",
+                                   "--unshare-all",
+                                   "--die-with-parent",
+                                   "--new-session",
+                                   "--ro-bind",
+                                   "/usr",
+                                   "/usr",
+                                   "--symlink",
+                                   "usr/bin",
+                                   "/bin",
+                                   "--symlink",
+                                   "usr/lib",
+                                   "/lib",
+                                   "--symlink",
+                                   "usr/lib64",
+                                   "/lib64",
+                                   "--symlink",
+                                   "usr/sbin",
+                                   "/sbin",
+                                   "--ro-bind",
+                                   "/etc",
+                                   "/etc",
+                                   "--proc",
+                                   "/proc",
+                                   "--dev",
+                                   "/dev",
+                                   "--tmpfs",
+                                   "/tmp",
+                                   "--tmpfs",
+                                   "/run",
+                                   "--dir",
+                                   "/workspace",
+                                   "--chdir",
+                                   "/workspace",
+                                   "--hostname",
+                                   "cell",
+                                   "--uid",
+                                   "1000",
+                                   "--gid",
+                                   "1000",
+                                   "--cap-drop",
+                                   "ALL",
+                                   "--"};
   argv.insert(argv.end(), cmd.begin(), cmd.end());
   return argv;
 }
@@ -85,7 +121,8 @@ double RunOnce(const Config& c) {
   }
   int status;
   waitpid(pid, &status, 0);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::fprintf(stderr, "%s: command failed (status %d)\n", c.name.c_str(), status);
     std::exit(1);
@@ -143,16 +180,22 @@ int main(int argc, char** argv) {
       const auto start = std::chrono::steady_clock::now();
       auto r = (*cell)->channel().Exec(o);
       if (!r.ok() || r->exit_code != 0) {
-        std::fprintf(stderr, "warm cell exec failed: %s\n", r.ok() ? r->err.data.c_str() : r.error().message.c_str());
+        std::fprintf(stderr, "warm cell exec failed: %s\n",
+                     r.ok() ? r->err.data.c_str() : r.error().message.c_str());
         std::exit(1);
       }
-      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+          .count();
     };
   };
-  std::vector<Config> configs = {{"bare true", t, {}, {}},          {"mcpcell true", run(t), {}, {}},
-                                 {"bwrap true", Bwrap(t), {}, {}},  {"bare python", py, {}, {}},
-                                 {"mcpcell python", run(py), {}, {}}, {"bwrap python", Bwrap(py), {}, {}},
-                                 {"warm-cell true", {}, {}, warm(t)}, {"warm-cell python", {}, {}, warm(py)}};
+  std::vector<Config> configs = {{"bare true", t, {}, {}},
+                                 {"mcpcell true", run(t), {}, {}},
+                                 {"bwrap true", Bwrap(t), {}, {}},
+                                 {"bare python", py, {}, {}},
+                                 {"mcpcell python", run(py), {}, {}},
+                                 {"bwrap python", Bwrap(py), {}, {}},
+                                 {"warm-cell true", {}, {}, warm(t)},
+                                 {"warm-cell python", {}, {}, warm(py)}};
   for (Config& c : configs) RunOnce(c);  // warm-up: template, page cache
   for (int r = 0; r < rounds; ++r) {
     for (size_t k = 0; k < configs.size(); ++k) {
@@ -160,9 +203,11 @@ int main(int argc, char** argv) {
       c.ms.push_back(RunOnce(c));
     }
   }
-  std::printf("%-16s %10s %10s   (%d rounds, interleaved)\n", "config", "median ms", "p90 ms", rounds);
+  std::printf("%-16s %10s %10s   (%d rounds, interleaved)\n", "config", "median ms", "p90 ms",
+              rounds);
   for (const Config& c : configs) {
-    std::printf("%-16s %10.2f %10.2f\n", c.name.c_str(), Percentile(c.ms, 0.5), Percentile(c.ms, 0.9));
+    std::printf("%-16s %10.2f %10.2f\n", c.name.c_str(), Percentile(c.ms, 0.5),
+                Percentile(c.ms, 0.9));
   }
   auto median = [&](size_t i) { return Percentile(configs[i].ms, 0.5); };
   std::printf("\nratios of medians\n");
@@ -171,8 +216,10 @@ int main(int argc, char** argv) {
   std::printf("  mcpcell python / bare python  = %.2f  (target <= 1.15)\n", median(4) / median(3));
   std::printf("  mcpcell python / bwrap python = %.2f\n", median(4) / median(5));
   std::printf("  bwrap true     / bare true    = %.2f\n", median(2) / median(0));
-  std::printf("  warm-cell true / bare true    = %.2f  (per call in an existing cell)\n", median(6) / median(0));
-  std::printf("  warm-cell python / bare python = %.2f  (per call in an existing cell)\n", median(7) / median(3));
+  std::printf("  warm-cell true / bare true    = %.2f  (per call in an existing cell)\n",
+              median(6) / median(0));
+  std::printf("  warm-cell python / bare python = %.2f  (per call in an existing cell)\n",
+              median(7) / median(3));
   (void)(*cell)->Destroy();
   std::filesystem::remove_all(state);
   return 0;

@@ -135,31 +135,39 @@ void StrList(V& v, std::vector<std::string>& list, uint32_t cap, const char* fie
   v.List(list, cap, field, [&](std::string& s) { v.Str(s, kMaxStringBytes, field); });
 }
 
-template <typename V> void Fields(V& v, Ready& m) {
+template <typename V>
+void Fields(V& v, Ready& m) {
   v.List(m.step_timings_us, kMaxTimings, "step_timings_us", [&](auto& t) {
     v.Str(t.first, kMaxNameBytes, "step_timings_us.name");
     v.Num(t.second, "step_timings_us.us");
   });
 }
-template <typename V> void Fields(V& v, SetupFailed& m) { v.Str(m.message, kMaxStringBytes, "message"); }
-template <typename V> void Fields(V& v, ExecRequest& m) {
+template <typename V>
+void Fields(V& v, SetupFailed& m) {
+  v.Str(m.message, kMaxStringBytes, "message");
+}
+template <typename V>
+void Fields(V& v, ExecRequest& m) {
   v.Num(m.request_id, "request_id");
   StrList(v, m.argv, kMaxArgs, "argv");
   StrList(v, m.env, kMaxEnv, "env");
   v.Str(m.cwd, kMaxPathBytes, "cwd");
 }
-template <typename V> void Fields(V& v, SignalRequest& m) {
+template <typename V>
+void Fields(V& v, SignalRequest& m) {
   v.Num(m.request_id, "request_id");
   v.Num(m.exec_request_id, "exec_request_id");
   v.Num(m.signo, "signo");
 }
-template <typename V> void Fields(V& v, ReadFileRequest& m) {
+template <typename V>
+void Fields(V& v, ReadFileRequest& m) {
   v.Num(m.request_id, "request_id");
   v.Str(m.path, kMaxPathBytes, "path");
   v.Num(m.offset, "offset");
   v.Num(m.max_bytes, "max_bytes");
 }
-template <typename V> void Fields(V& v, WriteFileRequest& m) {
+template <typename V>
+void Fields(V& v, WriteFileRequest& m) {
   v.Num(m.request_id, "request_id");
   v.Str(m.path, kMaxPathBytes, "path");
   v.Num(m.offset, "offset");
@@ -167,39 +175,52 @@ template <typename V> void Fields(V& v, WriteFileRequest& m) {
   v.Num(m.mode, "mode");
   v.Str(m.data, kMaxFileChunkBytes, "data");
 }
-template <typename V> void Fields(V& v, ListDirRequest& m) {
+template <typename V>
+void Fields(V& v, ListDirRequest& m) {
   v.Num(m.request_id, "request_id");
   v.Str(m.path, kMaxPathBytes, "path");
   v.Num(m.cookie, "cookie");
 }
-template <typename V> void Fields(V& v, StatRequest& m) {
+template <typename V>
+void Fields(V& v, StatRequest& m) {
   v.Num(m.request_id, "request_id");
   v.Str(m.path, kMaxPathBytes, "path");
   v.Num(m.follow_symlinks, "follow_symlinks");
 }
-template <typename V> void Fields(V& v, MkdirRequest& m) {
+template <typename V>
+void Fields(V& v, MkdirRequest& m) {
   v.Num(m.request_id, "request_id");
   v.Str(m.path, kMaxPathBytes, "path");
   v.Num(m.mode, "mode");
   v.Num(m.parents, "parents");
 }
-template <typename V> void Fields(V& v, RemoveRequest& m) {
+template <typename V>
+void Fields(V& v, RemoveRequest& m) {
   v.Num(m.request_id, "request_id");
   v.Str(m.path, kMaxPathBytes, "path");
   v.Num(m.recursive, "recursive");
 }
-template <typename V> void Fields(V& v, StatsRequest& m) { v.Num(m.request_id, "request_id"); }
-template <typename V> void Fields(V& v, ErrorReply& m) {
+template <typename V>
+void Fields(V& v, StatsRequest& m) {
+  v.Num(m.request_id, "request_id");
+}
+template <typename V>
+void Fields(V& v, ErrorReply& m) {
   v.Num(m.request_id, "request_id");
   v.Num(m.err, "err");
   v.Str(m.message, kMaxStringBytes, "message");
 }
-template <typename V> void Fields(V& v, OkReply& m) { v.Num(m.request_id, "request_id"); }
-template <typename V> void Fields(V& v, ExecStarted& m) {
+template <typename V>
+void Fields(V& v, OkReply& m) {
+  v.Num(m.request_id, "request_id");
+}
+template <typename V>
+void Fields(V& v, ExecStarted& m) {
   v.Num(m.request_id, "request_id");
   v.Num(m.pid, "pid");
 }
-template <typename V> void Fields(V& v, ExecExited& m) {
+template <typename V>
+void Fields(V& v, ExecExited& m) {
   v.Num(m.request_id, "request_id");
   v.Num(m.signaled, "signaled");
   v.Num(m.exit_code, "exit_code");
@@ -208,17 +229,20 @@ template <typename V> void Fields(V& v, ExecExited& m) {
   v.Num(m.system_cpu_us, "system_cpu_us");
   v.Num(m.max_rss_bytes, "max_rss_bytes");
 }
-template <typename V> void Fields(V& v, ReadFileReply& m) {
+template <typename V>
+void Fields(V& v, ReadFileReply& m) {
   v.Num(m.request_id, "request_id");
   v.Num(m.file_size, "file_size");
   v.Num(m.eof, "eof");
   v.Str(m.data, kMaxFileChunkBytes, "data");
 }
-template <typename V> void Fields(V& v, StatReply& m) {
+template <typename V>
+void Fields(V& v, StatReply& m) {
   v.Num(m.request_id, "request_id");
   StatFields(v, m.stat);
 }
-template <typename V> void Fields(V& v, ListDirReply& m) {
+template <typename V>
+void Fields(V& v, ListDirReply& m) {
   v.Num(m.request_id, "request_id");
   v.List(m.entries, kMaxDirEntries, "entries", [&](DirEntry& e) {
     v.Str(e.name, kMaxNameBytes, "entries.name");
@@ -226,7 +250,8 @@ template <typename V> void Fields(V& v, ListDirReply& m) {
   });
   v.Num(m.next_cookie, "next_cookie");
 }
-template <typename V> void Fields(V& v, StatsReply& m) {
+template <typename V>
+void Fields(V& v, StatsReply& m) {
   v.Num(m.request_id, "request_id");
   v.Num(m.running_execs, "running_execs");
   v.Num(m.children_reaped, "children_reaped");
@@ -234,10 +259,11 @@ template <typename V> void Fields(V& v, StatsReply& m) {
 }
 
 constexpr const char* kNames[] = {
-    "Ready",         "SetupFailed",  "ExecRequest",  "SignalRequest",   "ReadFileRequest",
-    "WriteFileRequest", "ListDirRequest", "StatRequest", "MkdirRequest", "RemoveRequest",
-    "StatsRequest",  "ErrorReply",   "OkReply",      "ExecStarted",     "ExecExited",
-    "ReadFileReply", "StatReply",    "ListDirReply", "StatsReply"};
+    "Ready",           "SetupFailed",      "ExecRequest",    "SignalRequest",
+    "ReadFileRequest", "WriteFileRequest", "ListDirRequest", "StatRequest",
+    "MkdirRequest",    "RemoveRequest",    "StatsRequest",   "ErrorReply",
+    "OkReply",         "ExecStarted",      "ExecExited",     "ReadFileReply",
+    "StatReply",       "ListDirReply",     "StatsReply"};
 static_assert(std::size(kNames) == std::variant_size_v<Message>);
 
 // Semantic checks that a cap alone does not express (flags are 0/1, names are sane).
@@ -246,11 +272,15 @@ Status ValidateDecoded(const Message& message) {
     if (b > 1) return Error::Msg(std::string(what) + ": must be 0 or 1, got " + std::to_string(b));
     return Ok();
   };
-  if (auto* m = std::get_if<ExecExited>(&message)) return boolean(m->signaled, "ExecExited.signaled");
+  if (auto* m = std::get_if<ExecExited>(&message))
+    return boolean(m->signaled, "ExecExited.signaled");
   if (auto* m = std::get_if<ReadFileReply>(&message)) return boolean(m->eof, "ReadFileReply.eof");
-  if (auto* m = std::get_if<StatRequest>(&message)) return boolean(m->follow_symlinks, "StatRequest.follow_symlinks");
-  if (auto* m = std::get_if<MkdirRequest>(&message)) return boolean(m->parents, "MkdirRequest.parents");
-  if (auto* m = std::get_if<RemoveRequest>(&message)) return boolean(m->recursive, "RemoveRequest.recursive");
+  if (auto* m = std::get_if<StatRequest>(&message))
+    return boolean(m->follow_symlinks, "StatRequest.follow_symlinks");
+  if (auto* m = std::get_if<MkdirRequest>(&message))
+    return boolean(m->parents, "MkdirRequest.parents");
+  if (auto* m = std::get_if<RemoveRequest>(&message))
+    return boolean(m->recursive, "RemoveRequest.recursive");
   if (auto* m = std::get_if<ListDirReply>(&message)) {
     for (const DirEntry& e : m->entries) {
       if (e.name.empty() || e.name == "." || e.name == ".." ||
@@ -309,8 +339,7 @@ std::vector<uint8_t> EncodeFrame(const Message& message, uint32_t fd_count) {
   w.Int(message.index() + 1, 2);
   w.Int(fd_count, 2);
   w.Int(0, 4);  // payload length, patched below
-  std::visit([&](const auto& m) { Fields(w, const_cast<std::decay_t<decltype(m)>&>(m)); },
-             message);
+  std::visit([&](const auto& m) { Fields(w, const_cast<std::decay_t<decltype(m)>&>(m)); }, message);
   const uint32_t payload = static_cast<uint32_t>(out.size() - kHeaderBytes);
   for (int i = 0; i < 4; ++i) out[8 + i] = static_cast<uint8_t>(payload >> (8 * i));
   return out;
@@ -327,7 +356,8 @@ Result<Message> DecodeFrame(std::span<const uint8_t> frame, uint32_t fd_count) {
   header.Int(&type, 2, "type");
   header.Int(&declared_fds, 2, "fd_count");
   header.Int(&payload_len, 4, "payload_len");
-  if (!header.ok()) return Error::Msg("frame header truncated: " + std::to_string(frame.size()) + " bytes");
+  if (!header.ok())
+    return Error::Msg("frame header truncated: " + std::to_string(frame.size()) + " bytes");
   if (magic != kMagic) return Error::Msg("frame: bad magic (not a control protocol frame)");
   if (payload_len != frame.size() - kHeaderBytes) {
     return Error::Msg("frame: payload_len " + std::to_string(payload_len) + " but " +
@@ -338,25 +368,29 @@ Result<Message> DecodeFrame(std::span<const uint8_t> frame, uint32_t fd_count) {
   }
   if (declared_fds != fd_count) {
     return Error::Msg(std::string(kNames[type - 1]) + ": header says " +
-                      std::to_string(declared_fds) + " fds, " + std::to_string(fd_count) + " arrived");
+                      std::to_string(declared_fds) + " fds, " + std::to_string(fd_count) +
+                      " arrived");
   }
   Reader body(frame.subspan(kHeaderBytes), kNames[type - 1]);
   Result<Message> message = DecodeAs(type - 1, body);
   if (!message.ok()) return message;
   if (RequiredFdCount(*message) != fd_count) {
     return Error::Msg(std::string(kNames[type - 1]) + ": needs " +
-                      std::to_string(RequiredFdCount(*message)) + " fds, got " + std::to_string(fd_count));
+                      std::to_string(RequiredFdCount(*message)) + " fds, got " +
+                      std::to_string(fd_count));
   }
   if (Status s = ValidateDecoded(*message); !s.ok()) return s.error();
   return message;
 }
 
 Status SendMessage(int fd, const Message& message, std::span<const int> fds) {
-  if (fds.size() > kMaxFdsPerFrame) return Error::Msg(std::string("send ") + MessageName(message) + ": too many fds");
+  if (fds.size() > kMaxFdsPerFrame)
+    return Error::Msg(std::string("send ") + MessageName(message) + ": too many fds");
   std::vector<uint8_t> frame = EncodeFrame(message, static_cast<uint32_t>(fds.size()));
   if (frame.size() > kMaxFrameBytes) {
-    return Error::Sys(std::string("send ") + MessageName(message) + " (" + std::to_string(frame.size()) +
-                          " bytes > kMaxFrameBytes)", EMSGSIZE);
+    return Error::Sys(std::string("send ") + MessageName(message) + " (" +
+                          std::to_string(frame.size()) + " bytes > kMaxFrameBytes)",
+                      EMSGSIZE);
   }
   iovec iov{frame.data(), frame.size()};
   msghdr msg{};
@@ -415,7 +449,8 @@ Result<Received> ReceiveMessage(int fd) {
   }
   if (n == 0) return Error{"control channel closed", 0};
   if (msg.msg_flags & MSG_CTRUNC) {
-    return Error::Msg("control frame carried more than " + std::to_string(kMaxFdsPerFrame) + " fds");
+    return Error::Msg("control frame carried more than " + std::to_string(kMaxFdsPerFrame) +
+                      " fds");
   }
   if ((msg.msg_flags & MSG_TRUNC) || static_cast<size_t>(n) > kMaxFrameBytes) {
     return Error::Msg("control frame exceeds cap of " + std::to_string(kMaxFrameBytes) + " bytes");

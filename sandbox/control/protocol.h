@@ -41,11 +41,11 @@ inline constexpr uint32_t kMaxFrameBytes = 160 * 1024;
 inline constexpr uint32_t kMaxFileChunkBytes = 128 * 1024;  // ReadFile/WriteFile data
 inline constexpr uint32_t kMaxPathBytes = 4096;
 inline constexpr uint32_t kMaxNameBytes = 255;
-inline constexpr uint32_t kMaxArgs = 4096;        // argv entries
-inline constexpr uint32_t kMaxEnv = 1024;         // env entries
+inline constexpr uint32_t kMaxArgs = 4096;              // argv entries
+inline constexpr uint32_t kMaxEnv = 1024;               // env entries
 inline constexpr uint32_t kMaxStringBytes = 64 * 1024;  // one argv/env entry, messages
-inline constexpr uint32_t kMaxDirEntries = 1024;   // entries in one ListDirReply
-inline constexpr uint32_t kMaxTimings = 64;        // Ready step timings
+inline constexpr uint32_t kMaxDirEntries = 1024;        // entries in one ListDirReply
+inline constexpr uint32_t kMaxTimings = 64;             // Ready step timings
 inline constexpr uint32_t kMaxFdsPerFrame = 3;
 
 // ---- Init -> server, once, after setup ----
@@ -82,9 +82,9 @@ struct WriteFileRequest {
   uint64_t request_id = 0;
   std::string path;
   uint64_t offset = 0;
-  uint32_t flags = 0;      // WriteFlags
-  uint32_t mode = 0644;    // for a created file, masked by 07777 (no setuid honoured: nosuid)
-  std::string data;        // <= kMaxFileChunkBytes
+  uint32_t flags = 0;    // WriteFlags
+  uint32_t mode = 0644;  // for a created file, masked by 07777 (no setuid honoured: nosuid)
+  std::string data;      // <= kMaxFileChunkBytes
 };
 struct ListDirRequest {
   uint64_t request_id = 0;
@@ -133,7 +133,16 @@ struct ExecExited {
   uint64_t system_cpu_us = 0;
   uint64_t max_rss_bytes = 0;
 };
-enum class FileType : uint8_t { kUnknown, kRegular, kDirectory, kSymlink, kFifo, kSocket, kChar, kBlock };
+enum class FileType : uint8_t {
+  kUnknown,
+  kRegular,
+  kDirectory,
+  kSymlink,
+  kFifo,
+  kSocket,
+  kChar,
+  kBlock
+};
 struct FileStat {
   FileType type = FileType::kUnknown;
   uint32_t mode = 0;  // permission bits (07777)

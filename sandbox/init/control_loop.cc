@@ -31,7 +31,9 @@ void Log(const std::string& line) {
 class ControlLoop {
  public:
   ControlLoop(int control_fd, const InitContext& ctx, int root_fd)
-      : fd_(control_fd), ctx_(ctx), files_{root_fd, ctx.workspace, ctx.sandbox_uid, ctx.sandbox_gid} {}
+      : fd_(control_fd),
+        ctx_(ctx),
+        files_{root_fd, ctx.workspace, ctx.sandbox_uid, ctx.sandbox_gid} {}
 
   [[noreturn]] void Run(int signal_fd);
 
@@ -42,7 +44,9 @@ class ControlLoop {
   void HandleSignal(const SignalRequest& request);
   void ReapChildren();
   void Send(const Message& message);
-  void SendError(uint64_t id, const Error& error) { Send(ErrorReply{id, error.err, error.message}); }
+  void SendError(uint64_t id, const Error& error) {
+    Send(ErrorReply{id, error.err, error.message});
+  }
   template <typename T>
   void Reply(uint64_t id, Result<T> result) {
     if (result.ok()) {
@@ -99,8 +103,9 @@ void ControlLoop::HandleSignal(const SignalRequest& request) {
     }
     return Send(OkReply{request.request_id});
   }
-  SendError(request.request_id, Error::Sys("signal exec " + std::to_string(request.exec_request_id) +
-                                               ": not running", ESRCH));
+  SendError(request.request_id,
+            Error::Sys("signal exec " + std::to_string(request.exec_request_id) + ": not running",
+                       ESRCH));
 }
 
 void ControlLoop::Dispatch(Received& received) {
@@ -108,11 +113,14 @@ void ControlLoop::Dispatch(Received& received) {
   if (auto* r = std::get_if<ExecRequest>(&m)) return HandleExec(*r, received.fds);
   if (auto* r = std::get_if<SignalRequest>(&m)) return HandleSignal(*r);
   if (auto* r = std::get_if<ReadFileRequest>(&m)) return Reply(r->request_id, ReadFile(files_, *r));
-  if (auto* r = std::get_if<WriteFileRequest>(&m)) return ReplyStatus(r->request_id, WriteFile(files_, *r));
+  if (auto* r = std::get_if<WriteFileRequest>(&m))
+    return ReplyStatus(r->request_id, WriteFile(files_, *r));
   if (auto* r = std::get_if<ListDirRequest>(&m)) return Reply(r->request_id, ListDir(files_, *r));
   if (auto* r = std::get_if<StatRequest>(&m)) return Reply(r->request_id, StatPath(files_, *r));
-  if (auto* r = std::get_if<MkdirRequest>(&m)) return ReplyStatus(r->request_id, MakeDirectory(files_, *r));
-  if (auto* r = std::get_if<RemoveRequest>(&m)) return ReplyStatus(r->request_id, RemovePath(files_, *r));
+  if (auto* r = std::get_if<MkdirRequest>(&m))
+    return ReplyStatus(r->request_id, MakeDirectory(files_, *r));
+  if (auto* r = std::get_if<RemoveRequest>(&m))
+    return ReplyStatus(r->request_id, RemovePath(files_, *r));
   if (auto* r = std::get_if<StatsRequest>(&m)) {
     rusage self{};
     ::getrusage(RUSAGE_SELF, &self);

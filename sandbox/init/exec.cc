@@ -122,7 +122,8 @@ std::string ResolveProgram(const ChildPlan& plan, int err_fd) {
   if (Status s = ClearAllCaps(); !s.ok()) ChildFail(err_fd, s.error().Wrap("caps"));
   if (::chdir(plan.cwd.c_str()) != 0) ChildFailSys(err_fd, "chdir(\"" + plan.cwd + "\")");
   std::string program = ResolveProgram(plan, err_fd);
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFailSys(err_fd, "prctl(PR_SET_NO_NEW_PRIVS)");
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    ChildFailSys(err_fd, "prctl(PR_SET_NO_NEW_PRIVS)");
   // Last step before execve: from here on the filter applies to every syscall we make.
   if (ctx.seccomp != nullptr) {
     if (Status s = InstallSeccompFilter(*ctx.seccomp); !s.ok()) {
@@ -147,7 +148,8 @@ Status ValidateRequest(const control::ExecRequest& request) {
       return Error::Msg("env[" + std::to_string(i) + "]: not KEY=VALUE");
     }
   }
-  if (!request.cwd.empty() && (request.cwd[0] != '/' || request.cwd.find('\0') != std::string::npos)) {
+  if (!request.cwd.empty() &&
+      (request.cwd[0] != '/' || request.cwd.find('\0') != std::string::npos)) {
     return Error::Msg("cwd: must be an absolute path");
   }
   return Ok();

@@ -52,14 +52,22 @@ Result<UniqueFd> OpenInRoot(int root_fd, const std::string& path, uint64_t flags
 
 FileType TypeOf(mode_t mode) {
   switch (mode & S_IFMT) {
-    case S_IFREG: return FileType::kRegular;
-    case S_IFDIR: return FileType::kDirectory;
-    case S_IFLNK: return FileType::kSymlink;
-    case S_IFIFO: return FileType::kFifo;
-    case S_IFSOCK: return FileType::kSocket;
-    case S_IFCHR: return FileType::kChar;
-    case S_IFBLK: return FileType::kBlock;
-    default: return FileType::kUnknown;
+    case S_IFREG:
+      return FileType::kRegular;
+    case S_IFDIR:
+      return FileType::kDirectory;
+    case S_IFLNK:
+      return FileType::kSymlink;
+    case S_IFIFO:
+      return FileType::kFifo;
+    case S_IFSOCK:
+      return FileType::kSocket;
+    case S_IFCHR:
+      return FileType::kChar;
+    case S_IFBLK:
+      return FileType::kBlock;
+    default:
+      return FileType::kUnknown;
   }
 }
 
@@ -118,10 +126,11 @@ bool IsDotOrDotDot(const char* name) {
 // reported).
 Status RemoveTreeContents(int parent_fd, const std::string& name, const std::string& shown,
                           int depth) {
-  if (depth > kMaxRemoveDepth) return Error::Msg(Quoted(shown) + ": directory tree too deep to remove");
-  Result<UniqueFd> dir = OpenInRoot(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
-                                    RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV |
-                                        RESOLVE_NO_MAGICLINKS);
+  if (depth > kMaxRemoveDepth)
+    return Error::Msg(Quoted(shown) + ": directory tree too deep to remove");
+  Result<UniqueFd> dir =
+      OpenInRoot(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
+                 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS);
   if (!dir.ok()) return dir.error();
   alignas(LinuxDirent64) char buffer[8192];
   for (;;) {
@@ -166,7 +175,8 @@ FileOpIdentity::FileOpIdentity(const FileOpContext& ctx) {
   // CAP_SETUID, so it comes before the effective set is emptied.
   saved_fsgid_ = static_cast<gid_t>(::setfsgid(ctx.gid));
   saved_fsuid_ = static_cast<uid_t>(::setfsuid(ctx.uid));
-  if (static_cast<gid_t>(::setfsgid(-1)) != ctx.gid || static_cast<uid_t>(::setfsuid(-1)) != ctx.uid) {
+  if (static_cast<gid_t>(::setfsgid(-1)) != ctx.gid ||
+      static_cast<uid_t>(::setfsuid(-1)) != ctx.uid) {
     status_ = Error::Msg("setfsuid/setfsgid(" + std::to_string(ctx.uid) + "/" +
                          std::to_string(ctx.gid) + "): identity change did not take effect");
     return;
@@ -258,15 +268,15 @@ Result<control::ReadFileReply> ReadFile(const FileOpContext& ctx,
   reply.data.resize(got);
   // A short read is the end. st_size also tells for regular files on real filesystems;
   // /proc and /sys report 0 for files that do have content, so 0 never means "at the end".
-  reply.eof = got < request.max_bytes ||
-              (reply.file_size > 0 && request.offset + got >= reply.file_size);
+  reply.eof =
+      got < request.max_bytes || (reply.file_size > 0 && request.offset + got >= reply.file_size);
   return reply;
 }
 
 Status WriteFile(const FileOpContext& ctx, const control::WriteFileRequest& request) {
   if (request.data.size() > control::kMaxFileChunkBytes) return Error::Msg("data: chunk too large");
-  if (request.flags & ~uint32_t{control::kWriteCreate | control::kWriteTruncate |
-                                control::kWriteExclusive}) {
+  if (request.flags &
+      ~uint32_t{control::kWriteCreate | control::kWriteTruncate | control::kWriteExclusive}) {
     return Error::Msg("flags: unknown bits " + std::to_string(request.flags));
   }
   Result<std::string> path = NormalizeCellPath(ctx, request.path);
@@ -306,7 +316,8 @@ Result<control::ListDirReply> ListDir(const FileOpContext& ctx,
   if (!identity.status().ok()) return identity.status().error();
   Result<UniqueFd> dir = OpenInRoot(ctx.root_fd, *path, O_RDONLY | O_DIRECTORY);
   if (!dir.ok()) return dir.error();
-  if (request.cookie != 0 && ::lseek(dir->get(), static_cast<off_t>(request.cookie), SEEK_SET) < 0) {
+  if (request.cookie != 0 &&
+      ::lseek(dir->get(), static_cast<off_t>(request.cookie), SEEK_SET) < 0) {
     return PathError("lseek", *path);
   }
   control::ListDirReply reply;
@@ -371,7 +382,7 @@ Status MakeDirectory(const FileOpContext& ctx, const control::MkdirRequest& requ
   // With `parents`, create each missing prefix in turn; each step resolves its parent
   // afresh under the root, so a symlink planted in between is still confined.
   size_t start = request.parents ? 1 : path->size();
-  for (size_t end = path->find('/', start); ; end = path->find('/', end + 1)) {
+  for (size_t end = path->find('/', start);; end = path->find('/', end + 1)) {
     const bool last = end == std::string::npos;
     std::string prefix = last ? *path : path->substr(0, end);
     Result<ParentAndName> parent = OpenParent(ctx, prefix);

@@ -7,8 +7,8 @@
 
 #include <atomic>
 #include <fstream>
-#include <sstream>
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include "tests/integration/cell_fixture.h"
@@ -98,8 +98,9 @@ TEST_F(ExecTest, EnvCwdAndStdin) {
 }
 
 TEST_F(ExecTest, OwnProcessGroupSandboxUserNoPrivileges) {
-  auto r = Sh("echo $$ $(cut -d' ' -f5 /proc/$$/stat) $(id -u) $(id -g); "
-              "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/$$/status");
+  auto r =
+      Sh("echo $$ $(cut -d' ' -f5 /proc/$$/stat) $(id -u) $(id -g); "
+         "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/$$/status");
   ASSERT_TRUE(r.ok()) << r.error().message;
   std::istringstream in(r->out.data);
   std::string pid, pgid, uid, gid;
@@ -275,7 +276,8 @@ TEST_F(ExecTest, OomKillIsReported) {
   ASSERT_TRUE(cell.ok()) << cell.error().message;
   cell_ = std::move(cell).value();
   ExecOptions o;
-  o.argv = {"/usr/bin/python3", "-c", "b = bytearray(512 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1"};
+  o.argv = {"/usr/bin/python3", "-c",
+            "b = bytearray(512 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1"};
   auto r = channel().Exec(o);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_TRUE(r->signaled);

@@ -91,10 +91,10 @@ TEST_F(FilesTest, ProcMagicLinksAreRefused) {
   o.timeout = 20s;
   auto running = std::async(std::launch::async, [&] { return ch().Exec(o); });
   const std::string proc = "/proc/" + std::to_string(pid.get_future().get());
-  for (std::string path : {proc + "/root/etc/passwd", proc + "/cwd/x", proc + "/fd/0",
-                           proc + "/fd/1", std::string("/proc/1/root/etc/passwd"),
-                           std::string("/proc/self/root/etc/passwd"), std::string("/proc/self/fd/0"),
-                           std::string("/proc/thread-self/root/etc/passwd")}) {
+  for (std::string path :
+       {proc + "/root/etc/passwd", proc + "/cwd/x", proc + "/fd/0", proc + "/fd/1",
+        std::string("/proc/1/root/etc/passwd"), std::string("/proc/self/root/etc/passwd"),
+        std::string("/proc/self/fd/0"), std::string("/proc/thread-self/root/etc/passwd")}) {
     auto r = ch().ReadFile(path, 100);
     ASSERT_FALSE(r.ok()) << path << " was readable";
     EXPECT_EQ(r.error().err, ELOOP) << path << ": " << r.error().message;
@@ -148,7 +148,8 @@ TEST_F(FilesTest, FileOpsCanWriteExactlyWhereTheCodeCan) {
                            "/workspace/w", "/proc/sys/kernel/hostname"}) {
     const bool code_can = Sh("(echo x > " + path + ".code || echo x >> " + path +
                              ") 2>/dev/null && echo yes") == "yes\n";
-    EXPECT_EQ(ch().WriteFile(path + ".op", "x").ok() || ch().WriteFile(path, "x").ok(), code_can) << path;
+    EXPECT_EQ(ch().WriteFile(path + ".op", "x").ok() || ch().WriteFile(path, "x").ok(), code_can)
+        << path;
   }
   EXPECT_EQ(Sh("cat /tmp/t.op"), "x");
 }

@@ -50,7 +50,8 @@ class FakeInit {
     ASSERT_TRUE(s.ok()) << s.error().message;
   }
   void SendRaw(const std::vector<uint8_t>& bytes) {
-    ASSERT_EQ(::send(init_end_.get(), bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()))
+    ASSERT_EQ(::send(init_end_.get(), bytes.data(), bytes.size(), 0),
+              static_cast<ssize_t>(bytes.size()))
         << strerror(errno);
   }
   void Close() { ::shutdown(init_end_.get(), SHUT_RDWR); }
@@ -69,7 +70,8 @@ TEST(CellChannel, RepliesReachTheirCallers) {
   FakeInit init;
   init.Serve([](FakeInit& i, Received& r) {
     if (auto* m = std::get_if<MkdirRequest>(&r.message)) {
-      if (m->path == "bad") return i.Send(ErrorReply{m->request_id, EACCES, "mkdirat(\"bad\"): EACCES"});
+      if (m->path == "bad")
+        return i.Send(ErrorReply{m->request_id, EACCES, "mkdirat(\"bad\"): EACCES"});
       return i.Send(OkReply{m->request_id});
     }
     if (auto* s = std::get_if<StatRequest>(&r.message)) {
@@ -88,7 +90,8 @@ TEST(CellChannel, RepliesReachTheirCallers) {
   // Concurrent calls from many threads each get their own answer.
   std::vector<std::future<bool>> calls;
   for (int k = 0; k < 16; ++k) {
-    calls.push_back(std::async(std::launch::async, [&ch, k] { return ch->Mkdir(k % 2 ? "good" : "bad").ok(); }));
+    calls.push_back(std::async(std::launch::async,
+                               [&ch, k] { return ch->Mkdir(k % 2 ? "good" : "bad").ok(); }));
   }
   for (int k = 0; k < 16; ++k) EXPECT_EQ(calls[k].get(), k % 2 == 1);
 }
@@ -99,16 +102,18 @@ TEST(CellChannel, ReadFileAssemblesChunksAndDistrustsSizes) {
   init.Serve([&](FakeInit& i, Received& r) {
     auto* m = std::get_if<ReadFileRequest>(&r.message);
     if (m == nullptr) return;
-    if (m->path == "liar") return i.Send(ReadFileReply{m->request_id, 10, 0, std::string(m->max_bytes + 1, 'x')});
+    if (m->path == "liar")
+      return i.Send(ReadFileReply{m->request_id, 10, 0, std::string(m->max_bytes + 1, 'x')});
     std::string chunk = content.substr(std::min<size_t>(m->offset, content.size()), m->max_bytes);
-    i.Send(ReadFileReply{m->request_id, content.size(), m->offset + chunk.size() >= content.size(), chunk});
+    i.Send(ReadFileReply{m->request_id, content.size(), m->offset + chunk.size() >= content.size(),
+                         chunk});
   });
   auto ch = Connect(init);
   auto whole = ch->ReadFile("f", 1 << 20);
   ASSERT_TRUE(whole.ok()) << whole.error().message;
   EXPECT_EQ(*whole, content);
   EXPECT_THAT(ch->ReadFile("f", 1000).error().message, HasSubstr("over the limit of 1000"));
-  EXPECT_EQ(ch->ReadFile("f", UINT64_MAX).value(), content);  // no overflow in the chunk size
+  EXPECT_EQ(ch->ReadFile("f", UINT64_MAX).value(), content);      // no overflow in the chunk size
   EXPECT_EQ(ch->ReadFile("f", content.size()).value(), content);  // exactly at the limit
   EXPECT_THAT(ch->ReadFile("liar", 100).error().message, HasSubstr("more data than asked"));
 }
@@ -134,7 +139,9 @@ TEST(CellChannel, ExecStreamsFromPipesAndBoundsWhatItKeeps) {
   o.stdin_data = "input!";
   o.keep_bytes = 1000;
   uint64_t streamed = 0;
-  o.on_output = [&](OutputStream s, std::string_view d) { streamed += s == OutputStream::kStdout ? d.size() : 0; };
+  o.on_output = [&](OutputStream s, std::string_view d) {
+    streamed += s == OutputStream::kStdout ? d.size() : 0;
+  };
   auto r = ch->Exec(o);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->exit_code, 5);
@@ -226,7 +233,9 @@ TEST(CellChannel, HostileInitKillsTheChannel) {
   ExpectDeathFrom([](FakeInit& i, uint64_t id) { i.Send(OkReply{id + 1000}); }, "never sent");
   ExpectDeathFrom([](FakeInit& i, uint64_t) { i.Send(Ready{}); }, "sent Ready after Ready");
   ExpectDeathFrom(
-      [](FakeInit& i, uint64_t id) { i.Send(ExecRequest{id, {"/bin/sh"}, {}, ""}); },
+      [](FakeInit& i, uint64_t id) {
+        i.Send(ExecRequest{id, {"/bin/sh"}, {}, ""});
+      },
       "malformed frame");  // a request type with no fds fails decoding already
 }
 

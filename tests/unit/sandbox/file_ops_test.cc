@@ -72,7 +72,8 @@ class FileOps : public testing::Test {
 
 TEST_F(FileOps, WriteThenReadBackRelativeToWorkspace) {
   ASSERT_TRUE(WriteFile(ctx_, {1, "notes.txt", 0, control::kWriteCreate | control::kWriteTruncate,
-                               0640, "hello world"}).ok());
+                               0640, "hello world"})
+                  .ok());
   EXPECT_TRUE(fs::exists(root_ + "/workspace/notes.txt"));
   EXPECT_EQ(ReadOk("/workspace/notes.txt"), "hello world");
   EXPECT_EQ(ReadOk("notes.txt", 6, 3), "wor");
@@ -87,13 +88,16 @@ TEST_F(FileOps, WriteThenReadBackRelativeToWorkspace) {
 }
 
 TEST_F(FileOps, LaterChunksWriteAtTheirOffset) {
-  ASSERT_TRUE(WriteFile(ctx_, {1, "f", 0, control::kWriteCreate | control::kWriteTruncate, 0644, "abc"}).ok());
+  ASSERT_TRUE(
+      WriteFile(ctx_, {1, "f", 0, control::kWriteCreate | control::kWriteTruncate, 0644, "abc"})
+          .ok());
   Status second = WriteFile(ctx_, {2, "f", 3, 0, 0644, "def"});
   ASSERT_TRUE(second.ok()) << second.error().message;
   EXPECT_EQ(ReadOk("f"), "abcdef");
   EXPECT_EQ(WriteFile(ctx_, {3, "missing", 0, 0, 0644, "x"}).error().err, ENOENT);  // no create
   EXPECT_EQ(WriteFile(ctx_, {4, "f", 0, control::kWriteExclusive, 0644, "x"}).error().err, EEXIST);
-  EXPECT_THAT(WriteFile(ctx_, {5, "f", 0, 64, 0644, "x"}).error().message, HasSubstr("unknown bits"));
+  EXPECT_THAT(WriteFile(ctx_, {5, "f", 0, 64, 0644, "x"}).error().message,
+              HasSubstr("unknown bits"));
 }
 
 TEST_F(FileOps, DotDotAndBadPathsAreRefusedByName) {

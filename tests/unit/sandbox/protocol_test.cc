@@ -73,17 +73,29 @@ class SocketPair : public testing::Test {
 };
 
 TEST(ProtocolCodec, EveryMessageRoundTrips) {
-  ListDirReply list{7, {{"a.txt", {FileType::kRegular, 0644, 12, 99, 1000, 1000, 1}},
-                        {"dir", {FileType::kDirectory, 0755, 0, -5, 0, 0, 2}}}, 1234};
+  ListDirReply list{7,
+                    {{"a.txt", {FileType::kRegular, 0644, 12, 99, 1000, 1000, 1}},
+                     {"dir", {FileType::kDirectory, 0755, 0, -5, 0, 0, 2}}},
+                    1234};
   std::vector<Message> messages = {
-      Ready{{{"mounts", 1200}, {"pivot_root", 30}}}, SetupFailed{"rootfs: mount: EPERM"},
-      SignalRequest{1, 2, 9}, ReadFileRequest{3, "/etc/hosts", 10, 4096},
+      Ready{{{"mounts", 1200}, {"pivot_root", 30}}},
+      SetupFailed{"rootfs: mount: EPERM"},
+      SignalRequest{1, 2, 9},
+      ReadFileRequest{3, "/etc/hosts", 10, 4096},
       WriteFileRequest{4, "x", 5, kWriteCreate | kWriteTruncate, 0600, std::string("a\0b", 3)},
-      ListDirRequest{5, "/", 77}, StatRequest{6, "/tmp", 1}, MkdirRequest{8, "/a/b", 0700, 1},
-      RemoveRequest{9, "/a", 1}, StatsRequest{10}, ErrorReply{11, ENOENT, "no such file"},
-      OkReply{12}, ExecStarted{13, 77}, ExecExited{14, 1, 0, 9, 100, 200, 1 << 20},
-      ReadFileReply{15, 3, 1, "abc"}, StatReply{16, {FileType::kSymlink, 0777, 4, 1, 2, 3, 1}},
-      list, StatsReply{17, 2, 30, 4096}};
+      ListDirRequest{5, "/", 77},
+      StatRequest{6, "/tmp", 1},
+      MkdirRequest{8, "/a/b", 0700, 1},
+      RemoveRequest{9, "/a", 1},
+      StatsRequest{10},
+      ErrorReply{11, ENOENT, "no such file"},
+      OkReply{12},
+      ExecStarted{13, 77},
+      ExecExited{14, 1, 0, 9, 100, 200, 1 << 20},
+      ReadFileReply{15, 3, 1, "abc"},
+      StatReply{16, {FileType::kSymlink, 0777, 4, 1, 2, 3, 1}},
+      list,
+      StatsReply{17, 2, 30, 4096}};
   for (const Message& m : messages) {
     std::vector<uint8_t> frame = EncodeFrame(m, 0);
     Result<Message> back = DecodeFrame(frame, 0);
@@ -161,10 +173,12 @@ TEST(ProtocolCodec, BadTypesMagicTrailingBytesAndFlags) {
   EXPECT_THAT(DecodeFrame(bad, 0).error().message, HasSubstr("1 trailing bytes"));
 
   bad = EncodeFrame(ExecExited{1, 2, 0, 0, 0, 0, 0}, 0);
-  EXPECT_THAT(DecodeFrame(bad, 0).error().message, HasSubstr("ExecExited.signaled: must be 0 or 1"));
+  EXPECT_THAT(DecodeFrame(bad, 0).error().message,
+              HasSubstr("ExecExited.signaled: must be 0 or 1"));
   bad = EncodeFrame(StatReply{1, {static_cast<FileType>(9), 0, 0, 0, 0, 0, 0}}, 0);
   EXPECT_THAT(DecodeFrame(bad, 0).error().message, HasSubstr("unknown file type 9"));
-  for (const std::string& name : std::vector<std::string>{"..", "a/b", std::string("a\0b", 3), ""}) {
+  for (const std::string& name :
+       std::vector<std::string>{"..", "a/b", std::string("a\0b", 3), ""}) {
     bad = EncodeFrame(ListDirReply{1, {{name, {}}}, 0}, 0);
     EXPECT_THAT(DecodeFrame(bad, 0).error().message, HasSubstr("invalid file name")) << name;
   }
