@@ -8,6 +8,7 @@
 // the run failed, 126 the command could not be executed, 127 it was not found.
 // --timings prints the per-step setup breakdown (server steps, cell init's steps, exec)
 // to stderr.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -125,6 +126,10 @@ sandbox::Result<sandbox::CellSpec> BuildSpec(const RunOptions& o) {
   if (!skeleton.ok()) return skeleton.error().Wrap("template");
   spec.rootfs.skeleton_dir = *skeleton;
   spec.workspace_host_dir = o.workspace;
+  // Nothing of the host's environment enters the cell but TERM, so that interactive
+  // programs draw on the terminal they were given.
+  if (const char* term = std::getenv("TERM"); term && *term)
+    spec.env.push_back(std::string("TERM=") + term);
   for (const std::string& e : o.env) spec.env.push_back(e);
   if (!o.memory.empty()) {
     spec.limits.memory_max_bytes = ParseBytes(o.memory);
@@ -164,9 +169,13 @@ int RunCommand(const RunOptions& o) {
   sandbox::ExecOptions exec;
   exec.argv = o.command;
   exec.cwd = o.cwd;
-  exec.stdin_fd = STDIN_FILENO;
-  exec.stdout_fd = STDOUT_FILENO;
-  exec.stderr_fd = STDERR_FILENO;
+  // Our own stdio goes to the command as-is; one we were started without (closed) becomes
+  // an empty pipe instead of a send error, and nothing of it is kept.
+  auto open_or_none = [](int fd) { return ::fcntl(fd, F_GETFD) >= 0 ? fd : -1; };
+  exec.stdin_fd = open_or_none(STDIN_FILENO);
+  exec.stdout_fd = open_or_none(STDOUT_FILENO);
+  exec.stderr_fd = open_or_none(STDERR_FILENO);
+  exec.keep_bytes = 0;
   exec.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
   const auto exec_start = Clock::now();
   Clock::time_point started_at = exec_start;
