@@ -350,7 +350,16 @@ Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSt
   }
   long pid = syscall(SYS_clone3, &ca, sizeof ca);
   if (pid == 0) ChildMain(args);
-  if (pid < 0) return Error::Sys("clone3(CLONE_NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS)");
+  if (pid < 0) {
+    int e = errno;
+    Error err = Error::Sys("clone3(CLONE_NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS)", e);
+    if (e == EPERM || e == ENOSPC || e == EACCES) {
+      // The usual causes: user namespaces disabled or restricted (Ubuntu's AppArmor
+      // restriction, kernel.unprivileged_userns_clone=0, user.max_user_namespaces).
+      err.message += "; user namespaces are disabled or restricted here, see `mcpcell doctor`";
+    }
+    return err;
+  }
   c.pidfd_ = pidfd;
   c.init_pid_ = static_cast<pid_t>(pid);
   steps.Mark("clone");
