@@ -1,0 +1,150 @@
+// `mcpcell run` as a user runs it: the real binary, a fresh cell per command in a temp
+// state dir, stdio passed through, the command's exit status (or 128+signal, 124 on
+// timeout, 127 when not found) as its own, the timings breakdown, and nothing left behind
+// in the state dir or the mount table afterwards.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#ifndef MCPCELL_BIN
+#error "MCPCELL_BIN must name the mcpcell executable"
+#endif
+
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+struct Outcome {
+  int status = -1;  // exit status of mcpcell
+  std::string out, err;
+};
+
+// Runs `mcpcell run --state-dir <state> <args...>` with `input` on its stdin.
+Outcome RunMcpcell(const std::string& state, std::vector<std::string> args,
+                   const std::string& input = "") {
+  args.insert(args.begin(), {MCPCELL_BIN, "run", "--state-dir", state});
+  int in[2], out[2], err[2];
+  EXPECT_EQ(pipe2(in, O_CLOEXEC) | pipe2(out, O_CLOEXEC) | pipe2(err, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(99);
+  }
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  ssize_t ignored = write(in[1], input.data(), input.size());
+  (void)ignored;
+  close(in[1]);
+  Outcome o;
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  int open_fds = 2;
+  while (open_fds > 0 && poll(fds, 2, 60000) > 0) {
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !fds[i].revents) continue;
+      char buf[4096];
+      ssize_t n = read(fds[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      } else {
+        (i == 0 ? o.out : o.err).append(buf, n);
+      }
+    }
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  o.status = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+  return o;
+}
+
+class RunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/mcpcell-run-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    state_ = tmpl;
+  }
+  void TearDown() override {
+    // Nothing of any cell may remain: no cell dir, no mount under the state dir.
+    std::error_code ec;
+    const auto cells = state_ + "/cells";
+    if (std::filesystem::exists(cells)) {
+      EXPECT_TRUE(std::filesystem::is_empty(cells)) << "a cell dir survived mcpcell run";
+    }
+    std::ifstream mountinfo("/proc/self/mountinfo");
+    std::string line;
+    while (std::getline(mountinfo, line)) {
+      EXPECT_THAT(line, ::testing::Not(HasSubstr(state_ + "/cells/"))) << "leftover mount";
+    }
+    std::filesystem::remove_all(state_, ec);
+  }
+  Outcome Run(std::vector<std::string> args, const std::string& input = "") {
+    return RunMcpcell(state_, std::move(args), input);
+  }
+  std::string state_;
+};
+
+TEST_F(RunTest, ExitStatusAndStdioPassThrough) {
+  Outcome o = Run({"--", "/bin/sh", "-c", "cat; echo to-err >&2; exit 7"}, "from stdin\n");
+  EXPECT_EQ(o.status, 7) << o.err;
+  EXPECT_EQ(o.out, "from stdin\n");
+  EXPECT_THAT(o.err, ::testing::EndsWith("to-err\n"));
+  // Unprivileged, what is not enforced is said on stderr, never skipped silently.
+  if (geteuid() != 0) EXPECT_THAT(o.err, HasSubstr("warning: limits not enforced"));
+  o = Run({"--", "/bin/sh", "-c", "id -un; pwd; hostname"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(o.out, ::testing::StartsWith("sandbox\n/workspace\ncell-"));
+}
+
+TEST_F(RunTest, SignalsTimeoutsAndMissingCommands) {
+  EXPECT_EQ(Run({"--", "/bin/sh", "-c", "kill -9 $$"}).status, 128 + 9);
+  const auto start = std::chrono::steady_clock::now();
+  Outcome t = Run({"--timeout", "0.5", "--", "/bin/sh", "-c", "sleep 100 & sleep 100"});
+  EXPECT_EQ(t.status, 124);
+  EXPECT_THAT(t.err, HasSubstr("timed out"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  Outcome missing = Run({"--", "no-such-command"});
+  EXPECT_EQ(missing.status, 127);
+  EXPECT_THAT(missing.err, HasSubstr("not found in PATH"));
+  Outcome bad = Run({"--memory", "lots", "--", "/bin/true"});
+  EXPECT_EQ(bad.status, 125);
+  EXPECT_THAT(bad.err, HasSubstr("--memory"));
+}
+
+TEST_F(RunTest, TimingsListEveryStep) {
+  Outcome o = Run({"--timings", "--", "/bin/true"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  for (const char* step : {"clone", "id_maps", "rootfs", "pivot_root", "seccomp_compile", "ready",
+                           "create total", "exec", "destroy"}) {
+    EXPECT_THAT(o.err, HasSubstr(step)) << o.err;
+  }
+}
+
+TEST_F(RunTest, EachRunGetsAFreshCell) {
+  ASSERT_EQ(Run({"--", "/bin/sh", "-c", "echo x > /tmp/mark; echo y > /workspace/mark"}).status, 0);
+  Outcome o = Run({"--", "/bin/sh", "-c", "ls /tmp /workspace"});
+  EXPECT_EQ(o.status, 0);
+  EXPECT_THAT(o.out, ::testing::Not(HasSubstr("mark")));
+}
+
+}  // namespace
