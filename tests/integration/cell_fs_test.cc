@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -199,18 +200,29 @@ TEST_F(CellFsTest, TwoCellsCannotSeeEachOther) {
   ASSERT_EQ(RunProbe(*a, {"write", "/tmp/a-tmp"}).out, "ok\n");
   ASSERT_EQ(RunProbe(*a, {"write", "/workspace/a-ws"}).out, "ok\n");
   ASSERT_EQ(RunProbe(*a, {"sysv-create", "4242"}).out, "ok\n");
-  // A long-running process of A holding an abstract socket while B looks.
-  std::thread holder([&] { RunProbe(*a, {"abstract-listen", "mcpcell-a", "3"}); });
+  // A long-running process of A holding an abstract socket while B looks; killed at the
+  // end, so every check below happens while it provably runs.
+  std::atomic<uint64_t> holder_exec{0};
+  std::thread holder([&] {
+    ExecOptions o;
+    o.argv = {celltest::ProbeInCell(), "abstract-listen", "mcpcell-a", "120"};
+    o.on_started = [&](uint64_t exec_id, pid_t) { holder_exec = exec_id; };
+    (void)a->channel().Exec(o);
+  });
   bool listening = false;
-  for (int i = 0; i < 100 && !listening; ++i) {
+  for (int i = 0; i < 250 && !listening; ++i) {
     listening = RunProbe(*a, {"abstract-connect", "mcpcell-a"}).out == "ok\n";
     if (!listening) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(listening) << "the holder in A never listened";
   EXPECT_EQ(RunProbe(*b, {"abstract-connect", "mcpcell-a"}).out, "ECONNREFUSED\n");
-  // B sees its init and the probe that looks, not A's holder.
+  // B sees its init and the probe that looks; A sees those and its holder.
   celltest::ProbeRun ps = RunProbe(*b, {"ps"});
   EXPECT_EQ(Facts(ps.out).size(), 2u) << ps.out;
+  EXPECT_EQ(Facts(RunProbe(*a, {"ps"}).out).size(), 3u) << "A's holder is not running";
+  EXPECT_EQ(RunProbe(*a, {"abstract-connect", "mcpcell-a"}).out, "ok\n");
+  ASSERT_NE(holder_exec.load(), 0u);
+  EXPECT_TRUE(a->channel().SignalExec(holder_exec, SIGKILL).ok());
   holder.join();
   auto facts = Facts(RunProbe(*b, {"exists", "/dev/shm/a-shm", "/tmp/a-tmp", "/workspace/a-ws",
                                    std::string("/proc/") + std::to_string(a->init_pid())})
