@@ -155,6 +155,10 @@ struct Cell::Impl {
   static Status PrepareWorkspace(Cell& c);
   static Status CreateCgroupFor(Cell& c, bool skip);
   static Status WriteMapsFor(Cell& c);
+  struct Launch;
+  static Status PrepareLaunch(Cell& c, const CellCreateOptions& options, Launch& l);
+  static Status CloneChild(Cell& c, const CellCreateOptions& options, const Launch& l);
+  static Status ReleaseChild(Cell& c, Launch& l, ServerSteps& steps);
   static Status StartInit(Cell& c, const CellCreateOptions& options, ServerSteps& steps,
                           UniqueFd& control);
   static Status WaitReady(Cell& c, const CellCreateOptions& options, int control_fd);
@@ -294,46 +298,63 @@ Status Cell::Impl::WriteMapsFor(Cell& c) {
                      /*deny_setgroups=*/false);
 }
 
-Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSteps& steps,
-                             UniqueFd& control) {
-  std::string init_path = options.init_path;
-  if (init_path.empty()) {
+// Everything StartInit opens for one launch of cell init; closed when it goes out of scope
+// (the child has its own copies by then).
+struct Cell::Impl::Launch {
+  std::string init_path;
+  UniqueFd spec, control_server, control_child, sync_child, sync_server, err_rd, err_wr, dev_null;
+  std::vector<UniqueFd> join_fds;  // v1: the controllers' `tasks` files for the child
+  std::vector<int> join_fd_numbers;
+  bool v1_cgroup = false;
+};
+
+Status Cell::Impl::PrepareLaunch(Cell& c, const CellCreateOptions& options, Launch& l) {
+  l.init_path = options.init_path;
+  if (l.init_path.empty()) {
     Result<std::string> found = FindCellInit();
     if (!found) return found.error();
-    init_path = *found;
+    l.init_path = *found;
   }
   Result<UniqueFd> spec_fd = SpecMemfd(c.spec_);
   if (!spec_fd) return spec_fd.error();
+  l.spec = std::move(spec_fd).value();
   auto pair = control::CreateControlSocketPair();
   if (!pair) return pair.error();
+  l.control_server = std::move(pair->first);
+  l.control_child = std::move(pair->second);
   int sync[2], errp[2];
   // A socketpair rather than a pipe: send(MSG_NOSIGNAL) to a child that already died is
   // EPIPE, not a SIGPIPE that would kill the server.
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) {
     return Error::Sys("socketpair(sync)");
   }
-  UniqueFd sync_rd(sync[0]), sync_wr(sync[1]);
+  l.sync_child.Reset(sync[0]);
+  l.sync_server.Reset(sync[1]);
   if (::pipe2(errp, O_CLOEXEC) != 0) return Error::Sys("pipe2(error)");
-  UniqueFd err_rd(errp[0]), err_wr(errp[1]);
-  UniqueFd dev_null(::open("/dev/null", O_RDWR | O_CLOEXEC));
-  if (!dev_null) return Error::Sys("open(\"/dev/null\")");
+  l.err_rd.Reset(errp[0]);
+  l.err_wr.Reset(errp[1]);
+  l.dev_null.Reset(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!l.dev_null) return Error::Sys("open(\"/dev/null\")");
   // v1 cgroup: the child joins by itself through these fds; if they cannot be opened, the
   // server attaches it (slower) while cell init builds its filesystem.
-  std::vector<UniqueFd> join_fds;
-  std::vector<int> join_fd_numbers;
-  const bool v1_cgroup = c.cgroup_ && c.cgroup_->DirFd() < 0;
-  if (v1_cgroup) {
+  l.v1_cgroup = c.cgroup_ && c.cgroup_->DirFd() < 0;
+  if (l.v1_cgroup) {
     Result<std::vector<int>> fds = c.cgroup_->OpenJoinFds();
     if (fds) {
-      for (int fd : *fds) join_fds.emplace_back(fd);
-      join_fd_numbers = *fds;
+      for (int fd : *fds) l.join_fds.emplace_back(fd);
+      l.join_fd_numbers = *fds;
     }
   }
-  ChildArgs args{init_path.c_str(), sync_rd.get(),  err_wr.get(),
-                 dev_null.get(),    options.init_stderr_fd >= 0 ? options.init_stderr_fd : 2,
-                 spec_fd->get(),    pair->second.get(), c.id_map_.single,
-                 join_fd_numbers.data(), join_fd_numbers.size()};
+  return Ok();
+}
 
+Status Cell::Impl::CloneChild(Cell& c, const CellCreateOptions& options, const Launch& l) {
+  ChildArgs args{l.init_path.c_str(),   l.sync_child.get(),
+                 l.err_wr.get(),        l.dev_null.get(),
+                 options.init_stderr_fd >= 0 ? options.init_stderr_fd : 2,
+                 l.spec.get(),          l.control_child.get(),
+                 c.id_map_.single,      l.join_fd_numbers.data(),
+                 l.join_fd_numbers.size()};
   // clone3 with fork semantics: the child gets a copy of this (multi-threaded) process and
   // only makes raw syscalls before execve. CLONE_NEWCGROUP is left to cell init, which
   // unshares it once the child is inside the cell's cgroup.
@@ -362,41 +383,57 @@ Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSt
   }
   c.pidfd_ = pidfd;
   c.init_pid_ = static_cast<pid_t>(pid);
-  steps.Mark("clone");
-  pair->second.Reset();  // the child's end: only the child may hold it, so EOF means death
-  sync_rd.Reset();  // the child (then cell init) holds it as kInitSyncFd
-  err_wr.Reset();
+  return Ok();
+}
+
+Status Cell::Impl::ReleaseChild(Cell& c, Launch& l, ServerSteps& steps) {
   if (Status s = WriteInitRecord(c.dir_, c.init_pid_); !s) return s;
   if (Status s = Impl::WriteMapsFor(c); !s) return s;
   steps.Mark("id_maps");
-  // Let the child exec cell init now, and join the v1 cgroup while init builds the
-  // filesystem: a v1 attach waits for an RCU grace period (milliseconds), the longest
-  // single step here. Init waits for 'c' before it creates its cgroup namespace and
-  // before anything can run in the cell, so no process of the cell escapes the cgroup.
-  join_fds.clear();  // the child has its copies
-  const bool attach_later = v1_cgroup && join_fd_numbers.empty();
-  if (::send(sync_wr.get(), attach_later ? "g" : "gc", attach_later ? 1 : 2, MSG_NOSIGNAL) < 1) {
+  // 'g': exec cell init now. 'c': the cell is in its cgroup (at once with v2 or the child's
+  // own v1 join; otherwise after a server-side attach that then overlaps init's setup).
+  // Init waits for 'c' before it creates its cgroup namespace and before anything can
+  // run in the cell, so no process of the cell escapes the cgroup.
+  const bool attach_later = l.v1_cgroup && l.join_fd_numbers.empty();
+  const int sync = l.sync_server.get();
+  if (::send(sync, attach_later ? "g" : "gc", attach_later ? 1 : 2, MSG_NOSIGNAL) < 1) {
     return Error::Sys("send(sync socket)");
   }
   if (attach_later) {
     if (Status s = c.cgroup_->AddProcess(c.init_pid_); !s) return s;
     // EPIPE here means init already died; its exec error or SetupFailed says why.
-    (void)::send(sync_wr.get(), "c", 1, MSG_NOSIGNAL);
+    (void)::send(sync, "c", 1, MSG_NOSIGNAL);
     steps.Mark("cgroup_attach");
   }
-  sync_wr.Reset();
+  l.sync_server.Reset();
   int report[2] = {0, 0};
   ssize_t n;
   do {
-    n = ::read(err_rd.get(), report, sizeof report);
+    n = ::read(l.err_rd.get(), report, sizeof report);
   } while (n < 0 && errno == EINTR);
   if (n == sizeof report) {
     return Error::Sys(std::string("cell init child: ") + ChildStepName(report[0]) + " (" +
-                          init_path + ")",
+                          l.init_path + ")",
                       report[1]);
   }
+  return Ok();
+}
+
+Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSteps& steps,
+                             UniqueFd& control) {
+  Launch launch;
+  if (Status s = PrepareLaunch(c, options, launch); !s) return s;
+  if (Status s = CloneChild(c, options, launch); !s) return s;
+  steps.Mark("clone");
+  // Our copies of the child's fds go now: only the child may hold its control end, so EOF
+  // means death, and EOF on the error pipe means a successful execve.
+  launch.control_child.Reset();
+  launch.sync_child.Reset();
+  launch.err_wr.Reset();
+  launch.join_fds.clear();
+  if (Status s = ReleaseChild(c, launch, steps); !s) return s;
   steps.Mark("exec_init");
-  control = std::move(pair->first);
+  control = std::move(launch.control_server);
   return Ok();
 }
 
