@@ -110,7 +110,9 @@ TEST_F(RunTest, ExitStatusAndStdioPassThrough) {
   EXPECT_EQ(o.out, "from stdin\n");
   EXPECT_THAT(o.err, ::testing::EndsWith("to-err\n"));
   // Unprivileged, what is not enforced is said on stderr, never skipped silently.
-  if (geteuid() != 0) EXPECT_THAT(o.err, HasSubstr("warning: limits not enforced"));
+  if (geteuid() != 0) {
+    EXPECT_THAT(o.err, HasSubstr("warning: limits not enforced"));
+  }
   o = Run({"--", "/bin/sh", "-c", "id -un; pwd; hostname"});
   EXPECT_EQ(o.status, 0) << o.err;
   EXPECT_THAT(o.out, ::testing::StartsWith("sandbox\n/workspace\ncell-"));
