@@ -55,9 +55,9 @@ class ServerSteps {
 // makes raw syscalls on these (no allocation: it is a copy of a multi-threaded process).
 struct ChildArgs {
   const char* init_path;
-  int sync_fd;     // read end: 'g' once the parent wrote the maps; later 'c' (cgroup joined),
-                   // read by cell init as kInitSyncFd
-  int error_fd;    // write end, CLOEXEC: "errno step" if the child fails before execve
+  int sync_fd;   // read end: 'g' once the parent wrote the maps; later 'c' (cgroup joined),
+                 // read by cell init as kInitSyncFd
+  int error_fd;  // write end, CLOEXEC: "errno step" if the child fails before execve
   int dev_null;
   int stderr_fd;
   int spec_fd;
@@ -77,11 +77,16 @@ struct ChildArgs {
 enum ChildStep { kStepSync = 1, kStepCgroup, kStepCredentials, kStepFds, kStepExec };
 const char* ChildStepName(int step) {
   switch (step) {
-    case kStepSync: return "waiting for the id maps";
-    case kStepCgroup: return "joining the cell's v1 cgroup";
-    case kStepCredentials: return "keeping capabilities for cell init";
-    case kStepFds: return "arranging inherited fds";
-    case kStepExec: return "execve(cell init)";
+    case kStepSync:
+      return "waiting for the id maps";
+    case kStepCgroup:
+      return "joining the cell's v1 cgroup";
+    case kStepCredentials:
+      return "keeping capabilities for cell init";
+    case kStepFds:
+      return "arranging inherited fds";
+    case kStepExec:
+      return "execve(cell init)";
   }
   return "unknown step";
 }
@@ -208,7 +213,8 @@ Result<std::unique_ptr<Cell>> Cell::Create(const CellSpec& spec, const CellCreat
   if (Status s = Impl::ClaimIds(*c); !s) return fail(s.error(), "id range");
   if (Status s = Impl::PrepareWorkspace(*c); !s) return fail(s.error(), "workspace");
   steps.Mark("cell_dir");
-  if (Status s = Impl::CreateCgroupFor(*c, options.skip_cgroup); !s) return fail(s.error(), "cgroup");
+  if (Status s = Impl::CreateCgroupFor(*c, options.skip_cgroup); !s)
+    return fail(s.error(), "cgroup");
   steps.Mark("cgroup");
   UniqueFd control;
   if (Status s = Impl::StartInit(*c, options, steps, control); !s) return fail(s.error(), "start");
@@ -263,8 +269,8 @@ Status Cell::Impl::PrepareWorkspace(Cell& c) {
   uid_t uid = c.id_map_.host_uid_base + c.spec_.sandbox_uid;
   gid_t gid = c.id_map_.host_gid_base + c.spec_.sandbox_gid;
   if (::chown(ws.c_str(), uid, gid) != 0) {
-    return Error::Sys("chown(\"" + ws + "\", " + std::to_string(uid) + ", " +
-                      std::to_string(gid) + ")");
+    return Error::Sys("chown(\"" + ws + "\", " + std::to_string(uid) + ", " + std::to_string(gid) +
+                      ")");
   }
   return Ok();
 }
@@ -349,11 +355,15 @@ Status Cell::Impl::PrepareLaunch(Cell& c, const CellCreateOptions& options, Laun
 }
 
 Status Cell::Impl::CloneChild(Cell& c, const CellCreateOptions& options, const Launch& l) {
-  ChildArgs args{l.init_path.c_str(),   l.sync_child.get(),
-                 l.err_wr.get(),        l.dev_null.get(),
+  ChildArgs args{l.init_path.c_str(),
+                 l.sync_child.get(),
+                 l.err_wr.get(),
+                 l.dev_null.get(),
                  options.init_stderr_fd >= 0 ? options.init_stderr_fd : 2,
-                 l.spec.get(),          l.control_child.get(),
-                 c.id_map_.single,      l.join_fd_numbers.data(),
+                 l.spec.get(),
+                 l.control_child.get(),
+                 c.id_map_.single,
+                 l.join_fd_numbers.data(),
                  l.join_fd_numbers.size()};
   // clone3 with fork semantics: the child gets a copy of this (multi-threaded) process and
   // only makes raw syscalls before execve. CLONE_NEWCGROUP is left to cell init, which
@@ -412,9 +422,9 @@ Status Cell::Impl::ReleaseChild(Cell& c, Launch& l, ServerSteps& steps) {
     n = ::read(l.err_rd.get(), report, sizeof report);
   } while (n < 0 && errno == EINTR);
   if (n == sizeof report) {
-    return Error::Sys(std::string("cell init child: ") + ChildStepName(report[0]) + " (" +
-                          l.init_path + ")",
-                      report[1]);
+    return Error::Sys(
+        std::string("cell init child: ") + ChildStepName(report[0]) + " (" + l.init_path + ")",
+        report[1]);
   }
   return Ok();
 }

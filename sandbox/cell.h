@@ -60,8 +60,8 @@ struct CellIdMap {
   bool single = false;
   uint32_t host_uid_base = 0;  // host id of uid 0 inside (range mode)
   uint32_t host_gid_base = 0;
-  uint32_t count = 0;          // ids mapped (range mode: 65536)
-  int slot = -1;               // claimed range slot under <state_dir>/idranges
+  uint32_t count = 0;  // ids mapped (range mode: 65536)
+  int slot = -1;       // claimed range slot under <state_dir>/idranges
 };
 
 class Cell {

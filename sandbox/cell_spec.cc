@@ -13,13 +13,14 @@ namespace mcpcell::sandbox {
 namespace {
 
 bool IsIdChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '_' || c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
 }
 
 // Absolute, no "." or ".." components, no "//", no trailing '/', no NUL.
 Status CheckCleanAbsolute(const std::string& field, const std::string& path) {
-  if (path.empty() || path[0] != '/') return Error::Msg(field + ": \"" + path + "\" must be absolute");
+  if (path.empty() || path[0] != '/')
+    return Error::Msg(field + ": \"" + path + "\" must be absolute");
   if (path.find('\0') != std::string::npos) return Error::Msg(field + ": contains a NUL byte");
   if (path.size() > 1 && path.back() == '/') {
     return Error::Msg(field + ": \"" + path + "\" must not end with '/'");
@@ -75,7 +76,8 @@ Status CheckIds(const CellSpec& spec) {
   }
   const std::string& u = spec.sandbox_user;
   bool ok = !u.empty() && u.size() <= 32 && ((u[0] >= 'a' && u[0] <= 'z') || u[0] == '_');
-  for (char c : u) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-');
+  for (char c : u)
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-');
   if (!ok || u == "root" || u == "nobody") {
     return Error::Msg("sandbox_user: \"" + u + "\" is not a valid user name");
   }
@@ -130,12 +132,14 @@ Status ValidateCellSpec(const CellSpec& spec) {
     return Error::Msg("id: \"" + spec.id + "\" must be 1 to 64 characters of [A-Za-z0-9._-]");
   }
   for (char c : spec.id) {
-    if (!IsIdChar(c)) return Error::Msg("id: \"" + spec.id + "\" has characters outside [A-Za-z0-9._-]");
+    if (!IsIdChar(c))
+      return Error::Msg("id: \"" + spec.id + "\" has characters outside [A-Za-z0-9._-]");
   }
   if (Status s = CheckCleanAbsolute("state_dir", spec.state_dir); !s) return s;
   if (Status s = CheckOverlaySafe("state_dir", spec.state_dir); !s) return s;
   if (!spec.rootfs.skeleton_dir.empty()) {
-    if (Status s = CheckCleanAbsolute("rootfs.skeleton_dir", spec.rootfs.skeleton_dir); !s) return s;
+    if (Status s = CheckCleanAbsolute("rootfs.skeleton_dir", spec.rootfs.skeleton_dir); !s)
+      return s;
     if (Status s = CheckOverlaySafe("rootfs.skeleton_dir", spec.rootfs.skeleton_dir); !s) return s;
   }
   for (size_t i = 0; i < spec.rootfs.system_dirs.size(); ++i) {

@@ -14,7 +14,8 @@ namespace mcpcell::sandbox {
 namespace {
 
 Status MakeTraversable(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0711) != 0 && errno != EEXIST) return Error::Sys("mkdir(\"" + dir + "\")");
+  if (::mkdir(dir.c_str(), 0711) != 0 && errno != EEXIST)
+    return Error::Sys("mkdir(\"" + dir + "\")");
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) return Error::Sys("stat(\"" + dir + "\")");
   if (!S_ISDIR(st.st_mode)) return Error::Msg(dir + ": not a directory");

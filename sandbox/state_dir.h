@@ -21,9 +21,9 @@
 
 namespace mcpcell::sandbox {
 
-// Creates <state_dir>, <state_dir>/mnt and <state_dir>/cells if missing. Both get o+x (never o+r): cell init
-// of a root server runs as an unprivileged host uid and must reach its own cell dir and the
-// template by path, without being able to list other cells.
+// Creates <state_dir>, <state_dir>/mnt and <state_dir>/cells if missing. Both get o+x (never o+r):
+// cell init of a root server runs as an unprivileged host uid and must reach its own cell dir and
+// the template by path, without being able to list other cells.
 Status EnsureStateDir(const std::string& state_dir);
 
 // Removes a cell dir recursively without following symlinks, making directories the

@@ -52,8 +52,8 @@ Status Mount(const std::string& source, const std::string& target, const char* f
 
 Status MakeMountsPrivate() { return Mount("", "/", nullptr, MS_REC | MS_PRIVATE); }
 
-Status BindMount(const std::string& source, const std::string& target, bool writable,
-                 bool noexec, bool recursive) {
+Status BindMount(const std::string& source, const std::string& target, bool writable, bool noexec,
+                 bool recursive) {
   unsigned long bind = MS_BIND | (recursive ? MS_REC : 0);
   if (Status s = Mount(source, target, nullptr, bind); !s) return s;
   // The first bind ignores the other flags; the remount applies them. Locked flags of the

@@ -26,18 +26,17 @@ constexpr int kMaxCopyDepth = 4;
 // Host /etc entries a cell gets. Everything else (shadow, gshadow, ssh, sudoers,
 // ssl/private, machine-id, pip.conf/npmrc/gitconfig that may hold tokens) stays out.
 constexpr const char* kEtcFiles[] = {
-    "ld.so.cache", "ld.so.conf",  "protocols",   "services",      "ethertypes",
-    "rpc",         "networks",    "mime.types",  "host.conf",     "gai.conf",
-    "debian_version", "issue",    "os-release",  "localtime",     "timezone",
-    "inputrc",     "bash.bashrc", "profile",     "shells",        "magic",
-    "magic.mime",  "mailcap",     "locale.alias", "ca-certificates.conf",
+    "ld.so.cache", "ld.so.conf", "protocols",  "services", "ethertypes",     "rpc",
+    "networks",    "mime.types", "host.conf",  "gai.conf", "debian_version", "issue",
+    "os-release",  "localtime",  "timezone",   "inputrc",  "bash.bashrc",    "profile",
+    "shells",      "magic",      "magic.mime", "mailcap",  "locale.alias",   "ca-certificates.conf",
 };
 constexpr const char* kEtcDirs[] = {
     "alternatives", "ld.so.conf.d", "profile.d", "ssl/certs", "ca-certificates",
 };
 // Directories of the skeleton: mount points and the usual top-level layout.
 constexpr const char* kSkeletonDirs[] = {
-    "usr", "etc", "etc/ssl", "proc", "dev", "tmp", "run", "workspace", "home",
+    "usr", "etc",     "etc/ssl",   "proc",    "dev", "tmp", "run", "workspace", "home",
     "var", "var/lib", "var/cache", "var/log", "mnt", "opt", "srv", "sys",
 };
 // Usual merged-/usr symlinks, created when the host has them as symlinks too.
@@ -228,13 +227,12 @@ Status MountOverlay(const std::string& lower, const std::string& upper, const st
     }
   }
   // userxattr: inside a user namespace overlayfs may only use user.* xattrs.
-  std::string data = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work +
-                     ",userxattr";
+  std::string data = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + ",userxattr";
   return Mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, data);
 }
 
-Status MountCellRoot(const CellSpec& spec, const std::string& hostname,
-                     const std::string& scratch, const std::string& root) {
+Status MountCellRoot(const CellSpec& spec, const std::string& hostname, const std::string& scratch,
+                     const std::string& root) {
   if (Status s = MountTmpfs(scratch, spec.tmpfs.root_upper_bytes, 0755); !s) return s;
   const std::string upper = scratch + "/layers/root/upper";
   const std::string work = scratch + "/layers/root/work";
@@ -261,11 +259,11 @@ Status WriteCellEtc(const CellSpec& spec, const std::string& hostname, const std
   if (Status s = MakeDirs(root + "/etc", 0755); !s) return s;
   std::string uid = std::to_string(spec.sandbox_uid);
   std::string gid = std::to_string(spec.sandbox_gid);
-  std::string passwd = "root:x:0:0:root:/root:/bin/sh\n" + spec.sandbox_user + ":x:" + uid +
-                       ":" + gid + "::/workspace:/bin/sh\n" +
+  std::string passwd = "root:x:0:0:root:/root:/bin/sh\n" + spec.sandbox_user + ":x:" + uid + ":" +
+                       gid + "::/workspace:/bin/sh\n" +
                        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
-  std::string group = "root:x:0:\n" + spec.sandbox_user + ":x:" + gid + ":\n" +
-                      "nogroup:x:65534:\n";
+  std::string group =
+      "root:x:0:\n" + spec.sandbox_user + ":x:" + gid + ":\n" + "nogroup:x:65534:\n";
   std::string hosts = "127.0.0.1\tlocalhost\n127.0.1.1\t" + hostname +
                       "\n::1\tlocalhost ip6-localhost ip6-loopback\n";
   if (Status s = WriteWholeFile(root + "/etc/passwd", passwd, 0644); !s) return s;

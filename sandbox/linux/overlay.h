@@ -34,8 +34,8 @@ Status MountOverlay(const std::string& lower, const std::string& upper, const st
 // tmpfs at `scratch` for the uppers (scratch/layers/...), the cell's /etc files and mount
 // points written into the root's upper, overlay root at `root` (a directory inside
 // `scratch`, created here), one overlay per system dir.
-Status MountCellRoot(const CellSpec& spec, const std::string& hostname,
-                     const std::string& scratch, const std::string& root);
+Status MountCellRoot(const CellSpec& spec, const std::string& hostname, const std::string& scratch,
+                     const std::string& root);
 
 // /etc/passwd, group, hosts and hostname of this cell, under `root` (an upper dir).
 Status WriteCellEtc(const CellSpec& spec, const std::string& hostname, const std::string& root);

@@ -23,8 +23,7 @@ Status WriteProcFile(pid_t pid, const char* name, const std::string& content) {
   int saved = errno;
   ::close(fd);
   if (n != static_cast<ssize_t>(content.size())) {
-    return Error::Sys("write(\"" + path + "\", \"" + content.substr(0, content.size() - 1) +
-                          "\")",
+    return Error::Sys("write(\"" + path + "\", \"" + content.substr(0, content.size() - 1) + "\")",
                       n < 0 ? saved : EIO);
   }
   return Ok();

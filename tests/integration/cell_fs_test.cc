@@ -74,11 +74,10 @@ TEST_F(CellFsTest, HostFilesOutsideTheTemplateAreInvisible) {
   { std::ofstream(marker) << "secret"; }
   auto cell = NewCell();
   ASSERT_TRUE(cell);
-  celltest::ProbeRun r = RunProbe(*cell, {"exists", marker, "/etc/shadow", "/etc/gshadow",
-                                         "/etc/ssh", "/etc/ssl/private", "/etc/machine-id",
-                                         "/etc/sudoers", "/var/lib/dpkg", "/work",
-                                         "/sys/kernel", "/usr/bin/env", "/etc/ld.so.cache",
-                                         "/etc/ssl/certs/ca-certificates.crt"});
+  celltest::ProbeRun r = RunProbe(
+      *cell, {"exists", marker, "/etc/shadow", "/etc/gshadow", "/etc/ssh", "/etc/ssl/private",
+              "/etc/machine-id", "/etc/sudoers", "/var/lib/dpkg", "/work", "/sys/kernel",
+              "/usr/bin/env", "/etc/ld.so.cache", "/etc/ssl/certs/ca-certificates.crt"});
   ASSERT_TRUE(r.ok) << r.error;
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto facts = Facts(r.out);

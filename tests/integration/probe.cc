@@ -150,7 +150,8 @@ int AbstractListen(int argc, char** argv) {
   struct sockaddr_un sa = {};
   sa.sun_family = AF_UNIX;
   std::strncpy(sa.sun_path + 1, argv[0], sizeof sa.sun_path - 2);
-  socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + std::strlen(argv[0]));
+  socklen_t len =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + std::strlen(argv[0]));
   if (::bind(s, reinterpret_cast<sockaddr*>(&sa), len) != 0 || ::listen(s, 4) != 0) {
     std::printf("%s\n", ErrName(errno));
     return 1;
@@ -168,7 +169,8 @@ int AbstractConnect(int argc, char** argv) {
   struct sockaddr_un sa = {};
   sa.sun_family = AF_UNIX;
   std::strncpy(sa.sun_path + 1, argv[0], sizeof sa.sun_path - 2);
-  socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + std::strlen(argv[0]));
+  socklen_t len =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + std::strlen(argv[0]));
   int r = ::connect(s, reinterpret_cast<sockaddr*>(&sa), len);
   std::printf("%s\n", r == 0 ? "ok" : ErrName(errno));
   return 0;

@@ -1,5 +1,7 @@
 // Unit tests of cell creation's pure parts: CellSpec validation and its wire codec, host
 // names, id range slots, the host template and cell dir removal. No cells, no privileges.
+#include "sandbox/cell_spec.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -10,7 +12,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "sandbox/cell_spec.h"
 #include "sandbox/linux/hostname.h"
 #include "sandbox/linux/overlay.h"
 #include "sandbox/linux/user.h"
@@ -58,12 +59,29 @@ TEST(CellSpecValidation, EveryBadFieldIsNamed) {
       {[](CellSpec& s) { s.state_dir = "/a,b"; }, "must not contain ','"},
       {[](CellSpec& s) { s.rootfs.system_dirs = {"/"}; }, "rootfs.system_dirs[0]"},
       {[](CellSpec& s) { s.rootfs.system_dirs = {"/proc/sys"}; }, "rootfs.system_dirs[0]"},
-      {[](CellSpec& s) { s.rootfs.system_dirs = {"/usr", "/opt:x"}; }, "rootfs.system_dirs[1]"},
-      {[](CellSpec& s) { s.mounts = {{"/etc", "/proc/x", false}}; }, "mounts[0].cell_path"},
-      {[](CellSpec& s) { s.mounts = {{"/etc", "/", false}}; }, "mounts[0].cell_path"},
-      {[](CellSpec& s) { s.mounts = {{"/etc", "/workspace/x", false}}; }, "mounts[0].cell_path"},
-      {[](CellSpec& s) { s.mounts = {{"etc", "/x", false}}; }, "mounts[0].host_path"},
-      {[](CellSpec& s) { s.mounts = {{"/nonexistent-mcpcell", "/x", false}}; },
+      {[](CellSpec& s) {
+         s.rootfs.system_dirs = {"/usr", "/opt:x"};
+       },
+       "rootfs.system_dirs[1]"},
+      {[](CellSpec& s) {
+         s.mounts = {{"/etc", "/proc/x", false}};
+       },
+       "mounts[0].cell_path"},
+      {[](CellSpec& s) {
+         s.mounts = {{"/etc", "/", false}};
+       },
+       "mounts[0].cell_path"},
+      {[](CellSpec& s) {
+         s.mounts = {{"/etc", "/workspace/x", false}};
+       },
+       "mounts[0].cell_path"},
+      {[](CellSpec& s) {
+         s.mounts = {{"etc", "/x", false}};
+       },
+       "mounts[0].host_path"},
+      {[](CellSpec& s) {
+         s.mounts = {{"/nonexistent-mcpcell", "/x", false}};
+       },
        "mounts[0].host_path: stat(\"/nonexistent-mcpcell\"): ENOENT"},
       {[](CellSpec& s) { s.hostname = "-bad"; }, "hostname"},
       {[](CellSpec& s) { s.hostname = "has space"; }, "hostname"},
@@ -192,9 +210,9 @@ TEST(HostTemplate, HasTheLayoutAndNoSecrets) {
   Result<std::string> again = PrepareHostTemplate(dir.path());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *t);
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path() + "/templates"),
-                          fs::directory_iterator()),
-            1);
+  EXPECT_EQ(
+      std::distance(fs::directory_iterator(dir.path() + "/templates"), fs::directory_iterator()),
+      1);
 }
 
 TEST(RemoveCellDir, RemovesWhatTheSandboxMadeUnreadable) {
