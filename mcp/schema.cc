@@ -114,12 +114,12 @@ class Validator {
 
   void CheckString(const Json& s, const std::string& str, const std::string& path) {
     size_t len = CodePoints(str);
-    if (auto m = s.find("minLength"); m != s.end() && m->is_number_unsigned() &&
+    if (auto m = s.find("minLength"); m != s.end() && m->is_number_integer() && *m >= 0 &&
                                       len < m->get<size_t>()) {
       Add(path, "must be at least " + m->dump() + " characters long, got " +
                     std::to_string(len));
     }
-    if (auto m = s.find("maxLength"); m != s.end() && m->is_number_unsigned() &&
+    if (auto m = s.find("maxLength"); m != s.end() && m->is_number_integer() && *m >= 0 &&
                                       len > m->get<size_t>()) {
       Add(path, "must be at most " + m->dump() + " characters long, got " + std::to_string(len));
     }
@@ -135,11 +135,11 @@ class Validator {
   }
 
   void CheckArray(const Json& s, const Json& v, const std::string& path) {
-    if (auto m = s.find("minItems"); m != s.end() && m->is_number_unsigned() &&
+    if (auto m = s.find("minItems"); m != s.end() && m->is_number_integer() && *m >= 0 &&
                                      v.size() < m->get<size_t>()) {
       Add(path, "must have at least " + m->dump() + " items, got " + std::to_string(v.size()));
     }
-    if (auto m = s.find("maxItems"); m != s.end() && m->is_number_unsigned() &&
+    if (auto m = s.find("maxItems"); m != s.end() && m->is_number_integer() && *m >= 0 &&
                                      v.size() > m->get<size_t>()) {
       Add(path, "must have at most " + m->dump() + " items, got " + std::to_string(v.size()));
     }
@@ -216,7 +216,8 @@ class FlatChecker {
       }
     }
     for (const char* key : {"minLength", "maxLength", "minItems", "maxItems"}) {
-      if (auto m = s.find(key); m != s.end() && !m->is_number_unsigned()) {
+      if (auto m = s.find(key);
+          m != s.end() && !(m->is_number_integer() && m->get<int64_t>() >= 0)) {
         return Fail(path, "\"" + std::string(key) + "\" must be a non-negative integer");
       }
     }

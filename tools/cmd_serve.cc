@@ -1,46 +1,94 @@
-// `mcpcell serve`: the MCP server over stdio. Builds the mcp::Server ("mcpcell"), lets the
-// sandbox tools register themselves (tools/serve_tools.h), and serves until the client
-// closes stdin or SIGTERM/SIGINT arrives. stdout carries MCP messages only; the one line
-// of guidance and every log line go to stderr (or --log-file).
+// `mcpcell serve`: the MCP server over stdio, every tool call in the client's own cell.
+//
+// Steps: logging → state dir (made, orphans of a crashed predecessor reaped, template
+// prepared) → cell sessions (one cell per MCP session, lazily) → mcp::Server with the
+// sandbox tools → one line on stderr saying how to connect → serve stdin/stdout until EOF
+// or SIGTERM → every cell destroyed. stdout carries MCP messages only; guidance and logs
+// go to stderr (or --log-file).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
 #include "mcp/log.h"
 #include "mcp/server.h"
 #include "mcp/stdio_transport.h"
+#include "sandbox/cell.h"
+#include "sandbox/cell_session.h"
+#include "sandbox/linux/overlay.h"
+#include "sandbox/state_dir.h"
+#include "tools/cell_tools.h"
 #include "tools/command.h"
-#include "tools/serve_tools.h"
 
 namespace mcpcell::tools {
-
-// Until the tools issue defines it (tools/serve_tools.cc), the server has no tools.
-__attribute__((weak)) void RegisterCellTools(mcp::Server&) {}
-
 namespace {
 
 constexpr const char* kInstructions =
     "mcpcell runs code and commands for you inside an isolated Linux sandbox (a cell): its own "
-    "namespaces, filesystem, resource limits and no network unless the policy allows it. One "
-    "cell belongs to this session and keeps its files between calls. Use the tools to run "
-    "code or shell commands and to read or write files in the cell's workspace; nothing you "
-    "do there touches the host.";
+    "namespaces, filesystem, resource limits and no network. One cell belongs to this session "
+    "and keeps its files between calls (in /workspace, the working directory). Use run_code "
+    "or run_command to execute, read_file/write_file/edit_file/list_files for files, and "
+    "session_info to see limits and usage. Nothing you do there touches the host.";
 
 struct ServeOptions {
   std::string log_level = "warning";
   std::string log_file;
   size_t max_message_bytes = 16 * 1024 * 1024;
+  std::string state_dir;
+  std::string init_path;
+  uint64_t memory_mib = 1024;
+  uint64_t pids = 256;
+  uint32_t cpu_millicores = 1000;
+  int64_t idle_timeout_s = 15 * 60;
+  int64_t max_lifetime_s = 4 * 3600;
+  int64_t default_timeout_s = 60;
+  int64_t max_timeout_s = 600;
+  size_t keep_bytes = 64 * 1024;
 };
+
+std::string DefaultStateDir() {
+  if (const char* dir = std::getenv("MCPCELL_STATE_DIR"); dir && *dir) return dir;
+  if (::geteuid() == 0) return "/run/mcpcell";
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg)
+    return std::string(xdg) + "/mcpcell";
+  return "/tmp/mcpcell-" + std::to_string(::geteuid());
+}
 
 std::string SelfPath() {
   char buf[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("mcpcell");
+}
+
+// Makes the state dir usable: created, orphans reaped, the template prepared. Returns the
+// template's skeleton dir.
+sandbox::Result<std::string> PrepareStateDir(const std::string& state_dir) {
+  if (sandbox::Status s = sandbox::EnsureStateDir(state_dir); !s) return s.error();
+  auto reaped = sandbox::ReapOrphans(state_dir);
+  if (!reaped) return reaped.error().Wrap("reap orphaned cells");
+  if (!reaped->empty()) {
+    mcp::log::Warn(
+                    "reaped " + std::to_string(reaped->size()) +
+                        " cell(s) left by a previous server in " + state_dir);
+  }
+  return sandbox::PrepareHostTemplate(state_dir);
+}
+
+sandbox::CellSpecFactory SpecFactory(const ServeOptions& o, std::string skeleton) {
+  return [o, skeleton](const std::string& id) -> sandbox::Result<sandbox::CellSpec> {
+    sandbox::CellSpec spec = sandbox::DefaultCellSpec(id, o.state_dir);
+    spec.rootfs.skeleton_dir = skeleton;
+    spec.limits.memory_max_bytes = o.memory_mib << 20;
+    spec.limits.pids_max = o.pids;
+    spec.limits.cpu_millicores = o.cpu_millicores;
+    if (sandbox::Status s = sandbox::ValidateCellSpec(spec); !s) return s.error();
+    return spec;
+  };
 }
 
 int RunServe(const ServeOptions& opts) {
@@ -49,6 +97,24 @@ int RunServe(const ServeOptions& opts) {
     return 2;
   }
   mcp::log::SetLevel(*mcp::ParseLogLevel(opts.log_level, /*allow_off=*/true));
+  auto skeleton = PrepareStateDir(opts.state_dir);
+  if (!skeleton) {
+    std::fprintf(stderr, "mcpcell: state dir %s: %s\n", opts.state_dir.c_str(),
+                 skeleton.error().message.c_str());
+    return 2;
+  }
+
+  sandbox::CellSessionOptions session_options;
+  session_options.idle_timeout = std::chrono::seconds(opts.idle_timeout_s);
+  session_options.max_lifetime = std::chrono::seconds(opts.max_lifetime_s);
+  session_options.create.init_path = opts.init_path;
+  sandbox::CellSessionManager cells(SpecFactory(opts, *skeleton), session_options);
+
+  ToolEnv env;
+  env.cells = &cells;
+  env.config.keep_bytes_per_stream = opts.keep_bytes;
+  env.config.default_timeout = std::chrono::seconds(opts.default_timeout_s);
+  env.config.max_timeout = std::chrono::seconds(opts.max_timeout_s);
 
   mcp::ServerOptions server_options;
   server_options.name = "mcpcell";
@@ -56,25 +122,33 @@ int RunServe(const ServeOptions& opts) {
   server_options.version = "0.1.0";
   server_options.instructions = kInstructions;
   server_options.max_message_bytes = opts.max_message_bytes;
-  server_options.advertise_tools = true;  // tools come from RegisterCellTools
-  mcp::Server server(server_options);
-  RegisterCellTools(server);
-
-  std::string self = SelfPath();
-  std::fprintf(stderr,
-               "mcpcell: serving MCP over stdio; connect a client by launching `%s serve` as a "
-               "stdio server (e.g. `claude mcp add mcpcell -- %s serve`)\n",
-               self.c_str(), self.c_str());
-  std::fflush(stderr);
-  mcp::StdioOptions stdio;
-  stdio.max_message_bytes = opts.max_message_bytes;
-  return mcp::ServeStdio(server, stdio);
+  int rc = 0;
+  {
+    mcp::Server server(server_options);
+    if (mcp::Status st = RegisterCellTools(server, env); !st) {
+      std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
+      return 2;
+    }
+    std::string self = SelfPath();
+    std::fprintf(stderr,
+                 "mcpcell: serving MCP over stdio (state dir %s); connect a client by launching "
+                 "`%s serve` as a stdio server (e.g. `claude mcp add mcpcell -- %s serve`)\n",
+                 opts.state_dir.c_str(), self.c_str(), self.c_str());
+    std::fflush(stderr);
+    mcp::StdioOptions stdio;
+    stdio.max_message_bytes = opts.max_message_bytes;
+    rc = mcp::ServeStdio(server, stdio);
+    server.Shutdown();  // handlers done before the cells go
+  }
+  cells.CloseAll();
+  return rc;
 }
 
 const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit_code) {
   auto opts = std::make_shared<ServeOptions>();
+  opts->state_dir = DefaultStateDir();
   CLI::App* cmd = parent.add_subcommand(
-      "serve", "Serve MCP over stdio (newline-delimited JSON-RPC on stdin/stdout)");
+      "serve", "Serve MCP over stdio; every client session gets its own sandboxed cell");
   cmd->add_option("--log-level", opts->log_level,
                   "Diagnostics on stderr: debug, info, notice, warning, error, critical, "
                   "alert, emergency or off")
@@ -86,7 +160,43 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
                   "Largest accepted incoming message; longer lines are refused")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 31))
       ->capture_default_str();
-  cmd->callback([opts, exit_code] { *exit_code = RunServe(*opts); });
+  cmd->add_option("--state-dir", opts->state_dir, "Where cells and the template live")
+      ->capture_default_str();
+  cmd->add_option("--init", opts->init_path, "Path of mcpcell-init (default: next to mcpcell)");
+  cmd->add_option("--memory-mib", opts->memory_mib, "Memory limit per cell (MiB, swap off)")
+      ->check(CLI::Range(uint64_t{16}, uint64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--pids", opts->pids, "Process limit per cell")
+      ->check(CLI::Range(uint64_t{8}, uint64_t{1} << 22))
+      ->capture_default_str();
+  cmd->add_option("--cpu-millicores", opts->cpu_millicores, "CPU limit per cell (1000 = 1 CPU)")
+      ->check(CLI::Range(uint32_t{10}, uint32_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--idle-timeout", opts->idle_timeout_s,
+                  "Seconds without calls before a session's cell is destroyed")
+      ->check(CLI::Range(int64_t{1}, int64_t{30} * 86400))
+      ->capture_default_str();
+  cmd->add_option("--max-lifetime", opts->max_lifetime_s, "Maximum session lifetime (seconds)")
+      ->check(CLI::Range(int64_t{1}, int64_t{30} * 86400))
+      ->capture_default_str();
+  cmd->add_option("--default-timeout", opts->default_timeout_s, "Default exec timeout (s)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}))
+      ->capture_default_str();
+  cmd->add_option("--max-timeout", opts->max_timeout_s, "Largest timeout_s a call may ask for")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}))
+      ->capture_default_str();
+  cmd->add_option("--output-keep-bytes", opts->keep_bytes,
+                  "Output kept in a tool result per stream (head and tail)")
+      ->check(CLI::Range(size_t{256}, size_t{16} << 20))
+      ->capture_default_str();
+  cmd->callback([opts, exit_code] {
+    if (opts->default_timeout_s > opts->max_timeout_s) {
+      std::fprintf(stderr, "mcpcell serve: --default-timeout is larger than --max-timeout\n");
+      *exit_code = 2;
+      return;
+    }
+    *exit_code = RunServe(*opts);
+  });
 });
 
 }  // namespace

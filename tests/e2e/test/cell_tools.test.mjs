@@ -1,0 +1,286 @@
+// The sandbox tools of `mcpcell serve`, driven over stdio by the official MCP TypeScript SDK
+// client: every tool, bad inputs, path escapes, floods, timeouts, cancellation, progress,
+// concurrency and two sessions that cannot see each other. Each call runs in a real cell.
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+
+import { connect } from '../lib/harness.mjs';
+
+const kTools = ['run_code', 'run_command', 'read_file', 'write_file', 'edit_file', 'list_files',
+  'session_info'];
+
+function text(result) {
+  return result.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+}
+
+function rssKiB(pid) {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+)/.exec(status)[1]);
+}
+
+async function startServer(stateDir) {
+  return connect({ binaryName: 'mcpcell', args: ['serve', '--state-dir', stateDir] });
+}
+
+describe('mcpcell tools over stdio', () => {
+  let stateDir;
+  let s;  // the session under test
+  const call = (name, args, options) => s.client.callTool({ name, arguments: args }, undefined, options);
+
+  before(async () => {
+    stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
+    s = await startServer(stateDir);
+  });
+  after(async () => {
+    await s?.close();
+    rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  it('lists every tool with schemas and the right annotations', async () => {
+    const { tools } = await s.client.listTools();
+    const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+    for (const name of kTools) {
+      assert.ok(byName[name], `missing ${name}`);
+      assert.equal(byName[name].inputSchema.type, 'object');
+      assert.ok(byName[name].outputSchema, `${name} has no outputSchema`);
+    }
+    for (const name of ['read_file', 'list_files', 'session_info'])
+      assert.equal(byName[name].annotations.readOnlyHint, true, name);
+    for (const name of ['run_command', 'run_code', 'write_file', 'edit_file'])
+      assert.equal(byName[name].annotations.destructiveHint, true, name);
+  });
+
+  it('run_command reports stdout, stderr and exit codes; non-zero exit is not an error', async () => {
+    const ok = await call('run_command', { command: 'echo hello; echo oops >&2' });
+    assert.equal(ok.isError ?? false, false, text(ok));
+    assert.equal(ok.structuredContent.exit_code, 0);
+    assert.equal(ok.structuredContent.stdout, 'hello\n');
+    assert.equal(ok.structuredContent.stderr, 'oops\n');
+    assert.match(text(ok), /exit code: 0/);
+    const bad = await call('run_command', { command: 'exit 3' });
+    assert.equal(bad.isError ?? false, false);
+    assert.equal(bad.structuredContent.exit_code, 3);
+    const env = await call('run_command', { command: 'echo $FOO; pwd; id -u', env: { FOO: 'bar' } });
+    const [foo, cwd, uid] = env.structuredContent.stdout.trim().split('\n');
+    assert.equal(foo, 'bar');
+    assert.equal(cwd, '/workspace');
+    assert.notEqual(uid, '0', 'commands must not run as root inside the cell');
+    const stdin = await call('run_command', { command: 'tr a-z A-Z', stdin: 'shout' });
+    assert.equal(stdin.structuredContent.stdout, 'SHOUT');
+  });
+
+  it('run_code runs python, bash, sh and node', async () => {
+    const cases = [
+      ['python', 'import sys; print(sys.version_info[0] * 2)', '6\n'],
+      ['bash', 'echo $((20 + 1))', '21\n'],
+      ['sh', 'printf "%s" sh-ok', 'sh-ok'],
+      ['node', 'console.log([1,2,3].map(x => x * 2).join(","))', '2,4,6\n'],
+    ];
+    for (const [language, code, expected] of cases) {
+      const r = await call('run_code', { language, code });
+      assert.equal(r.isError ?? false, false, `${language}: ${text(r)}`);
+      assert.equal(r.structuredContent.stdout, expected, language);
+    }
+    const tb = await call('run_code', { language: 'python', code: 'raise ValueError("boom")' });
+    assert.equal(tb.structuredContent.exit_code, 1);
+    assert.match(tb.structuredContent.stderr, /ValueError: boom/);
+  });
+
+  it('files persist across calls: write_file, run_command, read_file, list_files', async () => {
+    const w = await call('write_file', { path: 'src/a/hello.txt', content: 'one\ntwo\nthree\n' });
+    assert.equal(w.isError ?? false, false, text(w));
+    assert.equal(w.structuredContent.bytes_written, 14);
+    const cat = await call('run_command', { command: 'cat /workspace/src/a/hello.txt | wc -l' });
+    assert.equal(cat.structuredContent.stdout.trim(), '3');
+    const r = await call('read_file', { path: 'src/a/hello.txt', offset: 2, limit: 1 });
+    assert.equal(r.structuredContent.content, 'two\n');
+    assert.equal(r.structuredContent.total_lines, 3);
+    assert.equal(r.structuredContent.truncated, true);
+    const a = await call('write_file', { path: 'src/a/hello.txt', content: 'four\n', append: true });
+    assert.equal(a.structuredContent.size_bytes, 19);
+    const all = await call('read_file', { path: '/workspace/src/a/hello.txt' });
+    assert.equal(all.structuredContent.content, 'one\ntwo\nthree\nfour\n');
+    const ls = await call('list_files', { path: 'src', recursive: true });
+    const paths = ls.structuredContent.entries.map((e) => `${e.path}:${e.type}`);
+    assert.deepEqual(paths.sort(), ['a/hello.txt:file', 'a:directory']);
+  });
+
+  it('binary files go through base64; bad base64 and binary-as-text are refused clearly', async () => {
+    const bytes = Buffer.from([0, 1, 2, 255, 254, 10, 0]);
+    const w = await call('write_file', { path: 'bin.dat', content: bytes.toString('base64'), encoding: 'base64' });
+    assert.equal(w.structuredContent.bytes_written, bytes.length);
+    const asText = await call('read_file', { path: 'bin.dat' });
+    assert.equal(asText.isError, true);
+    assert.match(text(asText), /binary.*base64/);
+    const r = await call('read_file', { path: 'bin.dat', encoding: 'base64' });
+    assert.deepEqual(Buffer.from(r.structuredContent.content, 'base64'), bytes);
+    const bad = await call('write_file', { path: 'x', content: 'not*base64', encoding: 'base64' });
+    assert.equal(bad.isError, true);
+    assert.match(text(bad), /arguments\.content: invalid base64/);
+  });
+
+  it('edit_file replaces exactly, and says how many matches there were', async () => {
+    await call('write_file', { path: 'e.txt', content: 'a b a c' });
+    const missing = await call('edit_file', { path: 'e.txt', old_text: 'zzz', new_text: 'y' });
+    assert.equal(missing.isError, true);
+    assert.match(text(missing), /0 matches/);
+    const ambiguous = await call('edit_file', { path: 'e.txt', old_text: 'a', new_text: 'y' });
+    assert.equal(ambiguous.isError, true);
+    assert.match(text(ambiguous), /matches 2 times/);
+    const one = await call('edit_file', { path: 'e.txt', old_text: 'b', new_text: 'B' });
+    assert.equal(one.structuredContent.replacements, 1);
+    const all = await call('edit_file', { path: 'e.txt', old_text: 'a', new_text: 'A', replace_all: true });
+    assert.equal(all.structuredContent.replacements, 2);
+    const r = await call('read_file', { path: 'e.txt' });
+    assert.equal(r.structuredContent.content, 'A B A c');
+  });
+
+  it('refuses bad arguments with a message naming the field, and unknown tools as protocol errors', async () => {
+    const wrongType = await call('run_command', { command: 42 });
+    assert.equal(wrongType.isError, true);
+    assert.match(text(wrongType), /command/);
+    const missing = await call('read_file', {});
+    assert.equal(missing.isError, true);
+    assert.match(text(missing), /path/);
+    const unknownField = await call('list_files', { path: '.', colour: 'red' });
+    assert.equal(unknownField.isError, true);
+    assert.match(text(unknownField), /colour/);
+    const badEnum = await call('run_code', { language: 'cobol', code: 'x' });
+    assert.equal(badEnum.isError, true);
+    assert.match(text(badEnum), /language/);
+    const tooLong = await call('run_command', { command: 'true', timeout_s: 100000 });
+    assert.equal(tooLong.isError, true);
+    assert.match(text(tooLong), /timeout_s/);
+    await assert.rejects(call('no_such_tool', {}), (e) => e.code === -32602);
+    const huge = await call('write_file', { path: 'big', content: 'x'.repeat(10 * 1024 * 1024) });
+    assert.equal(huge.isError, true);
+    assert.match(text(huge), /append=true/);
+    // The server is still fine.
+    const ok = await call('run_command', { command: 'echo alive' });
+    assert.equal(ok.structuredContent.stdout, 'alive\n');
+  });
+
+  it('paths cannot escape the cell: .., absolute host paths, planted symlinks, /proc magic links', async () => {
+    const hostShadow = readFileSync('/etc/shadow', 'utf8');
+    const probes = ['../../../../etc/shadow', '/etc/shadow', '/proc/1/root/etc/shadow',
+      path.resolve('package.json'), '/proc/self/root/etc/passwd'];
+    for (const p of probes) {
+      const r = await call('read_file', { path: p });
+      if (!r.isError) assert.ok(!hostShadow.includes(r.structuredContent.content.split('\n')[0] || '\u0000'), p);
+      assert.ok(!text(r).includes(hostShadow.split('\n')[0]), `${p} leaked the host's /etc/shadow`);
+    }
+    const hostFile = await call('read_file', { path: path.resolve('package.json') });
+    assert.equal(hostFile.isError, true, 'a host path outside the template must not be readable');
+    await call('run_command', { command: 'ln -sf /proc/1/root/etc/shadow /workspace/l1; ln -sf ../../../../../etc /workspace/l2' });
+    const l1 = await call('read_file', { path: 'l1' });
+    assert.equal(l1.isError, true);
+    const l2 = await call('read_file', { path: 'l2/shadow' });
+    assert.ok(l2.isError || !l2.structuredContent.content.includes(hostShadow.split(':')[1] ?? '\u0000'));
+    const w = await call('write_file', { path: '/proc/1/root/tmp/escape', content: 'x' });
+    assert.equal(w.isError, true);
+    const usr = await call('write_file', { path: '/usr/bin/evil', content: 'x' });
+    assert.equal(usr.isError, true, 'the template must not be writable by the sandbox user');
+  });
+
+  it('a 200 MB flood is cut, saved in the cell, and the server stays small', async () => {
+    const pid = s.transport.pid;
+    const before = rssKiB(pid);
+    const r = await call('run_command', { command: 'head -c 200000000 /dev/zero | tr "\\0" a', timeout_s: 120 });
+    assert.equal(r.structuredContent.stdout_bytes, 200000000);
+    assert.equal(r.structuredContent.stdout_truncated, true);
+    assert.ok(r.structuredContent.stdout.length < 100 * 1024);
+    assert.match(r.structuredContent.full_stdout_path, /^\/workspace\/\.mcpcell\//);
+    assert.match(text(r), /bytes omitted/);
+    const grown = rssKiB(pid) - before;
+    assert.ok(grown < 64 * 1024, `server RSS grew by ${grown} KiB during a 200 MB flood`);
+    const saved = await call('run_command', { command: `wc -c < ${r.structuredContent.full_stdout_path}` });
+    assert.ok(Number(saved.structuredContent.stdout.trim()) > 1000000, 'full output was not saved');
+  });
+
+  it('a timeout kills the whole process group and says so', async () => {
+    const r = await call('run_command', { command: 'sleep 300 & sleep 300; echo never', timeout_s: 1 });
+    assert.equal(r.isError, true);
+    assert.equal(r.structuredContent.timed_out, true);
+    assert.match(text(r), /timed out after 1 s/);
+    const ps = await call('run_command', { command: 'ps -eo comm= | grep -c "^sleep$" || true' });
+    assert.equal(ps.structuredContent.stdout.trim(), '0', 'sleep survived the timeout');
+  });
+
+  it('cancellation kills the running program promptly', async () => {
+    const controller = new AbortController();
+    const pending = call('run_command', { command: 'touch /tmp/started; sleep 300' }, { signal: controller.signal, timeout: 600000 });
+    for (let i = 0; i < 200; i++) {
+      const r = await call('run_command', { command: 'test -f /tmp/started && echo yes || echo no' });
+      if (r.structuredContent.stdout.trim() === 'yes') break;
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    controller.abort('test cancels');
+    await assert.rejects(pending);
+    let left = '1';
+    for (let i = 0; i < 100 && left !== '0'; i++) {
+      const ps = await call('run_command', { command: 'ps -eo comm= | grep -c "^sleep$" || true' });
+      left = ps.structuredContent.stdout.trim();
+      if (left !== '0') await new Promise((res) => setTimeout(res, 50));
+    }
+    assert.equal(left, '0', 'the cancelled program still runs');
+  });
+
+  it('streams output as progress notifications while the program runs', async () => {
+    const messages = [];
+    const r = await call('run_command', { command: 'for i in 1 2 3; do echo line$i; sleep 0.4; done' }, {
+      onprogress: (p) => messages.push(p.message ?? ''),
+      timeout: 60000,
+    });
+    assert.equal(r.structuredContent.stdout, 'line1\nline2\nline3\n');
+    assert.ok(messages.length >= 2, `expected progress notifications, got ${messages.length}`);
+    assert.ok(messages.join('').includes('line1'), `progress did not carry the output: ${messages}`);
+  });
+
+  it('runs calls of one session concurrently', async () => {
+    await call('run_command', { command: 'rm -f /tmp/flag' });
+    // The first call can only finish once the second has run: serial execution would hang
+    // until the first call's timeout.
+    const waiter = call('run_command', { command: 'for i in $(seq 200); do test -f /tmp/flag && echo seen && exit 0; sleep 0.05; done; exit 9', timeout_s: 30 });
+    const setter = call('run_command', { command: 'sleep 0.2; touch /tmp/flag' });
+    const [w] = await Promise.all([waiter, setter]);
+    assert.equal(w.structuredContent.stdout, 'seen\n');
+  });
+
+  it('session_info describes the cell, its limits and usage', async () => {
+    const r = await call('session_info', {});
+    assert.equal(r.isError ?? false, false, text(r));
+    assert.match(r.structuredContent.cell_id, /^c/);
+    assert.ok(r.structuredContent.calls > 5);
+    assert.match(r.structuredContent.network, /no network|loopback/);
+    assert.ok(r.structuredContent.lifetime_left_s > 0);
+  });
+});
+
+describe('two sessions', () => {
+  let stateDir;
+  let a;
+  let b;
+  before(async () => {
+    stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
+    [a, b] = await Promise.all([startServer(stateDir), startServer(stateDir)]);
+  });
+  after(async () => {
+    await Promise.all([a?.close(), b?.close()]);
+    rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  it('cannot see each other\'s files, processes or /dev/shm', async () => {
+    const run = (s, command) => s.client.callTool({ name: 'run_command', arguments: { command } });
+    await run(a, 'echo secret-a > /workspace/mine; echo shm-a > /dev/shm/x; sleep 60 >/dev/null 2>&1 & echo started');
+    const files = await run(b, 'cat /workspace/mine 2>&1; cat /dev/shm/x 2>&1; ps -eo comm=');
+    assert.doesNotMatch(files.structuredContent.stdout, /secret-a|shm-a/);
+    assert.doesNotMatch(files.structuredContent.stdout, /^sleep$/m);
+    const infoA = await a.client.callTool({ name: 'session_info', arguments: {} });
+    const infoB = await b.client.callTool({ name: 'session_info', arguments: {} });
+    assert.notEqual(infoA.structuredContent.cell_id, infoB.structuredContent.cell_id);
+  });
+});

@@ -1,0 +1,81 @@
+// edit_file: exact-text replacement in a file of the cell. Refuses when old_text is
+// missing, or ambiguous without replace_all, and says how many matches there were, so the
+// model can widen its old_text.
+#include "sandbox/cell_channel.h"
+#include "tools/cell_tools.h"
+
+namespace mcpcell::tools {
+
+mcp::Tool MakeEditFileTool(const ToolEnv& env) {
+  mcp::Tool tool;
+  tool.name = "edit_file";
+  tool.title = "Edit a file in the sandbox";
+  tool.description =
+      "Replaces old_text with new_text in a text file of this session's sandbox. old_text "
+      "must match exactly once (or set replace_all=true to replace every match).";
+  tool.input_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"path", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096}}},
+        {"old_text", {{"type", "string"}, {"minLength", 1}}},
+        {"new_text", {{"type", "string"}}},
+        {"replace_all", {{"type", "boolean"}}}}},
+      {"required", {"path", "old_text", "new_text"}},
+      {"additionalProperties", false}};
+  tool.output_schema = {
+      {"type", "object"},
+      {"properties", {{"path", {{"type", "string"}}}, {"replacements", {{"type", "integer"}}},
+                      {"size_bytes", {{"type", "integer"}}}}},
+      {"required", {"path", "replacements", "size_bytes"}}};
+  tool.annotations = {{"title", tool.title}, {"readOnlyHint", false},
+                      {"destructiveHint", true}, {"openWorldHint", false}};
+  tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
+    const std::string path = args["path"].get<std::string>();
+    const std::string& old_text = args["old_text"].get_ref<const std::string&>();
+    const std::string& new_text = args["new_text"].get_ref<const std::string&>();
+    const bool all = args.value("replace_all", false);
+    LeaseOrError acquired = AcquireCell(env, ctx);
+    if (!acquired.lease) return acquired.error;
+    auto& channel = acquired.lease->cell().channel();
+    uint64_t size = 0;
+    auto data = ReadCellFile(channel, path, env.config.max_read_bytes + 1, &size);
+    if (!data) return SandboxError("edit_file " + path, data.error());
+    if (data->size() > env.config.max_read_bytes || data->size() < size)
+      return mcp::ToolResult::Error("edit_file " + path + ": the file is larger than " +
+                                    std::to_string(env.config.max_read_bytes) +
+                                    " bytes; edit it with run_command (e.g. sed or python)");
+    if (LooksBinary(*data))
+      return mcp::ToolResult::Error("edit_file " + path + ": binary file; edit_file only edits text");
+    std::vector<size_t> at;
+    for (size_t pos = data->find(old_text); pos != std::string::npos;
+         pos = data->find(old_text, pos + old_text.size()))
+      at.push_back(pos);
+    if (at.empty())
+      return mcp::ToolResult::Error("edit_file " + path +
+                                    ": old_text was not found (0 matches); read the file and "
+                                    "copy the text exactly, including whitespace");
+    if (at.size() > 1 && !all)
+      return mcp::ToolResult::Error(
+          "edit_file " + path + ": old_text matches " + std::to_string(at.size()) +
+          " times; add surrounding lines to make it unique, or set replace_all=true");
+    std::string out;
+    out.reserve(data->size() + at.size() * new_text.size());
+    size_t prev = 0;
+    for (size_t pos : at) {
+      out.append(*data, prev, pos - prev);
+      out += new_text;
+      prev = pos + old_text.size();
+    }
+    out.append(*data, prev);
+    sandbox::Status st = channel.WriteFileAt(path, 0, out, /*truncate=*/true);
+    if (!st) return SandboxError("edit_file " + path, st.error(), WriteHint(st.error()));
+    mcp::ToolResult r = mcp::ToolResult::Text("replaced " + std::to_string(at.size()) +
+                                              " occurrence(s) in " + path);
+    r.structured_content = {{"path", path}, {"replacements", at.size()},
+                            {"size_bytes", out.size()}};
+    return r;
+  };
+  return tool;
+}
+
+}  // namespace mcpcell::tools

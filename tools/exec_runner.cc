@@ -1,0 +1,268 @@
+#include "tools/exec_runner.h"
+
+#include <signal.h>
+#include <string.h>
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <stop_token>
+
+#include "sandbox/cell_channel.h"
+#include "tools/output_capture.h"
+#include "tools/progress_streamer.h"
+
+namespace mcpcell::tools {
+namespace {
+
+using sandbox::CellChannel;
+using sandbox::OutputStream;
+
+std::string CallId() {
+  static std::atomic<uint64_t> counter{0};
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%lld-%llu",
+                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count()),
+                static_cast<unsigned long long>(counter.fetch_add(1)));
+  return buf;
+}
+
+// Saves one stream's full output in the cell once it outgrows what the result keeps.
+// Until then it only buffers (most outputs are small and never touch the disk).
+class OutputSaver {
+ public:
+  OutputSaver(CellChannel& channel, std::string path, size_t keep, size_t cap)
+      : channel_(channel), path_(std::move(path)), keep_(keep), cap_(cap) {}
+
+  void Append(std::string_view chunk) {
+    if (failed_ || written_ + buffer_.size() >= cap_) {
+      cut_ = cut_ || !chunk.empty();
+      return;
+    }
+    size_t room = cap_ - written_ - buffer_.size();
+    if (chunk.size() > room) cut_ = true;
+    buffer_.append(chunk.substr(0, room));
+    if (!active_ && buffer_.size() > keep_) active_ = true;
+    if (active_ && buffer_.size() >= kFlushBytes) Flush();
+  }
+
+  // Returns the path when the output was saved, else "".
+  std::string Finish() {
+    if (!active_) return "";
+    if (cut_) buffer_ += "\n[mcpcell: output cut here: the saved copy is capped]\n";
+    Flush();
+    return failed_ ? "" : path_;
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  static constexpr size_t kFlushBytes = 512 * 1024;
+  void Flush() {
+    if (failed_ || buffer_.empty()) return;
+    sandbox::Status st = channel_.WriteFileAt(path_, written_, buffer_, /*truncate=*/written_ == 0);
+    if (!st) {
+      failed_ = true;
+      error_ = st.error().message;
+      return;
+    }
+    written_ += buffer_.size();
+    buffer_.clear();
+  }
+
+  CellChannel& channel_;
+  std::string path_;
+  size_t keep_, cap_;
+  std::string buffer_;
+  uint64_t written_ = 0;
+  bool active_ = false, failed_ = false, cut_ = false;
+  std::string error_;
+};
+
+std::string SignalName(int signo) {
+  const char* abbrev = sigabbrev_np(signo);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(signo);
+}
+
+std::string HumanBytes(uint64_t b) {
+  char buf[32];
+  if (b >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  return buf;
+}
+
+struct Rendered {
+  std::string out, err, out_path, err_path;
+};
+
+mcp::ToolResult BuildResult(const ExecCall& call, const sandbox::ExecResult& r,
+                            const OutputCapture& out, const OutputCapture& err,
+                            const Rendered& text, std::chrono::seconds timeout,
+                            const std::string& replaced) {
+  int64_t duration_ms = r.wall_time.count() / 1000;
+  int64_t cpu_ms = (r.user_cpu + r.system_cpu).count() / 1000;
+  mcp::Json s = {
+      {"exit_code", r.signaled ? -1 : r.exit_code},
+      {"signal", r.signaled ? SignalName(r.signo) : ""},
+      {"stdout", text.out},
+      {"stderr", text.err},
+      {"stdout_truncated", out.truncated()},
+      {"stderr_truncated", err.truncated()},
+      {"stdout_bytes", out.total()},
+      {"stderr_bytes", err.total()},
+      {"full_stdout_path", text.out_path},
+      {"full_stderr_path", text.err_path},
+      {"timed_out", r.timed_out},
+      {"oom_killed", r.oom_killed},
+      {"duration_ms", duration_ms},
+      {"cpu_ms", cpu_ms},
+      {"peak_memory_bytes", r.peak_memory_bytes},
+  };
+  std::string head;
+  if (!replaced.empty()) head += "note: " + replaced + "\n";
+  bool is_error = false;
+  if (r.timed_out) {
+    is_error = true;
+    head += "timed out after " + std::to_string(timeout.count()) +
+            " s: the whole process group was killed. Run it with a larger timeout_s, in "
+            "the background (nohup ... &) with output to a file, or make it faster.\n";
+  } else if (r.oom_killed) {
+    is_error = true;
+    head += "killed: out of memory (the cell's memory limit). Use less memory, e.g. process "
+            "the data in chunks.\n";
+  } else if (r.signaled) {
+    head += "killed by " + SignalName(r.signo) + "\n";
+  } else {
+    head += "exit code: " + std::to_string(r.exit_code) + "\n";
+  }
+  head += "duration: " + std::to_string(duration_ms) + " ms, cpu: " + std::to_string(cpu_ms) +
+          " ms, peak memory: " + HumanBytes(r.peak_memory_bytes) + "\n";
+  auto section = [&](const char* name, const std::string& body, uint64_t total) {
+    if (total == 0) return std::string(name) + ": (empty)\n";
+    std::string t = std::string("--- ") + name + " (" + std::to_string(total) + " bytes) ---\n";
+    t += body;
+    if (!body.empty() && body.back() != '\n') t += '\n';
+    return t;
+  };
+  head += section("stdout", text.out, out.total());
+  head += section("stderr", text.err, err.total());
+  (void)call;
+  mcp::ToolResult result = mcp::ToolResult::Text(std::move(head));
+  result.structured_content = std::move(s);
+  result.is_error = is_error;
+  return result;
+}
+
+}  // namespace
+
+mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall& call) {
+  const CellToolsConfig& config = env.config;
+  auto timeout = call.timeout_s ? std::chrono::seconds(*call.timeout_s) : config.default_timeout;
+  LeaseOrError acquired = AcquireCell(env, ctx);
+  if (!acquired.lease) return acquired.error;
+  sandbox::CellLease& lease = *acquired.lease;
+  CellChannel& channel = lease.cell().channel();
+
+  for (const auto& [path, content] : call.files) {
+    auto slash = path.rfind('/');
+    if (slash != std::string::npos && slash > 0) {
+      sandbox::Status st = channel.Mkdir(path.substr(0, slash), 0755, /*parents=*/true);
+      if (!st) return SandboxError(call.tool, st.error());
+    }
+    sandbox::Status st = channel.WriteFile(path, content, 0644);
+    if (!st) return SandboxError(call.tool, st.error(), "Could not write the code into the cell.");
+  }
+
+  // Cancellation by the client, and the session closing, both kill the process group.
+  auto stop = std::make_shared<std::stop_source>();
+  ctx.OnCancel([stop] { stop->request_stop(); });
+  std::stop_callback on_close(lease.stop_token(), [stop] { stop->request_stop(); });
+
+  const std::string id = CallId();
+  const std::string dir = std::string(kOutputDir) + "/" + call.tool + "-" + id;
+  OutputCapture out(config.keep_bytes_per_stream), err(config.keep_bytes_per_stream);
+  OutputSaver out_saver(channel, dir + ".stdout", config.keep_bytes_per_stream,
+                        config.max_saved_bytes_per_stream);
+  OutputSaver err_saver(channel, dir + ".stderr", config.keep_bytes_per_stream,
+                        config.max_saved_bytes_per_stream);
+  bool made_dir = false;
+  ProgressStreamer progress(ctx, config);
+
+  sandbox::ExecOptions opts;
+  opts.argv = call.argv;
+  opts.env = call.env;
+  opts.cwd = call.cwd;
+  opts.stdin_data = call.stdin_data;
+  opts.timeout = timeout;
+  opts.keep_bytes = 0;  // OutputCapture keeps head and tail itself
+  opts.stop = stop->get_token();
+  opts.on_output = [&](OutputStream stream, std::string_view chunk) {
+    bool is_out = stream == OutputStream::kStdout;
+    (is_out ? out : err).Append(chunk);
+    if ((is_out ? out : err).total() > config.keep_bytes_per_stream && !made_dir) {
+      made_dir = true;
+      (void)channel.Mkdir(kOutputDir, 0755, /*parents=*/true);
+    }
+    (is_out ? out_saver : err_saver).Append(chunk);
+    progress.Add(is_out ? "stdout" : "stderr", chunk);
+  };
+  auto result = channel.Exec(opts);
+  progress.Stop();
+  if (!result) {
+    return SandboxError(call.tool, result.error(),
+                        channel.alive() ? "Check the command and its arguments."
+                                        : "The cell stopped; the next call gets a fresh cell.");
+  }
+  if (result->cancelled) return mcp::ToolResult::Error("cancelled: the process group was killed");
+  Rendered text;
+  text.out_path = out_saver.Finish();
+  text.err_path = err_saver.Finish();
+  text.out = out.Render(text.out_path);
+  text.err = err.Render(text.err_path);
+  return BuildResult(call, *result, out, err, text, timeout, lease.replaced_reason());
+}
+
+mcp::Json ExecOutputSchema() {
+  auto integer = [](const char* d) { return mcp::Json{{"type", "integer"}, {"description", d}}; };
+  auto boolean = [](const char* d) { return mcp::Json{{"type", "boolean"}, {"description", d}}; };
+  auto string = [](const char* d) { return mcp::Json{{"type", "string"}, {"description", d}}; };
+  return {
+      {"type", "object"},
+      {"properties",
+       {
+           {"exit_code", integer("exit status; -1 when killed by a signal")},
+           {"signal", string("the signal that killed the program, e.g. SIGKILL; empty if none")},
+           {"stdout", string("standard output (head and tail when cut)")},
+           {"stderr", string("standard error (head and tail when cut)")},
+           {"stdout_truncated", boolean("stdout was cut; see full_stdout_path")},
+           {"stderr_truncated", boolean("stderr was cut; see full_stderr_path")},
+           {"stdout_bytes", integer("bytes written to stdout")},
+           {"stderr_bytes", integer("bytes written to stderr")},
+           {"full_stdout_path", string("where the full stdout is saved in the cell, if cut")},
+           {"full_stderr_path", string("where the full stderr is saved in the cell, if cut")},
+           {"timed_out", boolean("the timeout killed the process group")},
+           {"oom_killed", boolean("the cell's memory limit killed a process")},
+           {"duration_ms", integer("wall-clock time")},
+           {"cpu_ms", integer("user + system CPU time")},
+           {"peak_memory_bytes", integer("peak resident memory of the program")},
+       }},
+      {"required",
+       {"exit_code", "signal", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
+        "timed_out", "oom_killed", "duration_ms", "cpu_ms", "peak_memory_bytes"}},
+      {"additionalProperties", false},
+  };
+}
+
+mcp::Json TimeoutSchema(const CellToolsConfig& config) {
+  return {{"type", "integer"},
+          {"minimum", 1},
+          {"maximum", config.max_timeout.count()},
+          {"description", "wall-clock limit in seconds (default " +
+                              std::to_string(config.default_timeout.count()) + ", at most " +
+                              std::to_string(config.max_timeout.count()) +
+                              "); the whole process group is killed when it passes"}};
+}
+
+}  // namespace mcpcell::tools

@@ -1,0 +1,39 @@
+// RunInCell: the shared engine of run_code and run_command. Runs one program in the
+// calling client's cell and turns what happened into a tool result:
+//   - output streamed to the client as notifications/progress (new output in `message`)
+//     when the request has a progressToken, with a heartbeat while the program is silent;
+//   - cancellation (notifications/cancelled) and session close kill the process group;
+//   - a wall-clock timeout (default and cap from the config) kills the process group;
+//   - each stream's head and tail kept in the result, the full output saved in the cell
+//     under /workspace/.mcpcell/ when it was cut;
+//   - a text block for the model and structuredContent matching ExecOutputSchema().
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mcp/context.h"
+#include "mcp/features.h"
+#include "tools/tool_env.h"
+
+namespace mcpcell::tools {
+
+struct ExecCall {
+  std::string tool;  // "run_command" / "run_code", for messages and file names
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // KEY=VALUE
+  std::string cwd;
+  std::string stdin_data;
+  std::optional<int64_t> timeout_s;  // from the arguments; nullopt: the default
+  // Files written into the cell before the program starts (run_code's source file).
+  std::vector<std::pair<std::string, std::string>> files;
+};
+
+mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall& call);
+
+// The outputSchema of run_code and run_command.
+mcp::Json ExecOutputSchema();
+// Shared input schema pieces.
+mcp::Json TimeoutSchema(const CellToolsConfig& config);
+
+}  // namespace mcpcell::tools

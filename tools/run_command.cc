@@ -1,0 +1,53 @@
+// run_command: `/bin/sh -c COMMAND` in the session's cell.
+#include "tools/cell_tools.h"
+#include "tools/exec_runner.h"
+
+namespace mcpcell::tools {
+
+mcp::Tool MakeRunCommandTool(const ToolEnv& env) {
+  mcp::Tool tool;
+  tool.name = "run_command";
+  tool.title = "Run a shell command in the sandbox";
+  tool.description =
+      "Runs `/bin/sh -c <command>` in this session's isolated Linux sandbox (cwd /workspace, "
+      "no network, files persist for the session). Returns exit code, stdout and stderr; "
+      "long output keeps head and tail and the full text is saved under /workspace/.mcpcell/. "
+      "A non-zero exit code is a normal result.";
+  tool.input_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"command", {{"type", "string"}, {"minLength", 1}, {"maxLength", 128 * 1024},
+                     {"description", "shell command line, run by /bin/sh -c"}}},
+        {"cwd", {{"type", "string"}, {"maxLength", 4096},
+                 {"description", "working directory (default /workspace)"}}},
+        {"env", {{"type", "object"},
+                 {"additionalProperties", {{"type", "string"}}},
+                 {"description", "extra environment variables, NAME: value"}}},
+        {"timeout_s", TimeoutSchema(env.config)},
+        {"stdin", {{"type", "string"}, {"maxLength", 16 << 20},
+                   {"description", "text given to the command's standard input"}}}}},
+      {"required", {"command"}},
+      {"additionalProperties", false}};
+  tool.output_schema = ExecOutputSchema();
+  tool.annotations = {{"title", tool.title}, {"readOnlyHint", false},
+                      {"destructiveHint", true}, {"openWorldHint", false}};
+  tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
+    ExecCall call;
+    call.tool = "run_command";
+    call.argv = {"/bin/sh", "-c", args["command"].get<std::string>()};
+    call.cwd = args.value("cwd", "");
+    call.stdin_data = args.value("stdin", "");
+    if (args.contains("timeout_s")) call.timeout_s = args["timeout_s"].get<int64_t>();
+    if (args.contains("env")) {
+      for (const auto& [k, v] : args["env"].items()) {
+        if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos)
+          return mcp::ToolResult::Error("arguments.env: invalid variable name \"" + k + "\"");
+        call.env.push_back(k + "=" + v.get<std::string>());
+      }
+    }
+    return RunInCell(env, ctx, call);
+  };
+  return tool;
+}
+
+}  // namespace mcpcell::tools

@@ -1,0 +1,85 @@
+// session_info: what the agent's sandbox is and how much of it is left.
+#include "sandbox/cell_channel.h"
+#include "tools/cell_tools.h"
+
+namespace mcpcell::tools {
+
+mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
+  mcp::Tool tool;
+  tool.name = "session_info";
+  tool.title = "Describe this session's sandbox";
+  tool.description =
+      "Shows this session's sandbox: cell id, policy, limits, usage so far (CPU time, peak "
+      "memory, wall time), time left before idle expiry and the session's maximum lifetime, "
+      "and the network policy. Creates the sandbox if it does not exist yet.";
+  tool.input_schema = {{"type", "object"}, {"properties", mcp::Json::object()},
+                       {"additionalProperties", false}};
+  auto integer = mcp::Json{{"type", "integer"}};
+  tool.output_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"cell_id", {{"type", "string"}}}, {"policy", {{"type", "string"}}},
+        {"memory_limit_bytes", integer}, {"pids_limit", integer},
+        {"cpu_millicores", integer}, {"cpu_time_ms", integer},
+        {"memory_current_bytes", integer}, {"peak_memory_bytes", integer},
+        {"session_wall_time_s", integer}, {"idle_expiry_s", integer},
+        {"lifetime_left_s", integer}, {"calls", integer}, {"cells_created", integer},
+        {"network", {{"type", "string"}}},
+        {"warnings", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
+      {"required", {"cell_id", "policy", "network", "warnings"}}};
+  tool.annotations = {{"title", tool.title}, {"readOnlyHint", true}, {"openWorldHint", false}};
+  tool.handler = [&env](const mcp::Json&, mcp::Context& ctx) -> mcp::ToolResult {
+    LeaseOrError acquired = AcquireCell(env, ctx);
+    if (!acquired.lease) return acquired.error;
+    auto session = env.cells->Get(ctx.session().id());
+    if (!session) return mcp::ToolResult::Error(session.error().message);
+    sandbox::CellSessionInfo info = (*session)->Info();
+    sandbox::Cell& cell = acquired.lease->cell();
+    const auto& limits = cell.spec().limits;
+    auto secs = [](auto d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); };
+    mcp::Json s = {
+        {"cell_id", cell.id()},
+        {"policy", env.config.policy_name},
+        {"memory_limit_bytes", limits.memory_max_bytes},
+        {"pids_limit", limits.pids_max},
+        {"cpu_millicores", limits.cpu_millicores},
+        {"session_wall_time_s", secs(std::chrono::system_clock::now() - info.started_at)},
+        {"idle_expiry_s", secs(info.idle_left)},
+        {"lifetime_left_s", secs(info.lifetime_left)},
+        {"calls", info.calls},
+        {"cells_created", info.cells_created},
+        {"network", env.config.network_summary},
+        {"warnings", cell.warnings()},
+    };
+    std::string usage_line;
+    if (auto usage = cell.Usage()) {
+      s["cpu_time_ms"] = usage->cpu_usage_ns / 1000000;
+      s["memory_current_bytes"] = usage->memory_current_bytes;
+      s["peak_memory_bytes"] = usage->memory_peak_bytes;
+      usage_line = "usage: cpu " + std::to_string(usage->cpu_usage_ns / 1000000) +
+                   " ms, memory now " + std::to_string(usage->memory_current_bytes >> 20) +
+                   " MiB, peak " + std::to_string(usage->memory_peak_bytes >> 20) + " MiB\n";
+    } else {
+      usage_line = "usage: not available (" + usage.error().message + ")\n";
+    }
+    auto limit = [](uint64_t v, const std::string& unit) {
+      return v == 0 ? std::string("unlimited") : std::to_string(v) + unit;
+    };
+    std::string text =
+        "cell " + cell.id() + " (policy " + env.config.policy_name + ")\n" +
+        "limits: memory " + limit(limits.memory_max_bytes >> 20, " MiB") + ", processes " +
+        limit(limits.pids_max, "") + ", cpu " + limit(limits.cpu_millicores, " millicores") +
+        "\n" + usage_line + "session: " + std::to_string(info.calls) + " calls, " +
+        std::to_string(s["session_wall_time_s"].get<int64_t>()) + " s old; idle expiry in " +
+        std::to_string(secs(info.idle_left)) + " s; lifetime left " +
+        std::to_string(secs(info.lifetime_left)) + " s\nnetwork: " + env.config.network_summary +
+        "\n";
+    for (const auto& w : cell.warnings()) text += "warning: " + w + "\n";
+    mcp::ToolResult r = mcp::ToolResult::Text(text);
+    r.structured_content = std::move(s);
+    return r;
+  };
+  return tool;
+}
+
+}  // namespace mcpcell::tools

@@ -1,0 +1,80 @@
+// ToolEnv: what every sandbox tool needs (the cell sessions, the limits that apply to a
+// call) and the small helpers they share: finding the calling client's cell, and turning a
+// sandbox error into a result the model can act on.
+//
+// The session key of a call is the MCP session's id, so each client gets its own cell.
+// Threading: ToolEnv is immutable after start and shared by all handler threads.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <set>
+#include <string>
+
+#include "mcp/context.h"
+#include "mcp/features.h"
+#include "mcp/session.h"
+#include "sandbox/cell_session.h"
+
+namespace mcpcell::tools {
+
+struct CellToolsConfig {
+  // Output kept in a tool result per stream (head and tail halves); the rest is saved in
+  // the cell under kOutputDir and the result says where.
+  size_t keep_bytes_per_stream = 64 * 1024;
+  // Cap of the full output saved in the cell per stream (the disk is the cell's, but a
+  // flood still costs time); beyond it the saved file says it was cut.
+  size_t max_saved_bytes_per_stream = 64ull << 20;
+  std::chrono::seconds default_timeout{60};
+  std::chrono::seconds max_timeout{600};
+  // Progress notifications: at least this often while a program runs, even when silent
+  // (clients reset their request timeouts on progress).
+  std::chrono::milliseconds progress_heartbeat{5000};
+  std::chrono::milliseconds progress_min_interval{200};
+  size_t progress_max_message_bytes = 8 * 1024;
+  size_t max_read_bytes = 8ull << 20;   // read_file / edit_file read at most this much
+  size_t max_write_bytes = 8ull << 20;  // write_file content after decoding (below the 16 MiB message cap)
+  size_t max_list_entries = 10000;
+  std::set<std::string> enabled_tools;  // empty: all
+  std::string policy_name = "default";
+  std::string network_summary = "no network: the cell has only a loopback interface";
+};
+
+inline constexpr const char* kOutputDir = "/workspace/.mcpcell";
+
+struct ToolEnv {
+  sandbox::CellSessionManager* cells = nullptr;
+  CellToolsConfig config;
+};
+
+// The calling client's cell; on failure an isError result explaining what to do.
+struct LeaseOrError {
+  std::optional<sandbox::CellLease> lease;
+  mcp::ToolResult error;
+};
+LeaseOrError AcquireCell(const ToolEnv& env, mcp::Context& ctx);
+
+// "read_file failed: <cause>. <hint>" as an isError result.
+mcp::ToolResult SandboxError(const std::string& what, const sandbox::Error& error,
+                             const std::string& hint = "");
+
+// What to tell the model when a write failed with this error (disk limit, read-only).
+std::string WriteHint(const sandbox::Error& error);
+// The directory part of a cell path ("" when it has none).
+std::string ParentDir(const std::string& path);
+
+// Replaces invalid UTF-8 with U+FFFD so that any bytes can go into JSON text.
+std::string ToValidUtf8(std::string_view bytes);
+// True when `bytes` look binary (NUL bytes or invalid UTF-8 in the sample).
+bool LooksBinary(std::string_view bytes);
+
+// Base64 (RFC 4648, with padding). Decode refuses bad characters and bad padding and says
+// where.
+std::string Base64Encode(std::string_view bytes);
+sandbox::Result<std::string> Base64Decode(std::string_view text);
+
+// Reads a whole file from the cell, at most `max_bytes`; `*size` gets the file's size.
+sandbox::Result<std::string> ReadCellFile(sandbox::CellChannel& channel, const std::string& path,
+                                          uint64_t max_bytes, uint64_t* size);
+
+}  // namespace mcpcell::tools

@@ -1,0 +1,95 @@
+// write_file: creates or replaces (or appends to) a file in the cell, making its parent
+// directories. The write runs as the sandbox user through cell init, so the cell's disk
+// limit and permissions apply exactly as they do to the sandboxed code.
+#include <cerrno>
+
+#include "sandbox/cell_channel.h"
+#include "tools/cell_tools.h"
+
+namespace mcpcell::tools {
+
+std::string ParentDir(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return "";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string WriteHint(const sandbox::Error& e) {
+  if (e.err == ENOSPC || e.err == EDQUOT || e.err == EFBIG)
+    return "The cell's disk limit is reached: delete files you no longer need "
+           "(run_command `du -sh /workspace/* /tmp/*`), or write less.";
+  if (e.err == EACCES || e.err == EPERM || e.err == EROFS)
+    return "That location is not writable in the sandbox; write under /workspace or /tmp.";
+  return "";
+}
+
+mcp::Tool MakeWriteFileTool(const ToolEnv& env) {
+  mcp::Tool tool;
+  tool.name = "write_file";
+  tool.title = "Write a file in the sandbox";
+  tool.description =
+      "Creates or overwrites a file in this session's sandbox (or appends with append=true), "
+      "creating parent directories. Paths are relative to /workspace unless absolute. "
+      "encoding \"base64\" writes binary data.";
+  tool.input_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"path", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096}}},
+        {"content", {{"type", "string"}, {"description", "the file's content"}}},
+        {"encoding", {{"type", "string"}, {"enum", {"text", "base64"}}}},
+        {"append", {{"type", "boolean"}, {"description", "append instead of replacing"}}}}},
+      {"required", {"path", "content"}},
+      {"additionalProperties", false}};
+  tool.output_schema = {
+      {"type", "object"},
+      {"properties", {{"path", {{"type", "string"}}}, {"bytes_written", {{"type", "integer"}}},
+                      {"size_bytes", {{"type", "integer"}}}, {"appended", {{"type", "boolean"}}}}},
+      {"required", {"path", "bytes_written", "size_bytes", "appended"}}};
+  tool.annotations = {{"title", tool.title}, {"readOnlyHint", false},
+                      {"destructiveHint", true}, {"idempotentHint", true},
+                      {"openWorldHint", false}};
+  tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
+    const std::string path = args["path"].get<std::string>();
+    const std::string& raw = args["content"].get_ref<const std::string&>();
+    const bool append = args.value("append", false);
+    std::string decoded;
+    const std::string* content = &raw;
+    if (args.value("encoding", "text") == "base64") {
+      auto d = Base64Decode(raw);
+      if (!d) return mcp::ToolResult::Error("arguments.content: " + d.error().message);
+      decoded = std::move(d).value();
+      content = &decoded;
+    }
+    if (content->size() > env.config.max_write_bytes)
+      return mcp::ToolResult::Error("arguments.content: " + std::to_string(content->size()) +
+                                    " bytes is more than one write_file call takes (" +
+                                    std::to_string(env.config.max_write_bytes) +
+                                    "); write it in parts with append=true");
+    LeaseOrError acquired = AcquireCell(env, ctx);
+    if (!acquired.lease) return acquired.error;
+    auto& channel = acquired.lease->cell().channel();
+    if (std::string parent = ParentDir(path); !parent.empty()) {
+      sandbox::Status st = channel.Mkdir(parent, 0755, /*parents=*/true);
+      if (!st) return SandboxError("write_file " + path, st.error(), WriteHint(st.error()));
+    }
+    uint64_t offset = 0;
+    if (append) {
+      auto st = channel.Stat(path, /*follow_symlinks=*/true);
+      if (st) offset = st->size;
+      else if (st.error().err != ENOENT)
+        return SandboxError("write_file " + path, st.error(), WriteHint(st.error()));
+    }
+    sandbox::Status st = channel.WriteFileAt(path, offset, *content, /*truncate=*/!append);
+    if (!st) return SandboxError("write_file " + path, st.error(), WriteHint(st.error()));
+    uint64_t size = offset + content->size();
+    mcp::ToolResult r = mcp::ToolResult::Text(
+        (append ? "appended " : "wrote ") + std::to_string(content->size()) + " bytes to " +
+        path + " (now " + std::to_string(size) + " bytes)");
+    r.structured_content = {{"path", path}, {"bytes_written", content->size()},
+                            {"size_bytes", size}, {"appended", append}};
+    return r;
+  };
+  return tool;
+}
+
+}  // namespace mcpcell::tools
