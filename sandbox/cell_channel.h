@@ -70,10 +70,10 @@ struct ExecResult {
   bool signaled = false;  // killed by `signo`; otherwise exited with `exit_code`
   int exit_code = 0;
   int signo = 0;
-  bool timed_out = false;   // the wall-clock timeout fired and killed the group
-  bool cancelled = false;   // the stop token fired
-  bool oom_killed = false;  // the cell's cgroup recorded an OOM kill during the exec
-  std::chrono::microseconds wall_time{0};
+  bool timed_out = false;                  // the wall-clock timeout fired and killed the group
+  bool cancelled = false;                  // the stop token fired
+  bool oom_killed = false;                 // the cell's cgroup recorded an OOM kill during the exec
+  std::chrono::microseconds wall_time{0};  // from ExecStarted to ExecExited
   std::chrono::microseconds user_cpu{0}, system_cpu{0};  // of the process and its waited children
   uint64_t peak_memory_bytes = 0;                        // max RSS
   StreamCapture out, err;

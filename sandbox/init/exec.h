@@ -1,8 +1,9 @@
 // Starting one program inside a cell: the fork in cell init and everything the child does
 // between fork and execve.
 //
-// StartExec is called by the control loop (single-threaded pid 1). It resolves nothing
-// itself after the uid change that it could resolve before; the child runs, in order:
+// StartExec is called by the control loop (single-threaded pid 1). It prepares argv and the
+// merged environment before fork, so the child only makes syscalls; the child runs, in
+// order:
 //   1. setpgid(0, 0): its own process group, so a timeout or signal reaches the group;
 //   2. signal mask and dispositions reset (init blocks SIGCHLD for its signalfd);
 //   3. stdin/stdout/stderr from the fds the server passed; every other fd closed;
