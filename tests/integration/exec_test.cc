@@ -173,6 +173,18 @@ TEST_F(ExecTest, ABackgroundChildHoldingStdoutDoesNotHangTheExec) {
   EXPECT_EQ(CountProcesses("sleep"), 1);
 }
 
+TEST_F(ExecTest, OrphansAreReapedByCellInit) {
+  // Grandchildren outlive their parent, are reparented to pid 1 and must not stay zombies.
+  ASSERT_TRUE(Sh("for i in 1 2 3 4 5; do (sleep 0.1 &) ; done").ok());
+  std::this_thread::sleep_for(500ms);
+  auto r = Sh("grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->out.data, "0\n") << "zombies left in the cell";
+  auto stats = channel().Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_GE(stats->children_reaped, 6u);  // the orphans too, not only the exec leaders
+}
+
 TEST_F(ExecTest, StopTokenCancelsAndSignalExecReachesTheGroup) {
   std::stop_source stop;
   ExecOptions o;
