@@ -1,0 +1,225 @@
+// The policy compiler (see compiler.h).
+#include "policies/compiler.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <sstream>
+
+#include "policies/mount_check.h"
+#include "policies/units.h"
+
+namespace mcpcell::policies {
+
+using sandbox::Error;
+using sandbox::Result;
+
+namespace {
+
+sandbox::Status MakeDirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i != path.size() && path[i] != '/') continue;
+    std::string part = path.substr(0, i);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Error::Sys("mkdir(\"" + part + "\")");
+    }
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Error::Sys("stat(\"" + path + "\")");
+  if (!S_ISDIR(st.st_mode)) return Error::Msg("\"" + path + "\" is not a directory");
+  return sandbox::Ok();
+}
+
+std::string Quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string List(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + Quoted(v[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+Result<MountPolicy> ParseMountFlag(const std::string& flag) {
+  MountPolicy m;
+  size_t first = flag.find(':');
+  if (first == std::string::npos) return Error::Msg("expected SRC:DST[:ro|rw]");
+  m.source = flag.substr(0, first);
+  std::string rest = flag.substr(first + 1);
+  size_t second = rest.find(':');
+  m.target = rest.substr(0, second);
+  if (second != std::string::npos) {
+    std::string mode = rest.substr(second + 1);
+    if (mode != "ro" && mode != "rw") {
+      return Error::Msg("mode must be \"ro\" or \"rw\", got \"" + mode + "\"");
+    }
+    m.writable = mode == "rw";
+  }
+  if (m.source.empty() || m.target.empty()) return Error::Msg("expected SRC:DST[:ro|rw]");
+  return m;
+}
+
+Result<Policy> ApplyOverrides(Policy p, const PolicyOverrides& o, const std::string& state_dir) {
+  if (o.memory_bytes) p.limits.memory_bytes = *o.memory_bytes;
+  if (o.pids) p.limits.pids = *o.pids;
+  if (o.cpu_millicores) p.limits.cpu_millicores = *o.cpu_millicores;
+  if (o.disk_bytes) p.limits.disk_bytes = *o.disk_bytes;
+  if (o.exec_default) p.time.exec_default = *o.exec_default;
+  if (o.exec_max) p.time.exec_max = *o.exec_max;
+  if (o.session_idle) p.time.session_idle = *o.session_idle;
+  if (o.session_max) p.time.session_max = *o.session_max;
+  if (o.output_keep_bytes) p.limits.output_keep_bytes = *o.output_keep_bytes;
+  if (p.time.exec_default > p.time.exec_max) {
+    return Error::Msg("the default exec timeout (" + FormatDuration(p.time.exec_default) +
+                      ") is longer than the maximum (" + FormatDuration(p.time.exec_max) + ")");
+  }
+  std::vector<MountPolicy> added;
+  for (const std::string& flag : o.mounts) {
+    auto m = ParseMountFlag(flag);
+    if (!m) return m.error().Wrap("--mount " + flag);
+    added.push_back(*m);
+  }
+  if (!o.output_dir.empty()) {
+    if (o.output_dir[0] != '/') return Error::Msg("--output " + o.output_dir + ": not absolute");
+    if (auto s = MakeDirs(o.output_dir); !s) return s.error().Wrap("--output " + o.output_dir);
+    added.push_back(MountPolicy{o.output_dir, kOutputCellPath, true});
+  }
+  for (const MountPolicy& m : added) {
+    std::string what = m.target == kOutputCellPath && m.source == o.output_dir
+                           ? "--output " + m.source
+                           : "--mount " + m.source + ":" + m.target;
+    if (auto s = CheckMountSource(m.source, state_dir); !s) return s.error().Wrap(what);
+    if (auto s = CheckMountTarget(m.target); !s) return s.error().Wrap(what);
+    for (const MountPolicy& existing : p.filesystem.mounts) {
+      if (existing.target == m.target) {
+        return Error::Msg(what + ": \"" + m.target + "\" is already mounted");
+      }
+    }
+    p.filesystem.mounts.push_back(m);
+  }
+  if (!o.workspace_dir.empty()) {
+    if (o.workspace_dir[0] != '/') {
+      return Error::Msg("--workspace " + o.workspace_dir + ": not absolute");
+    }
+    p.filesystem.workspace = WorkspaceMode::kPersistent;
+    p.filesystem.workspace_dir = o.workspace_dir;
+  }
+  if (p.filesystem.workspace == WorkspaceMode::kPersistent) {
+    const std::string& dir = p.filesystem.workspace_dir;
+    if (auto s = CheckMountSource(dir, state_dir); !s && s.error().err != ENOENT) {
+      return s.error().Wrap("workspace " + dir);
+    }
+    if (auto s = MakeDirs(dir); !s) return s.error().Wrap("workspace " + dir);
+    if (auto s = CheckMountSource(dir, state_dir); !s) return s.error().Wrap("workspace " + dir);
+  }
+  return p;
+}
+
+Result<sandbox::CellSpec> CompileCellSpec(const Policy& p, const std::string& cell_id,
+                                          const std::string& state_dir,
+                                          const std::string& skeleton_dir) {
+  if (p.isolation.backend != "namespaces") {
+    return Error::Msg("isolation.backend \"" + p.isolation.backend + "\" is not available");
+  }
+  sandbox::CellSpec spec = sandbox::DefaultCellSpec(cell_id, state_dir);
+  spec.rootfs.skeleton_dir = skeleton_dir;
+  spec.limits.memory_max_bytes = p.limits.memory_bytes;
+  spec.limits.pids_max = p.limits.pids;
+  spec.limits.cpu_millicores = p.limits.cpu_millicores;
+  spec.rlimits.nofile = p.limits.open_files;
+  spec.rlimits.fsize_bytes = p.limits.file_size_bytes;
+  spec.tmpfs.root_upper_bytes = p.limits.disk_bytes;
+  spec.tmpfs.tmp_bytes = p.limits.tmp_bytes;
+  spec.seccomp = p.isolation.seccomp;
+  if (p.filesystem.workspace == WorkspaceMode::kPersistent) {
+    spec.workspace_host_dir = p.filesystem.workspace_dir;
+  }
+  for (const MountPolicy& m : p.filesystem.mounts) {
+    spec.mounts.push_back(sandbox::CellMount{m.source, m.target, m.writable});
+  }
+  spec.env.push_back("MCPCELL_POLICY=" + p.name);
+  if (sandbox::Status s = sandbox::ValidateCellSpec(spec); !s) {
+    return s.error().Wrap("policy " + p.name + " compiles to an invalid cell spec");
+  }
+  return spec;
+}
+
+std::string NetworkSummary(const Policy& p) {
+  if (!p.network.egress_allowed) return "no network: the cell has only a loopback interface";
+  std::string hosts;
+  for (const auto& h : p.network.allow) hosts += (hosts.empty() ? "" : ", ") + h;
+  return "egress allowlist (" + hosts + "); not enforced yet: the cell has only loopback";
+}
+
+std::string DescribePolicy(const Policy& p) {
+  std::ostringstream o;
+  o << "# effective policy (from " << p.source << ")\n";
+  o << "name = " << Quoted(p.name) << "\n";
+  if (!p.description.empty()) o << "description = " << Quoted(p.description) << "\n";
+  o << "\n[isolation]\nbackend = " << Quoted(p.isolation.backend)
+    << "\nseccomp = " << (p.isolation.seccomp ? "true" : "false") << "\n";
+  const LimitsPolicy& l = p.limits;
+  o << "\n[limits]\nmemory = " << Quoted(FormatSize(l.memory_bytes)) << "\npids = " << l.pids
+    << "\ncpus = " << l.cpu_millicores / 1000.0 << "\ndisk = " << Quoted(FormatSize(l.disk_bytes))
+    << "\ntmp = " << Quoted(FormatSize(l.tmp_bytes)) << "\nopen_files = " << l.open_files
+    << "\nmax_file_size = " << Quoted(FormatSize(l.file_size_bytes))
+    << "\noutput_kept = " << Quoted(FormatSize(l.output_keep_bytes)) << "\n";
+  const TimePolicy& t = p.time;
+  o << "\n[time]\nexec_default = " << Quoted(FormatDuration(t.exec_default))
+    << "\nexec_max = " << Quoted(FormatDuration(t.exec_max))
+    << "\nsession_idle = " << Quoted(FormatDuration(t.session_idle))
+    << "\nsession_max = " << Quoted(FormatDuration(t.session_max)) << "\n";
+  const FilesystemPolicy& f = p.filesystem;
+  o << "\n[filesystem]\ntemplate = " << Quoted(f.template_name) << "\nworkspace = "
+    << (f.workspace == WorkspaceMode::kPersistent ? "\"persistent\"" : "\"ephemeral\"") << "\n";
+  if (!f.workspace_dir.empty()) o << "workspace_dir = " << Quoted(f.workspace_dir) << "\n";
+  for (const MountPolicy& m : f.mounts) {
+    o << "\n[[filesystem.mounts]]\nsource = " << Quoted(m.source) << "\ntarget = "
+      << Quoted(m.target) << "\nmode = " << (m.writable ? "\"rw\"" : "\"ro\"") << "\n";
+  }
+  o << "\n[network]\negress = " << (p.network.egress_allowed ? "\"allowlist\"" : "\"deny\"")
+    << "\n";
+  if (!p.network.allow.empty()) o << "allow = " << List(p.network.allow) << "\n";
+  o << "\n[packages]\nregistries = " << List(p.packages.registries)
+    << "\nallow = " << List(p.packages.allow) << "\ndeny = " << List(p.packages.deny) << "\n";
+  o << "\n[tools]\n";
+  if (p.tools.enabled.empty()) o << "# every tool\n";
+  else o << "enabled = " << List(p.tools.enabled) << "\n";
+  return o.str();
+}
+
+std::string DescribeCellSpec(const sandbox::CellSpec& s) {
+  std::ostringstream o;
+  o << "cell spec:\n  state_dir: " << s.state_dir << "\n  rootfs.skeleton_dir: "
+    << (s.rootfs.skeleton_dir.empty() ? "(the state dir's template)" : s.rootfs.skeleton_dir)
+    << "\n  rootfs.system_dirs:";
+  for (const auto& d : s.rootfs.system_dirs) o << " " << d;
+  o << "\n  workspace: "
+    << (s.workspace_host_dir.empty() ? "ephemeral (<cell dir>/workspace, deleted with the cell)"
+                                     : s.workspace_host_dir + " (persistent)")
+    << "\n";
+  for (const auto& m : s.mounts) {
+    o << "  mount: " << m.host_path << " -> " << m.cell_path
+      << (m.writable ? " (rw,nosuid,nodev)" : " (ro,nosuid,nodev)") << "\n";
+  }
+  o << "  limits.memory_max_bytes: " << s.limits.memory_max_bytes << " ("
+    << FormatSize(s.limits.memory_max_bytes) << ")\n  limits.pids_max: " << s.limits.pids_max
+    << "\n  limits.cpu_millicores: " << s.limits.cpu_millicores
+    << "\n  rlimits.nofile: " << s.rlimits.nofile << "\n  rlimits.fsize_bytes: "
+    << s.rlimits.fsize_bytes << "\n  tmpfs.root_upper_bytes: " << s.tmpfs.root_upper_bytes
+    << " (" << FormatSize(s.tmpfs.root_upper_bytes) << ")\n  tmpfs.tmp_bytes: "
+    << s.tmpfs.tmp_bytes << "\n  sandbox user: " << s.sandbox_user << " (" << s.sandbox_uid
+    << ":" << s.sandbox_gid << ")\n  seccomp: " << (s.seccomp ? "on" : "off") << "\n  env:";
+  for (const auto& e : s.env) o << " " << e;
+  o << "\n";
+  return o.str();
+}
+
+}  // namespace mcpcell::policies

@@ -1,0 +1,56 @@
+// The policy compiler: Policy (+ the serve command's flags) -> the sandbox's CellSpec.
+//
+// ApplyOverrides composes command-line choices (--mount, --output, --workspace, per-limit
+// flags) into a policy with the same checks the loader applies, so the flags are just a
+// shorter way to write a profile. CompileCellSpec is the only place a policy becomes
+// mechanism; DescribePolicy/DescribeCellSpec print both for `mcpcell policy`.
+// Threading: stateless functions.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policies/policy.h"
+#include "sandbox/cell_spec.h"
+#include "sandbox/status.h"
+
+namespace mcpcell::policies {
+
+// Where --output appears inside the cell.
+inline constexpr const char* kOutputCellPath = "/output";
+
+struct PolicyOverrides {
+  std::optional<uint64_t> memory_bytes;
+  std::optional<uint64_t> pids;
+  std::optional<uint32_t> cpu_millicores;
+  std::optional<uint64_t> disk_bytes;
+  std::optional<std::chrono::seconds> exec_default, exec_max, session_idle, session_max;
+  std::optional<uint64_t> output_keep_bytes;
+  std::vector<std::string> mounts;  // "SRC:DST[:ro|rw]" (default ro)
+  std::string output_dir;           // host dir bound read-write at /output (made if missing)
+  std::string workspace_dir;        // persistent workspace (made if missing)
+};
+
+// `policy` with the overrides applied and checked (mounts like the loader's, "--mount
+// <spec>: ..." in errors). Creates output_dir and workspace_dir if missing.
+sandbox::Result<Policy> ApplyOverrides(Policy policy, const PolicyOverrides& overrides,
+                                       const std::string& state_dir);
+
+// Parses "SRC:DST[:ro|rw]".
+sandbox::Result<MountPolicy> ParseMountFlag(const std::string& flag);
+
+// The spec of cell `cell_id` under this policy; `skeleton_dir` is the state dir's template
+// (sandbox::PrepareHostTemplate). Validated by sandbox::ValidateCellSpec.
+sandbox::Result<sandbox::CellSpec> CompileCellSpec(const Policy& policy, const std::string& cell_id,
+                                                   const std::string& state_dir,
+                                                   const std::string& skeleton_dir);
+
+// The effective policy as a profile file (every key, defaults filled in).
+std::string DescribePolicy(const Policy& policy);
+// The compiled spec, one field a line.
+std::string DescribeCellSpec(const sandbox::CellSpec& spec);
+// One line for session_info: "no network ..." or "egress allowlist: a, b".
+std::string NetworkSummary(const Policy& policy);
+
+}  // namespace mcpcell::policies
