@@ -21,15 +21,19 @@ namespace mcpcell::policies {
 inline constexpr const char* kOutputCellPath = "/output";
 
 struct PolicyOverrides {
-  std::optional<uint64_t> memory_bytes;
-  std::optional<uint64_t> pids;
-  std::optional<uint32_t> cpu_millicores;
-  std::optional<uint64_t> disk_bytes;
-  std::optional<std::chrono::seconds> exec_default, exec_max, session_idle, session_max;
-  std::optional<uint64_t> output_keep_bytes;
-  std::vector<std::string> mounts;  // "SRC:DST[:ro|rw]" (default ro)
-  std::string output_dir;           // host dir bound read-write at /output (made if missing)
-  std::string workspace_dir;        // persistent workspace (made if missing)
+  // Default member initializers so designated initializers build under -Wextra.
+  std::optional<uint64_t> memory_bytes = {};
+  std::optional<uint64_t> pids = {};
+  std::optional<uint32_t> cpu_millicores = {};
+  std::optional<uint64_t> disk_bytes = {};
+  std::optional<std::chrono::seconds> exec_default = {};
+  std::optional<std::chrono::seconds> exec_max = {};
+  std::optional<std::chrono::seconds> session_idle = {};
+  std::optional<std::chrono::seconds> session_max = {};
+  std::optional<uint64_t> output_keep_bytes = {};
+  std::vector<std::string> mounts = {};  // "SRC:DST[:ro|rw]" (default ro)
+  std::string output_dir = {};     // host dir bound read-write at /output (made if missing)
+  std::string workspace_dir = {};  // persistent workspace (made if missing)
 };
 
 // `policy` with the overrides applied and checked (mounts like the loader's, "--mount

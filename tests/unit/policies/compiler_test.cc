@@ -1,0 +1,100 @@
+// The compiler: every shipped profile compiles to a valid spec carrying its values; the
+// serve flags compose into a profile with the loader's checks.
+#include "policies/compiler.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "policies/loader.h"
+
+namespace mcpcell::policies {
+namespace {
+
+class Compiler : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/policy-compile-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    state_ = dir_ + "/state";
+    std::filesystem::create_directories(state_);
+    std::filesystem::create_directories(dir_ + "/project");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_, state_;
+};
+
+TEST_F(Compiler, EveryShippedProfileCompiles) {
+  ASSERT_EQ(ShippedPolicyNames().size(), 3u);
+  for (const std::string& name : ShippedPolicyNames()) {
+    auto p = ResolvePolicy(name, {state_});
+    ASSERT_TRUE(p) << name << ": " << p.error().message;
+    auto spec = CompileCellSpec(*p, "c1", state_, "");
+    ASSERT_TRUE(spec) << name << ": " << spec.error().message;
+    EXPECT_EQ(spec->limits.memory_max_bytes, p->limits.memory_bytes) << name;
+    EXPECT_EQ(spec->limits.pids_max, p->limits.pids) << name;
+    EXPECT_EQ(spec->limits.cpu_millicores, p->limits.cpu_millicores) << name;
+    EXPECT_EQ(spec->tmpfs.root_upper_bytes, p->limits.disk_bytes) << name;
+    EXPECT_EQ(spec->rlimits.nofile, p->limits.open_files) << name;
+    EXPECT_TRUE(spec->seccomp);
+    EXPECT_TRUE(spec->workspace_host_dir.empty());
+    // The printed policy is itself a valid profile that loads to the same values.
+    auto again = ParsePolicy(DescribePolicy(*p), name + ".toml", {state_});
+    ASSERT_TRUE(again) << again.error().message << "\n" << DescribePolicy(*p);
+    EXPECT_EQ(again->limits.memory_bytes, p->limits.memory_bytes);
+    EXPECT_EQ(again->limits.cpu_millicores, p->limits.cpu_millicores);
+    EXPECT_EQ(again->time.exec_max, p->time.exec_max);
+    EXPECT_EQ(again->network.allow, p->network.allow);
+    EXPECT_EQ(again->tools.enabled, p->tools.enabled);
+  }
+}
+
+TEST_F(Compiler, FlagsComposeIntoTheProfile) {
+  auto p = ResolvePolicy("default", {state_});
+  ASSERT_TRUE(p);
+  PolicyOverrides o;
+  o.mounts = {dir_ + "/project:/workspace/project:ro"};
+  o.output_dir = dir_ + "/out";
+  o.workspace_dir = dir_ + "/ws";
+  o.memory_bytes = 300ull << 20;
+  auto composed = ApplyOverrides(*p, o, state_);
+  ASSERT_TRUE(composed) << composed.error().message;
+  EXPECT_TRUE(std::filesystem::is_directory(dir_ + "/out"));
+  EXPECT_TRUE(std::filesystem::is_directory(dir_ + "/ws"));
+  auto spec = CompileCellSpec(*composed, "c2", state_, "");
+  ASSERT_TRUE(spec) << spec.error().message;
+  ASSERT_EQ(spec->mounts.size(), 2u);
+  EXPECT_EQ(spec->mounts[0].cell_path, "/workspace/project");
+  EXPECT_FALSE(spec->mounts[0].writable);
+  EXPECT_EQ(spec->mounts[1].host_path, dir_ + "/out");
+  EXPECT_EQ(spec->mounts[1].cell_path, kOutputCellPath);
+  EXPECT_TRUE(spec->mounts[1].writable);
+  EXPECT_EQ(spec->workspace_host_dir, dir_ + "/ws");
+  EXPECT_EQ(spec->limits.memory_max_bytes, 300ull << 20);
+}
+
+TEST_F(Compiler, BadFlagsAreRefusedWithTheFlag) {
+  auto p = ResolvePolicy("default", {state_});
+  ASSERT_TRUE(p);
+  auto err = [&](PolicyOverrides o) {
+    auto r = ApplyOverrides(*p, o, state_);
+    return r ? std::string("(ok)") : r.error().message;
+  };
+  EXPECT_EQ(err({.mounts = {"/etc:/e"}}),
+            "--mount /etc:/e: refusing to mount \"/etc\": it is or is under /etc");
+  EXPECT_EQ(err({.mounts = {dir_ + "/project:/p:rx"}}),
+            "--mount " + dir_ + "/project:/p:rx: mode must be \"ro\" or \"rw\", got \"rx\"");
+  EXPECT_EQ(err({.mounts = {"nocolon"}}), "--mount nocolon: expected SRC:DST[:ro|rw]");
+  EXPECT_EQ(err({.mounts = {dir_ + "/project:/proc"}}),
+            "--mount " + dir_ + "/project:/proc: \"/proc\" is under /proc");
+  EXPECT_NE(err({.output_dir = state_ + "/out"}).find("server's state directory"),
+            std::string::npos);
+  EXPECT_NE(err({.workspace_dir = "/root/ws"}).find("refusing to mount"), std::string::npos);
+  EXPECT_EQ(err({.exec_default = std::chrono::seconds(900)}),
+            "the default exec timeout (15m) is longer than the maximum (10m)");
+}
+
+}  // namespace
+}  // namespace mcpcell::policies

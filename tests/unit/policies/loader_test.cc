@@ -1,0 +1,283 @@
+// The strict loader: good files load with defaults filled in; every kind of bad file is
+// refused with file:line:column, the key path and what is wrong.
+#include "policies/loader.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace mcpcell::policies {
+namespace {
+
+std::string ErrorOf(const std::string& text) {
+  auto p = ParsePolicy(text, "p.toml");
+  return p ? "(loaded)" : p.error().message;
+}
+
+TEST(Loader, EmptyFileIsTheDefaults) {
+  auto p = ParsePolicy("", "/x/mine.toml");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->name, "mine");
+  EXPECT_EQ(p->limits.memory_bytes, 1ull << 30);
+  EXPECT_EQ(p->time.exec_default, std::chrono::seconds(60));
+  EXPECT_EQ(p->filesystem.workspace, WorkspaceMode::kEphemeral);
+  EXPECT_FALSE(p->network.egress_allowed);
+  EXPECT_TRUE(p->tools.enabled.empty());
+}
+
+TEST(Loader, ReadsEverySection) {
+  char tmpl[] = "/tmp/policy-loader-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  std::filesystem::create_directories(dir + "/src");
+  std::string text = R"(
+name = "full"
+description = "all keys"
+[isolation]
+backend = "namespaces"
+seccomp = false
+[limits]
+memory = "512MiB"
+pids = 100
+cpus = 0.25
+disk = "2GiB"
+tmp = "32MiB"
+open_files = 333
+max_file_size = "10MB"
+output_kept = "8KiB"
+[time]
+exec_default = "30s"
+exec_max = "2h"
+session_idle = "10m"
+session_max = "1d"
+[filesystem]
+template = "host"
+workspace = "persistent"
+workspace_dir = ")" + dir + R"(/ws"
+[[filesystem.mounts]]
+source = ")" + dir + R"(/src"
+target = "/workspace/src"
+[[filesystem.mounts]]
+source = ")" + dir + R"(/src"
+target = "/out"
+mode = "rw"
+[network]
+egress = "allowlist"
+allow = ["pypi.org", "*.npmjs.org:443"]
+[packages]
+registries = ["pypi"]
+allow = ["pypi:requests"]
+deny = ["pypi:evil*"]
+[tools]
+enabled = ["run_code", "session_info"]
+)";
+  auto p = ParsePolicy(text, "full.toml");
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->name, "full");
+  EXPECT_FALSE(p->isolation.seccomp);
+  EXPECT_EQ(p->limits.memory_bytes, 512ull << 20);
+  EXPECT_EQ(p->limits.pids, 100u);
+  EXPECT_EQ(p->limits.cpu_millicores, 250u);
+  EXPECT_EQ(p->limits.disk_bytes, 2ull << 30);
+  EXPECT_EQ(p->limits.tmp_bytes, 32ull << 20);
+  EXPECT_EQ(p->limits.open_files, 333u);
+  EXPECT_EQ(p->limits.file_size_bytes, 10000000u);
+  EXPECT_EQ(p->limits.output_keep_bytes, 8192u);
+  EXPECT_EQ(p->time.exec_max, std::chrono::seconds(7200));
+  EXPECT_EQ(p->time.session_max, std::chrono::seconds(86400));
+  EXPECT_EQ(p->filesystem.workspace, WorkspaceMode::kPersistent);
+  EXPECT_EQ(p->filesystem.workspace_dir, dir + "/ws");
+  ASSERT_EQ(p->filesystem.mounts.size(), 2u);
+  EXPECT_FALSE(p->filesystem.mounts[0].writable);
+  EXPECT_TRUE(p->filesystem.mounts[1].writable);
+  EXPECT_EQ(p->filesystem.mounts[1].target, "/out");
+  EXPECT_TRUE(p->network.egress_allowed);
+  EXPECT_EQ(p->network.allow.size(), 2u);
+  EXPECT_EQ(p->packages.deny[0], "pypi:evil*");
+  EXPECT_EQ(p->tools.enabled.size(), 2u);
+}
+
+struct BadCase {
+  const char* text;
+  const char* error;  // the whole message
+};
+
+class LoaderErrors : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(LoaderErrors, NamesFileLineColumnAndKey) {
+  EXPECT_EQ(ErrorOf(GetParam().text), GetParam().error);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, LoaderErrors,
+    ::testing::Values(
+        BadCase{"[limits]\nmemory = \"lots\"\n",
+                "p.toml:2:10: limits.memory: expected a size like \"512MiB\", got \"lots\""},
+        BadCase{"[limits]\nmemory = 512\n",
+                "p.toml:2:10: limits.memory: expected a size like \"512MiB\", got 512"},
+        BadCase{"[limits]\nmemory = \"1MiB\"\n",
+                "p.toml:2:10: limits.memory: must be between 16MiB and 1TiB, got \"1MiB\""},
+        BadCase{"[limits]\nmemroy = \"1GiB\"\n",
+                "p.toml:2:1: limits.memroy: unknown key (known here: memory, pids, cpus, disk, "
+                "tmp, open_files, max_file_size, output_kept)"},
+        BadCase{"colour = \"blue\"\n",
+                "p.toml:1:1: colour: unknown key (known here: name, description, isolation, "
+                "limits, time, filesystem, network, packages, tools)"},
+        BadCase{"[limits]\npids = \"many\"\n",
+                "p.toml:2:8: limits.pids: expected an integer, got a string \"many\""},
+        BadCase{"[limits]\npids = 2\n",
+                "p.toml:2:8: limits.pids: must be between 8 and 4194304, got 2"},
+        BadCase{"[limits]\ncpus = 0\n",
+                "p.toml:2:8: limits.cpus: must be between 0.01 and 1024, got 0"},
+        BadCase{"[limits]\ncpus = \"two\"\n",
+                "p.toml:2:8: limits.cpus: expected a number of CPUs like 1 or 0.5, got a string"},
+        BadCase{"limits = 3\n", "p.toml:1:10: limits: expected a table, got an integer"},
+        BadCase{"[time]\nexec_max = \"10\"\n",
+                "p.toml:2:12: time.exec_max: expected a duration like \"30s\", \"15m\" or "
+                "\"2h\", got \"10\""},
+        BadCase{"[time]\nexec_default = \"2h\"\nexec_max = \"1h\"\n",
+                "p.toml:2:16: time.exec_default: is longer than time.exec_max (2h > 1h)"},
+        BadCase{"[time]\nsession_idle = \"40d\"\n",
+                "p.toml:2:16: time.session_idle: must be between 1s and 30d, got \"40d\""},
+        BadCase{"[isolation]\nbackend = \"docker\"\n",
+                "p.toml:2:11: isolation.backend: expected one of \"namespaces\", \"microvm\", "
+                "got \"docker\""},
+        BadCase{"[isolation]\nbackend = \"microvm\"\n",
+                "p.toml:2:11: isolation.backend: \"microvm\" is reserved for a future backend; "
+                "only \"namespaces\" exists today"},
+        BadCase{"[isolation]\nseccomp = \"yes\"\n",
+                "p.toml:2:11: isolation.seccomp: expected true or false, got a string"},
+        BadCase{"[filesystem]\nworkspace = \"persistent\"\n",
+                "p.toml:1:1: filesystem.workspace_dir: a persistent workspace needs "
+                "workspace_dir (a host directory)"},
+        BadCase{"[filesystem]\nworkspace_dir = \"/srv/ws\"\n",
+                "p.toml:2:17: filesystem.workspace_dir: only a persistent workspace has a host "
+                "directory (set workspace = \"persistent\")"},
+        BadCase{"[filesystem]\nworkspace = \"persistent\"\nworkspace_dir = \"ws\"\n",
+                "p.toml:3:17: filesystem.workspace_dir: \"ws\" is not an absolute path"},
+        BadCase{"[filesystem]\ntemplate = \"alpine\"\n",
+                "p.toml:2:12: filesystem.template: expected one of \"host\", got \"alpine\""},
+        BadCase{"[[filesystem.mounts]]\nsource = \"/\"\ntarget = \"/host\"\n",
+                "p.toml:2:10: filesystem.mounts[0].source: refusing to mount \"/\": it is the "
+                "host's root filesystem"},
+        BadCase{"[[filesystem.mounts]]\nsource = \"/etc\"\ntarget = \"/e\"\n",
+                "p.toml:2:10: filesystem.mounts[0].source: refusing to mount \"/etc\": it is or "
+                "is under /etc"},
+        BadCase{"[[filesystem.mounts]]\nsource = \"/var/run/docker.sock\"\ntarget = \"/d\"\n",
+                "p.toml:2:10: filesystem.mounts[0].source: refusing to mount "
+                "\"/var/run/docker.sock\": it is a container runtime socket"},
+        BadCase{"[[filesystem.mounts]]\nsource = \"/home\"\ntarget = \"/h\"\n",
+                "p.toml:2:10: filesystem.mounts[0].source: refusing to mount \"/home\": it is "
+                "/home, every user's home directory"},
+        BadCase{"[[filesystem.mounts]]\nsource = \"/usr\"\ntarget = \"/proc/x\"\n",
+                "p.toml:3:10: filesystem.mounts[0].target: \"/proc/x\" is under /proc"},
+        BadCase{"[[filesystem.mounts]]\nsource = \"/usr\"\n",
+                "p.toml:1:1: filesystem.mounts[0]: missing \"target\""},
+        BadCase{"[[filesystem.mounts]]\nsource = \"/usr\"\ntarget = \"/u\"\nmode = \"wr\"\n",
+                "p.toml:4:8: filesystem.mounts[0].mode: expected one of \"ro\", \"rw\", got "
+                "\"wr\""},
+        BadCase{"[[filesystem.mounts]]\nsource = \"/usr\"\ntarget = \"/u\"\nsuid = true\n",
+                "p.toml:4:1: filesystem.mounts[0].suid: unknown key (known here: source, "
+                "target, mode)"},
+        BadCase{"[[filesystem.mounts]]\nsource = \"/usr\"\ntarget = \"/u\"\n"
+                "[[filesystem.mounts]]\nsource = \"/usr\"\ntarget = \"/u\"\n",
+                "p.toml:4:1: filesystem.mounts[1].target: \"/u\" is mounted twice"},
+        BadCase{"[network]\negress = \"open\"\n",
+                "p.toml:2:10: network.egress: expected one of \"deny\", \"allowlist\", got "
+                "\"open\""},
+        BadCase{"[network]\nallow = [\"pypi.org\"]\n",
+                "p.toml:2:9: network.allow: hosts are listed but egress is \"deny\" (set egress "
+                "= \"allowlist\")"},
+        BadCase{"[network]\negress = \"allowlist\"\n",
+                "p.toml:1:1: network.allow: egress = \"allowlist\" needs at least one host"},
+        BadCase{"[network]\negress = \"allowlist\"\nallow = [\"pypi.org\", \"Bad_Host\"]\n",
+                "p.toml:3:22: network.allow[1]: \"Bad_Host\" is not a host name (lower-case "
+                "letters, digits, '-' and '.', optionally \"*.\" in front and \":port\" after)"},
+        BadCase{"[network]\negress = \"allowlist\"\nallow = [\"pypi.org:99999\"]\n",
+                "p.toml:3:10: network.allow[0]: \"pypi.org:99999\": port must be 1..65535"},
+        BadCase{"[network]\negress = \"allowlist\"\nallow = [\"a.org\", \"a.org\"]\n",
+                "p.toml:3:19: network.allow[1]: \"a.org\" is listed twice"},
+        BadCase{"[packages]\nregistries = [\"maven\"]\n",
+                "p.toml:2:15: packages.registries[0]: unknown registry \"maven\" (known: pypi, "
+                "npm, crates, debian)"},
+        BadCase{"[packages]\nregistries = [\"pypi\"]\nallow = [\"npm:left-pad\"]\n",
+                "p.toml:1:1: packages: rule \"npm:left-pad\" names registry \"npm\", which "
+                "packages.registries does not list"},
+        BadCase{"[packages]\nregistries = [\"pypi\"]\ndeny = [\"requests\"]\n",
+                "p.toml:3:9: packages.deny[0]: \"requests\" is not a rule \"<registry>:<name or "
+                "pattern>\" with registry one of pypi, npm, crates, debian"},
+        BadCase{"[tools]\nenabled = [\"run_code\", \"rm_rf\"]\n",
+                "p.toml:2:24: tools.enabled[1]: unknown tool \"rm_rf\" (known: run_code, "
+                "run_command, read_file, write_file, edit_file, list_files, session_info)"},
+        BadCase{"[tools]\nenabled = []\n",
+                "p.toml:2:11: tools.enabled: is empty: a profile with no tools is useless "
+                "(omit the key to enable every tool)"},
+        BadCase{"[tools]\nenabled = \"run_code\"\n",
+                "p.toml:2:11: tools.enabled: expected an array of strings, got a string"},
+        BadCase{"[tools]\nenabled = [1]\n",
+                "p.toml:2:12: tools.enabled[0]: expected a string, got an integer"},
+        BadCase{"name = \"Bad Name\"\n",
+                "p.toml:1:8: name: \"Bad Name\" must be 1 to 64 of [a-z0-9_-]"},
+        BadCase{"[limits\nmemory = 1\n", "p.toml:1:8: Error while parsing table header: expected ']', saw '\\n'"}));
+
+TEST(Loader, MissingFileNamesIt) {
+  auto p = LoadPolicyFile("/nonexistent/x.toml");
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().message, "open(\"/nonexistent/x.toml\"): ENOENT (No such file or directory)");
+}
+
+TEST(Loader, StateDirIsRefusedAsAMountSource) {
+  char tmpl[] = "/tmp/policy-state-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string state = tmpl;
+  LoadOptions options{state};
+  auto p = ParsePolicy("[[filesystem.mounts]]\nsource = \"" + state + "\"\ntarget = \"/s\"\n",
+                       "p.toml", options);
+  std::filesystem::remove_all(state);
+  ASSERT_FALSE(p);
+  EXPECT_NE(p.error().message.find("p.toml:2:10: filesystem.mounts[0].source: refusing to mount"),
+            std::string::npos)
+      << p.error().message;
+  EXPECT_NE(p.error().message.find("server's state directory"), std::string::npos);
+}
+
+TEST(Loader, ResolvesNamesAndFiles) {
+  for (std::string name : {"default", "offline-strict", "dev"}) {
+    auto p = ResolvePolicy(name);
+    ASSERT_TRUE(p) << name << ": " << p.error().message;
+    EXPECT_EQ(p->name, name);
+    EXPECT_EQ(p->source, "<builtin:" + name + ">");
+  }
+  auto missing = ResolvePolicy("nope");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().message,
+            "no shipped policy named \"nope\" (shipped: default, dev, offline-strict; or give a "
+            "path to a .toml file)");
+  auto file = ResolvePolicy("./nope.toml");
+  ASSERT_FALSE(file);
+  EXPECT_NE(file.error().message.find("open(\"./nope.toml\")"), std::string::npos);
+}
+
+TEST(Loader, ShippedProfilesSayWhatTheyPromise) {
+  auto def = ResolvePolicy("default");
+  auto strict = ResolvePolicy("offline-strict");
+  auto dev = ResolvePolicy("dev");
+  ASSERT_TRUE(def && strict && dev);
+  EXPECT_FALSE(def->network.egress_allowed);
+  EXPECT_EQ(def->filesystem.workspace, WorkspaceMode::kEphemeral);
+  EXPECT_FALSE(strict->network.egress_allowed);
+  EXPECT_LT(strict->limits.memory_bytes, def->limits.memory_bytes);
+  EXPECT_LT(strict->limits.pids, def->limits.pids);
+  EXPECT_FALSE(strict->tools.enabled.empty());
+  EXPECT_LT(strict->tools.enabled.size(), KnownToolNames().size());
+  EXPECT_TRUE(dev->network.egress_allowed);
+  EXPECT_FALSE(dev->packages.registries.empty());
+}
+
+}  // namespace
+}  // namespace mcpcell::policies
