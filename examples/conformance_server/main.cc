@@ -3,7 +3,7 @@
 // the server, register the fixtures, serve on the chosen transport.
 //
 // Flags are parsed by hand so the program links nothing but mcpcell_mcp. A transport is a
-// flag (--stdio today); adding one means a TransportKind, its flag and a case in Serve().
+// flag (--stdio, --http PORT); adding one means a TransportKind, its flag and a case in Serve().
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "examples/conformance_server/fixtures.h"
+#include "mcp/http_server.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
 #include "mcp/stdio_transport.h"
@@ -22,11 +23,13 @@ namespace {
 
 constexpr const char* kVersion = "0.1.0";
 constexpr const char* kUsage =
-    "usage: mcpcell-conformance-server [--stdio] [--max-message-bytes N]\n"
+    "usage: mcpcell-conformance-server [--stdio | --http [ADDR:]PORT] [--max-message-bytes N]\n"
     "                                  [--log-level LEVEL] [--log-file PATH]\n"
     "\n"
     "Serves the MCP conformance suite's fixtures (tools, resources, prompts, completion).\n"
     "  --stdio                 newline-delimited JSON-RPC on stdin/stdout (default)\n"
+    "  --http [ADDR:]PORT      Streamable HTTP at http://ADDR:PORT/mcp (ADDR 127.0.0.1;\n"
+    "                          PORT 0 = any free port; the URL is printed on stderr)\n"
     "  --max-message-bytes N   largest accepted message; longer lines get -32700\n"
     "                          (default 16777216)\n"
     "  --log-level LEVEL       server diagnostics on stderr: debug, info, notice, warning\n"
@@ -34,10 +37,12 @@ constexpr const char* kUsage =
     "  --log-file PATH         write diagnostics to PATH instead of stderr\n"
     "  --version, --help\n";
 
-enum class TransportKind { kStdio };
+enum class TransportKind { kStdio, kHttp };
 
 struct Flags {
   TransportKind transport = TransportKind::kStdio;
+  std::string http_host = "127.0.0.1";
+  int http_port = 0;
   size_t max_message_bytes = 16 * 1024 * 1024;
   mcp::LogLevel log_level = mcp::LogLevel::kWarning;
   std::string log_file;
@@ -56,6 +61,21 @@ std::optional<Flags> ParseFlags(const std::vector<std::string_view>& args, std::
     };
     if (arg == "--stdio") {
       flags.transport = TransportKind::kStdio;
+    } else if (arg == "--http") {
+      std::optional<std::string> text = value();
+      std::string port = text ? *text : "";
+      if (size_t colon = port.rfind(':'); colon != std::string::npos) {
+        flags.http_host = port.substr(0, colon);
+        port = port.substr(colon + 1);
+      }
+      char* end = nullptr;
+      long n = port.empty() ? -1 : std::strtol(port.c_str(), &end, 10);
+      if (n < 0 || n > 65535 || *end != '\0') {
+        error = "--http needs [ADDR:]PORT with PORT in 0..65535";
+        return std::nullopt;
+      }
+      flags.transport = TransportKind::kHttp;
+      flags.http_port = static_cast<int>(n);
     } else if (arg == "--max-message-bytes") {
       std::optional<std::string> text = value();
       char* end = nullptr;
@@ -115,6 +135,16 @@ int Serve(mcp::Server& server, const Flags& flags) {
       mcp::StdioOptions options;
       options.max_message_bytes = flags.max_message_bytes;
       return mcp::ServeStdio(server, options);
+    }
+    case TransportKind::kHttp: {
+      mcp::HttpOptions options;
+      options.host = flags.http_host;
+      options.port = flags.http_port;
+      options.default_tenant.max_body_bytes = flags.max_message_bytes;
+      return mcp::ServeHttp(server, options, [](const mcp::HttpServer& http) {
+        std::fprintf(stderr, "mcpcell-conformance-server: listening on %s\n", http.url().c_str());
+        std::fflush(stderr);
+      });
     }
   }
   return 2;

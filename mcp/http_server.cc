@@ -1,0 +1,896 @@
+// Streamable HTTP for mcp::Server. See http_server.h for the protocol summary.
+//
+// Routing of outgoing messages (the Transport has one Send for all of them): a response
+// goes to the stream of the POST that carried its request; a progress notification to the
+// stream of the request that gave its progressToken; anything else (logging, list_changed,
+// server->client requests) to the standalone GET stream when one is open, else to the
+// newest open POST stream, else it waits in the GET stream's backlog.
+// CPPHTTPLIB_OPENSSL_SUPPORT comes from the cpp-httplib pkg-config target (every TU alike).
+#include "mcp/http_server.h"
+
+#include <httplib.h>
+#include <openssl/rand.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "mcp/jsonrpc.h"
+#include "mcp/log.h"
+#include "mcp/server.h"
+#include "mcp/session.h"
+#include "mcp/transport.h"
+
+namespace mcp {
+namespace {
+
+constexpr auto kKeepAlive = std::chrono::seconds(15);
+constexpr auto kInitTimeout = std::chrono::seconds(30);
+constexpr size_t kMaxEventsPerStream = 1024;
+
+std::string RandomHex(size_t bytes) {
+  std::vector<unsigned char> buf(bytes);
+  if (RAND_bytes(buf.data(), static_cast<int>(bytes)) != 1) {
+    throw std::runtime_error("RAND_bytes failed");
+  }
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : buf) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// "host:port" / "[::1]:port" -> host (lower case, brackets kept for IPv6).
+std::string HostPart(const std::string& host_header) {
+  std::string h = Lower(host_header);
+  if (!h.empty() && h[0] == '[') {
+    size_t end = h.find(']');
+    return end == std::string::npos ? h : h.substr(0, end + 1);
+  }
+  size_t colon = h.find(':');
+  return colon == std::string::npos ? h : h.substr(0, colon);
+}
+
+bool IsSupportedVersion(const std::string& v) {
+  for (const char* known : kProtocolVersions) {
+    if (v == known) return true;
+  }
+  return false;
+}
+
+void JsonError(httplib::Response& res, int status, const std::string& message,
+               int code = kInvalidRequest) {
+  res.status = status;
+  Json body = {{"jsonrpc", "2.0"},
+               {"id", nullptr},
+               {"error", {{"code", code}, {"message", message}}}};
+  res.set_content(body.dump(), "application/json");
+}
+
+}  // namespace
+
+bool IsLoopbackHost(const std::string& host) {
+  std::string h = Lower(host);
+  if (h == "localhost" || h == "::1" || h == "[::1]") return true;
+  return h.rfind("127.", 0) == 0;
+}
+
+// ---- one SSE stream of a session ----
+
+struct Stream {
+  int id = 0;
+  bool standalone = false;           // the GET stream
+  std::set<std::string> pending;     // request id keys still unanswered (POST streams)
+  std::deque<std::pair<int, std::string>> events;  // seq -> SSE "data" payload
+  int next_seq = 1;
+  int first_seq = 1;                 // seq of events.front()
+  bool attached = false;             // an HTTP connection is writing it
+  uint64_t attach_gen = 0;           // a newer connection displaces an older one
+  bool finished() const { return !standalone && pending.empty(); }
+};
+
+// The Transport of one HTTP session; shared state so callbacks and HTTP threads may
+// outlive the object.
+struct HttpChannel {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::mutex deliver_mu;  // on_message one at a time
+  TransportCallbacks callbacks;
+  bool closed = false;
+  bool close_notified = false;
+  std::map<int, std::shared_ptr<Stream>> streams;
+  int next_stream = 1;
+  int standalone_id = 0;
+  std::map<std::string, int> by_request;   // id key -> stream
+  std::map<std::string, int> by_progress;  // progressToken dump -> stream
+  std::map<std::string, std::string> progress_of;  // id key -> token dump
+  std::deque<int> post_order;  // open POST streams, newest last
+
+  // Under mu.
+  std::shared_ptr<Stream> NewStream(bool standalone) {
+    auto s = std::make_shared<Stream>();
+    s->id = next_stream++;
+    s->standalone = standalone;
+    streams[s->id] = s;
+    if (standalone) {
+      standalone_id = s->id;
+    } else {
+      post_order.push_back(s->id);
+    }
+    return s;
+  }
+  std::shared_ptr<Stream> Find(int id) {
+    auto it = streams.find(id);
+    return it == streams.end() ? nullptr : it->second;
+  }
+  void Push(Stream& s, const std::string& data) {
+    s.events.emplace_back(s.next_seq++, data);
+    while (s.events.size() > kMaxEventsPerStream) {
+      s.events.pop_front();
+      s.first_seq = s.events.front().first;
+    }
+    cv.notify_all();
+  }
+  void Retire(int stream_id) {
+    post_order.erase(std::remove(post_order.begin(), post_order.end(), stream_id),
+                     post_order.end());
+  }
+
+  bool Send(const Json& message) {
+    std::string text = message.dump(-1, ' ', false, Json::error_handler_t::replace);
+    std::lock_guard lock(mu);
+    if (closed) return false;
+    std::shared_ptr<Stream> target;
+    bool is_response = message.is_object() && !message.contains("method") &&
+                       message.contains("id");
+    if (message.is_array()) {  // a batch response: to the stream of its first element
+      for (const Json& r : message) {
+        if (r.contains("id")) {
+          auto it = by_request.find(jsonrpc::IdKey(r["id"]));
+          if (it != by_request.end() && !target) target = Find(it->second);
+        }
+      }
+      for (const Json& r : message) {
+        if (r.contains("id")) ForgetRequest(jsonrpc::IdKey(r["id"]));
+      }
+    } else if (is_response) {
+      std::string key = jsonrpc::IdKey(message["id"]);
+      auto it = by_request.find(key);
+      if (it != by_request.end()) target = Find(it->second);
+      ForgetRequest(key);
+    } else if (message.value("method", "") == "notifications/progress") {
+      const Json& params = message.contains("params") ? message["params"] : Json();
+      if (params.is_object() && params.contains("progressToken")) {
+        auto it = by_progress.find(params["progressToken"].dump());
+        if (it != by_progress.end()) target = Find(it->second);
+      }
+    }
+    if (!target && !is_response && !message.is_array()) {
+      auto standalone = Find(standalone_id);
+      if (standalone && standalone->attached) {
+        target = standalone;
+      } else if (!post_order.empty()) {
+        target = Find(post_order.back());
+      } else {
+        if (!standalone) standalone = NewStream(true);
+        target = standalone;
+      }
+    }
+    if (!target) {
+      log::Warn("http: dropped a response with no open stream: " + text.substr(0, 200));
+      return false;
+    }
+    Push(*target, text);
+    if (target->finished()) Retire(target->id);
+    return true;
+  }
+
+  // Under mu.
+  void ForgetRequest(const std::string& key) {
+    auto it = by_request.find(key);
+    if (it == by_request.end()) return;
+    if (auto s = Find(it->second)) s->pending.erase(key);
+    by_request.erase(it);
+    if (auto p = progress_of.find(key); p != progress_of.end()) {
+      by_progress.erase(p->second);
+      progress_of.erase(p);
+    }
+  }
+
+  size_t InFlight() {
+    std::lock_guard lock(mu);
+    return by_request.size();
+  }
+
+  void Close() {
+    {
+      std::lock_guard lock(mu);
+      if (closed) return;
+      closed = true;
+      cv.notify_all();
+    }
+  }
+};
+
+class HttpSessionTransport : public Transport {
+ public:
+  explicit HttpSessionTransport(std::shared_ptr<HttpChannel> ch) : ch_(std::move(ch)) {}
+  ~HttpSessionTransport() override { ch_->Close(); }
+  void Start(TransportCallbacks callbacks) override {
+    std::lock_guard lock(ch_->deliver_mu);
+    ch_->callbacks = std::move(callbacks);
+  }
+  bool Send(const Json& message) override { return ch_->Send(message); }
+  void Close() override {
+    {
+      std::lock_guard lock(ch_->mu);
+      if (ch_->close_notified) return;
+      ch_->close_notified = true;
+    }
+    ch_->Close();
+    // on_close runs on its own thread: Close() may be called with session locks held.
+    std::thread([ch = ch_] {
+      std::function<void()> fn;
+      {
+        std::lock_guard lock(ch->deliver_mu);
+        fn = ch->callbacks.on_close;
+      }
+      if (fn) fn();
+    }).detach();
+  }
+
+ private:
+  std::shared_ptr<HttpChannel> ch_;
+};
+
+struct HttpSessionEntry {
+  std::string http_id;
+  std::string tenant;
+  HttpTenant quotas;
+  std::shared_ptr<HttpChannel> channel;
+  std::shared_ptr<Session> session;
+  std::atomic<int> active{0};  // HTTP requests and open streams using it
+  std::atomic<int64_t> last_used_ms{0};
+};
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct HttpServer::Impl {
+  Server& server;
+  HttpOptions opts;
+  std::unique_ptr<httplib::Server> http;
+  int bound_port = 0;
+  mutable std::mutex mu;
+  std::map<std::string, std::shared_ptr<HttpSessionEntry>> sessions;
+  std::atomic<bool> stopping{false};
+  std::thread housekeeper;
+  std::mutex hk_mu;
+  std::condition_variable hk_cv;
+  size_t max_body = 0;
+
+  Impl(Server& s, HttpOptions o) : server(s), opts(std::move(o)) {}
+
+  // ---- checks ----
+  bool CheckHostOrigin(const httplib::Request& req, httplib::Response& res) {
+    bool loopback = IsLoopbackHost(opts.host);
+    std::string host = HostPart(req.get_header_value("Host"));
+    bool host_ok = (loopback && IsLoopbackHost(host)) ||
+                   std::find(opts.allowed_hosts.begin(), opts.allowed_hosts.end(), host) !=
+                       opts.allowed_hosts.end() ||
+                   (!loopback && opts.allowed_hosts.empty());
+    if (!host_ok) {
+      JsonError(res, 403, "Forbidden: Host header \"" + host + "\" is not allowed (DNS-rebinding "
+                          "protection); add it to the allowed hosts");
+      return false;
+    }
+    if (req.has_header("Origin")) {
+      std::string origin = Lower(req.get_header_value("Origin"));
+      bool ok = std::find(opts.allowed_origins.begin(), opts.allowed_origins.end(), origin) !=
+                opts.allowed_origins.end();
+      if (!ok && loopback) {
+        for (const char* scheme : {"http://", "https://"}) {
+          if (origin.rfind(scheme, 0) == 0 &&
+              IsLoopbackHost(HostPart(origin.substr(std::string(scheme).size())))) {
+            ok = true;
+          }
+        }
+      }
+      if (!ok) {
+        JsonError(res, 403, "Forbidden: Origin \"" + origin + "\" is not allowed (DNS-rebinding "
+                            "protection)");
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::optional<HttpTenant> Authenticate(const httplib::Request& req, httplib::Response& res) {
+    if (!opts.authenticate) return opts.default_tenant;
+    std::string auth = req.get_header_value("Authorization");
+    if (auth.size() > 7 && Lower(auth.substr(0, 7)) == "bearer ") {
+      if (auto tenant = opts.authenticate(auth.substr(7))) return tenant;
+      res.set_header("WWW-Authenticate",
+                     "Bearer realm=\"mcp\", error=\"invalid_token\", "
+                     "error_description=\"the bearer token is not valid\"");
+      JsonError(res, 401, "Unauthorized: the bearer token is not valid");
+      return std::nullopt;
+    }
+    res.set_header("WWW-Authenticate", "Bearer realm=\"mcp\"");
+    JsonError(res, 401, "Unauthorized: send \"Authorization: Bearer <token>\"");
+    return std::nullopt;
+  }
+
+  // The session named by Mcp-Session-Id, for this tenant; else answers 400/404.
+  std::shared_ptr<HttpSessionEntry> FindSession(const httplib::Request& req,
+                                                httplib::Response& res,
+                                                const HttpTenant& tenant) {
+    if (!req.has_header("Mcp-Session-Id")) {
+      JsonError(res, 400, "Bad Request: Mcp-Session-Id header is required (initialize first)");
+      return nullptr;
+    }
+    std::string id = req.get_header_value("Mcp-Session-Id");
+    std::shared_ptr<HttpSessionEntry> entry;
+    {
+      std::lock_guard lock(mu);
+      auto it = sessions.find(id);
+      if (it != sessions.end() && it->second->tenant == tenant.name) entry = it->second;
+    }
+    if (!entry || entry->session->closed()) {
+      JsonError(res, 404, "Not Found: session not found or expired; initialize a new session",
+                -32001);
+      return nullptr;
+    }
+    if (req.has_header("MCP-Protocol-Version")) {
+      std::string v = req.get_header_value("MCP-Protocol-Version");
+      if (!IsSupportedVersion(v)) {
+        JsonError(res, 400, "Bad Request: unsupported MCP-Protocol-Version \"" + v + "\"");
+        return nullptr;
+      }
+    }
+    entry->last_used_ms = NowMs();
+    return entry;
+  }
+
+  size_t TenantSessions(const std::string& tenant) {
+    std::lock_guard lock(mu);
+    size_t n = 0;
+    for (auto& [id, e] : sessions) n += e->tenant == tenant && !e->session->closed();
+    return n;
+  }
+
+  // ---- SSE writing ----
+  // Writes `stream` from seq `from` until it is finished (POST) or the connection or
+  // session ends. `gen` identifies this connection.
+  void WriteStream(const std::shared_ptr<HttpChannel>& ch, const std::shared_ptr<Stream>& st,
+                   int from, uint64_t gen, bool priming, httplib::DataSink& sink) {
+    auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+    if (priming) {
+      std::string id = std::to_string(st->id) + "_0";
+      if (!write("id: " + id + "\ndata: \n\n")) return;
+    }
+    int next = from;
+    std::unique_lock lock(ch->mu);
+    for (;;) {
+      if (st->attach_gen != gen) return;  // displaced by a resumption
+      bool wrote = false;
+      while (true) {
+        auto it = std::find_if(st->events.begin(), st->events.end(),
+                               [&](const auto& e) { return e.first >= next; });
+        if (it == st->events.end()) break;
+        std::string frame = "id: " + std::to_string(st->id) + "_" + std::to_string(it->first) +
+                            "\nevent: message\ndata: " + it->second + "\n\n";
+        next = it->first + 1;
+        lock.unlock();
+        bool ok = write(frame);
+        lock.lock();
+        if (!ok) {
+          if (st->attach_gen == gen) st->attached = false;
+          return;
+        }
+        wrote = true;
+      }
+      (void)wrote;
+      if (st->finished() || ch->closed || stopping) {
+        if (st->attach_gen == gen) st->attached = false;
+        if (st->finished() && !st->standalone) ch->streams.erase(st->id);
+        lock.unlock();
+        sink.done();
+        return;
+      }
+      if (!ch->cv.wait_for(lock, kKeepAlive, [&] {
+            return st->attach_gen != gen || ch->closed || stopping || st->finished() ||
+                   (!st->events.empty() && st->events.back().first >= next);
+          })) {
+        lock.unlock();
+        bool ok = write(": keep-alive\n\n");
+        lock.lock();
+        if (!ok) {
+          if (st->attach_gen == gen) st->attached = false;
+          return;
+        }
+      }
+    }
+  }
+
+  void ServeSse(httplib::Response& res, const std::shared_ptr<HttpSessionEntry>& entry,
+                const std::shared_ptr<Stream>& st, int from, bool priming) {
+    uint64_t gen;
+    {
+      std::lock_guard lock(entry->channel->mu);
+      gen = ++st->attach_gen;
+      st->attached = true;
+      entry->channel->cv.notify_all();
+    }
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("Mcp-Session-Id", entry->http_id);
+    ++entry->active;
+    auto ch = entry->channel;
+    std::weak_ptr<HttpSessionEntry> weak = entry;
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, ch, st, from, gen, priming](size_t, httplib::DataSink& sink) {
+          WriteStream(ch, st, from, gen, priming, sink);
+          return true;
+        },
+        [weak, ch, st, gen](bool) {
+          {
+            std::lock_guard lock(ch->mu);
+            if (st->attach_gen == gen) st->attached = false;
+          }
+          if (auto e = weak.lock()) {
+            e->last_used_ms = NowMs();
+            --e->active;
+          }
+        });
+  }
+
+  // ---- handlers ----
+  void HandlePost(const httplib::Request& req, httplib::Response& res) {
+    if (!CheckHostOrigin(req, res)) return;
+    auto tenant = Authenticate(req, res);
+    if (!tenant) return;
+    std::string ctype = Lower(req.get_header_value("Content-Type"));
+    if (ctype.rfind("application/json", 0) != 0) {
+      JsonError(res, 415, "Unsupported Media Type: Content-Type must be application/json, got \"" +
+                              ctype + "\"");
+      return;
+    }
+    std::string accept = Lower(req.get_header_value("Accept"));
+    bool accepts_json = accept.find("application/json") != std::string::npos ||
+                        accept.find("*/*") != std::string::npos;
+    bool accepts_sse = accept.find("text/event-stream") != std::string::npos ||
+                       accept.find("*/*") != std::string::npos;
+    if (!accepts_json || !accepts_sse) {
+      JsonError(res, 406, "Not Acceptable: Accept must list both application/json and "
+                          "text/event-stream");
+      return;
+    }
+    if (tenant->max_body_bytes && req.body.size() > tenant->max_body_bytes) {
+      JsonError(res, 413, "Payload Too Large: body of " + std::to_string(req.body.size()) +
+                              " bytes exceeds the limit of " +
+                              std::to_string(tenant->max_body_bytes) + " bytes (tenant " +
+                              tenant->name + ")");
+      return;
+    }
+    Json body = Json::parse(req.body, nullptr, false);
+    if (body.is_discarded()) {
+      JsonError(res, 400, "Parse error: the body is not valid JSON", kParseError);
+      return;
+    }
+    std::vector<Json> items;
+    if (body.is_array()) {
+      for (auto& v : body) items.push_back(v);
+    } else {
+      items.push_back(body);
+    }
+    if (items.empty() || !std::all_of(items.begin(), items.end(),
+                                      [](const Json& v) { return v.is_object(); })) {
+      JsonError(res, 400, "Invalid Request: the body must be a JSON-RPC message or a non-empty "
+                          "array of them");
+      return;
+    }
+    bool is_init = body.is_object() && body.value("method", "") == "initialize" &&
+                   body.contains("id");
+    if (is_init) {
+      Initialize(req, res, *tenant, body);
+      return;
+    }
+    auto entry = FindSession(req, res, *tenant);
+    if (!entry) return;
+    ++entry->active;
+    struct Done {
+      HttpSessionEntry& e;
+      ~Done() {
+        e.last_used_ms = NowMs();
+        --e.active;
+      }
+    } done{*entry};
+    std::vector<std::string> keys;
+    for (const Json& v : items) {
+      if (v.contains("method") && v.contains("id")) keys.push_back(jsonrpc::IdKey(v["id"]));
+      if (v.value("method", "") == "initialize") {
+        JsonError(res, 400, "Invalid Request: this session is already initialized");
+        return;
+      }
+    }
+    auto& ch = entry->channel;
+    if (keys.empty()) {  // notifications and responses only
+      Deliver(*ch, req.body);
+      res.status = 202;
+      return;
+    }
+    if (entry->quotas.max_concurrent_calls &&
+        ch->InFlight() + keys.size() > entry->quotas.max_concurrent_calls) {
+      res.set_header("Retry-After", "1");
+      JsonError(res, 429,
+                "Too Many Requests: limit of " +
+                    std::to_string(entry->quotas.max_concurrent_calls) +
+                    " concurrent calls per session reached (tenant " + entry->tenant +
+                    "); retry when a call has finished");
+      return;
+    }
+    std::shared_ptr<Stream> st;
+    {
+      std::lock_guard lock(ch->mu);
+      st = ch->NewStream(false);
+      for (const Json& v : items) {
+        if (!v.contains("method") || !v.contains("id")) continue;
+        std::string key = jsonrpc::IdKey(v["id"]);
+        st->pending.insert(key);
+        ch->by_request[key] = st->id;
+        const Json* params = v.contains("params") ? &v["params"] : nullptr;
+        if (params && params->is_object() && params->contains("_meta") &&
+            (*params)["_meta"].is_object() && (*params)["_meta"].contains("progressToken")) {
+          std::string token = (*params)["_meta"]["progressToken"].dump();
+          ch->by_progress[token] = st->id;
+          ch->progress_of[key] = token;
+        }
+      }
+    }
+    bool priming = entry->session->protocol_version() >= "2025-11-25";
+    ServeSse(res, entry, st, 1, priming);
+    Deliver(*ch, req.body);
+  }
+
+  void Deliver(HttpChannel& ch, const std::string& text) {
+    std::lock_guard lock(ch.deliver_mu);
+    if (ch.callbacks.on_message) ch.callbacks.on_message(text);
+  }
+
+  void Initialize(const httplib::Request& req, httplib::Response& res, const HttpTenant& tenant,
+                  const Json& body) {
+    if (req.has_header("Mcp-Session-Id")) {
+      // Re-initializing within a session is not allowed; a stale id just starts fresh.
+      std::lock_guard lock(mu);
+      auto it = sessions.find(req.get_header_value("Mcp-Session-Id"));
+      if (it != sessions.end() && it->second->tenant == tenant.name &&
+          !it->second->session->closed()) {
+        JsonError(res, 400, "Invalid Request: this session is already initialized");
+        return;
+      }
+    }
+    if (tenant.max_sessions && TenantSessions(tenant.name) >= tenant.max_sessions) {
+      res.set_header("Retry-After", "60");
+      JsonError(res, 429, "Too Many Requests: tenant " + tenant.name + " has reached its limit "
+                              "of " + std::to_string(tenant.max_sessions) +
+                              " live sessions; end one (DELETE) or retry after one expires");
+      return;
+    }
+    auto entry = std::make_shared<HttpSessionEntry>();
+    entry->http_id = RandomHex(16);
+    entry->tenant = tenant.name;
+    entry->quotas = tenant;
+    entry->channel = std::make_shared<HttpChannel>();
+    entry->last_used_ms = NowMs();
+    std::string key = jsonrpc::IdKey(body["id"]);
+    std::shared_ptr<Stream> st;
+    {
+      std::lock_guard lock(entry->channel->mu);
+      st = entry->channel->NewStream(false);
+      st->pending.insert(key);
+      entry->channel->by_request[key] = st->id;
+    }
+    entry->session = server.Connect(std::make_unique<HttpSessionTransport>(entry->channel));
+    Deliver(*entry->channel, req.body);
+    std::string answer;
+    {
+      std::unique_lock lock(entry->channel->mu);
+      entry->channel->cv.wait_for(lock, kInitTimeout, [&] {
+        return !st->events.empty() || entry->channel->closed;
+      });
+      if (!st->events.empty()) answer = st->events.front().second;
+      entry->channel->streams.erase(st->id);
+      entry->channel->Retire(st->id);
+    }
+    Json reply = Json::parse(answer, nullptr, false);
+    if (answer.empty() || reply.is_discarded() || !reply.contains("result")) {
+      entry->session->Close();
+      if (answer.empty()) {
+        JsonError(res, 500, "Internal error: initialize was not answered", kInternalError);
+      } else {
+        res.status = 200;  // a JSON-RPC error: delivered as is, no session made
+        res.set_content(answer, "application/json");
+      }
+      return;
+    }
+    {
+      std::lock_guard lock(mu);
+      sessions[entry->http_id] = entry;
+    }
+    log::Info("http: session " + entry->session->id() + " opened for tenant " + tenant.name);
+    res.status = 200;
+    res.set_header("Mcp-Session-Id", entry->http_id);
+    res.set_content(answer, "application/json");
+  }
+
+  void HandleGet(const httplib::Request& req, httplib::Response& res) {
+    if (!CheckHostOrigin(req, res)) return;
+    auto tenant = Authenticate(req, res);
+    if (!tenant) return;
+    if (Lower(req.get_header_value("Accept")).find("text/event-stream") == std::string::npos) {
+      JsonError(res, 406, "Not Acceptable: GET needs \"Accept: text/event-stream\"");
+      return;
+    }
+    auto entry = FindSession(req, res, *tenant);
+    if (!entry) return;
+    auto& ch = entry->channel;
+    std::shared_ptr<Stream> st;
+    int from = 1;
+    if (req.has_header("Last-Event-ID")) {
+      std::string last = req.get_header_value("Last-Event-ID");
+      size_t us = last.find('_');
+      int sid = 0, seq = 0;
+      try {
+        if (us == std::string::npos) throw std::invalid_argument("no _");
+        sid = std::stoi(last.substr(0, us));
+        seq = std::stoi(last.substr(us + 1));
+      } catch (const std::exception&) {
+        JsonError(res, 400, "Bad Request: Last-Event-ID \"" + last + "\" is not an event id of "
+                            "this server");
+        return;
+      }
+      std::lock_guard lock(ch->mu);
+      st = ch->Find(sid);
+      if (!st) {
+        JsonError(res, 404, "Not Found: stream of event " + last + " is finished or unknown");
+        return;
+      }
+      from = seq + 1;
+    } else {
+      std::lock_guard lock(ch->mu);
+      st = ch->Find(ch->standalone_id);
+      if (st && st->attached) {
+        JsonError(res, 409, "Conflict: this session already has an open GET stream");
+        return;
+      }
+      if (!st) st = ch->NewStream(true);
+    }
+    ServeSse(res, entry, st, from, false);
+  }
+
+  void HandleDelete(const httplib::Request& req, httplib::Response& res) {
+    if (!CheckHostOrigin(req, res)) return;
+    auto tenant = Authenticate(req, res);
+    if (!tenant) return;
+    auto entry = FindSession(req, res, *tenant);
+    if (!entry) return;
+    CloseSession(entry, "deleted by the client");
+    res.status = 200;
+  }
+
+  void CloseSession(const std::shared_ptr<HttpSessionEntry>& entry, const std::string& reason) {
+    {
+      std::lock_guard lock(mu);
+      auto it = sessions.find(entry->http_id);
+      if (it == sessions.end() || it->second != entry) return;  // already closing
+      sessions.erase(it);
+    }
+    entry->session->Close();
+    entry->channel->Close();
+    log::Info("http: session " + entry->session->id() + " (tenant " + entry->tenant +
+              ") closed: " + reason);
+    if (opts.on_session_closed) opts.on_session_closed(entry->session->id(), entry->tenant, reason);
+  }
+
+  void Housekeep() {
+    std::unique_lock lock(hk_mu);
+    while (!stopping) {
+      hk_cv.wait_for(lock, std::chrono::seconds(1));
+      if (stopping) break;
+      std::vector<std::pair<std::shared_ptr<HttpSessionEntry>, std::string>> doomed;
+      {
+        std::lock_guard l(mu);
+        int64_t now = NowMs();
+        for (auto& [id, e] : sessions) {
+          if (e->session->closed()) {
+            doomed.emplace_back(e, "transport closed");
+          } else if (e->active == 0 && e->channel->InFlight() == 0 &&
+                     now - e->last_used_ms > opts.idle_timeout.count()) {
+            doomed.emplace_back(e, "idle for more than " +
+                                       std::to_string(opts.idle_timeout.count() / 1000) + " s");
+          }
+        }
+      }
+      lock.unlock();
+      for (auto& [e, why] : doomed) CloseSession(e, why);
+      lock.lock();
+    }
+  }
+};
+
+HttpServer::HttpServer(Server& server, HttpOptions options)
+    : impl_(std::make_unique<Impl>(server, std::move(options))) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::Bind() {
+  Impl& m = *impl_;
+  if (!m.opts.tls_cert_file.empty() || !m.opts.tls_key_file.empty()) {
+    if (m.opts.tls_cert_file.empty() || m.opts.tls_key_file.empty()) {
+      return Status::Error("TLS needs both a certificate and a key file");
+    }
+    auto ssl = std::make_unique<httplib::SSLServer>(m.opts.tls_cert_file.c_str(),
+                                                    m.opts.tls_key_file.c_str());
+    if (!ssl->is_valid()) {
+      return Status::Error("cannot load the TLS certificate " + m.opts.tls_cert_file +
+                           " or key " + m.opts.tls_key_file);
+    }
+    m.http = std::move(ssl);
+  } else {
+    m.http = std::make_unique<httplib::Server>();
+  }
+  size_t threads = m.opts.threads;
+  m.http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  m.max_body = m.opts.default_tenant.max_body_bytes;
+  // The largest any tenant may send is checked per tenant in HandlePost; this only stops
+  // absurd bodies before they are read.
+  m.http->set_payload_max_length(std::max<size_t>(m.max_body, 64u << 20));
+  m.http->set_read_timeout(30, 0);
+  m.http->set_keep_alive_max_count(1000);
+  const std::string& path = m.opts.path;
+  m.http->Post(path, [&m](const httplib::Request& q, httplib::Response& r) { m.HandlePost(q, r); });
+  m.http->Get(path, [&m](const httplib::Request& q, httplib::Response& r) { m.HandleGet(q, r); });
+  m.http->Delete(path,
+                 [&m](const httplib::Request& q, httplib::Response& r) { m.HandleDelete(q, r); });
+  m.http->set_error_handler([](const httplib::Request&, httplib::Response& r) {
+    if (r.status == 413) {
+      JsonError(r, 413, "Payload Too Large: the request body exceeds the server's limit");
+    } else if (r.status == 404 && r.body.empty()) {
+      JsonError(r, 404, "Not Found: MCP is served at another path");
+    } else if (r.status == 405 && r.body.empty()) {
+      JsonError(r, 405, "Method Not Allowed: use POST, GET or DELETE");
+    }
+  });
+  if (m.opts.port == 0) {
+    int port = m.http->bind_to_any_port(m.opts.host);
+    if (port <= 0) return Status::Error("cannot bind to " + m.opts.host + " (any port)");
+    m.bound_port = port;
+  } else {
+    if (!m.http->bind_to_port(m.opts.host, m.opts.port)) {
+      return Status::Error("cannot bind to " + m.opts.host + ":" + std::to_string(m.opts.port) +
+                           " (in use, or not a local address?)");
+    }
+    m.bound_port = m.opts.port;
+  }
+  return Status::Ok();
+}
+
+int HttpServer::port() const { return impl_->bound_port; }
+
+std::string HttpServer::url() const {
+  const auto& o = impl_->opts;
+  std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
+  if (host == "0.0.0.0") host = "127.0.0.1";
+  bool tls = !o.tls_cert_file.empty();
+  return std::string(tls ? "https://" : "http://") + host + ":" + std::to_string(port()) + o.path;
+}
+
+void HttpServer::Run() {
+  Impl& m = *impl_;
+  if (!m.http) return;
+  m.housekeeper = std::thread([&m] { m.Housekeep(); });
+  m.http->listen_after_bind();
+}
+
+void HttpServer::Stop() {
+  Impl& m = *impl_;
+  if (m.stopping.exchange(true)) return;
+  {
+    std::lock_guard lock(m.hk_mu);
+    m.hk_cv.notify_all();
+  }
+  std::vector<std::shared_ptr<HttpSessionEntry>> all;
+  {
+    std::lock_guard lock(m.mu);
+    for (auto& [id, e] : m.sessions) all.push_back(e);
+  }
+  for (auto& e : all) {
+    std::lock_guard lock(e->channel->mu);
+    e->channel->cv.notify_all();
+  }
+  for (auto& e : all) m.CloseSession(e, "server stopping");
+  if (m.http) m.http->stop();
+  if (m.housekeeper.joinable()) m.housekeeper.join();
+}
+
+size_t HttpServer::live_sessions() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->sessions.size();
+}
+
+// ---- ServeHttp ----
+
+namespace {
+int g_http_stop_pipe = -1;
+extern "C" void OnHttpStopSignal(int) {
+  char byte = 1;
+  int saved = errno;
+  [[maybe_unused]] ssize_t ignored = ::write(g_http_stop_pipe, &byte, 1);
+  errno = saved;
+}
+}  // namespace
+
+int ServeHttp(Server& server, HttpOptions options,
+              const std::function<void(const HttpServer&)>& on_ready) {
+  HttpServer http(server, std::move(options));
+  if (Status st = http.Bind(); !st) {
+    log::Error("http: " + st.message());
+    std::fprintf(stderr, "%s\n", st.message().c_str());
+    return 2;
+  }
+  int stop[2];
+  if (::pipe2(stop, O_CLOEXEC) != 0) return 2;
+  g_http_stop_pipe = stop[1];
+  struct sigaction sa{}, old_term{}, old_int{}, old_pipe{};
+  sa.sa_handler = OnHttpStopSignal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  ::sigaction(SIGINT, &sa, &old_int);
+  struct sigaction ignore{};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &old_pipe);
+  std::thread watcher([&http, fd = stop[0]] {
+    char byte;
+    while (::read(fd, &byte, 1) < 0 && errno == EINTR) {
+    }
+    http.Stop();
+  });
+  if (on_ready) on_ready(http);
+  http.Run();
+  char byte = 0;
+  [[maybe_unused]] ssize_t ignored = ::write(stop[1], &byte, 1);  // release the watcher
+  watcher.join();
+  http.Stop();
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGPIPE, &old_pipe, nullptr);
+  g_http_stop_pipe = -1;
+  ::close(stop[0]);
+  ::close(stop[1]);
+  return 0;
+}
+
+}  // namespace mcp

@@ -1,0 +1,98 @@
+// HttpServer: MCP over Streamable HTTP (spec 2025-11-25 "Transports") at one path (/mcp).
+// Every HTTP session (Mcp-Session-Id, issued at initialize) is one mcp::Session fed by an
+// internal Transport, so the Server and its tools never know which transport they run on.
+//
+//   POST   client messages. Requests are answered on an SSE stream (text/event-stream)
+//          carrying their responses plus the notifications and server->client requests
+//          sent meanwhile; initialize is answered as application/json. Notifications and
+//          responses alone get 202.
+//   GET    the session's standalone server->client SSE stream (one at a time), or, with
+//          Last-Event-ID, resumption of any stream of the session from that event.
+//   DELETE ends the session (on_session_closed follows).
+//
+// Checks, in order: Host and Origin (DNS rebinding; 403), bearer token (401 with
+// WWW-Authenticate), content type (415), Accept (406), body size (413), JSON (400),
+// Mcp-Session-Id (400 missing, 404 unknown/expired/another tenant's), MCP-Protocol-Version
+// (400 unsupported), quotas (429 with Retry-After and a message naming the limit).
+//
+// Threading: HTTP requests run on the server's own pool; sessions idle past
+// idle_timeout (no request and no open stream) are closed by a housekeeping thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mcp/types.h"
+
+namespace mcp {
+
+class Server;
+
+// Who a request comes from, and what they may use. 0 = unlimited.
+struct HttpTenant {
+  std::string name = "default";
+  size_t max_sessions = 0;          // live sessions of this tenant
+  size_t max_concurrent_calls = 0;  // requests in flight per session
+  size_t max_body_bytes = 4 * 1024 * 1024;
+};
+
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0 = any free port (see HttpServer::port())
+  std::string path = "/mcp";
+  // Host header names (without port) and exact Origin values accepted besides the local
+  // ones (localhost, 127.0.0.1, [::1]), which are accepted only when bound to loopback.
+  std::vector<std::string> allowed_hosts;
+  std::vector<std::string> allowed_origins;
+  // Bearer token -> tenant; nullopt = invalid token. Unset = no authentication: every
+  // request is `default_tenant`.
+  std::function<std::optional<HttpTenant>(const std::string& token)> authenticate;
+  HttpTenant default_tenant;
+  std::chrono::milliseconds idle_timeout{15 * 60 * 1000};
+  // Optional TLS (PEM files); both empty = plain HTTP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  size_t threads = 64;  // concurrent HTTP connections (each open SSE stream holds one)
+  // Called once per session that ends (DELETE, expiry, client gone, shutdown), after its
+  // requests have finished, with the mcp::Session id, the tenant and the reason.
+  std::function<void(const std::string& session_id, const std::string& tenant,
+                     const std::string& reason)>
+      on_session_closed;
+};
+
+class HttpServer {
+ public:
+  HttpServer(Server& server, HttpOptions options);
+  ~HttpServer();  // Stop()
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the socket (and loads TLS files); says why it could not.
+  Status Bind();
+  int port() const;
+  std::string url() const;  // e.g. http://127.0.0.1:8080/mcp
+  // Serves until Stop(). Bind() first.
+  void Run();
+  // Stops accepting, closes every session (on_session_closed for each). Idempotent.
+  void Stop();
+  size_t live_sessions() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Binds, calls on_ready, serves until SIGTERM/SIGINT, then stops. Returns an exit status.
+int ServeHttp(Server& server, HttpOptions options,
+              const std::function<void(const HttpServer&)>& on_ready = {});
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool IsLoopbackHost(const std::string& host);
+
+}  // namespace mcp
