@@ -4,6 +4,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include <exception>
+
 #include "mcp/log.h"
 #include "mcp/session_impl.h"
 #include "mcp/transport.h"
@@ -292,14 +294,45 @@ void Session::Impl::Dispatch(const std::shared_ptr<RequestState>& state, const J
       RunBuiltin(*this, method, params, ctx, *shared_reply);
       return;
     }
-    try {
-      (*custom)(params, ctx, std::move(*shared_reply));
-    } catch (const RpcException& e) {
-      shared_reply->Fail(e.error());  // ignored if the handler already replied or moved it
-    } catch (const std::exception& e) {
-      shared_reply->Fail(kInternalError, std::string("Internal error: ") + e.what());
-    }
+    RunCustom(*custom, params, ctx, shared_reply);
   });
+}
+
+namespace {
+// Passes a response envelope on to `reply`.
+void Forward(Reply& reply, const Json& response) {
+  if (!response.contains("error")) {
+    reply.Ok(response.value("result", Json::object()));
+    return;
+  }
+  const Json& e = response["error"];
+  reply.Fail(RpcError{e.value("code", kInternalError), e.value("message", std::string()),
+                      e.contains("data") ? e["data"] : Json()});
+}
+}  // namespace
+
+void Session::Impl::RunCustom(const RequestHandler& handler, const Json& params, Context ctx,
+                              const std::shared_ptr<Reply>& reply) {
+  // The handler takes its Reply by value, so when it throws, that Reply dies during stack
+  // unwinding and would answer a bare -32603 before we could see the exception. The
+  // handler gets a forwarding Reply instead; a fallback produced while an exception is in
+  // flight is held back so the catch below can answer with the exception's own error.
+  auto held_back = std::make_shared<std::optional<Json>>();
+  Reply forwarding(ctx.request_id(), ctx.method(), [reply, held_back](Json response) {
+    if (std::uncaught_exceptions() > 0) {
+      *held_back = std::move(response);
+      return;
+    }
+    Forward(*reply, response);
+  });
+  try {
+    handler(params, ctx, std::move(forwarding));
+  } catch (const RpcException& e) {
+    reply->Fail(e.error());  // ignored if the handler already replied
+  } catch (const std::exception& e) {
+    reply->Fail(kInternalError, std::string("Internal error: ") + e.what());
+  }
+  if (held_back->has_value()) Forward(*reply, **held_back);  // ignored if already replied
 }
 
 void Session::Impl::TaskDone() {

@@ -83,6 +83,8 @@ struct Session::Impl {
   void HandleNotification(const jsonrpc::Notification& notification);
   void HandleResponse(const jsonrpc::Response& response);
   void Dispatch(const std::shared_ptr<RequestState>& state, const Json& params, Reply reply);
+  void RunCustom(const RequestHandler& handler, const Json& params, Context ctx,
+                 const std::shared_ptr<Reply>& reply);
   void Finish(const std::shared_ptr<RequestState>& state, Json response, const ResponseOut& out);
   bool Send(const Json& message);
   void TaskDone();

@@ -258,7 +258,10 @@ TEST(ReplyOnce, ThrowingDroppingAndDoubleReplyingHandlersGetExactlyOneResponse) 
   r = client.Request("x/later", {{"v", 7}});
   EXPECT_EQ(r["result"]["v"], 7);
   r = client.Request("x/rpc_error");
-  EXPECT_EQ(ErrorCode(r), kInternalError);  // thrown after the Reply moved into the handler
+  EXPECT_EQ(ErrorCode(r), kInvalidParams);  // the exception's own error, not a bare -32603
+  EXPECT_EQ(ErrorMessage(r), "bad x");
+  r = client.Request("x/throws");
+  EXPECT_NE(ErrorMessage(r).find("boom"), std::string::npos);
   client.Request("ping");
 
   // Count responses per id: exactly one each.
