@@ -189,7 +189,7 @@ Status Cell::Impl::MakeDirs(Cell& c, const CellCreateOptions&) {
     return Error::Sys("mkdir(\"" + dir + "\")");
   }
   c.dir_ = dir;  // from here on, Destroy removes it
-  return Ok();
+  return WriteOwnerRecord(dir);
 }
 
 Result<std::unique_ptr<Cell>> Cell::Create(const CellSpec& spec, const CellCreateOptions& options) {
@@ -552,7 +552,10 @@ Result<std::vector<std::string>> ReapOrphans(const std::string& state_dir) {
   }
   while (struct dirent* e = ::readdir(d)) {
     std::string id = e->d_name;
-    if (id != "." && id != "..") ids.push_back(id);
+    if (id == "." || id == "..") continue;
+    // Cells of another server that is still running share this state dir; not orphans.
+    if (OwnedByAnotherLiveServer(cells + "/" + id)) continue;
+    ids.push_back(id);
   }
   ::closedir(d);
   for (const std::string& id : ids) {

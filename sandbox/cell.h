@@ -120,8 +120,10 @@ class Cell {
 
 // Finds cells a crashed predecessor left in <state_dir>/cells: kills their cell init if it
 // still runs (checked by pid and start time, so a reused pid is never killed), removes
-// their cgroups, directories and id-range claims. Call at start, before creating cells,
-// while no other server uses the state dir. Returns the ids reaped.
+// their cgroups, directories and id-range claims. Cells whose owner server (the owner
+// record, state_dir.h) still runs are left alone, so several servers can share a state
+// dir (each stdio client starts its own). Call at start, before creating cells. Returns
+// the ids reaped.
 Result<std::vector<std::string>> ReapOrphans(const std::string& state_dir);
 
 // Path of <dir of /proc/self/exe>/mcpcell-init, or an error when it is missing.

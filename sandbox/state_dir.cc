@@ -104,6 +104,25 @@ Status WriteInitRecord(const std::string& cell_dir, pid_t pid) {
   return Ok();
 }
 
+Status WriteOwnerRecord(const std::string& cell_dir) {
+  std::string path = cell_dir + "/owner";
+  pid_t self = ::getpid();
+  std::ofstream out(path, std::ios::trunc);
+  out << self << " " << ProcStartTime(self) << "\n";
+  out.close();
+  if (!out) return Error::Sys("write(\"" + path + "\")");
+  return Ok();
+}
+
+bool OwnedByAnotherLiveServer(const std::string& cell_dir) {
+  std::ifstream in(cell_dir + "/owner");
+  pid_t pid = -1;
+  std::string start;
+  if (!(in >> pid >> start) || pid <= 0) return false;
+  if (pid == ::getpid()) return false;
+  return ProcStartTime(pid) == start;
+}
+
 Result<InitRecord> ReadInitRecord(const std::string& cell_dir) {
   std::ifstream in(cell_dir + "/init");
   InitRecord r;

@@ -39,6 +39,14 @@ struct InitRecord {
 Status WriteInitRecord(const std::string& cell_dir, pid_t pid);
 Result<InitRecord> ReadInitRecord(const std::string& cell_dir);
 
+// <cell_dir>/owner: "<pid> <start time>" of the server that created the cell. Several
+// servers may share a state dir (stdio clients each start their own `mcpcell serve`), so
+// orphan reaping must only take cells whose owner is gone.
+Status WriteOwnerRecord(const std::string& cell_dir);
+// True when the cell's owner (per its owner record) is a live process other than this
+// one. A cell without a readable owner record counts as orphaned.
+bool OwnedByAnotherLiveServer(const std::string& cell_dir);
+
 // Field 22 of /proc/<pid>/stat, "" when the process does not exist.
 std::string ProcStartTime(pid_t pid);
 

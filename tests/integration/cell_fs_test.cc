@@ -350,6 +350,48 @@ TEST_F(CellFsTest, OrphansOfACrashedServerAreReaped) {
   }
 }
 
+TEST_F(CellFsTest, CellsOfAnotherLiveServerAreNotReaped) {
+  // Several `mcpcell serve` processes share a state dir (one per stdio client). A server
+  // starting up must not take the live cells of another: only cells whose owner is gone.
+  pid_t other = ::fork();  // stands in for another running server
+  ASSERT_GE(other, 0);
+  if (other == 0) {
+    ::pause();
+    _exit(0);
+  }
+  struct KillOther {
+    pid_t pid;
+    void Now() {
+      if (pid <= 0) return;  // never kill(-1, ...) or kill(0, ...)
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      pid = 0;
+    }
+    ~KillOther() { Now(); }
+  } kill_other{other};
+  Result<std::unique_ptr<Cell>> cell = Cell::Create(ProbeSpec(state_), TestCreateOptions());
+  ASSERT_TRUE(cell.ok()) << cell.error().message;
+  const std::string owner = (*cell)->dir() + "/owner";
+  ASSERT_TRUE(std::filesystem::exists(owner)) << "Create wrote no owner record";
+  for (int i = 0; i < 100 && ProcStartTime(other).empty(); ++i) ::usleep(1000);
+  {
+    std::ofstream out(owner, std::ios::trunc);
+    out << other << " " << ProcStartTime(other) << "\n";
+  }
+  Result<std::vector<std::string>> reaped = ReapOrphans(state_.path());
+  ASSERT_TRUE(reaped.ok()) << reaped.error().message;
+  EXPECT_TRUE(reaped->empty()) << "reaped a live server's cell";
+  EXPECT_TRUE((*cell)->alive());
+  EXPECT_TRUE((*cell)->channel().alive());
+
+  // Once the owner is gone, the same cell is an orphan.
+  kill_other.Now();
+  reaped = ReapOrphans(state_.path());
+  ASSERT_TRUE(reaped.ok()) << reaped.error().message;
+  EXPECT_EQ(reaped->size(), 1u);
+  EXPECT_FALSE((*cell)->alive());
+}
+
 TEST_F(CellFsTest, BadSpecsAndMissingInitFailWithoutLeftovers) {
   CellSpec spec = ProbeSpec(state_);
   spec.mounts.push_back(CellMount{"/etc", "/proc/x", false});

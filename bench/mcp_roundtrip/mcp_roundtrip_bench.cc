@@ -1,0 +1,213 @@
+// mcp_roundtrip_bench: what an MCP tool call costs, next to doing the same thing bare.
+//
+// It starts `mcpcell serve` over pipes (the way Claude Desktop does), speaks JSON-RPC to
+// it directly, and measures, interleaved round by round so that machine noise hits every
+// row alike:
+//   warm  run_command "true" in an existing session   vs  bare posix_spawn of /bin/true
+//   warm  run_code python print(1) in that session    vs  bare python3 -c 'print(1)'
+//   first call of a new session (initialize done; cell creation included) vs bare /bin/true
+// and prints p50, p95 and the ratios the tools issue targets: round trip <= 1.5x bare
+// fork+exec, first call <= bare + 10 ms, python <= 1.15x bare.
+//
+// Usage: mcp_roundtrip_bench [--rounds N] [--fresh N] [--mcpcell PATH]
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// One `mcpcell serve` child over pipes.
+class Server {
+ public:
+  Server(const std::string& binary, const std::string& state_dir) {
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) throw std::runtime_error("pipe");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    std::vector<std::string> args = {binary, "serve", "--state-dir", state_dir};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, binary.c_str(), &fa, nullptr, argv.data(), environ) != 0)
+      throw std::runtime_error("spawn " + binary);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+    Request("initialize", {{"protocolVersion", "2025-06-18"},
+                           {"capabilities", Json::object()},
+                           {"clientInfo", {{"name", "bench"}, {"version", "1"}}}});
+    Send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+  }
+  ~Server() {
+    close(to_);
+    int status;
+    waitpid(pid_, &status, 0);
+    close(from_);
+  }
+  Json Request(const std::string& method, Json params) {
+    int id = next_id_++;
+    Send({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}});
+    for (;;) {
+      Json m = Json::parse(ReadLine());
+      if (m.contains("id") && m["id"] == id) {
+        if (m.contains("error")) throw std::runtime_error(m["error"].dump());
+        return m["result"];
+      }
+    }
+  }
+  Json Call(const std::string& tool, Json args) {
+    Json r = Request("tools/call", {{"name", tool}, {"arguments", std::move(args)}});
+    if (r.value("isError", false)) throw std::runtime_error(tool + ": " + r.dump());
+    return r;
+  }
+
+ private:
+  void Send(const Json& m) {
+    std::string line = m.dump() + "\n";
+    if (write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      throw std::runtime_error("write to server");
+  }
+  std::string ReadLine() {
+    for (;;) {
+      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
+        std::string line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return line;
+      }
+      char chunk[65536];
+      ssize_t n = read(from_, chunk, sizeof chunk);
+      if (n <= 0) throw std::runtime_error("server closed stdout");
+      buf_.append(chunk, n);
+    }
+  }
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  int next_id_ = 1;
+  std::string buf_;
+};
+
+double SpawnAndWait(const std::vector<std::string>& cmd) {
+  std::vector<char*> argv;
+  std::vector<std::string> copy = cmd;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  auto t0 = Clock::now();
+  pid_t pid;
+  if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) != 0)
+    throw std::runtime_error("spawn " + cmd[0]);
+  int status;
+  waitpid(pid, &status, 0);
+  auto t1 = Clock::now();
+  posix_spawn_file_actions_destroy(&fa);
+  return Ms(t1 - t0);
+}
+
+struct Row {
+  std::string name;
+  std::vector<double> ms;
+  double Pct(double p) const {
+    std::vector<double> v = ms;
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
+  }
+};
+
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  buf[n > 0 ? n : 0] = '\0';
+  return std::filesystem::path(buf).parent_path();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rounds = 200, fresh = 20;
+  std::string binary = SelfDir() + "/mcpcell";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "--rounds") rounds = std::atoi(argv[i + 1]);
+    else if (flag == "--fresh") fresh = std::atoi(argv[i + 1]);
+    else if (flag == "--mcpcell") binary = argv[i + 1];
+    else {
+      std::fprintf(stderr, "usage: %s [--rounds N] [--fresh N] [--mcpcell PATH]\n", argv[0]);
+      return 2;
+    }
+  }
+  char tmpl[] = "/tmp/mcpcell-bench-XXXXXX";
+  std::string state_dir = mkdtemp(tmpl);
+  try {
+    Row warm{"run_command true (warm session)", {}}, bare{"bare fork+exec /bin/true", {}};
+    Row py{"run_code python print(1) (warm)", {}}, bare_py{"bare python3 -c print(1)", {}};
+    Row first{"first call of a new session", {}};
+    const std::vector<std::string> kTrue = {"/bin/true"};
+    const std::vector<std::string> kPy = {"/usr/bin/python3", "-c", "print(1)"};
+    Server server(binary, state_dir);
+    server.Call("run_command", {{"command", "true"}});  // creates the cell
+    for (int i = 0; i < rounds; ++i) {
+      auto t0 = Clock::now();
+      server.Call("run_command", {{"command", "true"}});
+      warm.ms.push_back(Ms(Clock::now() - t0));
+      bare.ms.push_back(SpawnAndWait(kTrue));
+      if (i % 4 == 0) {
+        t0 = Clock::now();
+        server.Call("run_code", {{"language", "python"}, {"code", "print(1)"}});
+        py.ms.push_back(Ms(Clock::now() - t0));
+        bare_py.ms.push_back(SpawnAndWait(kPy));
+      }
+    }
+    for (int i = 0; i < fresh; ++i) {
+      Server s(binary, state_dir);
+      auto t0 = Clock::now();
+      s.Call("run_command", {{"command", "true"}});
+      first.ms.push_back(Ms(Clock::now() - t0));
+    }
+    std::printf("%-36s %9s %9s %6s\n", "", "p50 ms", "p95 ms", "n");
+    for (const Row* r : {&warm, &bare, &py, &bare_py, &first})
+      std::printf("%-36s %9.2f %9.2f %6zu\n", r->name.c_str(), r->Pct(0.5), r->Pct(0.95),
+                  r->ms.size());
+    std::printf("\nratios (p50):\n");
+    std::printf("  round trip / bare fork+exec     %.2fx  (target <= 1.5x)\n",
+                warm.Pct(0.5) / bare.Pct(0.5));
+    std::printf("  run_code python / bare python   %.2fx  (target <= 1.15x)\n",
+                py.Pct(0.5) / bare_py.Pct(0.5));
+    std::printf("  first call - bare /bin/true     %+.2f ms (target <= +10 ms)\n",
+                first.Pct(0.5) - bare.Pct(0.5));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mcp_roundtrip_bench: %s\n", e.what());
+    std::filesystem::remove_all(state_dir);
+    return 1;
+  }
+  std::filesystem::remove_all(state_dir);
+  return 0;
+}
