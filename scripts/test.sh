@@ -1,20 +1,34 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 machine to the whole test suite:
-#   1. install what is missing, 2. unit tests under ASan+UBSan, 3. a -Werror build and
-#   every suite (unit, integration, e2e with the official MCP TypeScript SDK).
+#   1. install what is missing (Debian packages; the e2e tests' npm packages from their
+#      lock files), 2. unit tests under ASan+UBSan, 3. a -Werror build and every suite:
+#   unit, integration (real cells, as root and again as uid 65534 for desktop mode), e2e
+#   (official MCP TypeScript SDK).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-if [[ -f tests/e2e/package-lock.json ]]; then
-  (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
+for dir in tests/e2e tests/conformance; do
+  if [[ -f $dir/package-lock.json ]]; then
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+done
+
+# The integration suites run a second time as uid 65534, which must be able to reach the
+# test binaries. When this checkout sits where that user cannot go (under /root, say), the
+# build trees go to a world-searchable temporary directory instead.
+build_root=.
+if [[ $(id -u) -eq 0 ]] && ! setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$PWD"; then
+  build_root=$(mktemp -d /tmp/mcpcell-build.XXXXXX)
+  chmod 755 "$build_root"
+  echo "test.sh: uid 65534 cannot reach $PWD; building in $build_root" >&2
 fi
 
 echo "== unit tests under ASan+UBSan" >&2
-scripts/build.sh build-asan -DMCPCELL_SANITIZE=ON -DMCPCELL_WERROR=ON -DMCPCELL_BUILD_BENCH=OFF \
-  -DCMAKE_BUILD_TYPE=Debug
+scripts/build.sh "$build_root/build-asan" -DMCPCELL_SANITIZE=ON -DMCPCELL_WERROR=ON \
+  -DMCPCELL_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan -L unit --output-on-failure -j2
+  ctest --test-dir "$build_root/build-asan" -L unit --output-on-failure -j2
 
 echo "== full suite" >&2
-scripts/build.sh build -DMCPCELL_WERROR=ON
-ctest --test-dir build --output-on-failure
+scripts/build.sh "$build_root/build" -DMCPCELL_WERROR=ON
+ctest --test-dir "$build_root/build" --output-on-failure
