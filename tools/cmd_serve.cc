@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "mcp/http_server.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
 #include "mcp/stdio_transport.h"
@@ -24,6 +25,7 @@
 #include "sandbox/state_dir.h"
 #include "tools/cell_tools.h"
 #include "tools/command.h"
+#include "tools/http_config.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -41,6 +43,9 @@ struct ServeOptions {
   size_t max_message_bytes = 16 * 1024 * 1024;
   std::string state_dir;
   std::string init_path;
+  std::string http;         // --http [ADDR:]PORT; empty = stdio
+  std::string http_config;  // --http-config FILE (tokens, tenants, quotas, TLS)
+  bool stdio = false;       // --stdio (the default, explicit)
   uint64_t memory_mib = 1024;
   uint64_t pids = 256;
   uint32_t cpu_millicores = 1000;
@@ -91,6 +96,76 @@ sandbox::CellSpecFactory SpecFactory(const ServeOptions& o, std::string skeleton
   };
 }
 
+// Streamable HTTP at /mcp on --http [ADDR:]PORT (ADDR defaults to 127.0.0.1). A session
+// that ends (DELETE, idle expiry, shutdown) has its cell destroyed.
+int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells,
+                  const ServeOptions& opts, std::chrono::milliseconds idle) {
+  mcp::HttpOptions http;
+  std::string port = opts.http;
+  if (size_t colon = port.rfind(':'); colon != std::string::npos) {
+    http.host = port.substr(0, colon);
+    if (http.host.size() > 2 && http.host.front() == '[') http.host = http.host.substr(1, http.host.size() - 2);
+    port = port.substr(colon + 1);
+  }
+  char* end = nullptr;
+  long n = port.empty() ? -1 : std::strtol(port.c_str(), &end, 10);
+  if (n < 0 || n > 65535 || *end != '\0' || http.host.empty()) {
+    std::fprintf(stderr, "mcpcell serve: --http %s: expected [ADDR:]PORT, e.g. 8765 or 0.0.0.0:8765\n",
+                 opts.http.c_str());
+    return 2;
+  }
+  http.port = static_cast<int>(n);
+  http.idle_timeout = idle;
+  http.default_tenant.max_body_bytes = opts.max_message_bytes;
+  auto config = std::make_shared<HttpConfig>();
+  if (!opts.http_config.empty()) {
+    std::string error;
+    auto loaded = LoadHttpConfig(opts.http_config, error);
+    if (!loaded) {
+      std::fprintf(stderr, "mcpcell serve: --http-config %s\n", error.c_str());
+      return 2;
+    }
+    *config = std::move(*loaded);
+  }
+  if (!mcp::IsLoopbackHost(http.host) && config->tenants.empty()) {
+    std::fprintf(stderr,
+                 "mcpcell serve: refusing to serve on non-loopback address %s without tokens: "
+                 "give --http-config with at least one [[tenant]] (see docs/http.md)\n",
+                 http.host.c_str());
+    return 2;
+  }
+  http.allowed_hosts = config->allowed_hosts;
+  http.allowed_origins = config->allowed_origins;
+  http.tls_cert_file = config->tls_cert;
+  http.tls_key_file = config->tls_key;
+  if (!config->tenants.empty()) {
+    http.authenticate = [config](const std::string& token) -> std::optional<mcp::HttpTenant> {
+      auto tenant = config->Authenticate(token);
+      if (!tenant) return std::nullopt;
+      return tenant->quotas;
+    };
+  }
+  http.on_session_closed = [&cells](const std::string& id, const std::string& tenant,
+                                    const std::string& reason) {
+    (void)cells.Close(id, "HTTP session of tenant " + tenant + " ended: " + reason);
+  };
+  return mcp::ServeHttp(server, http, [&](const mcp::HttpServer& s) {
+    std::string url = s.url();
+    std::fprintf(stderr,
+                 "mcpcell: serving MCP over Streamable HTTP at %s (state dir %s%s)\n"
+                 "  Claude Code:     claude mcp add --transport http mcpcell %s\n"
+                 "  VS Code:         .vscode/mcp.json: {\"servers\": {\"mcpcell\": {\"type\": "
+                 "\"http\", \"url\": \"%s\"}}}\n"
+                 "  MCP Inspector:   npx @modelcontextprotocol/inspector  (transport "
+                 "\"Streamable HTTP\", URL %s)\n"
+                 "  stdio instead:   mcpcell serve --stdio\n",
+                 url.c_str(), opts.state_dir.c_str(),
+                 config->tenants.empty() ? ", no tokens: loopback only" : ", bearer tokens required",
+                 url.c_str(), url.c_str(), url.c_str());
+    std::fflush(stderr);
+  });
+}
+
 int RunServe(const ServeOptions& opts) {
   if (std::string err = mcp::log::SetFile(opts.log_file); !err.empty()) {
     std::fprintf(stderr, "mcpcell: %s\n", err.c_str());
@@ -130,6 +205,11 @@ int RunServe(const ServeOptions& opts) {
       return 2;
     }
     std::string self = SelfPath();
+    if (!opts.http.empty()) {
+      rc = ServeOverHttp(server, cells, opts,
+                         std::chrono::duration_cast<std::chrono::milliseconds>(
+                             session_options.idle_timeout));
+    } else {
     std::fprintf(stderr,
                  "mcpcell: serving MCP over stdio (state dir %s); connect a client by launching "
                  "`%s serve` as a stdio server (e.g. `claude mcp add mcpcell -- %s serve`)\n",
@@ -138,6 +218,7 @@ int RunServe(const ServeOptions& opts) {
     mcp::StdioOptions stdio;
     stdio.max_message_bytes = opts.max_message_bytes;
     rc = mcp::ServeStdio(server, stdio);
+    }
     server.Shutdown();  // handlers done before the cells go
   }
   cells.CloseAll();
@@ -156,6 +237,17 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
                              "emergency", "off"}))
       ->capture_default_str();
   cmd->add_option("--log-file", opts->log_file, "Append diagnostics to this file, not stderr");
+  auto* http_opt = cmd->add_option(
+      "--http", opts->http,
+      "Serve Streamable HTTP at http://[ADDR:]PORT/mcp (ADDR defaults to 127.0.0.1) instead of "
+      "stdio");
+  cmd->add_flag("--stdio", opts->stdio,
+                "Serve over stdin/stdout (the default; for Claude Desktop)")
+      ->excludes(http_opt);
+  cmd->add_option("--http-config", opts->http_config,
+                  "HTTP config (TOML): bearer-token hashes -> tenants, quotas, allowed "
+                  "hosts/origins, TLS")
+      ->needs(http_opt);
   cmd->add_option("--max-message-bytes", opts->max_message_bytes,
                   "Largest accepted incoming message; longer lines are refused")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 31))

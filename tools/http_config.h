@@ -1,0 +1,54 @@
+// The HTTP server config file of `mcpcell serve --http` (TOML): who may connect and what
+// each tenant gets. Bearer tokens are never stored, only their SHA-256 (hex):
+//
+//   [http]
+//   allowed_hosts   = ["mcp.example.com"]        # Host names accepted besides loopback
+//   allowed_origins = ["https://ide.example.com"]
+//   tls_cert = "/etc/mcpcell/cert.pem"           # optional; both or neither
+//   tls_key  = "/etc/mcpcell/key.pem"
+//
+//   [[tenant]]
+//   name = "alice"
+//   token_sha256 = ["9f86d08..."]                # `printf %s TOKEN | sha256sum`
+//   policy = "default"                           # policy profile name
+//   max_sessions = 8                             # live sessions (0 = unlimited)
+//   max_concurrent_calls = 4                     # requests in flight per session
+//   max_body_bytes = 4194304                     # largest POST body
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mcp/http_server.h"
+
+namespace mcpcell::tools {
+
+struct TenantConfig {
+  mcp::HttpTenant quotas;  // quotas.name is the tenant name
+  std::string policy = "default";
+};
+
+struct HttpConfig {
+  std::vector<std::string> allowed_hosts;
+  std::vector<std::string> allowed_origins;
+  std::string tls_cert;
+  std::string tls_key;
+  std::map<std::string, TenantConfig> tenants;     // by name
+  std::map<std::string, std::string> token_hashes;  // sha256 hex -> tenant name
+
+  // The tenant of a presented bearer token, or nullopt.
+  std::optional<TenantConfig> Authenticate(const std::string& token) const;
+};
+
+// Lower-case hex SHA-256 of `text`.
+std::string Sha256Hex(const std::string& text);
+
+// Parses a config file's text; on failure returns nullopt and sets `error` to a message
+// naming the file, the key and the problem.
+std::optional<HttpConfig> ParseHttpConfig(const std::string& text, const std::string& source,
+                                          std::string& error);
+std::optional<HttpConfig> LoadHttpConfig(const std::string& path, std::string& error);
+
+}  // namespace mcpcell::tools
