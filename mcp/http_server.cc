@@ -767,7 +767,7 @@ Status HttpServer::Bind() {
   m.max_body = m.opts.default_tenant.max_body_bytes;
   // The largest any tenant may send is checked per tenant in HandlePost; this only stops
   // absurd bodies before they are read.
-  m.http->set_payload_max_length(std::max<size_t>(m.max_body, 64u << 20));
+  m.http->set_payload_max_length(std::max<size_t>(m.max_body, 64u << 20));  // = hard_limit
   m.http->set_read_timeout(30, 0);
   m.http->set_keep_alive_max_count(1000);
   const std::string& path = m.opts.path;
@@ -775,9 +775,12 @@ Status HttpServer::Bind() {
   m.http->Get(path, [&m](const httplib::Request& q, httplib::Response& r) { m.HandleGet(q, r); });
   m.http->Delete(path,
                  [&m](const httplib::Request& q, httplib::Response& r) { m.HandleDelete(q, r); });
-  m.http->set_error_handler([](const httplib::Request&, httplib::Response& r) {
+  size_t hard_limit = std::max<size_t>(m.max_body, 64u << 20);
+  m.http->set_error_handler([hard_limit](const httplib::Request&, httplib::Response& r) {
+    if (!r.body.empty()) return;  // our own handlers' errors carry their message
     if (r.status == 413) {
-      JsonError(r, 413, "Payload Too Large: the request body exceeds the server's limit");
+      JsonError(r, 413, "Payload Too Large: the request body exceeds the limit of " +
+                            std::to_string(hard_limit) + " bytes");
     } else if (r.status == 404 && r.body.empty()) {
       JsonError(r, 404, "Not Found: MCP is served at another path");
     } else if (r.status == 405 && r.body.empty()) {
