@@ -2,6 +2,7 @@
 #include "policies/compiler.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <sstream>
@@ -30,6 +31,24 @@ sandbox::Status MakeDirs(const std::string& path) {
   return sandbox::Ok();
 }
 
+// A root server maps each cell's sandbox user to a host uid of the cell's own id range,
+// unknown before the cell exists, so a directory the cells write to must be writable by
+// any uid (files written there are then owned by that cell's host uid, see
+// docs/policies.md). An unprivileged server maps the sandbox user to itself: nothing to do.
+sandbox::Status OpenToCells(const std::string& dir) {
+  if (::geteuid() != 0) return sandbox::Ok();
+  if (::chmod(dir.c_str(), 0777) != 0) return Error::Sys("chmod(\"" + dir + "\", 0777)");
+  return sandbox::Ok();
+}
+
+// Flags are typed by people: a relative path is relative to the current directory.
+std::string Absolute(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char cwd[4096];
+  if (::getcwd(cwd, sizeof cwd) == nullptr) return path;
+  return std::string(cwd) + "/" + path;
+}
+
 std::string Quoted(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
@@ -51,7 +70,7 @@ Result<MountPolicy> ParseMountFlag(const std::string& flag) {
   MountPolicy m;
   size_t first = flag.find(':');
   if (first == std::string::npos) return Error::Msg("expected SRC:DST[:ro|rw]");
-  m.source = flag.substr(0, first);
+  m.source = Absolute(flag.substr(0, first));
   std::string rest = flag.substr(first + 1);
   size_t second = rest.find(':');
   m.target = rest.substr(0, second);
@@ -66,7 +85,11 @@ Result<MountPolicy> ParseMountFlag(const std::string& flag) {
   return m;
 }
 
-Result<Policy> ApplyOverrides(Policy p, const PolicyOverrides& o, const std::string& state_dir) {
+Result<Policy> ApplyOverrides(Policy p, const PolicyOverrides& flags,
+                              const std::string& state_dir) {
+  PolicyOverrides o = flags;
+  o.output_dir = Absolute(o.output_dir);
+  o.workspace_dir = Absolute(o.workspace_dir);
   if (o.memory_bytes) p.limits.memory_bytes = *o.memory_bytes;
   if (o.pids) p.limits.pids = *o.pids;
   if (o.cpu_millicores) p.limits.cpu_millicores = *o.cpu_millicores;
@@ -89,6 +112,7 @@ Result<Policy> ApplyOverrides(Policy p, const PolicyOverrides& o, const std::str
   if (!o.output_dir.empty()) {
     if (o.output_dir[0] != '/') return Error::Msg("--output " + o.output_dir + ": not absolute");
     if (auto s = MakeDirs(o.output_dir); !s) return s.error().Wrap("--output " + o.output_dir);
+    if (auto s = OpenToCells(o.output_dir); !s) return s.error().Wrap("--output " + o.output_dir);
     added.push_back(MountPolicy{o.output_dir, kOutputCellPath, true});
   }
   for (const MountPolicy& m : added) {
@@ -117,6 +141,7 @@ Result<Policy> ApplyOverrides(Policy p, const PolicyOverrides& o, const std::str
       return s.error().Wrap("workspace " + dir);
     }
     if (auto s = MakeDirs(dir); !s) return s.error().Wrap("workspace " + dir);
+    if (auto s = OpenToCells(dir); !s) return s.error().Wrap("workspace " + dir);
     if (auto s = CheckMountSource(dir, state_dir); !s) return s.error().Wrap("workspace " + dir);
   }
   return p;

@@ -5,7 +5,9 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 
 #include "sandbox/linux/hostname.h"
 
@@ -54,14 +56,31 @@ bool IsUnder(const std::string& path, const std::string& dir) {
 Status CheckMount(const std::string& field, const CellMount& m) {
   if (Status s = CheckCleanAbsolute(field + ".host_path", m.host_path); !s) return s;
   if (Status s = CheckCleanAbsolute(field + ".cell_path", m.cell_path); !s) return s;
-  for (const char* reserved : {"/proc", "/dev", "/sys", "/workspace"}) {
-    if (IsUnder(m.cell_path, reserved) || m.cell_path == "/") {
+  // Under /workspace is fine (cell init makes the mount point in the workspace), not over it.
+  for (const char* reserved : {"/proc", "/dev", "/sys"}) {
+    if (IsUnder(m.cell_path, reserved) || m.cell_path == "/" || m.cell_path == "/workspace") {
       return Error::Msg(field + ".cell_path: \"" + m.cell_path + "\" is reserved by the cell");
     }
   }
   struct stat st;
   if (::stat(m.host_path.c_str(), &st) != 0) {
     return Error::Sys(field + ".host_path: stat(\"" + m.host_path + "\")");
+  }
+  // Defence in depth behind the policy loader's full rules (policies/mount_check.h): the
+  // host's root and kernel/system trees never enter a cell, even through a symlink.
+  char resolved[PATH_MAX];
+  if (::realpath(m.host_path.c_str(), resolved) == nullptr) {
+    return Error::Sys(field + ".host_path: realpath(\"" + m.host_path + "\")");
+  }
+  for (const std::string& p : {m.host_path, std::string(resolved)}) {
+    bool bad = p == "/";
+    for (const char* dir : {"/proc", "/sys", "/dev", "/boot", "/etc", "/root"}) {
+      bad = bad || IsUnder(p, dir);
+    }
+    if (bad) {
+      return Error::Msg(field + ".host_path: \"" + m.host_path + "\" (" + p +
+                        ") is a host system path and never mounted into a cell");
+    }
   }
   return Ok();
 }

@@ -19,6 +19,8 @@
 #include "mcp/log.h"
 #include "mcp/server.h"
 #include "mcp/stdio_transport.h"
+#include "policies/compiler.h"
+#include "policies/loader.h"
 #include "sandbox/cell.h"
 #include "sandbox/cell_session.h"
 #include "sandbox/linux/overlay.h"
@@ -46,14 +48,18 @@ struct ServeOptions {
   std::string http;         // --http [ADDR:]PORT; empty = stdio
   std::string http_config;  // --http-config FILE (tokens, tenants, quotas, TLS)
   bool stdio = false;       // --stdio (the default, explicit)
-  uint64_t memory_mib = 1024;
-  uint64_t pids = 256;
-  uint32_t cpu_millicores = 1000;
-  int64_t idle_timeout_s = 15 * 60;
-  int64_t max_lifetime_s = 4 * 3600;
-  int64_t default_timeout_s = 60;
-  int64_t max_timeout_s = 600;
-  size_t keep_bytes = 64 * 1024;
+  // The policy (shipped name or .toml file); the flags below compose into it.
+  std::string policy = "default";
+  policies::PolicyOverrides overrides;
+  policies::Policy effective;  // resolved and composed before RunServe
+  uint64_t memory_mib = 0;
+  uint64_t pids = 0;
+  uint32_t cpu_millicores = 0;
+  int64_t idle_timeout_s = 0;
+  int64_t max_lifetime_s = 0;
+  int64_t default_timeout_s = 0;
+  int64_t max_timeout_s = 0;
+  size_t keep_bytes = 0;
 };
 
 std::string DefaultStateDir() {
@@ -84,16 +90,39 @@ sandbox::Result<std::string> PrepareStateDir(const std::string& state_dir) {
   return sandbox::PrepareHostTemplate(state_dir);
 }
 
+// Every cell's spec is compiled from the effective policy (profile + flags).
 sandbox::CellSpecFactory SpecFactory(const ServeOptions& o, std::string skeleton) {
-  return [o, skeleton](const std::string& id) -> sandbox::Result<sandbox::CellSpec> {
-    sandbox::CellSpec spec = sandbox::DefaultCellSpec(id, o.state_dir);
-    spec.rootfs.skeleton_dir = skeleton;
-    spec.limits.memory_max_bytes = o.memory_mib << 20;
-    spec.limits.pids_max = o.pids;
-    spec.limits.cpu_millicores = o.cpu_millicores;
-    if (sandbox::Status s = sandbox::ValidateCellSpec(spec); !s) return s.error();
-    return spec;
+  return [policy = o.effective, state_dir = o.state_dir,
+          skeleton](const std::string& id) -> sandbox::Result<sandbox::CellSpec> {
+    return policies::CompileCellSpec(policy, id, state_dir, skeleton);
   };
+}
+
+// The profile named by --policy with the per-limit, --mount, --output and --workspace
+// flags composed into it (flags win). Prints the error and returns false on failure.
+bool ResolveEffectivePolicy(ServeOptions& o, CLI::App& cmd) {
+  policies::PolicyOverrides& ov = o.overrides;
+  if (cmd.count("--memory-mib")) ov.memory_bytes = o.memory_mib << 20;
+  if (cmd.count("--pids")) ov.pids = o.pids;
+  if (cmd.count("--cpu-millicores")) ov.cpu_millicores = o.cpu_millicores;
+  if (cmd.count("--idle-timeout")) ov.session_idle = std::chrono::seconds(o.idle_timeout_s);
+  if (cmd.count("--max-lifetime")) ov.session_max = std::chrono::seconds(o.max_lifetime_s);
+  if (cmd.count("--default-timeout")) ov.exec_default = std::chrono::seconds(o.default_timeout_s);
+  if (cmd.count("--max-timeout")) ov.exec_max = std::chrono::seconds(o.max_timeout_s);
+  if (cmd.count("--output-keep-bytes")) ov.output_keep_bytes = o.keep_bytes;
+  auto base = policies::ResolvePolicy(o.policy, {o.state_dir});
+  if (!base) {
+    std::fprintf(stderr, "mcpcell serve: --policy %s: %s\n", o.policy.c_str(),
+                 base.error().message.c_str());
+    return false;
+  }
+  auto composed = policies::ApplyOverrides(std::move(*base), ov, o.state_dir);
+  if (!composed) {
+    std::fprintf(stderr, "mcpcell serve: %s\n", composed.error().message.c_str());
+    return false;
+  }
+  o.effective = std::move(*composed);
+  return true;
 }
 
 // Streamable HTTP at /mcp on --http [ADDR:]PORT (ADDR defaults to 127.0.0.1). A session
@@ -180,22 +209,34 @@ int RunServe(const ServeOptions& opts) {
   }
 
   sandbox::CellSessionOptions session_options;
-  session_options.idle_timeout = std::chrono::seconds(opts.idle_timeout_s);
-  session_options.max_lifetime = std::chrono::seconds(opts.max_lifetime_s);
+  const policies::Policy& policy = opts.effective;
+  session_options.idle_timeout = policy.time.session_idle;
+  session_options.max_lifetime = policy.time.session_max;
   session_options.create.init_path = opts.init_path;
   sandbox::CellSessionManager cells(SpecFactory(opts, *skeleton), session_options);
 
   ToolEnv env;
   env.cells = &cells;
-  env.config.keep_bytes_per_stream = opts.keep_bytes;
-  env.config.default_timeout = std::chrono::seconds(opts.default_timeout_s);
-  env.config.max_timeout = std::chrono::seconds(opts.max_timeout_s);
+  env.config.keep_bytes_per_stream = policy.limits.output_keep_bytes;
+  env.config.default_timeout = policy.time.exec_default;
+  env.config.max_timeout = policy.time.exec_max;
+  env.config.enabled_tools.insert(policy.tools.enabled.begin(), policy.tools.enabled.end());
+  env.config.policy_name = policy.name;
+  env.config.network_summary = policies::NetworkSummary(policy);
 
   mcp::ServerOptions server_options;
   server_options.name = "mcpcell";
   server_options.title = "mcpcell sandbox";
   server_options.version = "0.1.0";
-  server_options.instructions = kInstructions;
+  std::string instructions = kInstructions;
+  for (const policies::MountPolicy& m : policy.filesystem.mounts) {
+    instructions += " The host directory " + m.source + " is at " + m.target +
+                    (m.writable ? " (writable" : " (read-only") +
+                    (m.target == policies::kOutputCellPath
+                         ? "; files you write there are delivered to the user)."
+                         : ").");
+  }
+  server_options.instructions = instructions;
   server_options.max_message_bytes = opts.max_message_bytes;
   int rc = 0;
   {
@@ -211,9 +252,10 @@ int RunServe(const ServeOptions& opts) {
                              session_options.idle_timeout));
     } else {
     std::fprintf(stderr,
-                 "mcpcell: serving MCP over stdio (state dir %s); connect a client by launching "
-                 "`%s serve` as a stdio server (e.g. `claude mcp add mcpcell -- %s serve`)\n",
-                 opts.state_dir.c_str(), self.c_str(), self.c_str());
+                 "mcpcell: serving MCP over stdio (policy %s, state dir %s); connect a client by "
+                 "launching `%s serve` as a stdio server (e.g. `claude mcp add mcpcell -- %s "
+                 "serve`)\n",
+                 policy.name.c_str(), opts.state_dir.c_str(), self.c_str(), self.c_str());
     std::fflush(stderr);
     mcp::StdioOptions stdio;
     stdio.max_message_bytes = opts.max_message_bytes;
@@ -255,35 +297,37 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
   cmd->add_option("--state-dir", opts->state_dir, "Where cells and the template live")
       ->capture_default_str();
   cmd->add_option("--init", opts->init_path, "Path of mcpcell-init (default: next to mcpcell)");
+  cmd->add_option("--policy", opts->policy,
+                  "Policy: a shipped profile (default, offline-strict, dev) or a .toml file; "
+                  "the flags below override it (see `mcpcell policy show`)")
+      ->capture_default_str();
+  cmd->add_option("--mount", opts->overrides.mounts,
+                  "SRC:DST[:ro|rw] host directory visible in the cell (default ro; repeatable)");
+  cmd->add_option("--output", opts->overrides.output_dir,
+                  "Host directory the cell writes to at /output (made if missing)");
+  cmd->add_option("--workspace", opts->overrides.workspace_dir,
+                  "Persistent workspace: this host directory is /workspace and outlives "
+                  "sessions (made if missing)");
   cmd->add_option("--memory-mib", opts->memory_mib, "Memory limit per cell (MiB, swap off)")
-      ->check(CLI::Range(uint64_t{16}, uint64_t{1} << 20))
-      ->capture_default_str();
+      ->check(CLI::Range(uint64_t{16}, uint64_t{1} << 20));
   cmd->add_option("--pids", opts->pids, "Process limit per cell")
-      ->check(CLI::Range(uint64_t{8}, uint64_t{1} << 22))
-      ->capture_default_str();
+      ->check(CLI::Range(uint64_t{8}, uint64_t{1} << 22));
   cmd->add_option("--cpu-millicores", opts->cpu_millicores, "CPU limit per cell (1000 = 1 CPU)")
-      ->check(CLI::Range(uint32_t{10}, uint32_t{1} << 20))
-      ->capture_default_str();
+      ->check(CLI::Range(uint32_t{10}, uint32_t{1} << 20));
   cmd->add_option("--idle-timeout", opts->idle_timeout_s,
                   "Seconds without calls before a session's cell is destroyed")
-      ->check(CLI::Range(int64_t{1}, int64_t{30} * 86400))
-      ->capture_default_str();
+      ->check(CLI::Range(int64_t{1}, int64_t{30} * 86400));
   cmd->add_option("--max-lifetime", opts->max_lifetime_s, "Maximum session lifetime (seconds)")
-      ->check(CLI::Range(int64_t{1}, int64_t{30} * 86400))
-      ->capture_default_str();
+      ->check(CLI::Range(int64_t{1}, int64_t{30} * 86400));
   cmd->add_option("--default-timeout", opts->default_timeout_s, "Default exec timeout (s)")
-      ->check(CLI::Range(int64_t{1}, int64_t{86400}))
-      ->capture_default_str();
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}));
   cmd->add_option("--max-timeout", opts->max_timeout_s, "Largest timeout_s a call may ask for")
-      ->check(CLI::Range(int64_t{1}, int64_t{86400}))
-      ->capture_default_str();
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}));
   cmd->add_option("--output-keep-bytes", opts->keep_bytes,
                   "Output kept in a tool result per stream (head and tail)")
-      ->check(CLI::Range(size_t{256}, size_t{16} << 20))
-      ->capture_default_str();
-  cmd->callback([opts, exit_code] {
-    if (opts->default_timeout_s > opts->max_timeout_s) {
-      std::fprintf(stderr, "mcpcell serve: --default-timeout is larger than --max-timeout\n");
+      ->check(CLI::Range(size_t{256}, size_t{16} << 20));
+  cmd->callback([opts, exit_code, cmd] {
+    if (!ResolveEffectivePolicy(*opts, *cmd)) {
       *exit_code = 2;
       return;
     }

@@ -48,13 +48,45 @@ Status EnterCgroupNamespace() {
   return Ok();
 }
 
+// A mount under /workspace needs its mount point inside the workspace itself (bound over
+// the upper's). Components the cell could have made (a persistent workspace) must not be
+// symlinks: before pivot_root they would resolve against the host's root.
+Status MakeWorkspaceMountTarget(const CellMount& m, const std::string& root) {
+  struct stat st;
+  if (::stat(m.host_path.c_str(), &st) != 0) return Error::Sys("stat(\"" + m.host_path + "\")");
+  std::string path = root + "/workspace";
+  std::string rest = m.cell_path.substr(std::string("/workspace").size());
+  size_t start = 1;
+  while (start <= rest.size()) {
+    size_t end = rest.find('/', start);
+    if (end == std::string::npos) end = rest.size();
+    path += "/" + rest.substr(start, end - start);
+    bool last = end == rest.size();
+    struct stat cur;
+    if (::lstat(path.c_str(), &cur) == 0) {
+      if (S_ISLNK(cur.st_mode)) return Error::Msg("mount point " + path + " is a symlink");
+    } else if (errno != ENOENT) {
+      return Error::Sys("lstat(\"" + path + "\")");
+    } else if (!last || S_ISDIR(st.st_mode)) {
+      if (::mkdir(path.c_str(), 0755) != 0) return Error::Sys("mkdir(\"" + path + "\")");
+    } else if (Status s = MakeEmptyFile(path, 0644); !s) {
+      return s;
+    }
+    start = end + 1;
+  }
+  return Ok();
+}
+
 Status BindCellMounts(const CellSpec& spec, const std::string& root) {
   std::string workspace = spec.workspace_host_dir.empty()
                               ? spec.state_dir + "/cells/" + spec.id + "/workspace"
                               : spec.workspace_host_dir;
   if (Status s = BindMount(workspace, root + "/workspace", /*writable=*/true); !s) return s;
   for (const CellMount& m : spec.mounts) {
-    // The target was made in the upper by MountCellRoot.
+    if (m.cell_path.rfind("/workspace/", 0) == 0) {
+      if (Status s = MakeWorkspaceMountTarget(m, root); !s) return s;
+    }
+    // Other targets were made in the upper by MountCellRoot.
     if (Status s = BindMount(m.host_path, root + m.cell_path, m.writable, false, true); !s) {
       return s;
     }

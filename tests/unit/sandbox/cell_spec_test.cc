@@ -72,9 +72,17 @@ TEST(CellSpecValidation, EveryBadFieldIsNamed) {
        },
        "mounts[0].cell_path"},
       {[](CellSpec& s) {
-         s.mounts = {{"/etc", "/workspace/x", false}};
+         s.mounts = {{"/usr", "/workspace", false}};
        },
        "mounts[0].cell_path"},
+      {[](CellSpec& s) {
+         s.mounts = {{"/etc", "/x", false}};
+       },
+       "mounts[0].host_path: \"/etc\" (/etc) is a host system path"},
+      {[](CellSpec& s) {
+         s.mounts = {{"/", "/x", false}};
+       },
+       "mounts[0].host_path: \"/\" (/) is a host system path"},
       {[](CellSpec& s) {
          s.mounts = {{"etc", "/x", false}};
        },
