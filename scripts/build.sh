@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds mcpcell into build/ (or $1). Extra args go to cmake configure.
+# MCPCELL_BUILD_TARGET=name builds only that target (e.g. unit_tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build}; shift || true
@@ -10,4 +11,6 @@ if [[ ! -f "$dir/CMakeCache.txt" ]]; then
 else
   cmake -S . -B "$dir" "$@" >/dev/null
 fi
-cmake --build "$dir" -j"$(nproc)"
+target=()
+[[ -n ${MCPCELL_BUILD_TARGET:-} ]] && target=(--target "$MCPCELL_BUILD_TARGET")
+cmake --build "$dir" -j"$(nproc)" "${target[@]}"

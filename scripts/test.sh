@@ -24,7 +24,7 @@ if [[ $(id -u) -eq 0 ]] && ! setpriv --reuid=65534 --regid=65534 --clear-groups 
 fi
 
 echo "== unit tests under ASan+UBSan" >&2
-scripts/build.sh "$build_root/build-asan" -DMCPCELL_SANITIZE=ON -DMCPCELL_WERROR=ON \
+MCPCELL_BUILD_TARGET=unit_tests scripts/build.sh "$build_root/build-asan" -DMCPCELL_SANITIZE=ON -DMCPCELL_WERROR=ON \
   -DMCPCELL_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$build_root/build-asan" -L unit --output-on-failure -j2
