@@ -45,6 +45,9 @@ class PolicyCells : public ::testing::Test {
     ::chmod(host_.c_str(), 0755);
     fs::create_directories(host_ + "/project");
     std::ofstream(host_ + "/project/hello.txt") << "hello from the host\n";
+    // Writable by anyone: only the read-only mount may stop the cell's writes.
+    ::chmod((host_ + "/project").c_str(), 0777);
+    ::chmod((host_ + "/project/hello.txt").c_str(), 0666);
   }
   void TearDown() override { fs::remove_all(host_); }
 
