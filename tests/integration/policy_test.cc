@@ -5,6 +5,7 @@
 // are gone, dangerous mounts are refused (loader and, behind it, ValidateCellSpec), and the
 // profile's limits are what the cell gets.
 #include <pwd.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -226,6 +227,55 @@ TEST_F(PolicyCells, EveryShippedProfileMakesACell) {
     EXPECT_EQ(r.out, name + "\n" + std::to_string(policy->limits.open_files) + "\n") << name;
     ASSERT_TRUE((*cell)->Destroy());
   }
+}
+
+// The commands: `mcpcell policy check|show` and `mcpcell serve`'s policy flags.
+struct CommandRun {
+  int status = -1;
+  std::string output;  // stdout and stderr
+};
+
+CommandRun RunMcpcell(const std::string& args) {
+  CommandRun r;
+  std::string cmd = std::string(MCPCELL_BIN) + " " + args + " </dev/null 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST_F(PolicyCells, PolicyCommands) {
+  std::string bad = host_ + "/bad.toml";
+  std::ofstream(bad) << "[limits]\nmemory = \"lots\"\n";
+  CommandRun check_bad = RunMcpcell("policy check " + bad);
+  EXPECT_EQ(check_bad.status, 1);
+  EXPECT_EQ(check_bad.output, "mcpcell policy check: " + bad +
+                                  ":2:10: limits.memory: expected a size like \"512MiB\", got "
+                                  "\"lots\"\n");
+  std::string good = host_ + "/good.toml";
+  std::ofstream(good) << "[limits]\nmemory = \"300MiB\"\n[[filesystem.mounts]]\nsource = \"" +
+                             host_ + "/project\"\ntarget = \"/workspace/p\"\n";
+  CommandRun check_good =
+      RunMcpcell("policy check --state-dir " + state_.path() + " " + good);
+  EXPECT_EQ(check_good.status, 0) << check_good.output;
+  EXPECT_THAT(check_good.output, HasSubstr("limits.memory_max_bytes: 314572800 (300MiB)"));
+  EXPECT_THAT(check_good.output,
+              HasSubstr("mount: " + host_ + "/project -> /workspace/p (ro,nosuid,nodev)"));
+  CommandRun show = RunMcpcell("policy show offline-strict");
+  EXPECT_EQ(show.status, 0);
+  EXPECT_THAT(show.output, HasSubstr("memory = \"256MiB\""));
+  EXPECT_THAT(show.output, HasSubstr("enabled = [\"run_code\""));
+  CommandRun serve = RunMcpcell("serve --state-dir " + state_.path() + " --mount /etc:/e");
+  EXPECT_EQ(serve.status, 2);
+  EXPECT_THAT(serve.output,
+              HasSubstr("--mount /etc:/e: refusing to mount \"/etc\": it is or is under /etc"));
+  CommandRun serve_bad = RunMcpcell("serve --state-dir " + state_.path() + " --policy " + bad);
+  EXPECT_EQ(serve_bad.status, 2);
+  EXPECT_THAT(serve_bad.output, HasSubstr(":2:10: limits.memory: expected a size"));
 }
 
 }  // namespace
