@@ -206,8 +206,9 @@ std::string DescribePolicy(const Policy& p) {
     << (f.workspace == WorkspaceMode::kPersistent ? "\"persistent\"" : "\"ephemeral\"") << "\n";
   if (!f.workspace_dir.empty()) o << "workspace_dir = " << Quoted(f.workspace_dir) << "\n";
   for (const MountPolicy& m : f.mounts) {
-    o << "\n[[filesystem.mounts]]\nsource = " << Quoted(m.source) << "\ntarget = "
-      << Quoted(m.target) << "\nmode = " << (m.writable ? "\"rw\"" : "\"ro\"") << "\n";
+    o << "\n[[filesystem.mounts]]\nsource = " << Quoted(m.source)
+      << "\ntarget = " << Quoted(m.target) << "\nmode = " << (m.writable ? "\"rw\"" : "\"ro\"")
+      << "\n";
   }
   o << "\n[network]\negress = " << (p.network.egress_allowed ? "\"allowlist\"" : "\"deny\"")
     << "\n";
@@ -215,8 +216,10 @@ std::string DescribePolicy(const Policy& p) {
   o << "\n[packages]\nregistries = " << List(p.packages.registries)
     << "\nallow = " << List(p.packages.allow) << "\ndeny = " << List(p.packages.deny) << "\n";
   o << "\n[tools]\n";
-  if (p.tools.enabled.empty()) o << "# every tool\n";
-  else o << "enabled = " << List(p.tools.enabled) << "\n";
+  if (p.tools.enabled.empty())
+    o << "# every tool\n";
+  else
+    o << "enabled = " << List(p.tools.enabled) << "\n";
   return o.str();
 }
 
@@ -237,11 +240,12 @@ std::string DescribeCellSpec(const sandbox::CellSpec& s) {
   o << "  limits.memory_max_bytes: " << s.limits.memory_max_bytes << " ("
     << FormatSize(s.limits.memory_max_bytes) << ")\n  limits.pids_max: " << s.limits.pids_max
     << "\n  limits.cpu_millicores: " << s.limits.cpu_millicores
-    << "\n  rlimits.nofile: " << s.rlimits.nofile << "\n  rlimits.fsize_bytes: "
-    << s.rlimits.fsize_bytes << "\n  tmpfs.root_upper_bytes: " << s.tmpfs.root_upper_bytes
-    << " (" << FormatSize(s.tmpfs.root_upper_bytes) << ")\n  tmpfs.tmp_bytes: "
-    << s.tmpfs.tmp_bytes << "\n  sandbox user: " << s.sandbox_user << " (" << s.sandbox_uid
-    << ":" << s.sandbox_gid << ")\n  seccomp: " << (s.seccomp ? "on" : "off") << "\n  env:";
+    << "\n  rlimits.nofile: " << s.rlimits.nofile
+    << "\n  rlimits.fsize_bytes: " << s.rlimits.fsize_bytes
+    << "\n  tmpfs.root_upper_bytes: " << s.tmpfs.root_upper_bytes << " ("
+    << FormatSize(s.tmpfs.root_upper_bytes) << ")\n  tmpfs.tmp_bytes: " << s.tmpfs.tmp_bytes
+    << "\n  sandbox user: " << s.sandbox_user << " (" << s.sandbox_uid << ":" << s.sandbox_gid
+    << ")\n  seccomp: " << (s.seccomp ? "on" : "off") << "\n  env:";
   for (const auto& e : s.env) o << " " << e;
   o << "\n";
   return o.str();

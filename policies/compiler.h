@@ -32,8 +32,8 @@ struct PolicyOverrides {
   std::optional<std::chrono::seconds> session_max = {};
   std::optional<uint64_t> output_keep_bytes = {};
   std::vector<std::string> mounts = {};  // "SRC:DST[:ro|rw]" (default ro)
-  std::string output_dir = {};     // host dir bound read-write at /output (made if missing)
-  std::string workspace_dir = {};  // persistent workspace (made if missing)
+  std::string output_dir = {};           // host dir bound read-write at /output (made if missing)
+  std::string workspace_dir = {};        // persistent workspace (made if missing)
 };
 
 // `policy` with the overrides applied and checked (mounts like the loader's, "--mount

@@ -40,8 +40,8 @@ class Reader {
   void OnlyKeys(const toml::table& table, const std::string& path,
                 std::initializer_list<const char*> known) {
     for (auto&& [key, node] : table) {
-      bool ok = std::any_of(known.begin(), known.end(),
-                            [&](const char* k) { return key.str() == k; });
+      bool ok =
+          std::any_of(known.begin(), known.end(), [&](const char* k) { return key.str() == k; });
       if (!ok) {
         std::string names;
         for (const char* k : known) names += std::string(names.empty() ? "" : ", ") + k;
@@ -58,13 +58,20 @@ class Reader {
 
   static std::string TypeName(const toml::node& n) {
     switch (n.type()) {
-      case toml::node_type::string: return "a string";
-      case toml::node_type::integer: return "an integer";
-      case toml::node_type::floating_point: return "a number";
-      case toml::node_type::boolean: return "a boolean";
-      case toml::node_type::table: return "a table";
-      case toml::node_type::array: return "an array";
-      default: return "a date or time";
+      case toml::node_type::string:
+        return "a string";
+      case toml::node_type::integer:
+        return "an integer";
+      case toml::node_type::floating_point:
+        return "a number";
+      case toml::node_type::boolean:
+        return "a boolean";
+      case toml::node_type::table:
+        return "a table";
+      case toml::node_type::array:
+        return "an array";
+      default:
+        return "a date or time";
     }
   }
 
@@ -121,7 +128,8 @@ class Reader {
     const toml::node* n = t.get(key);
     if (!n || failed()) return;
     if (!n->is_integer()) {
-      Fail(n->source(), Join(path, key), "expected an integer, got " + TypeName(*n) + " " + Shown(*n));
+      Fail(n->source(), Join(path, key),
+           "expected an integer, got " + TypeName(*n) + " " + Shown(*n));
       return;
     }
     int64_t v = n->as_integer()->get();
@@ -159,8 +167,8 @@ class Reader {
     std::optional<std::chrono::seconds> v;
     if (n->is_string()) v = ParseDuration(n->as_string()->get());
     if (!v) {
-      Fail(n->source(), Join(path, key), "expected a duration like \"30s\", \"15m\" or \"2h\", got " +
-                                             Shown(*n));
+      Fail(n->source(), Join(path, key),
+           "expected a duration like \"30s\", \"15m\" or \"2h\", got " + Shown(*n));
       return;
     }
     if (*v < lo || *v > hi) {
@@ -222,8 +230,9 @@ std::string CheckHostPattern(const std::string& s) {
   if (size_t colon = s.rfind(':'); colon != std::string::npos) {
     std::string port = s.substr(colon + 1);
     host = s.substr(0, colon);
-    bool digits = !port.empty() && port.size() <= 5 &&
-                  std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+    bool digits =
+        !port.empty() && port.size() <= 5 &&
+        std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (!digits || std::stoi(port) < 1 || std::stoi(port) > 65535) {
       return "\"" + s + "\": port must be 1..65535";
     }
@@ -248,7 +257,8 @@ std::string CheckPackageRule(const std::string& s) {
   const auto& known = KnownRegistries();
   if (colon == std::string::npos || colon + 1 == s.size() ||
       std::find(known.begin(), known.end(), registry) == known.end()) {
-    return "\"" + s + "\" is not a rule \"<registry>:<name or pattern>\" with registry one of "
+    return "\"" + s +
+           "\" is not a rule \"<registry>:<name or pattern>\" with registry one of "
            "pypi, npm, crates, debian";
   }
   return "";
@@ -271,16 +281,20 @@ void ReadLimits(Reader& r, const toml::table& root, LimitsPolicy* out) {
   const toml::table* t = r.Table(root, "", "limits");
   if (!t) return;
   const std::string p = "limits";
-  r.OnlyKeys(*t, p, {"memory", "pids", "cpus", "disk", "tmp", "open_files", "max_file_size",
-                     "output_kept"});
+  r.OnlyKeys(
+      *t, p,
+      {"memory", "pids", "cpus", "disk", "tmp", "open_files", "max_file_size", "output_kept"});
   r.Size(*t, p, "memory", 16ull << 20, 1ull << 40, &out->memory_bytes);
   r.Count(*t, p, "pids", 8, 1 << 22, &out->pids);
   if (const toml::node* n = t->get("cpus"); n && !r.failed()) {
     double cpus = 0;
-    if (n->is_integer()) cpus = static_cast<double>(n->as_integer()->get());
-    else if (n->is_floating_point()) cpus = n->as_floating_point()->get();
-    else r.Fail(n->source(), "limits.cpus", "expected a number of CPUs like 1 or 0.5, got " +
-                                                Reader::TypeName(*n));
+    if (n->is_integer())
+      cpus = static_cast<double>(n->as_integer()->get());
+    else if (n->is_floating_point())
+      cpus = n->as_floating_point()->get();
+    else
+      r.Fail(n->source(), "limits.cpus",
+             "expected a number of CPUs like 1 or 0.5, got " + Reader::TypeName(*n));
     if (!r.failed() && !(cpus >= 0.01 && cpus <= 1024)) {
       r.Fail(n->source(), "limits.cpus", "must be between 0.01 and 1024, got " + Reader::Shown(*n));
     }
@@ -305,9 +319,9 @@ void ReadTime(Reader& r, const toml::table& root, TimePolicy* out) {
   r.Duration(*t, p, "session_max", seconds(1), seconds(30 * 86400), &out->session_max);
   if (!r.failed() && out->exec_default > out->exec_max) {
     r.Fail(t->get("exec_default") ? t->get("exec_default")->source() : t->source(),
-           "time.exec_default", "is longer than time.exec_max (" +
-                                    FormatDuration(out->exec_default) + " > " +
-                                    FormatDuration(out->exec_max) + ")");
+           "time.exec_default",
+           "is longer than time.exec_max (" + FormatDuration(out->exec_default) + " > " +
+               FormatDuration(out->exec_max) + ")");
   }
   if (!r.failed() && out->session_idle > out->session_max) {
     r.Fail(t->get("session_idle") ? t->get("session_idle")->source() : t->source(),
@@ -317,14 +331,15 @@ void ReadTime(Reader& r, const toml::table& root, TimePolicy* out) {
 
 void ReadMount(Reader& r, const toml::node& node, const std::string& at, MountPolicy* out) {
   if (!node.is_table()) {
-    r.Fail(node.source(), at, "expected a table {source, target, mode}, got " +
-                                  Reader::TypeName(node));
+    r.Fail(node.source(), at,
+           "expected a table {source, target, mode}, got " + Reader::TypeName(node));
     return;
   }
   const toml::table& t = *node.as_table();
   r.OnlyKeys(t, at, {"source", "target", "mode"});
   for (const char* required : {"source", "target"}) {
-    if (!r.failed() && !t.get(required)) r.Fail(t.source(), at, std::string("missing \"") + required + "\"");
+    if (!r.failed() && !t.get(required))
+      r.Fail(t.source(), at, std::string("missing \"") + required + "\"");
   }
   r.String(t, at, "source", &out->source);
   r.String(t, at, "target", &out->target);
@@ -364,8 +379,8 @@ void ReadFilesystem(Reader& r, const toml::table& root, FilesystemPolicy* out) {
     return;
   }
   if (dir && out->workspace_dir.front() != '/') {
-    r.Fail(dir->source(), "filesystem.workspace_dir", "\"" + out->workspace_dir +
-                                                          "\" is not an absolute path");
+    r.Fail(dir->source(), "filesystem.workspace_dir",
+           "\"" + out->workspace_dir + "\" is not an absolute path");
     return;
   }
   const toml::node* mounts = t->get("mounts");
@@ -425,8 +440,9 @@ void ReadPackages(Reader& r, const toml::table& root, PackagesPolicy* out) {
       std::string registry = rule.substr(0, rule.find(':'));
       if (std::find(out->registries.begin(), out->registries.end(), registry) ==
           out->registries.end()) {
-        r.Fail(t->source(), "packages", "rule \"" + rule + "\" names registry \"" + registry +
-                                            "\", which packages.registries does not list");
+        r.Fail(t->source(), "packages",
+               "rule \"" + rule + "\" names registry \"" + registry +
+                   "\", which packages.registries does not list");
         return;
       }
     }
@@ -451,17 +467,19 @@ void ReadTools(Reader& r, const toml::table& root, ToolsPolicy* out) {
 }
 
 std::string StemOf(const std::string& path) {
-  if (path.rfind("<builtin:", 0) == 0 && path.back() == '>') return path.substr(9, path.size() - 10);
+  if (path.rfind("<builtin:", 0) == 0 && path.back() == '>')
+    return path.substr(9, path.size() - 10);
   std::string base = path.substr(path.rfind('/') + 1);
-  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".toml") == 0) base.resize(base.size() - 5);
+  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".toml") == 0)
+    base.resize(base.size() - 5);
   return base;
 }
 
 }  // namespace
 
 const std::vector<std::string>& KnownToolNames() {
-  static const std::vector<std::string> kTools = {"run_code",   "run_command", "read_file",
-                                                  "write_file", "edit_file",   "list_files",
+  static const std::vector<std::string> kTools = {"run_code",    "run_command", "read_file",
+                                                  "write_file",  "edit_file",   "list_files",
                                                   "session_info"};
   return kTools;
 }
@@ -485,8 +503,9 @@ Result<Policy> ParsePolicy(std::string_view text, const std::string& source_name
   Policy policy;
   policy.source = source_name;
   policy.name = StemOf(source_name);
-  r.OnlyKeys(root, "", {"name", "description", "isolation", "limits", "time", "filesystem",
-                        "network", "packages", "tools"});
+  r.OnlyKeys(root, "",
+             {"name", "description", "isolation", "limits", "time", "filesystem", "network",
+              "packages", "tools"});
   r.String(root, "", "name", &policy.name);
   if (!r.failed()) {
     bool ok = !policy.name.empty() && policy.name.size() <= 64;
@@ -521,9 +540,9 @@ Result<Policy> LoadPolicyFile(const std::string& path, const LoadOptions& option
 }
 
 Result<Policy> ResolvePolicy(const std::string& name_or_file, const LoadOptions& options) {
-  bool is_file = name_or_file.find('/') != std::string::npos ||
-                 (name_or_file.size() > 5 &&
-                  name_or_file.compare(name_or_file.size() - 5, 5, ".toml") == 0);
+  bool is_file =
+      name_or_file.find('/') != std::string::npos ||
+      (name_or_file.size() > 5 && name_or_file.compare(name_or_file.size() - 5, 5, ".toml") == 0);
   if (is_file) return LoadPolicyFile(name_or_file, options);
   std::string_view text = ShippedPolicyText(name_or_file);
   if (text.empty()) {

@@ -47,12 +47,9 @@ std::string Resolve(const std::string& path) {
 
 const std::vector<std::string>& RuntimeSockets() {
   static const std::vector<std::string> kSockets = {
-      "/run/docker.sock",          "/var/run/docker.sock",
-      "/run/containerd",           "/var/run/containerd",
-      "/run/podman",               "/var/run/podman",
-      "/run/crio",                 "/var/run/crio",
-      "/run/dockershim.sock",      "/var/lib/docker",
-      "/var/lib/containerd",       "/var/lib/containers",
+      "/run/docker.sock",     "/var/run/docker.sock", "/run/containerd",     "/var/run/containerd",
+      "/run/podman",          "/var/run/podman",      "/run/crio",           "/var/run/crio",
+      "/run/dockershim.sock", "/var/lib/docker",      "/var/lib/containerd", "/var/lib/containers",
   };
   return kSockets;
 }
@@ -144,7 +141,8 @@ Status CheckMountTarget(const std::string& target) {
     return Error::Msg("\"" + target + "\" is not an absolute path");
   }
   if (Lexical(target) != target) {
-    return Error::Msg("\"" + target + "\" is not a clean path (no \"//\", \".\", \"..\" or trailing /)");
+    return Error::Msg("\"" + target +
+                      "\" is not a clean path (no \"//\", \".\", \"..\" or trailing /)");
   }
   if (target == "/" || target == "/workspace") {
     return Error::Msg("\"" + target + "\" is reserved by the cell");

@@ -22,11 +22,11 @@ struct IsolationPolicy {
 struct LimitsPolicy {
   uint64_t memory_bytes = 1ull << 30;  // cgroup memory.max, swap off
   uint64_t pids = 256;
-  uint32_t cpu_millicores = 1000;       // 1000 = one CPU
-  uint64_t disk_bytes = 1ull << 30;     // the cell's writable layers (overlay uppers)
-  uint64_t tmp_bytes = 256ull << 20;    // /tmp
-  uint64_t open_files = 1024;           // RLIMIT_NOFILE per process
-  uint64_t file_size_bytes = 1ull << 30;  // RLIMIT_FSIZE: largest file a program writes
+  uint32_t cpu_millicores = 1000;          // 1000 = one CPU
+  uint64_t disk_bytes = 1ull << 30;        // the cell's writable layers (overlay uppers)
+  uint64_t tmp_bytes = 256ull << 20;       // /tmp
+  uint64_t open_files = 1024;              // RLIMIT_NOFILE per process
+  uint64_t file_size_bytes = 1ull << 30;   // RLIMIT_FSIZE: largest file a program writes
   uint64_t output_keep_bytes = 64 * 1024;  // tool result output kept per stream
 };
 
@@ -53,8 +53,8 @@ struct FilesystemPolicy {
 };
 
 struct NetworkPolicy {
-  bool egress_allowed = false;      // false: "deny" (loopback only)
-  std::vector<std::string> allow;   // host names: "pypi.org", "*.npmjs.org", "host:443"
+  bool egress_allowed = false;     // false: "deny" (loopback only)
+  std::vector<std::string> allow;  // host names: "pypi.org", "*.npmjs.org", "host:443"
 };
 
 struct PackagesPolicy {

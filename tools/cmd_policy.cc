@@ -66,10 +66,10 @@ const bool kRegistered = RegisterCommand("policy", [](CLI::App& parent, int* exi
   auto check_args = std::make_shared<PolicyArgs>();
   CLI::App* check = cmd->add_subcommand(
       "check", "Validate a profile (file or shipped name) and print the cell spec it compiles to");
-  check->add_option("FILE", check_args->target, "Profile file (.toml) or shipped name")
-      ->required();
-  check->add_option("--state-dir", check_args->state_dir,
-                    "The server's state dir (mounting it is refused)")
+  check->add_option("FILE", check_args->target, "Profile file (.toml) or shipped name")->required();
+  check
+      ->add_option("--state-dir", check_args->state_dir,
+                   "The server's state dir (mounting it is refused)")
       ->capture_default_str();
   check->callback([check_args, exit_code] { *exit_code = Check(*check_args); });
 

@@ -5,8 +5,8 @@
 // are gone, dangerous mounts are refused (loader and, behind it, ValidateCellSpec), and the
 // profile's limits are what the cell gets.
 #include <pwd.h>
-#include <sys/wait.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -99,7 +99,8 @@ TEST_F(PolicyCells, ReadOnlyMountAndOutputDirectory) {
   EXPECT_FALSE(fs::exists(host_ + "/project/new.txt"));
 
   // The output directory is writable and the file shows up on the host.
-  ProbeRun out = Sh(*cell, "echo result > /output/report.txt && grep ' /output ' /proc/self/mountinfo");
+  ProbeRun out =
+      Sh(*cell, "echo result > /output/report.txt && grep ' /output ' /proc/self/mountinfo");
   ASSERT_EQ(out.exit_code, 0) << out.err;
   EXPECT_THAT(out.out, HasSubstr("rw,nosuid,nodev"));
   std::string host_file = host_ + "/agent-out/report.txt";
@@ -122,7 +123,8 @@ TEST_F(PolicyCells, ReadOnlyMountAndOutputDirectory) {
 
 TEST_F(PolicyCells, PersistentWorkspaceComesBack) {
   std::string ws = host_ + "/ws";
-  std::string profile = "[filesystem]\nworkspace = \"persistent\"\nworkspace_dir = \"" + ws + "\"\n";
+  std::string profile =
+      "[filesystem]\nworkspace = \"persistent\"\nworkspace_dir = \"" + ws + "\"\n";
   {
     auto cell = CellFrom(profile);
     ASSERT_TRUE(cell);
@@ -196,15 +198,17 @@ TEST_F(PolicyCells, ProfileLimitsAreEnforced) {
   ProbeRun disk = Sh(*cell, "echo $(( $(stat -f -c '%b * %S' /) ))");
   EXPECT_EQ(disk.out, std::to_string(24ull << 20) + "\n") << disk.err;
   // A file larger than max_file_size is cut by RLIMIT_FSIZE.
-  ProbeRun fsize = Sh(*cell, "dd if=/dev/zero of=/workspace/big bs=1M count=6 2>&1; "
-                             "stat -c %s /workspace/big");
+  ProbeRun fsize = Sh(*cell,
+                      "dd if=/dev/zero of=/workspace/big bs=1M count=6 2>&1; "
+                      "stat -c %s /workspace/big");
   EXPECT_THAT(fsize.out, HasSubstr("4194304")) << fsize.out;
   if (cell->cgroup()) {
     EXPECT_EQ(cell->cgroup()->limits().memory_max_bytes, 96ull << 20);
     EXPECT_EQ(cell->cgroup()->limits().pids_max, 40u);
     // The cgroup's pid limit is real: 60 sleepers cannot all start.
-    (void)Sh(*cell, "n=0; for i in $(seq 60); do sleep 5 >/dev/null 2>&1 & done 2>/dev/null; "
-                              "echo started");
+    (void)Sh(*cell,
+             "n=0; for i in $(seq 60); do sleep 5 >/dev/null 2>&1 & done 2>/dev/null; "
+             "echo started");
     auto usage = cell->Usage();
     ASSERT_TRUE(usage) << usage.error().message;
     EXPECT_LE(usage->pids_current, 40u);
@@ -259,8 +263,7 @@ TEST_F(PolicyCells, PolicyCommands) {
   std::string good = host_ + "/good.toml";
   std::ofstream(good) << "[limits]\nmemory = \"300MiB\"\n[[filesystem.mounts]]\nsource = \"" +
                              host_ + "/project\"\ntarget = \"/workspace/p\"\n";
-  CommandRun check_good =
-      RunMcpcell("policy check --state-dir " + state_.path() + " " + good);
+  CommandRun check_good = RunMcpcell("policy check --state-dir " + state_.path() + " " + good);
   EXPECT_EQ(check_good.status, 0) << check_good.output;
   EXPECT_THAT(check_good.output, HasSubstr("limits.memory_max_bytes: 314572800 (300MiB)"));
   EXPECT_THAT(check_good.output,

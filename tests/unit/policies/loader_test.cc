@@ -57,7 +57,8 @@ session_max = "1d"
 [filesystem]
 template = "host"
 workspace = "persistent"
-workspace_dir = ")" + dir + R"(/ws"
+workspace_dir = ")" + dir +
+                     R"(/ws"
 [[filesystem.mounts]]
 source = ")" + dir + R"(/src"
 target = "/workspace/src"
@@ -223,7 +224,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "p.toml:2:12: tools.enabled[0]: expected a string, got an integer"},
         BadCase{"name = \"Bad Name\"\n",
                 "p.toml:1:8: name: \"Bad Name\" must be 1 to 64 of [a-z0-9_-]"},
-        BadCase{"[limits\nmemory = 1\n", "p.toml:1:8: Error while parsing table header: expected ']', saw '\\n'"}));
+        BadCase{"[limits\nmemory = 1\n",
+                "p.toml:1:8: Error while parsing table header: expected ']', saw '\\n'"}));
 
 TEST(Loader, MissingFileNamesIt) {
   auto p = LoadPolicyFile("/nonexistent/x.toml");

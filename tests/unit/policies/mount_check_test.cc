@@ -35,8 +35,8 @@ TEST_F(MountCheck, AllowsAProjectDirectory) {
 
 TEST_F(MountCheck, RefusesSystemDirectories) {
   EXPECT_NE(Refusal("/").find("host's root filesystem"), std::string::npos);
-  for (const char* d : {"/proc", "/sys", "/dev", "/boot", "/root", "/etc", "/etc/ssl",
-                        "/proc/self", "/dev/shm"}) {
+  for (const char* d :
+       {"/proc", "/sys", "/dev", "/boot", "/root", "/etc", "/etc/ssl", "/proc/self", "/dev/shm"}) {
     std::string why = Refusal(d);
     EXPECT_NE(why.find("refusing to mount"), std::string::npos) << d << ": " << why;
   }
