@@ -1,6 +1,6 @@
-// run_code: runs a snippet with one of the template's interpreters. The code is written
-// to a file under /tmp in the cell first, so its size is not bound by argv limits and
-// tracebacks name a real file.
+// run_code: runs a snippet with one of the template's interpreters. Small code is passed
+// on the command line (`python3 -c`, `node -e`); larger code is written to a file under
+// /tmp/.mcpcell in the cell first, so its size is not bound by argv or frame limits.
 #include <atomic>
 
 #include "tools/cell_tools.h"
@@ -12,13 +12,17 @@ struct Language {
   const char* name;
   const char* interpreter;
   const char* extension;
+  const char* inline_flag;  // runs the program given as the next argument
 };
 constexpr Language kLanguages[] = {
-    {"python", "python3", ".py"},
-    {"bash", "bash", ".sh"},
-    {"sh", "sh", ".sh"},
-    {"node", "node", ".js"},
+    {"python", "python3", ".py", "-c"},
+    {"bash", "bash", ".sh", "-c"},
+    {"sh", "sh", ".sh", "-c"},
+    {"node", "node", ".js", "-e"},
 };
+// Below this the code travels in argv (well under the control protocol's frame cap and
+// the kernel's per-argument limit); above it, in a file.
+constexpr size_t kInlineCodeBytes = 32 * 1024;
 }  // namespace
 
 mcp::Tool MakeRunCodeTool(const ToolEnv& env) {
@@ -52,12 +56,18 @@ mcp::Tool MakeRunCodeTool(const ToolEnv& env) {
     for (const auto& l : kLanguages)
       if (language == l.name) lang = &l;
     if (!lang) return mcp::ToolResult::Error("arguments.language: unsupported: " + language);
-    std::string file = "/tmp/.mcpcell/run_code_" + std::to_string(counter.fetch_add(1)) +
-                       lang->extension;
+    const std::string& code = args["code"].get_ref<const std::string&>();
     ExecCall call;
     call.tool = "run_code";
-    call.argv = {lang->interpreter, file};
-    call.files.emplace_back(file, args["code"].get<std::string>());
+    if (code.size() <= kInlineCodeBytes && code.find('\0') == std::string::npos) {
+      // Small programs go on the command line: no file write, one round trip less.
+      call.argv = {lang->interpreter, lang->inline_flag, code};
+    } else {
+      std::string file = "/tmp/.mcpcell/run_code_" + std::to_string(counter.fetch_add(1)) +
+                         lang->extension;
+      call.argv = {lang->interpreter, file};
+      call.files.emplace_back(file, code);
+    }
     call.stdin_data = args.value("stdin", "");
     if (args.contains("timeout_s")) call.timeout_s = args["timeout_s"].get<int64_t>();
     return RunInCell(env, ctx, call);

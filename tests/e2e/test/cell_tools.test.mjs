@@ -85,6 +85,9 @@ describe('mcpcell tools over stdio', () => {
       assert.equal(r.isError ?? false, false, `${language}: ${text(r)}`);
       assert.equal(r.structuredContent.stdout, expected, language);
     }
+    // Large code travels in a file rather than argv.
+    const big = await call('run_code', { language: 'python', code: '# pad\n'.repeat(8000) + 'import sys; print(sys.argv[0].startswith("/tmp/.mcpcell/"))' });
+    assert.equal(big.structuredContent.stdout, 'True\n', text(big));
     const tb = await call('run_code', { language: 'python', code: 'raise ValueError("boom")' });
     assert.equal(tb.structuredContent.exit_code, 1);
     assert.match(tb.structuredContent.stderr, /ValueError: boom/);
