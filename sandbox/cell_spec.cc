@@ -67,7 +67,11 @@ Status CheckMount(const std::string& field, const CellMount& m) {
     return Error::Sys(field + ".host_path: stat(\"" + m.host_path + "\")");
   }
   // Defence in depth behind the policy loader's full rules (policies/mount_check.h): the
-  // host's root and kernel/system trees never enter a cell, even through a symlink.
+  // host's root and kernel/system trees never enter a cell, even through a symlink, and
+  // neither does a socket (a container runtime's API is one).
+  if (S_ISSOCK(st.st_mode)) {
+    return Error::Msg(field + ".host_path: \"" + m.host_path + "\" is a socket");
+  }
   char resolved[PATH_MAX];
   if (::realpath(m.host_path.c_str(), resolved) == nullptr) {
     return Error::Sys(field + ".host_path: realpath(\"" + m.host_path + "\")");

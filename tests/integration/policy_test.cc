@@ -5,7 +5,9 @@
 // are gone, dangerous mounts are refused (loader and, behind it, ValidateCellSpec), and the
 // profile's limits are what the cell gets.
 #include <pwd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -179,6 +181,26 @@ TEST_F(PolicyCells, DangerousMountsAreRefused) {
   auto cell = Cell::Create(spec, TestCreateOptions());
   ASSERT_FALSE(cell);
   EXPECT_THAT(cell.error().message, HasSubstr("is a host system path"));
+  // ... and a socket (what a container runtime's API is), wherever it lives.
+  std::string sock_dir = host_ + "/sock";
+  fs::create_directories(sock_dir);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  struct sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  std::string sock = sock_dir + "/api.sock";
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  CellSpec sock_spec = ProbeSpec(state_);
+  sock_spec.mounts.push_back(CellMount{sock, "/x.sock", false});
+  auto sock_cell = Cell::Create(sock_spec, TestCreateOptions());
+  ::close(fd);
+  ASSERT_FALSE(sock_cell);
+  EXPECT_THAT(sock_cell.error().message, HasSubstr("is a socket"));
+  auto sock_policy = ParsePolicy(
+      "[[filesystem.mounts]]\nsource = \"" + sock + "\"\ntarget = \"/x.sock\"\n", "s.toml");
+  ASSERT_FALSE(sock_policy);
+  EXPECT_THAT(sock_policy.error().message, HasSubstr("it is a socket"));
 }
 
 TEST_F(PolicyCells, ProfileLimitsAreEnforced) {
