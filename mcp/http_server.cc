@@ -116,6 +116,7 @@ struct HttpChannel {
   TransportCallbacks callbacks;
   bool closed = false;
   bool close_notified = false;
+  bool legacy = false;  // HTTP+SSE (2024-11-05): everything goes to the one GET stream
   std::map<int, std::shared_ptr<Stream>> streams;
   int next_stream = 1;
   int standalone_id = 0;
@@ -183,6 +184,7 @@ struct HttpChannel {
         if (it != by_progress.end()) target = Find(it->second);
       }
     }
+    if (legacy) target = Find(standalone_id);
     if (!target && !is_response && !message.is_array()) {
       auto standalone = Find(standalone_id);
       if (standalone && standalone->attached) {
@@ -384,12 +386,9 @@ struct HttpServer::Impl {
   // Writes `stream` from seq `from` until it is finished (POST) or the connection or
   // session ends. `gen` identifies this connection.
   void WriteStream(const std::shared_ptr<HttpChannel>& ch, const std::shared_ptr<Stream>& st,
-                   int from, uint64_t gen, bool priming, httplib::DataSink& sink) {
+                   int from, uint64_t gen, const std::string& preamble, httplib::DataSink& sink) {
     auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-    if (priming) {
-      std::string id = std::to_string(st->id) + "_0";
-      if (!write("id: " + id + "\ndata: \n\n")) return;
-    }
+    if (!preamble.empty() && !write(preamble)) return;
     int next = from;
     std::unique_lock lock(ch->mu);
     for (;;) {
@@ -419,7 +418,9 @@ struct HttpServer::Impl {
         sink.done();
         return;
       }
-      if (!ch->cv.wait_for(lock, kKeepAlive, [&] {
+      // A legacy session ends with its stream: probe it often so a gone client is noticed.
+      auto probe = ch->legacy ? std::chrono::seconds(1) : kKeepAlive;
+      if (!ch->cv.wait_for(lock, probe, [&] {
             return st->attach_gen != gen || ch->closed || stopping || st->finished() ||
                    (!st->events.empty() && st->events.back().first >= next);
           })) {
@@ -436,6 +437,12 @@ struct HttpServer::Impl {
 
   void ServeSse(httplib::Response& res, const std::shared_ptr<HttpSessionEntry>& entry,
                 const std::shared_ptr<Stream>& st, int from, bool priming) {
+    std::string preamble;
+    if (priming) preamble = "id: " + std::to_string(st->id) + "_0\ndata: \n\n";
+    if (entry->channel->legacy) {
+      preamble = "event: endpoint\ndata: " + opts.legacy_messages_path +
+                 "?sessionId=" + entry->http_id + "\n\n";
+    }
     uint64_t gen;
     {
       std::lock_guard lock(entry->channel->mu);
@@ -451,11 +458,11 @@ struct HttpServer::Impl {
     std::weak_ptr<HttpSessionEntry> weak = entry;
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, ch, st, from, gen, priming](size_t, httplib::DataSink& sink) {
-          WriteStream(ch, st, from, gen, priming, sink);
+        [this, ch, st, from, gen, preamble](size_t, httplib::DataSink& sink) {
+          WriteStream(ch, st, from, gen, preamble, sink);
           return true;
         },
-        [weak, ch, st, gen](bool) {
+        [this, weak, ch, st, gen](bool) {
           {
             std::lock_guard lock(ch->mu);
             if (st->attach_gen == gen) st->attached = false;
@@ -463,6 +470,8 @@ struct HttpServer::Impl {
           if (auto e = weak.lock()) {
             e->last_used_ms = NowMs();
             --e->active;
+            // A legacy session lives as long as its one GET stream.
+            if (ch->legacy) CloseSession(e, "SSE stream closed");
           }
         });
   }
@@ -691,6 +700,84 @@ struct HttpServer::Impl {
     ServeSse(res, entry, st, from, false);
   }
 
+  // ---- legacy HTTP+SSE (2024-11-05) ----
+  void HandleLegacySse(const httplib::Request& req, httplib::Response& res) {
+    if (!CheckHostOrigin(req, res)) return;
+    auto tenant = Authenticate(req, res);
+    if (!tenant) return;
+    if (Lower(req.get_header_value("Accept")).find("text/event-stream") == std::string::npos) {
+      JsonError(res, 406, "Not Acceptable: GET " + opts.legacy_sse_path +
+                              " needs \"Accept: text/event-stream\"");
+      return;
+    }
+    if (tenant->max_sessions && TenantSessions(tenant->name) >= tenant->max_sessions) {
+      res.set_header("Retry-After", "60");
+      JsonError(res, 429, "Too Many Requests: tenant " + tenant->name + " has reached its limit "
+                              "of " + std::to_string(tenant->max_sessions) +
+                              " live sessions; end one or retry after one expires");
+      return;
+    }
+    auto entry = std::make_shared<HttpSessionEntry>();
+    entry->http_id = RandomHex(16);
+    entry->tenant = tenant->name;
+    entry->quotas = *tenant;
+    entry->channel = std::make_shared<HttpChannel>();
+    entry->channel->legacy = true;
+    entry->last_used_ms = NowMs();
+    std::shared_ptr<Stream> st;
+    {
+      std::lock_guard lock(entry->channel->mu);
+      st = entry->channel->NewStream(true);
+    }
+    entry->session = server.Connect(std::make_unique<HttpSessionTransport>(entry->channel));
+    {
+      std::lock_guard lock(mu);
+      sessions[entry->http_id] = entry;
+    }
+    ServeSse(res, entry, st, 1, false);
+  }
+
+  void HandleLegacyMessage(const httplib::Request& req, httplib::Response& res) {
+    if (!CheckHostOrigin(req, res)) return;
+    auto tenant = Authenticate(req, res);
+    if (!tenant) return;
+    std::string id = req.get_param_value("sessionId");
+    std::shared_ptr<HttpSessionEntry> entry;
+    {
+      std::lock_guard lock(mu);
+      auto it = sessions.find(id);
+      if (it != sessions.end() && it->second->tenant == tenant->name &&
+          it->second->channel->legacy) {
+        entry = it->second;
+      }
+    }
+    if (!entry || entry->session->closed()) {
+      JsonError(res, 404, "Not Found: no SSE session \"" + id + "\"; open GET " +
+                              opts.legacy_sse_path + " first");
+      return;
+    }
+    std::string ctype = Lower(req.get_header_value("Content-Type"));
+    if (ctype.rfind("application/json", 0) != 0) {
+      JsonError(res, 415, "Unsupported Media Type: Content-Type must be application/json");
+      return;
+    }
+    if (tenant->max_body_bytes && req.body.size() > tenant->max_body_bytes) {
+      JsonError(res, 413, "Payload Too Large: body of " + std::to_string(req.body.size()) +
+                              " bytes exceeds the limit of " +
+                              std::to_string(tenant->max_body_bytes) + " bytes (tenant " +
+                              tenant->name + ")");
+      return;
+    }
+    if (Json::parse(req.body, nullptr, false).is_discarded()) {
+      JsonError(res, 400, "Parse error: the body is not valid JSON", kParseError);
+      return;
+    }
+    entry->last_used_ms = NowMs();
+    Deliver(*entry->channel, req.body);
+    res.status = 202;
+    res.set_content("Accepted", "text/plain");
+  }
+
   void HandleDelete(const httplib::Request& req, httplib::Response& res) {
     if (!CheckHostOrigin(req, res)) return;
     auto tenant = Authenticate(req, res);
@@ -775,6 +862,15 @@ Status HttpServer::Bind() {
   m.http->Get(path, [&m](const httplib::Request& q, httplib::Response& r) { m.HandleGet(q, r); });
   m.http->Delete(path,
                  [&m](const httplib::Request& q, httplib::Response& r) { m.HandleDelete(q, r); });
+  if (!m.opts.legacy_sse_path.empty()) {
+    m.http->Get(m.opts.legacy_sse_path, [&m](const httplib::Request& q, httplib::Response& r) {
+      m.HandleLegacySse(q, r);
+    });
+    m.http->Post(m.opts.legacy_messages_path,
+                 [&m](const httplib::Request& q, httplib::Response& r) {
+                   m.HandleLegacyMessage(q, r);
+                 });
+  }
   size_t hard_limit = std::max<size_t>(m.max_body, 64u << 20);
   m.http->set_error_handler([hard_limit](const httplib::Request&, httplib::Response& r) {
     if (!r.body.empty()) return;  // our own handlers' errors carry their message

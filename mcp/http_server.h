@@ -9,6 +9,7 @@
 //   GET    the session's standalone server->client SSE stream (one at a time), or, with
 //          Last-Event-ID, resumption of any stream of the session from that event.
 //   DELETE ends the session (on_session_closed follows).
+// Also the legacy HTTP+SSE transport (GET /sse + POST /messages?sessionId=...).
 //
 // Checks, in order: Host and Origin (DNS rebinding; 403), bearer token (401 with
 // WWW-Authenticate), content type (415), Accept (406), body size (413), JSON (400),
@@ -45,6 +46,11 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0 = any free port (see HttpServer::port())
   std::string path = "/mcp";
+  // Legacy HTTP+SSE (2024-11-05) for older clients: GET legacy_sse_path opens the stream
+  // (first event "endpoint" = legacy_messages_path?sessionId=...), client messages are
+  // POSTed there (202). The session ends with its stream. Empty = off.
+  std::string legacy_sse_path = "/sse";
+  std::string legacy_messages_path = "/messages";
   // Host header names (without port) and exact Origin values accepted besides the local
   // ones (localhost, 127.0.0.1, [::1]), which are accepted only when bound to loopback.
   std::vector<std::string> allowed_hosts;

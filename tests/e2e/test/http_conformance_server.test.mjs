@@ -101,6 +101,24 @@ describe('conformance server over Streamable HTTP', () => {
     await client.close();
   });
 
+  it('serves older clients over legacy HTTP+SSE (GET /sse, POST /messages)', async () => {
+    const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
+    const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+    const sseUrl = new URL(server.url.replace(/\/mcp$/, '/sse'));
+    const client = new Client({ name: 'legacy', version: '1' }, { capabilities: {} });
+    await client.connect(new SSEClientTransport(sseUrl));
+    const r = await client.callTool({ name: 'test_simple_text', arguments: {} });
+    assert.equal(r.content[0].type, 'text');
+    const progress = [];
+    await client.callTool({ name: 'test_tool_with_progress', arguments: {} }, undefined,
+      { onprogress: (p) => progress.push(p.progress) });
+    assert.ok(progress.length >= 1);
+    await client.close();
+    const bad = await post(server.url.replace(/\/mcp$/, '/messages?sessionId=nope'),
+      { jsonrpc: '2.0', id: 1, method: 'ping' });
+    assert.equal(bad.status, 404);
+  });
+
   it('resumes a POST stream from Last-Event-ID', async () => {
     let r = await post(server.url, kInit);
     const id = r.headers.get('mcp-session-id');

@@ -99,6 +99,30 @@ max_body_bytes = 100000
     assert.deepEqual(liveCells(cellDir), [], 'DELETE destroyed the cell');
   });
 
+  it('serves legacy HTTP+SSE clients too; closing the stream destroys the cell', async () => {
+    const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
+    const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+    const headers = { Authorization: `Bearer ${kAlice}` };
+    const transport = new SSEClientTransport(new URL(server.url.replace(/\/mcp$/, '/sse')), {
+      requestInit: { headers },
+      eventSourceInit: {
+        fetch: (u, init) => {
+          const h = new Headers(init?.headers);
+          h.set('Authorization', headers.Authorization);
+          return fetch(u, { ...init, headers: h });
+        },
+      },
+    });
+    const client = new Client({ name: 'legacy', version: '1' }, { capabilities: {} });
+    await client.connect(transport);
+    const r = await client.callTool({ name: 'run_command', arguments: { command: 'echo via-sse' } });
+    assert.match(text(r), /via-sse/);
+    assert.equal(liveCells(cellDir).length, 1);
+    await client.close();
+    for (let i = 0; i < 150 && liveCells(cellDir).length; ++i) await new Promise((res) => setTimeout(res, 100));
+    assert.deepEqual(liveCells(cellDir), [], 'the legacy session cell is gone');
+  });
+
   it('cancels a running call', async () => {
     const { client } = await connectHttp(server.url, { token: kAlice });
     const ac = new AbortController();
