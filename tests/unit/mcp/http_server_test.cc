@@ -6,7 +6,10 @@
 
 #include <httplib.h>
 
+#include <stdlib.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -219,6 +222,44 @@ TEST_F(HttpServerTest, BadInputGetsTheRight4xxAndServingGoesOn) {
   auto ok = Post({{"jsonrpc", "2.0"}, {"id", 3}, {"method", "ping"}}, {{"Mcp-Session-Id", id}});
   EXPECT_EQ(ok->status, 200);
   EXPECT_NE(ok->body.find("\"result\""), std::string::npos);
+}
+
+TEST_F(HttpServerTest, ServesTlsWithCertificateAndKey) {
+  char dir[] = "/tmp/mcp-http-tls-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  std::string d = dir;
+  std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+                    "-keyout " + d + "/key.pem -out " + d + "/cert.pem >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl could not make a test certificate";
+  HttpOptions o;
+  o.tls_cert_file = d + "/cert.pem";
+  o.tls_key_file = d + "/key.pem";
+  Start(o);
+  EXPECT_EQ(http_->url().rfind("https://", 0), 0u) << http_->url();
+  httplib::SSLClient tls("127.0.0.1", http_->port());
+  tls.enable_server_certificate_verification(false);
+  auto r = tls.Post("/mcp", {{"Accept", kAccept}}, InitBody().dump(), "application/json");
+  ASSERT_TRUE(r) << "TLS request failed";
+  EXPECT_EQ(r->status, 200);
+  EXPECT_FALSE(r->get_header_value("Mcp-Session-Id").empty());
+  auto plain = Post(InitBody());  // plain HTTP to a TLS port gets no answer
+  EXPECT_FALSE(plain && plain->status == 200);
+  std::system(("rm -rf " + d).c_str());
+}
+
+TEST(HttpTls, MissingKeyIsRefusedAtBind) {
+  Server server(TestOptions());
+  HttpOptions o;
+  o.tls_cert_file = "/nonexistent/cert.pem";
+  HttpServer http(server, o);
+  Status st = http.Bind();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("both a certificate and a key"), std::string::npos);
+  o.tls_key_file = "/nonexistent/key.pem";
+  HttpServer http2(server, o);
+  Status st2 = http2.Bind();
+  ASSERT_FALSE(st2);
+  EXPECT_NE(st2.message().find("cannot load the TLS certificate"), std::string::npos);
 }
 
 TEST(HttpLoopback, RecognizesLoopbackNames) {
