@@ -857,6 +857,7 @@ Status HttpServer::Bind() {
   m.http->set_payload_max_length(std::max<size_t>(m.max_body, 64u << 20));  // = hard_limit
   m.http->set_read_timeout(30, 0);
   m.http->set_keep_alive_max_count(1000);
+  m.http->set_tcp_nodelay(true);  // SSE frames are small: no Nagle delay
   const std::string& path = m.opts.path;
   m.http->Post(path, [&m](const httplib::Request& q, httplib::Response& r) { m.HandlePost(q, r); });
   m.http->Get(path, [&m](const httplib::Request& q, httplib::Response& r) { m.HandleGet(q, r); });
