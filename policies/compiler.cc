@@ -165,6 +165,10 @@ Result<sandbox::CellSpec> CompileCellSpec(const Policy& p, const std::string& ce
   spec.seccomp = p.isolation.seccomp;
   if (p.filesystem.workspace == WorkspaceMode::kPersistent) {
     spec.workspace_host_dir = p.filesystem.workspace_dir;
+  } else {
+    // The ephemeral workspace shares the policy's disk limit with the writable layers'
+    // own cap: writes past it fail with ENOSPC, which the tools report as the disk limit.
+    spec.tmpfs.workspace_bytes = p.limits.disk_bytes;
   }
   for (const MountPolicy& m : p.filesystem.mounts) {
     spec.mounts.push_back(sandbox::CellMount{m.source, m.target, m.writable});

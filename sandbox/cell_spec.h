@@ -53,6 +53,10 @@ struct TmpfsSizes {
   uint64_t tmp_bytes = 256ull << 20;       // /tmp
   uint64_t run_bytes = 16ull << 20;        // /run
   uint64_t shm_bytes = 64ull << 20;        // /dev/shm
+  // > 0 with no workspace_host_dir: /workspace is a tmpfs of this size inside the cell, so
+  // the workspace has a real disk limit (ENOSPC past it). RAM-backed and charged to the
+  // cell's memory cgroup; not visible from the host. 0: a host dir under the cell dir.
+  uint64_t workspace_bytes = 0;
 };
 
 struct CellSpec {
@@ -206,6 +210,7 @@ inline std::string EncodeCellSpec(const CellSpec& spec) {
   w.U64(spec.tmpfs.tmp_bytes);
   w.U64(spec.tmpfs.run_bytes);
   w.U64(spec.tmpfs.shm_bytes);
+  w.U64(spec.tmpfs.workspace_bytes);
   w.Str(spec.hostname);
   w.U32(spec.sandbox_uid);
   w.U32(spec.sandbox_gid);
@@ -246,6 +251,7 @@ inline Result<CellSpec> DecodeCellSpec(std::string_view bytes) {
   s.tmpfs.tmp_bytes = r.U64("tmpfs.tmp_bytes");
   s.tmpfs.run_bytes = r.U64("tmpfs.run_bytes");
   s.tmpfs.shm_bytes = r.U64("tmpfs.shm_bytes");
+  s.tmpfs.workspace_bytes = r.U64("tmpfs.workspace_bytes");
   s.hostname = r.Str("hostname");
   s.sandbox_uid = r.U32("sandbox_uid");
   s.sandbox_gid = r.U32("sandbox_gid");

@@ -53,6 +53,7 @@ struct ServeOptions {
   policies::PolicyOverrides overrides;
   policies::Policy effective;  // resolved and composed before RunServe
   uint64_t memory_mib = 0;
+  uint64_t disk_mib = 0;
   uint64_t pids = 0;
   uint32_t cpu_millicores = 0;
   int64_t idle_timeout_s = 0;
@@ -103,6 +104,7 @@ sandbox::CellSpecFactory SpecFactory(const ServeOptions& o, std::string skeleton
 bool ResolveEffectivePolicy(ServeOptions& o, CLI::App& cmd) {
   policies::PolicyOverrides& ov = o.overrides;
   if (cmd.count("--memory-mib")) ov.memory_bytes = o.memory_mib << 20;
+  if (cmd.count("--disk-mib")) ov.disk_bytes = o.disk_mib << 20;
   if (cmd.count("--pids")) ov.pids = o.pids;
   if (cmd.count("--cpu-millicores")) ov.cpu_millicores = o.cpu_millicores;
   if (cmd.count("--idle-timeout")) ov.session_idle = std::chrono::seconds(o.idle_timeout_s);
@@ -310,6 +312,9 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
                   "sessions (made if missing)");
   cmd->add_option("--memory-mib", opts->memory_mib, "Memory limit per cell (MiB, swap off)")
       ->check(CLI::Range(uint64_t{16}, uint64_t{1} << 20));
+  cmd->add_option("--disk-mib", opts->disk_mib,
+                  "Disk limit per cell (MiB): the writable layers and an ephemeral workspace")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
   cmd->add_option("--pids", opts->pids, "Process limit per cell")
       ->check(CLI::Range(uint64_t{8}, uint64_t{1} << 22));
   cmd->add_option("--cpu-millicores", opts->cpu_millicores, "CPU limit per cell (1000 = 1 CPU)")

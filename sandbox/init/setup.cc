@@ -81,7 +81,16 @@ Status BindCellMounts(const CellSpec& spec, const std::string& root) {
   std::string workspace = spec.workspace_host_dir.empty()
                               ? spec.state_dir + "/cells/" + spec.id + "/workspace"
                               : spec.workspace_host_dir;
-  if (Status s = BindMount(workspace, root + "/workspace", /*writable=*/true); !s) return s;
+  if (spec.workspace_host_dir.empty() && spec.tmpfs.workspace_bytes > 0) {
+    // An ephemeral workspace with a disk limit: a sized tmpfs owned by the sandbox user.
+    const std::string target = root + "/workspace";
+    if (Status s = MountTmpfs(target, spec.tmpfs.workspace_bytes, 0755); !s) return s;
+    if (::chown(target.c_str(), spec.sandbox_uid, spec.sandbox_gid) != 0) {
+      return Error::Sys("chown(\"" + target + "\", " + std::to_string(spec.sandbox_uid) + ")");
+    }
+  } else if (Status s = BindMount(workspace, root + "/workspace", /*writable=*/true); !s) {
+    return s;
+  }
   for (const CellMount& m : spec.mounts) {
     if (m.cell_path.rfind("/workspace/", 0) == 0) {
       if (Status s = MakeWorkspaceMountTarget(m, root); !s) return s;

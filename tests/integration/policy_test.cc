@@ -144,14 +144,21 @@ TEST_F(PolicyCells, PersistentWorkspaceComesBack) {
 }
 
 TEST_F(PolicyCells, EphemeralWorkspaceIsGoneAfterTheCell) {
-  auto cell = CellFrom("[filesystem]\nworkspace = \"ephemeral\"\n");
+  // An ephemeral workspace lives in a tmpfs inside the cell sized by limits.disk: it has a
+  // real disk limit, never touches the host's disk, and dies with the cell.
+  auto cell = CellFrom("[filesystem]\nworkspace = \"ephemeral\"\n[limits]\ndisk = \"64MiB\"\n");
   ASSERT_TRUE(cell);
-  ProbeRun w = Sh(*cell, "echo temp > /workspace/t.txt");
+  ProbeRun w = Sh(*cell, "echo temp > /workspace/t.txt && cat /workspace/t.txt");
   ASSERT_EQ(w.exit_code, 0) << w.err;
-  std::string host_ws = cell->dir() + "/workspace";
-  EXPECT_EQ(Slurp(host_ws + "/t.txt"), "temp\n");
+  EXPECT_EQ(w.out, "temp\n");
+  ProbeRun df = Sh(*cell, "stat -f -c '%T %b %S' /workspace");
+  ASSERT_EQ(df.exit_code, 0) << df.err;
+  EXPECT_EQ(df.out, "tmpfs 16384 4096\n") << "the workspace should be a 64 MiB tmpfs";
+  ProbeRun fill = Sh(*cell, "head -c 80000000 /dev/zero > /workspace/big; echo rc=$?");
+  EXPECT_NE(fill.out.find("rc=1"), std::string::npos) << fill.out << fill.err;
+  EXPECT_NE(fill.err.find("No space left on device"), std::string::npos) << fill.err;
+  EXPECT_FALSE(fs::exists(cell->dir() + "/workspace/t.txt")) << "the workspace reached the host";
   ASSERT_TRUE(cell->Destroy());
-  EXPECT_FALSE(fs::exists(host_ws));
   EXPECT_FALSE(fs::exists(cell->dir()));
 }
 

@@ -22,8 +22,8 @@ function rssKiB(pid) {
   return Number(/VmRSS:\s+(\d+)/.exec(status)[1]);
 }
 
-async function startServer(stateDir) {
-  return connect({ binaryName: 'mcpcell', args: ['serve', '--state-dir', stateDir] });
+async function startServer(stateDir, extra = []) {
+  return connect({ binaryName: 'mcpcell', args: ['serve', '--state-dir', stateDir, ...extra] });
 }
 
 describe('mcpcell tools over stdio', () => {
@@ -260,6 +260,30 @@ describe('mcpcell tools over stdio', () => {
     assert.ok(r.structuredContent.calls > 5);
     assert.match(r.structuredContent.network, /no network|loopback/);
     assert.ok(r.structuredContent.lifetime_left_s > 0);
+  });
+});
+
+describe('disk limit', () => {
+  it('write_file past the cell\'s disk limit fails with a clear message, and the cell goes on', async () => {
+    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
+    const s = await startServer(stateDir, ['--disk-mib', '8']);
+    try {
+      const chunk = 'y'.repeat(3 * 1024 * 1024);
+      const results = [];
+      for (let i = 0; i < 4; i++) {
+        results.push(await s.client.callTool({ name: 'write_file', arguments: { path: 'fill.txt', content: chunk, append: true } }));
+      }
+      const failed = results.find((r) => r.isError);
+      assert.ok(failed, 'four 3 MiB appends fit in an 8 MiB workspace');
+      assert.match(text(failed), /disk limit/);
+      const df = await s.client.callTool({ name: 'run_command', arguments: { command: 'rm fill.txt && echo freed' } });
+      assert.equal(df.structuredContent.stdout, 'freed\n');
+      const again = await s.client.callTool({ name: 'write_file', arguments: { path: 'small.txt', content: 'ok' } });
+      assert.equal(again.isError ?? false, false, text(again));
+    } finally {
+      await s.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
   });
 });
 
