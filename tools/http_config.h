@@ -10,7 +10,7 @@
 //   [[tenant]]
 //   name = "alice"
 //   token_sha256 = ["9f86d08..."]                # `printf %s TOKEN | sha256sum`
-//   policy = "default"                           # policy profile name
+//   policy = "default"  # profile name: parsed, not yet applied per tenant (sessions use --policy)
 //   max_sessions = 8                             # live sessions (0 = unlimited)
 //   max_concurrent_calls = 4                     # requests in flight per session
 //   max_body_bytes = 4194304                     # largest POST body
