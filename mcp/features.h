@@ -46,6 +46,10 @@ struct Tool {
   Json output_schema{};  // null = none; when set, results must carry valid structuredContent
   Json annotations{};    // null = none; {readOnlyHint, destructiveHint, idempotentHint, ...}
   ToolHandler handler{};
+  // FOR THE CONFORMANCE FIXTURES ONLY: accept an input schema that is not flat ($defs, $ref,
+  // ...; JSON Schema 2020-12). Registration skips the flat-schema check and tools/call skips
+  // argument validation, so the handler must check its arguments itself.
+  bool allow_non_flat_schema = false;
 
   Json ToJson() const;  // the tools/list entry
 };

@@ -206,7 +206,9 @@ Json Session::Impl::CallTool(const Json& params, Context& ctx) {
   if (!tool) throw RpcException(kInvalidParams, "Unknown tool: " + name, {{"name", name}});
   Json args = params.contains("arguments") && !params["arguments"].is_null() ? params["arguments"]
                                                                                : Json::object();
-  if (auto errors = ValidateJson(tool->input_schema, args, "arguments"); !errors.empty()) {
+  if (auto errors = tool->allow_non_flat_schema ? std::vector<std::string>{}
+                                                : ValidateJson(tool->input_schema, args, "arguments");
+      !errors.empty()) {
     return ToolResult::Error("Invalid arguments for tool " + name + ": " + JoinErrors(errors))
         .ToJson();
   }

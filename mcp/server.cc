@@ -117,7 +117,8 @@ Status Server::AddTool(Tool tool) {
     return Status::Error(where + ": name must match ^[a-zA-Z0-9_-]{1,64}$");
   }
   if (!tool.handler) return Status::Error(where + ": no handler");
-  if (Status s = CheckFlatSchema(tool.input_schema, "inputSchema"); !s.ok()) {
+  if (Status s = CheckFlatSchema(tool.input_schema, "inputSchema");
+      !s.ok() && !tool.allow_non_flat_schema) {
     return Status::Error(where + ": " + s.message());
   }
   if (!tool.output_schema.is_null()) {

@@ -256,6 +256,7 @@ void AddJsonSchema2020Tool(mcp::Server& server) {
   tool.name = "json_schema_2020_12_tool";
   tool.description = "Tool with JSON Schema 2020-12 features";
   tool.input_schema = std::move(schema);
+  tool.allow_non_flat_schema = true;  // the suite checks that $defs/$ref reach the client intact
   tool.handler = [](const Json& args, Context&) {
     return ToolResult::Text("Received: " + args.dump());
   };
