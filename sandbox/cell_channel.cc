@@ -207,6 +207,32 @@ Result<control::StatsReply> CellChannel::Stats() {
   return As<control::StatsReply>(Call(control::StatsRequest{NextId()}), "StatsRequest");
 }
 
+Result<CellChannel::FileWindow> CellChannel::ReadFileRange(const std::string& path,
+                                                          uint64_t offset, uint64_t max_bytes) {
+  FileWindow w;
+  for (;;) {
+    const uint64_t remaining = max_bytes - w.data.size();
+    const uint32_t ask = static_cast<uint32_t>(
+        std::min<uint64_t>(control::kMaxFileChunkBytes, std::max<uint64_t>(remaining, 1)));
+    auto chunk = As<control::ReadFileReply>(
+        Call(control::ReadFileRequest{NextId(), path, offset + w.data.size(), ask}),
+        "ReadFileRequest");
+    if (!chunk.ok()) return chunk.error();
+    if (chunk->data.size() > ask) return Error::Msg("ReadFileReply: more data than asked for");
+    w.file_size = chunk->file_size;
+    if (w.data.size() + chunk->data.size() > max_bytes) {  // only when max_bytes == 0
+      w.eof = false;
+      return w;
+    }
+    w.data += chunk->data;
+    w.eof = chunk->eof || chunk->data.empty();
+    if (w.eof || w.data.size() >= max_bytes) {
+      w.eof = w.eof || offset + w.data.size() >= w.file_size;
+      return w;
+    }
+  }
+}
+
 Result<std::string> CellChannel::ReadFile(const std::string& path, uint64_t max_bytes) {
   std::string out;
   for (;;) {

@@ -103,6 +103,14 @@ class CellChannel {
   Status SignalExec(uint64_t exec_id, int signo);
 
   Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes);
+  // A window of a file: at most `max_bytes` from `offset` (no error when the file is
+  // longer). `file_size` gets the file's size and `eof` whether the window reached its end.
+  struct FileWindow {
+    std::string data;
+    uint64_t file_size = 0;
+    bool eof = false;
+  };
+  Result<FileWindow> ReadFileRange(const std::string& path, uint64_t offset, uint64_t max_bytes);
   Status WriteFile(const std::string& path, std::string_view data, uint32_t mode = 0644);
   // Writes `data` at `offset`, creating the file; `truncate` empties it first. With
   // offset = the current size this appends (write_file's append, saved tool output).

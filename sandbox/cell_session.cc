@@ -90,11 +90,12 @@ Result<CellLease> CellSession::Acquire() {
     break;
   }
   std::string replaced;
+  std::shared_ptr<Cell> dead;
   if (cell_) {
     replaced = "the session's previous cell " + cell_->id() +
                " had stopped (killed or out of memory); this call runs in a fresh cell and "
                "files from before are gone";
-    cell_.reset();  // leases still holding it destroy it when they end
+    dead = std::move(cell_);  // destroyed below, outside the lock (or by its last lease)
   } else if (cells_created_ > 0) {
     replaced = "the session's previous cell was destroyed after " +
                Seconds(options_.idle_timeout) +
@@ -103,6 +104,7 @@ Result<CellLease> CellSession::Acquire() {
   creating_ = true;
   std::string id = NextCellId();
   lock.unlock();
+  dead.reset();  // ~Cell destroys it: kill, reap, rm -rf; never under mu_
 
   Result<std::unique_ptr<Cell>> created = [&]() -> Result<std::unique_ptr<Cell>> {
     Result<CellSpec> spec = factory_(id);
@@ -156,7 +158,9 @@ Status CellSession::DestroyIdleCell() {
   std::shared_ptr<Cell> cell;
   {
     std::lock_guard lock(mu_);
-    if (leases_ > 0 || creating_ || !cell_) return Ok();  // in use again: not idle
+    // In use again, or used since the reaper looked: not idle any more.
+    if (leases_ > 0 || creating_ || !cell_) return Ok();
+    if (Clock::now() - last_release_ < options_.idle_timeout) return Ok();
     cell = std::move(cell_);
   }
   Status st = cell->Destroy();
@@ -238,8 +242,11 @@ Status CellSessionManager::Close(const std::string& key, const std::string& reas
     if (it == sessions_.end()) return Ok();
     session = std::move(it->second);
     sessions_.erase(it);
-    if (ended_.size() >= kMaxEndedKeys) ended_.erase(ended_.begin());
-    ended_[key] = reason;
+    if (ended_.size() >= kMaxEndedKeys) {  // forget the oldest, not the smallest key
+      ended_.erase(ended_order_.front());
+      ended_order_.pop_front();
+    }
+    if (ended_.emplace(key, reason).second) ended_order_.push_back(key);
   }
   return session->Close(reason);
 }

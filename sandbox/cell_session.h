@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -152,6 +153,7 @@ class CellSessionManager {
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<CellSession>> sessions_;
   std::map<std::string, std::string> ended_;  // key -> why, bounded
+  std::deque<std::string> ended_order_;       // ended_'s keys, oldest first
   std::function<void(const std::string&, const std::string&)> on_expired_;
   std::condition_variable_any wake_;
   std::jthread reaper_;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -17,8 +18,21 @@ Status MakeTraversable(const std::string& dir) {
   if (::mkdir(dir.c_str(), 0711) != 0 && errno != EEXIST)
     return Error::Sys("mkdir(\"" + dir + "\")");
   struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) return Error::Sys("stat(\"" + dir + "\")");
-  if (!S_ISDIR(st.st_mode)) return Error::Msg(dir + ": not a directory");
+  if (::lstat(dir.c_str(), &st) != 0) return Error::Sys("lstat(\"" + dir + "\")");
+  if (!S_ISDIR(st.st_mode)) return Error::Msg(dir + ": not a directory (or a symlink)");
+  // The state dir holds the template every cell runs and every cell's files: a directory
+  // another user owns or may write (say a /tmp/mcpcell-<uid> made by someone else first)
+  // would let them read sessions and plant code in later cells.
+  if (st.st_uid != ::geteuid()) {
+    return Error::Msg(dir + ": owned by uid " + std::to_string(st.st_uid) + ", not by this server (uid " +
+                      std::to_string(::geteuid()) + "); refusing to use it");
+  }
+  if ((st.st_mode & 0022) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
+    return Error::Msg(dir + ": writable by group or others (mode " + mode +
+                      "); refusing to use it");
+  }
   if ((st.st_mode & 0001) == 0 && ::chmod(dir.c_str(), (st.st_mode & 07777) | 0011) != 0) {
     return Error::Sys("chmod(\"" + dir + "\", o+x)");
   }

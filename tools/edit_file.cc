@@ -58,8 +58,20 @@ mcp::Tool MakeEditFileTool(const ToolEnv& env) {
       return mcp::ToolResult::Error(
           "edit_file " + path + ": old_text matches " + std::to_string(at.size()) +
           " times; add surrounding lines to make it unique, or set replace_all=true");
+    // The result's size, checked before it is built: replace_all over many matches can
+    // multiply the file (8 MiB of "a" with a 500-byte new_text would be 4 GB).
+    const long double out_size = static_cast<long double>(data->size()) +
+                                 static_cast<long double>(at.size()) *
+                                     (static_cast<long double>(new_text.size()) -
+                                      static_cast<long double>(old_text.size()));
+    if (out_size > static_cast<long double>(env.config.max_write_bytes))
+      return mcp::ToolResult::Error(
+          "edit_file " + path + ": the edited file would be " +
+          std::to_string(static_cast<uint64_t>(out_size)) + " bytes, more than the " +
+          std::to_string(env.config.max_write_bytes) +
+          " bytes one edit may write; edit it with run_command (e.g. sed or python)");
     std::string out;
-    out.reserve(data->size() + at.size() * new_text.size());
+    out.reserve(static_cast<size_t>(out_size));
     size_t prev = 0;
     for (size_t pos : at) {
       out.append(*data, prev, pos - prev);

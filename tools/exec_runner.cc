@@ -215,7 +215,13 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
                         channel.alive() ? "Check the command and its arguments."
                                         : "The cell stopped; the next call gets a fresh cell.");
   }
-  if (result->cancelled) return mcp::ToolResult::Error("cancelled: the process group was killed");
+  if (result->cancelled) {
+    if (lease.stop_token().stop_requested())
+      return mcp::ToolResult::Error(
+          "stopped: the session is ending (closed, or past its maximum lifetime), so its cell "
+          "and this program were killed. Start a new MCP session to continue.");
+    return mcp::ToolResult::Error("cancelled: the process group was killed");
+  }
   Rendered text;
   text.out_path = out_saver.Finish();
   text.err_path = err_saver.Finish();

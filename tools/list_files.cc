@@ -64,10 +64,12 @@ mcp::Tool MakeListFilesTool(const ToolEnv& env) {
       std::string rel = std::move(dirs.front());
       dirs.pop_front();
       std::string dir = rel.empty() ? root : root + "/" + rel;
-      auto list = channel.ListDir(dir, max - entries.size() + 1);
+      // The listing itself is bounded by the server's cap; max_entries cuts it below.
+      auto list = channel.ListDir(dir, env.config.max_list_entries + 1);
       if (!list) {
         if (rel.empty()) return SandboxError("list_files " + root, list.error());
-        text += "[" + rel + ": " + list.error().message + "]\n";
+        truncated = true;  // a subdirectory we could not list: the listing is incomplete
+        text += "[" + rel + ": not listed: " + list.error().message + "]\n";
         continue;
       }
       for (const auto& e : *list) {

@@ -34,11 +34,11 @@ void ProgressStreamer::Add(std::string_view stream_name, std::string_view chunk)
   pending_.append(chunk.substr(0, room));
   dropped_ += chunk.size() > room ? chunk.size() - room : 0;
   progress_ += static_cast<double>(chunk.size());
-  if (std::chrono::steady_clock::now() - last_sent_ >= config_.progress_min_interval)
-    FlushLocked();
+  // Sending is the heartbeat thread's job: a client that stops reading must never stall
+  // the exec thread, which enforces the timeout and cancellation.
 }
 
-void ProgressStreamer::FlushLocked() {
+std::string ProgressStreamer::TakeMessageLocked() {
   std::string message = ToValidUtf8(pending_);
   if (dropped_ > 0) {
     message += "\n[" + std::to_string(dropped_) + " bytes not shown in progress]";
@@ -48,12 +48,19 @@ void ProgressStreamer::FlushLocked() {
         std::chrono::steady_clock::now() - started_);
     message = "still running (" + std::to_string(secs.count()) + " s)";
   }
-  progress_ += 1;  // strictly increasing, as the spec asks
-  ctx_.Progress(progress_, 0, message);
   pending_.clear();
   dropped_ = 0;
   last_stream_.clear();
   last_sent_ = std::chrono::steady_clock::now();
+  return message;
+}
+
+void ProgressStreamer::SendUnlocked(std::unique_lock<std::mutex>& lock, std::string message) {
+  progress_ += 1;  // strictly increasing, as the spec asks; only this thread sends
+  double value = progress_;
+  lock.unlock();
+  ctx_.Progress(value, 0, message);
+  lock.lock();
 }
 
 void ProgressStreamer::Heartbeat(std::stop_token stop) {
@@ -62,18 +69,18 @@ void ProgressStreamer::Heartbeat(std::stop_token stop) {
     cv_.wait_for(lock, stop, config_.progress_min_interval, [] { return false; });
     if (stop.stop_requested()) break;
     auto since = std::chrono::steady_clock::now() - last_sent_;
-    if (!pending_.empty() || since >= config_.progress_heartbeat) FlushLocked();
+    if (!pending_.empty() || since >= config_.progress_heartbeat)
+      SendUnlocked(lock, TakeMessageLocked());
   }
+  if (!pending_.empty()) SendUnlocked(lock, TakeMessageLocked());  // the last output
 }
 
 void ProgressStreamer::Stop() {
   if (!enabled_) return;
   if (heartbeat_.joinable()) {
     heartbeat_.request_stop();
-    heartbeat_.join();
+    heartbeat_.join();  // it sends what is still pending before it ends
   }
-  std::lock_guard lock(mu_);
-  if (!pending_.empty()) FlushLocked();
 }
 
 }  // namespace mcpcell::tools

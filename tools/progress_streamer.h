@@ -3,8 +3,9 @@
 // the program is silent, so clients that reset their request timeout on progress keep
 // waiting. Does nothing when the request carried no progressToken.
 //
-// Threading: Add() is called from the exec thread; the heartbeat runs on its own thread;
-// both send under one mutex, so notifications go out in order.
+// Threading: Add() is called from the exec thread and only buffers; the heartbeat thread
+// alone sends (with the lock released), so notifications go out in order and a client
+// that stops reading cannot stall the exec thread's timeout and cancellation checks.
 #pragma once
 
 #include <chrono>
@@ -29,7 +30,10 @@ class ProgressStreamer {
   bool enabled() const { return enabled_; }
 
  private:
-  void FlushLocked();
+  // The pending output as one message (or a "still running" line), under mu_.
+  std::string TakeMessageLocked();
+  // Sends with mu_ released, so Add() never waits on the client.
+  void SendUnlocked(std::unique_lock<std::mutex>& lock, std::string message);
   void Heartbeat(std::stop_token stop);
 
   mcp::Context& ctx_;

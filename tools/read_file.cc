@@ -5,31 +5,43 @@
 namespace mcpcell::tools {
 namespace {
 
-mcp::ToolResult ReadText(const std::string& path, const std::string& data, uint64_t size,
+// At most this much text goes into one result; the model pages on with offset.
+constexpr size_t kMaxTextResultBytes = 256 * 1024;
+
+mcp::ToolResult ReadText(const std::string& path, std::string_view data, uint64_t size,
                          bool cut, int64_t offset, int64_t limit) {
   // Lines are 1-based for the model; offset is the first line to show.
-  std::vector<std::string_view> lines;
-  std::string_view rest(data);
-  while (!rest.empty()) {
-    size_t nl = rest.find('\n');
-    lines.push_back(rest.substr(0, nl == std::string_view::npos ? rest.size() : nl + 1));
-    rest.remove_prefix(lines.back().size());
+  const int64_t first = std::max<int64_t>(offset, 1);
+  int64_t line = 1, last = first - 1, total = 0;
+  std::string body;
+  bool stopped = false;  // stopped by limit or by the result size, before the data's end
+  size_t pos = 0;
+  while (pos < data.size()) {
+    size_t nl = data.find('\n', pos);
+    size_t next = nl == std::string_view::npos ? data.size() : nl + 1;
+    if (line >= first && !stopped) {
+      if ((limit > 0 && line - first >= limit) || body.size() + (next - pos) > kMaxTextResultBytes) {
+        stopped = true;
+      } else {
+        body.append(data.substr(pos, next - pos));
+        last = line;
+      }
+    }
+    ++total;
+    ++line;
+    pos = next;
   }
-  int64_t total = static_cast<int64_t>(lines.size());
-  int64_t first = std::max<int64_t>(offset, 1);
   if (first > total && total > 0)
     return mcp::ToolResult::Error("arguments.offset: line " + std::to_string(offset) +
                                   " is past the end; the file has " + std::to_string(total) +
-                                  " lines");
-  int64_t last = limit > 0 ? std::min(total, first + limit - 1) : total;
-  std::string body;
-  for (int64_t i = first; i <= last; ++i) body += lines[i - 1];
+                                  " lines" + (cut ? " in its first part that was read" : ""));
   std::string text = ToValidUtf8(body);
-  bool more = last < total || cut;
+  bool more = stopped || cut;
   std::string note = path + ": lines " + std::to_string(total ? first : 0) + "-" +
                      std::to_string(last) + " of " + std::to_string(total) +
-                     (cut ? "+ (file larger than the read limit, only its start was read)" : "") +
-                     (more ? "; continue with offset=" + std::to_string(last + 1) : "");
+                     (cut ? "+ (only the file's first part was read; use run_command for more)"
+                          : "") +
+                     (stopped ? "; continue with offset=" + std::to_string(last + 1) : "");
   mcp::ToolResult r = mcp::ToolResult::Text(text);
   r.AddText("[" + note + "]");
   r.structured_content = {{"path", path},         {"encoding", "text"},
@@ -54,9 +66,9 @@ mcp::Tool MakeReadFileTool(const ToolEnv& env) {
       {"type", "object"},
       {"properties",
        {{"path", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096}}},
-        {"offset", {{"type", "integer"}, {"minimum", 0},
+        {"offset", {{"type", "integer"}, {"minimum", 0}, {"maximum", int64_t{1} << 40},
                     {"description", "text: first line (1-based); base64: first byte"}}},
-        {"limit", {{"type", "integer"}, {"minimum", 1},
+        {"limit", {{"type", "integer"}, {"minimum", 1}, {"maximum", int64_t{1} << 24},
                    {"description", "text: number of lines; base64: number of bytes"}}},
         {"encoding", {{"type", "string"}, {"enum", {"text", "base64"}}}}}},
       {"required", {"path"}},
@@ -79,31 +91,39 @@ mcp::Tool MakeReadFileTool(const ToolEnv& env) {
     const bool base64 = args.value("encoding", "text") == "base64";
     const int64_t offset = args.value("offset", int64_t{0});
     const int64_t limit = args.value("limit", int64_t{0});
-    uint64_t size = 0;
-    uint64_t max = env.config.max_read_bytes;
-    auto data = ReadCellFile(channel, path, base64 ? offset + (limit ? limit : max) : max, &size);
-    if (!data) return SandboxError("read_file " + path, data.error());
+    auto st = channel.Stat(path, /*follow_symlinks=*/true);
+    if (!st) return SandboxError("read_file " + path, st.error());
+    if (st->type == sandbox::control::FileType::kDirectory)
+      return mcp::ToolResult::Error("read_file " + path + ": is a directory (use list_files)");
+    if (st->type != sandbox::control::FileType::kRegular)
+      return mcp::ToolResult::Error("read_file " + path + ": not a regular file");
     if (!base64) {
-      if (LooksBinary(*data))
-        return mcp::ToolResult::Error(path + " is a binary file (" + std::to_string(size) +
+      auto w = channel.ReadFileRange(path, 0, env.config.max_read_bytes);
+      if (!w) return SandboxError("read_file " + path, w.error());
+      if (LooksBinary(w->data))
+        return mcp::ToolResult::Error(path + " is a binary file (" + std::to_string(w->file_size) +
                                       " bytes); read it with encoding \"base64\"");
-      return ReadText(path, *data, size, data->size() < size, offset, limit);
+      return ReadText(path, w->data, w->file_size, !w->eof, offset, limit);
     }
-    std::string_view bytes(*data);
-    bytes.remove_prefix(std::min<size_t>(bytes.size(), offset));
-    if (limit > 0) bytes = bytes.substr(0, limit);
-    else if (bytes.size() > env.config.keep_bytes_per_stream * 4)
-      bytes = bytes.substr(0, env.config.keep_bytes_per_stream * 4);
-    bool truncated = static_cast<uint64_t>(offset) + bytes.size() < size;
-    std::string b64 = Base64Encode(bytes);
+    const uint64_t want = std::min<uint64_t>(
+        limit > 0 ? static_cast<uint64_t>(limit) : env.config.keep_bytes_per_stream * 4,
+        env.config.max_read_bytes);
+    if (static_cast<uint64_t>(offset) > st->size)
+      return mcp::ToolResult::Error("arguments.offset: byte " + std::to_string(offset) +
+                                    " is past the end; the file has " +
+                                    std::to_string(st->size) + " bytes");
+    auto w = channel.ReadFileRange(path, offset, want);
+    if (!w) return SandboxError("read_file " + path, w.error());
+    const uint64_t end = offset + w->data.size();
+    const bool truncated = end < w->file_size;
+    std::string b64 = Base64Encode(w->data);
     mcp::ToolResult r = mcp::ToolResult::Text(b64);
-    r.AddText("[" + path + ": bytes " + std::to_string(offset) + "-" +
-              std::to_string(offset + bytes.size()) + " of " + std::to_string(size) +
-              (truncated ? "; continue with offset=" + std::to_string(offset + bytes.size())
-                         : "") + "]");
+    r.AddText("[" + path + ": bytes " + std::to_string(offset) + "-" + std::to_string(end) +
+              " of " + std::to_string(w->file_size) +
+              (truncated ? "; continue with offset=" + std::to_string(end) : "") + "]");
     r.structured_content = {{"path", path}, {"encoding", "base64"}, {"content", b64},
-                            {"size_bytes", size}, {"offset", offset}, {"truncated", truncated},
-                            {"is_binary", LooksBinary(*data)}};
+                            {"size_bytes", w->file_size}, {"offset", offset},
+                            {"truncated", truncated}, {"is_binary", LooksBinary(w->data)}};
     return r;
   };
   return tool;

@@ -3,6 +3,12 @@
 #include "tools/exec_runner.h"
 
 namespace mcpcell::tools {
+namespace {
+// One argv string must stay under the kernel's MAX_ARG_STRLEN (128 KiB) and, with the
+// rest of the exec request, under the control protocol's frame cap (160 KiB).
+constexpr size_t kMaxCommandBytes = 100 * 1024;
+constexpr size_t kMaxEnvBytes = 32 * 1024;
+}  // namespace
 
 mcp::Tool MakeRunCommandTool(const ToolEnv& env) {
   mcp::Tool tool;
@@ -34,8 +40,15 @@ mcp::Tool MakeRunCommandTool(const ToolEnv& env) {
   tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
     ExecCall call;
     call.tool = "run_command";
-    call.argv = {"/bin/sh", "-c", args["command"].get<std::string>()};
+    const std::string& command = args["command"].get_ref<const std::string&>();
+    if (command.size() > kMaxCommandBytes)
+      return mcp::ToolResult::Error(
+          "arguments.command: " + std::to_string(command.size()) + " bytes is longer than " +
+          std::to_string(kMaxCommandBytes) +
+          " bytes; put the script in a file with write_file and run that, or use run_code");
+    call.argv = {"/bin/sh", "-c", command};
     call.cwd = args.value("cwd", "");
+    if (!call.cwd.empty() && call.cwd[0] != '/') call.cwd = "/workspace/" + call.cwd;
     call.stdin_data = args.value("stdin", "");
     if (args.contains("timeout_s")) call.timeout_s = args["timeout_s"].get<int64_t>();
     if (args.contains("env")) {
@@ -44,6 +57,12 @@ mcp::Tool MakeRunCommandTool(const ToolEnv& env) {
           return mcp::ToolResult::Error("arguments.env: invalid variable name \"" + k + "\"");
         call.env.push_back(k + "=" + v.get<std::string>());
       }
+      size_t env_bytes = 0;
+      for (const auto& e : call.env) env_bytes += e.size() + 1;
+      if (env_bytes > kMaxEnvBytes)
+        return mcp::ToolResult::Error("arguments.env: " + std::to_string(env_bytes) +
+                                      " bytes in all, more than " +
+                                      std::to_string(kMaxEnvBytes));
     }
     return RunInCell(env, ctx, call);
   };

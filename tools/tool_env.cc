@@ -16,10 +16,13 @@ LeaseOrError AcquireCell(const ToolEnv& env, mcp::Context& ctx) {
   }
   auto lease = (*session)->Acquire();
   if (!lease) {
+    const std::string& why = lease.error().message;
+    const bool ended = why.rfind("the session has ended", 0) == 0;
     out.error = mcp::ToolResult::Error(
-        lease.error().message +
-        ". The sandbox could not be prepared; retry once, and if it fails again report this "
-        "message to the operator (`mcpcell doctor` checks the host).");
+        why + (ended ? ". Start a new MCP session to get a new cell."
+                     : ". The sandbox could not be prepared; retry once, and if it fails again "
+                       "report this message to the operator (`mcpcell doctor` checks the "
+                       "host)."));
     return out;
   }
   out.lease.emplace(std::move(lease).value());

@@ -46,7 +46,7 @@ mcp::Tool MakeWriteFileTool(const ToolEnv& env) {
                       {"size_bytes", {{"type", "integer"}}}, {"appended", {{"type", "boolean"}}}}},
       {"required", {"path", "bytes_written", "size_bytes", "appended"}}};
   tool.annotations = {{"title", tool.title}, {"readOnlyHint", false},
-                      {"destructiveHint", true}, {"idempotentHint", true},
+                      {"destructiveHint", true}, {"idempotentHint", false},
                       {"openWorldHint", false}};
   tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
     const std::string path = args["path"].get<std::string>();

@@ -121,6 +121,20 @@ describe('mcpcell tools over stdio', () => {
     assert.match(text(asText), /binary.*base64/);
     const r = await call('read_file', { path: 'bin.dat', encoding: 'base64' });
     assert.deepEqual(Buffer.from(r.structuredContent.content, 'base64'), bytes);
+    // Byte windows page through a file larger than one window.
+    const hundred = Buffer.alloc(100, 7);
+    await call('write_file', { path: 'h.bin', content: hundred.toString('base64'), encoding: 'base64' });
+    const win = await call('read_file', { path: 'h.bin', encoding: 'base64', offset: 90, limit: 5 });
+    assert.equal(win.isError ?? false, false, text(win));
+    assert.equal(Buffer.from(win.structuredContent.content, 'base64').length, 5);
+    assert.equal(win.structuredContent.truncated, true);
+    assert.match(text(win), /continue with offset=95/);
+    const past = await call('read_file', { path: 'h.bin', encoding: 'base64', offset: 101 });
+    assert.equal(past.isError, true);
+    assert.match(text(past), /past the end/);
+    const huge = await call('read_file', { path: 'h.bin', encoding: 'base64', limit: 1e15 });
+    assert.equal(huge.isError, true);
+    assert.match(text(huge), /limit/);
     const bad = await call('write_file', { path: 'x', content: 'not*base64', encoding: 'base64' });
     assert.equal(bad.isError, true);
     assert.match(text(bad), /arguments\.content: invalid base64/);

@@ -250,5 +250,24 @@ TEST(InitRecord, RoundTripsAndMatchesStartTime) {
   EXPECT_EQ(ProcStartTime(0x3fffffff), "");
 }
 
+TEST(StateDir, RefusesADirectoryOthersCouldWriteOrASymlink) {
+  char tmpl[] = "/tmp/mcpcell-statedir-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  Status st = EnsureStateDir(dir);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.error().message, HasSubstr("writable by group or others (mode 0777)"));
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  EXPECT_TRUE(EnsureStateDir(dir).ok());
+  const std::string link = dir + "-link";
+  ASSERT_EQ(::symlink(dir.c_str(), link.c_str()), 0);
+  Status via_link = EnsureStateDir(link);
+  ASSERT_FALSE(via_link.ok());
+  EXPECT_THAT(via_link.error().message, HasSubstr("not a directory"));
+  ::unlink(link.c_str());
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace mcpcell::sandbox
