@@ -8,18 +8,17 @@
 // CPPHTTPLIB_OPENSSL_SUPPORT comes from the cpp-httplib pkg-config target (every TU alike).
 #include "mcp/http_server.h"
 
+#include <fcntl.h>
 #include <httplib.h>
 #include <openssl/rand.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
-
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -79,9 +78,8 @@ bool IsSupportedVersion(const std::string& v) {
 void JsonError(httplib::Response& res, int status, const std::string& message,
                int code = kInvalidRequest) {
   res.status = status;
-  Json body = {{"jsonrpc", "2.0"},
-               {"id", nullptr},
-               {"error", {{"code", code}, {"message", message}}}};
+  Json body = {
+      {"jsonrpc", "2.0"}, {"id", nullptr}, {"error", {{"code", code}, {"message", message}}}};
   res.set_content(body.dump(), "application/json");
 }
 
@@ -97,13 +95,13 @@ bool IsLoopbackHost(const std::string& host) {
 
 struct Stream {
   int id = 0;
-  bool standalone = false;           // the GET stream
-  std::set<std::string> pending;     // request id keys still unanswered (POST streams)
+  bool standalone = false;        // the GET stream
+  std::set<std::string> pending;  // request id keys still unanswered (POST streams)
   std::deque<std::pair<int, std::string>> events;  // seq -> SSE "data" payload
   int next_seq = 1;
-  int first_seq = 1;                 // seq of events.front()
-  bool attached = false;             // an HTTP connection is writing it
-  uint64_t attach_gen = 0;           // a newer connection displaces an older one
+  int first_seq = 1;        // seq of events.front()
+  bool attached = false;    // an HTTP connection is writing it
+  uint64_t attach_gen = 0;  // a newer connection displaces an older one
   bool finished() const { return !standalone && pending.empty(); }
 };
 
@@ -120,10 +118,10 @@ struct HttpChannel {
   std::map<int, std::shared_ptr<Stream>> streams;
   int next_stream = 1;
   int standalone_id = 0;
-  std::map<std::string, int> by_request;   // id key -> stream
-  std::map<std::string, int> by_progress;  // progressToken dump -> stream
+  std::map<std::string, int> by_request;           // id key -> stream
+  std::map<std::string, int> by_progress;          // progressToken dump -> stream
   std::map<std::string, std::string> progress_of;  // id key -> token dump
-  std::deque<int> post_order;  // open POST streams, newest last
+  std::deque<int> post_order;                      // open POST streams, newest last
 
   // Under mu.
   std::shared_ptr<Stream> NewStream(bool standalone) {
@@ -160,8 +158,7 @@ struct HttpChannel {
     std::lock_guard lock(mu);
     if (closed) return false;
     std::shared_ptr<Stream> target;
-    bool is_response = message.is_object() && !message.contains("method") &&
-                       message.contains("id");
+    bool is_response = message.is_object() && !message.contains("method") && message.contains("id");
     if (message.is_array()) {  // a batch response: to the stream of its first element
       for (const Json& r : message) {
         if (r.contains("id")) {
@@ -303,8 +300,10 @@ struct HttpServer::Impl {
                        opts.allowed_hosts.end() ||
                    (!loopback && opts.allowed_hosts.empty());
     if (!host_ok) {
-      JsonError(res, 403, "Forbidden: Host header \"" + host + "\" is not allowed (DNS-rebinding "
-                          "protection); add it to the allowed hosts");
+      JsonError(res, 403,
+                "Forbidden: Host header \"" + host +
+                    "\" is not allowed (DNS-rebinding "
+                    "protection); add it to the allowed hosts");
       return false;
     }
     if (req.has_header("Origin")) {
@@ -320,8 +319,10 @@ struct HttpServer::Impl {
         }
       }
       if (!ok) {
-        JsonError(res, 403, "Forbidden: Origin \"" + origin + "\" is not allowed (DNS-rebinding "
-                            "protection)");
+        JsonError(res, 403,
+                  "Forbidden: Origin \"" + origin +
+                      "\" is not allowed (DNS-rebinding "
+                      "protection)");
         return false;
       }
     }
@@ -345,8 +346,7 @@ struct HttpServer::Impl {
   }
 
   // The session named by Mcp-Session-Id, for this tenant; else answers 400/404.
-  std::shared_ptr<HttpSessionEntry> FindSession(const httplib::Request& req,
-                                                httplib::Response& res,
+  std::shared_ptr<HttpSessionEntry> FindSession(const httplib::Request& req, httplib::Response& res,
                                                 const HttpTenant& tenant) {
     if (!req.has_header("Mcp-Session-Id")) {
       JsonError(res, 400, "Bad Request: Mcp-Session-Id header is required (initialize first)");
@@ -483,8 +483,9 @@ struct HttpServer::Impl {
     if (!tenant) return;
     std::string ctype = Lower(req.get_header_value("Content-Type"));
     if (ctype.rfind("application/json", 0) != 0) {
-      JsonError(res, 415, "Unsupported Media Type: Content-Type must be application/json, got \"" +
-                              ctype + "\"");
+      JsonError(
+          res, 415,
+          "Unsupported Media Type: Content-Type must be application/json, got \"" + ctype + "\"");
       return;
     }
     std::string accept = Lower(req.get_header_value("Accept"));
@@ -493,15 +494,16 @@ struct HttpServer::Impl {
     bool accepts_sse = accept.find("text/event-stream") != std::string::npos ||
                        accept.find("*/*") != std::string::npos;
     if (!accepts_json || !accepts_sse) {
-      JsonError(res, 406, "Not Acceptable: Accept must list both application/json and "
-                          "text/event-stream");
+      JsonError(res, 406,
+                "Not Acceptable: Accept must list both application/json and "
+                "text/event-stream");
       return;
     }
     if (tenant->max_body_bytes && req.body.size() > tenant->max_body_bytes) {
-      JsonError(res, 413, "Payload Too Large: body of " + std::to_string(req.body.size()) +
-                              " bytes exceeds the limit of " +
-                              std::to_string(tenant->max_body_bytes) + " bytes (tenant " +
-                              tenant->name + ")");
+      JsonError(res, 413,
+                "Payload Too Large: body of " + std::to_string(req.body.size()) +
+                    " bytes exceeds the limit of " + std::to_string(tenant->max_body_bytes) +
+                    " bytes (tenant " + tenant->name + ")");
       return;
     }
     Json body = Json::parse(req.body, nullptr, false);
@@ -515,14 +517,15 @@ struct HttpServer::Impl {
     } else {
       items.push_back(body);
     }
-    if (items.empty() || !std::all_of(items.begin(), items.end(),
-                                      [](const Json& v) { return v.is_object(); })) {
-      JsonError(res, 400, "Invalid Request: the body must be a JSON-RPC message or a non-empty "
-                          "array of them");
+    if (items.empty() ||
+        !std::all_of(items.begin(), items.end(), [](const Json& v) { return v.is_object(); })) {
+      JsonError(res, 400,
+                "Invalid Request: the body must be a JSON-RPC message or a non-empty "
+                "array of them");
       return;
     }
-    bool is_init = body.is_object() && body.value("method", "") == "initialize" &&
-                   body.contains("id");
+    bool is_init =
+        body.is_object() && body.value("method", "") == "initialize" && body.contains("id");
     if (is_init) {
       Initialize(req, res, *tenant, body);
       return;
@@ -603,9 +606,12 @@ struct HttpServer::Impl {
     }
     if (tenant.max_sessions && TenantSessions(tenant.name) >= tenant.max_sessions) {
       res.set_header("Retry-After", "60");
-      JsonError(res, 429, "Too Many Requests: tenant " + tenant.name + " has reached its limit "
-                              "of " + std::to_string(tenant.max_sessions) +
-                              " live sessions; end one (DELETE) or retry after one expires");
+      JsonError(res, 429,
+                "Too Many Requests: tenant " + tenant.name +
+                    " has reached its limit "
+                    "of " +
+                    std::to_string(tenant.max_sessions) +
+                    " live sessions; end one (DELETE) or retry after one expires");
       return;
     }
     auto entry = std::make_shared<HttpSessionEntry>();
@@ -627,9 +633,8 @@ struct HttpServer::Impl {
     std::string answer;
     {
       std::unique_lock lock(entry->channel->mu);
-      entry->channel->cv.wait_for(lock, kInitTimeout, [&] {
-        return !st->events.empty() || entry->channel->closed;
-      });
+      entry->channel->cv.wait_for(lock, kInitTimeout,
+                                  [&] { return !st->events.empty() || entry->channel->closed; });
       if (!st->events.empty()) answer = st->events.front().second;
       entry->channel->streams.erase(st->id);
       entry->channel->Retire(st->id);
@@ -677,8 +682,10 @@ struct HttpServer::Impl {
         sid = std::stoi(last.substr(0, us));
         seq = std::stoi(last.substr(us + 1));
       } catch (const std::exception&) {
-        JsonError(res, 400, "Bad Request: Last-Event-ID \"" + last + "\" is not an event id of "
-                            "this server");
+        JsonError(res, 400,
+                  "Bad Request: Last-Event-ID \"" + last +
+                      "\" is not an event id of "
+                      "this server");
         return;
       }
       std::lock_guard lock(ch->mu);
@@ -706,15 +713,19 @@ struct HttpServer::Impl {
     auto tenant = Authenticate(req, res);
     if (!tenant) return;
     if (Lower(req.get_header_value("Accept")).find("text/event-stream") == std::string::npos) {
-      JsonError(res, 406, "Not Acceptable: GET " + opts.legacy_sse_path +
-                              " needs \"Accept: text/event-stream\"");
+      JsonError(
+          res, 406,
+          "Not Acceptable: GET " + opts.legacy_sse_path + " needs \"Accept: text/event-stream\"");
       return;
     }
     if (tenant->max_sessions && TenantSessions(tenant->name) >= tenant->max_sessions) {
       res.set_header("Retry-After", "60");
-      JsonError(res, 429, "Too Many Requests: tenant " + tenant->name + " has reached its limit "
-                              "of " + std::to_string(tenant->max_sessions) +
-                              " live sessions; end one or retry after one expires");
+      JsonError(res, 429,
+                "Too Many Requests: tenant " + tenant->name +
+                    " has reached its limit "
+                    "of " +
+                    std::to_string(tenant->max_sessions) +
+                    " live sessions; end one or retry after one expires");
       return;
     }
     auto entry = std::make_shared<HttpSessionEntry>();
@@ -752,8 +763,9 @@ struct HttpServer::Impl {
       }
     }
     if (!entry || entry->session->closed()) {
-      JsonError(res, 404, "Not Found: no SSE session \"" + id + "\"; open GET " +
-                              opts.legacy_sse_path + " first");
+      JsonError(
+          res, 404,
+          "Not Found: no SSE session \"" + id + "\"; open GET " + opts.legacy_sse_path + " first");
       return;
     }
     std::string ctype = Lower(req.get_header_value("Content-Type"));
@@ -762,10 +774,10 @@ struct HttpServer::Impl {
       return;
     }
     if (tenant->max_body_bytes && req.body.size() > tenant->max_body_bytes) {
-      JsonError(res, 413, "Payload Too Large: body of " + std::to_string(req.body.size()) +
-                              " bytes exceeds the limit of " +
-                              std::to_string(tenant->max_body_bytes) + " bytes (tenant " +
-                              tenant->name + ")");
+      JsonError(res, 413,
+                "Payload Too Large: body of " + std::to_string(req.body.size()) +
+                    " bytes exceeds the limit of " + std::to_string(tenant->max_body_bytes) +
+                    " bytes (tenant " + tenant->name + ")");
       return;
     }
     if (Json::parse(req.body, nullptr, false).is_discarded()) {
@@ -816,8 +828,8 @@ struct HttpServer::Impl {
             doomed.emplace_back(e, "transport closed");
           } else if (e->active == 0 && e->channel->InFlight() == 0 &&
                      now - e->last_used_ms > opts.idle_timeout.count()) {
-            doomed.emplace_back(e, "idle for more than " +
-                                       std::to_string(opts.idle_timeout.count() / 1000) + " s");
+            doomed.emplace_back(
+                e, "idle for more than " + std::to_string(opts.idle_timeout.count() / 1000) + " s");
           }
         }
       }
@@ -842,8 +854,8 @@ Status HttpServer::Bind() {
     auto ssl = std::make_unique<httplib::SSLServer>(m.opts.tls_cert_file.c_str(),
                                                     m.opts.tls_key_file.c_str());
     if (!ssl->is_valid()) {
-      return Status::Error("cannot load the TLS certificate " + m.opts.tls_cert_file +
-                           " or key " + m.opts.tls_key_file);
+      return Status::Error("cannot load the TLS certificate " + m.opts.tls_cert_file + " or key " +
+                           m.opts.tls_key_file);
     }
     m.http = std::move(ssl);
   } else {
@@ -864,20 +876,19 @@ Status HttpServer::Bind() {
   m.http->Delete(path,
                  [&m](const httplib::Request& q, httplib::Response& r) { m.HandleDelete(q, r); });
   if (!m.opts.legacy_sse_path.empty()) {
-    m.http->Get(m.opts.legacy_sse_path, [&m](const httplib::Request& q, httplib::Response& r) {
-      m.HandleLegacySse(q, r);
-    });
-    m.http->Post(m.opts.legacy_messages_path,
-                 [&m](const httplib::Request& q, httplib::Response& r) {
-                   m.HandleLegacyMessage(q, r);
-                 });
+    m.http->Get(m.opts.legacy_sse_path,
+                [&m](const httplib::Request& q, httplib::Response& r) { m.HandleLegacySse(q, r); });
+    m.http->Post(
+        m.opts.legacy_messages_path,
+        [&m](const httplib::Request& q, httplib::Response& r) { m.HandleLegacyMessage(q, r); });
   }
   size_t hard_limit = std::max<size_t>(m.max_body, 64u << 20);
   m.http->set_error_handler([hard_limit](const httplib::Request&, httplib::Response& r) {
     if (!r.body.empty()) return;  // our own handlers' errors carry their message
     if (r.status == 413) {
-      JsonError(r, 413, "Payload Too Large: the request body exceeds the limit of " +
-                            std::to_string(hard_limit) + " bytes");
+      JsonError(r, 413,
+                "Payload Too Large: the request body exceeds the limit of " +
+                    std::to_string(hard_limit) + " bytes");
     } else if (r.status == 404 && r.body.empty()) {
       JsonError(r, 404, "Not Found: MCP is served at another path");
     } else if (r.status == 405 && r.body.empty()) {
@@ -964,12 +975,13 @@ int ServeHttp(Server& server, HttpOptions options,
   int stop[2];
   if (::pipe2(stop, O_CLOEXEC) != 0) return 2;
   g_http_stop_pipe = stop[1];
-  struct sigaction sa{}, old_term{}, old_int{}, old_pipe{};
+  struct sigaction sa {
+  }, old_term{}, old_int{}, old_pipe{};
   sa.sa_handler = OnHttpStopSignal;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGTERM, &sa, &old_term);
   ::sigaction(SIGINT, &sa, &old_int);
-  struct sigaction ignore{};
+  struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ignore, &old_pipe);
   std::thread watcher([&http, fd = stop[0]] {

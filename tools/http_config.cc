@@ -1,11 +1,11 @@
 #include "tools/http_config.h"
 
 #include <openssl/evp.h>
+#include <toml++/toml.h>
 
 #include <cctype>
 #include <fstream>
 #include <sstream>
-#include <toml++/toml.h>
 
 namespace mcpcell::tools {
 
@@ -81,7 +81,8 @@ std::optional<HttpConfig> ParseHttpConfig(const std::string& text, const std::st
   };
   for (const auto& [key, node] : root) {
     if (key != "http" && key != "tenant") {
-      return fail("unknown section \"" + std::string(key.str()) + "\" (expected [http], [[tenant]])");
+      return fail("unknown section \"" + std::string(key.str()) +
+                  "\" (expected [http], [[tenant]])");
     }
   }
   if (const toml::node* http = root.get("http")) {

@@ -35,7 +35,7 @@ struct HttpConfig {
   std::vector<std::string> allowed_origins;
   std::string tls_cert;
   std::string tls_key;
-  std::map<std::string, TenantConfig> tenants;     // by name
+  std::map<std::string, TenantConfig> tenants;      // by name
   std::map<std::string, std::string> token_hashes;  // sha256 hex -> tenant name
 
   // The tenant of a presented bearer token, or nullopt.

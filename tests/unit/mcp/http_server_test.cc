@@ -5,12 +5,11 @@
 #include "mcp/http_server.h"
 
 #include <httplib.h>
-
 #include <stdlib.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -216,8 +215,9 @@ TEST_F(HttpServerTest, BadInputGetsTheRight4xxAndServingGoesOn) {
   auto version = Post({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "ping"}},
                       {{"Mcp-Session-Id", id}, {"MCP-Protocol-Version", "2000-01-01"}});
   EXPECT_EQ(version->status, 400);
-  auto resume = client_->Get("/mcp", {{"Mcp-Session-Id", id}, {"Accept", "text/event-stream"},
-                                      {"Last-Event-ID", "garbage"}});
+  auto resume = client_->Get(
+      "/mcp",
+      {{"Mcp-Session-Id", id}, {"Accept", "text/event-stream"}, {"Last-Event-ID", "garbage"}});
   EXPECT_EQ(resume->status, 400);
   auto ok = Post({{"jsonrpc", "2.0"}, {"id", 3}, {"method", "ping"}}, {{"Mcp-Session-Id", id}});
   EXPECT_EQ(ok->status, 200);
@@ -228,8 +228,10 @@ TEST_F(HttpServerTest, ServesTlsWithCertificateAndKey) {
   char dir[] = "/tmp/mcp-http-tls-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
   std::string d = dir;
-  std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-                    "-keyout " + d + "/key.pem -out " + d + "/cert.pem >/dev/null 2>&1";
+  std::string cmd =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-keyout " +
+      d + "/key.pem -out " + d + "/cert.pem >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl could not make a test certificate";
   HttpOptions o;
   o.tls_cert_file = d + "/cert.pem";
