@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
@@ -254,6 +255,36 @@ Status Cell::Impl::ClaimIds(Cell& c) {
   return Ok();
 }
 
+namespace {
+// A persistent workspace outlives its cells, but a root server gives each cell its own
+// host id range, so files an earlier cell made belong to ids the new cell does not have.
+// Re-own them for this cell's sandbox user: only entries whose owner lies in mcpcell's
+// range space (never the operator's own files), without following symlinks (lchown on
+// an FTW_PHYS walk), and without crossing into other filesystems (FTW_MOUNT). The cell
+// is not running yet, so nothing inside can race the walk.
+uid_t adopt_uid;
+gid_t adopt_gid;
+int AdoptEntry(const char* path, const struct stat* st, int type, struct FTW*) {
+  if (type == FTW_NS || type == FTW_DNR) return 0;
+  bool in_ranges = st->st_uid >= kIdRangeBase || st->st_gid >= kIdRangeBase;
+  if (!in_ranges || (st->st_uid == adopt_uid && st->st_gid == adopt_gid)) return 0;
+  uid_t uid = st->st_uid >= kIdRangeBase ? adopt_uid : st->st_uid;
+  gid_t gid = st->st_gid >= kIdRangeBase ? adopt_gid : st->st_gid;
+  return ::lchown(path, uid, gid) == 0 ? 0 : -1;
+}
+std::mutex adopt_mu;  // nftw's callback has no context pointer
+}  // namespace
+
+Status AdoptPersistentWorkspace(const std::string& dir, uid_t uid, gid_t gid) {
+  std::lock_guard lock(adopt_mu);
+  adopt_uid = uid;
+  adopt_gid = gid;
+  if (::nftw(dir.c_str(), AdoptEntry, 64, FTW_PHYS | FTW_MOUNT) != 0) {
+    return Error::Sys("re-own persistent workspace \"" + dir + "\" for uid " + std::to_string(uid));
+  }
+  return Ok();
+}
+
 Status Cell::Impl::PrepareWorkspace(Cell& c) {
   if (!c.spec_.workspace_host_dir.empty()) {
     struct stat st;
@@ -261,7 +292,10 @@ Status Cell::Impl::PrepareWorkspace(Cell& c) {
       return Error::Sys("workspace_host_dir \"" + c.spec_.workspace_host_dir + "\"",
                         errno ? errno : ENOTDIR);
     }
-    return Ok();
+    if (c.id_map_.single) return Ok();
+    return AdoptPersistentWorkspace(c.spec_.workspace_host_dir,
+                                    c.id_map_.host_uid_base + c.spec_.sandbox_uid,
+                                    c.id_map_.host_gid_base + c.spec_.sandbox_gid);
   }
   std::string ws = c.dir_ + "/workspace";
   if (::mkdir(ws.c_str(), 0755) != 0) return Error::Sys("mkdir(\"" + ws + "\")");

@@ -126,6 +126,10 @@ class Cell {
 // the ids reaped.
 Result<std::vector<std::string>> ReapOrphans(const std::string& state_dir);
 
+// Re-owns, for uid/gid, the entries of a persistent workspace that an earlier cell of a
+// root server made (owners inside mcpcell's id-range space only; symlinks not followed).
+Status AdoptPersistentWorkspace(const std::string& dir, uid_t uid, gid_t gid);
+
 // Path of <dir of /proc/self/exe>/mcpcell-init, or an error when it is missing.
 Result<std::string> FindCellInit();
 

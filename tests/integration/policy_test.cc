@@ -130,17 +130,24 @@ TEST_F(PolicyCells, PersistentWorkspaceComesBack) {
   {
     auto cell = CellFrom(profile);
     ASSERT_TRUE(cell);
-    ProbeRun w = Sh(*cell, "echo kept > /workspace/notes.txt && pwd");
+    ProbeRun w = Sh(*cell, "echo kept > /workspace/notes.txt && mkdir /workspace/d && pwd");
     ASSERT_EQ(w.exit_code, 0) << w.err;
     EXPECT_EQ(w.out, "/workspace\n");
     ASSERT_TRUE(cell->Destroy());
   }
   EXPECT_EQ(Slurp(ws + "/notes.txt"), "kept\n");  // survived the cell on the host
+  // A cell holding the first id range, so that (as root) the next cell gets another range:
+  // it must still own, and so be able to change, what the earlier cell left.
+  auto holder = CellFrom("");
+  ASSERT_TRUE(holder);
   auto again = CellFrom(profile);
   ASSERT_TRUE(again);
-  ProbeRun r = Sh(*again, "cat /workspace/notes.txt");
-  EXPECT_EQ(r.out, "kept\n") << r.err;
+  ProbeRun r = Sh(*again, "cat /workspace/notes.txt && echo more >> /workspace/notes.txt && "
+                          "touch /workspace/d/new && echo wrote");
+  EXPECT_EQ(r.out, "kept\nwrote\n") << r.err;
+  EXPECT_EQ(Slurp(ws + "/notes.txt"), "kept\nmore\n");
   ASSERT_TRUE(again->Destroy());
+  ASSERT_TRUE(holder->Destroy());
 }
 
 TEST_F(PolicyCells, EphemeralWorkspaceIsGoneAfterTheCell) {
