@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -71,6 +72,15 @@ Status RemoveAt(int dir_fd, const std::string& name, const std::string& path) {
 }
 
 }  // namespace
+
+std::string DefaultStateDir() {
+  if (const char* dir = std::getenv("MCPCELL_STATE_DIR"); dir && *dir) return dir;
+  if (::geteuid() == 0) return "/run/mcpcell";
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg) {
+    return std::string(xdg) + "/mcpcell";
+  }
+  return "/tmp/mcpcell-" + std::to_string(::geteuid());
+}
 
 Status EnsureStateDir(const std::string& state_dir) {
   if (Status s = MakeTraversable(state_dir); !s) return s;

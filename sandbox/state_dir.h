@@ -21,6 +21,11 @@
 
 namespace mcpcell::sandbox {
 
+// The default state dir: $MCPCELL_STATE_DIR, else /run/mcpcell for root, else
+// $XDG_RUNTIME_DIR/mcpcell, else /tmp/mcpcell-<uid> (EnsureStateDir refuses it if someone
+// else made it first). One place, so `serve`, `run` and the tests agree.
+std::string DefaultStateDir();
+
 // Creates <state_dir>, <state_dir>/mnt and <state_dir>/cells if missing. Both get o+x (never o+r):
 // cell init of a root server runs as an unprivileged host uid and must reach its own cell dir and
 // the template by path, without being able to list other cells.

@@ -12,23 +12,15 @@
 
 #include "policies/compiler.h"
 #include "policies/loader.h"
+#include "sandbox/state_dir.h"
 #include "tools/command.h"
 
 namespace mcpcell::tools {
 namespace {
 
-// The same default as `mcpcell serve` (mounting the state dir is refused, so it matters).
-std::string PolicyStateDir() {
-  if (const char* dir = std::getenv("MCPCELL_STATE_DIR"); dir && *dir) return dir;
-  if (::geteuid() == 0) return "/run/mcpcell";
-  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg)
-    return std::string(xdg) + "/mcpcell";
-  return "/tmp/mcpcell-" + std::to_string(::geteuid());
-}
-
 struct PolicyArgs {
   std::string target;
-  std::string state_dir = PolicyStateDir();
+  std::string state_dir = sandbox::DefaultStateDir();  // mounting it is refused
 };
 
 int Check(const PolicyArgs& a) {

@@ -25,6 +25,7 @@
 #include "sandbox/cell_channel.h"
 #include "sandbox/cell_spec.h"
 #include "sandbox/linux/overlay.h"
+#include "sandbox/state_dir.h"
 #include "tools/command.h"
 
 namespace mcpcell::tools {
@@ -47,14 +48,6 @@ struct RunOptions {
   bool no_seccomp = false;
   std::string init_path;
 };
-
-std::string DefaultStateDir() {
-  if (const char* dir = std::getenv("MCPCELL_STATE_DIR"); dir && *dir) return dir;
-  if (::geteuid() == 0) return "/run/mcpcell";
-  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg)
-    return std::string(xdg) + "/mcpcell";
-  return "/tmp/mcpcell-" + std::to_string(::geteuid());
-}
 
 // "512M", "2G", "1048576" -> bytes; 0 on a malformed value (reported by the caller).
 uint64_t ParseBytes(const std::string& text) {
@@ -210,7 +203,7 @@ int RunCommand(const RunOptions& o) {
 
 const bool kRegistered = RegisterCommand("run", [](CLI::App& parent, int* exit_code) {
   auto opts = std::make_shared<RunOptions>();
-  opts->state_dir = DefaultStateDir();
+  opts->state_dir = sandbox::DefaultStateDir();
   CLI::App* sub = parent.add_subcommand(
       "run", "Run one command in a fresh cell: mcpcell run [options] -- CMD ARGS...");
   sub->add_flag("--timings", opts->timings, "Print the per-step setup breakdown to stderr");

@@ -63,14 +63,6 @@ struct ServeOptions {
   size_t keep_bytes = 0;
 };
 
-std::string DefaultStateDir() {
-  if (const char* dir = std::getenv("MCPCELL_STATE_DIR"); dir && *dir) return dir;
-  if (::geteuid() == 0) return "/run/mcpcell";
-  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg)
-    return std::string(xdg) + "/mcpcell";
-  return "/tmp/mcpcell-" + std::to_string(::geteuid());
-}
-
 std::string SelfPath() {
   char buf[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -271,7 +263,7 @@ int RunServe(const ServeOptions& opts) {
 
 const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit_code) {
   auto opts = std::make_shared<ServeOptions>();
-  opts->state_dir = DefaultStateDir();
+  opts->state_dir = sandbox::DefaultStateDir();
   CLI::App* cmd = parent.add_subcommand(
       "serve", "Serve MCP over stdio; every client session gets its own sandboxed cell");
   cmd->add_option("--log-level", opts->log_level,
