@@ -42,7 +42,9 @@ void Context::SendRequest(const std::string& method, Json params, ResponseCallba
   request_->OnCancel([weak, oid, method] {
     if (auto s = weak.lock()) {
       s->impl_->FailOutgoing(
-          oid, {kRequestCancelled, "request " + method + " abandoned: the request that made it was cancelled", nullptr},
+          oid,
+          {kRequestCancelled,
+           "request " + method + " abandoned: the request that made it was cancelled", nullptr},
           true);
     }
   });
@@ -52,8 +54,9 @@ ClientResponse Context::SendRequestAndWait(const std::string& method, Json param
                                            std::chrono::milliseconds timeout) const {
   auto promise = std::make_shared<std::promise<ClientResponse>>();
   auto future = promise->get_future();
-  SendRequest(method, std::move(params),
-              [promise](ClientResponse r) { promise->set_value(std::move(r)); }, timeout);
+  SendRequest(
+      method, std::move(params), [promise](ClientResponse r) { promise->set_value(std::move(r)); },
+      timeout);
   return future.get();
 }
 

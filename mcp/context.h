@@ -63,8 +63,9 @@ class Context {
   void SendRequest(const std::string& method, Json params, ResponseCallback done,
                    std::chrono::milliseconds timeout = kDefaultRequestTimeout) const;
   // Blocking form of SendRequest for synchronous handlers.
-  ClientResponse SendRequestAndWait(const std::string& method, Json params,
-                                    std::chrono::milliseconds timeout = kDefaultRequestTimeout) const;
+  ClientResponse SendRequestAndWait(
+      const std::string& method, Json params,
+      std::chrono::milliseconds timeout = kDefaultRequestTimeout) const;
 
   Session& session() const { return *session_; }
   std::shared_ptr<Session> session_ptr() const { return session_; }

@@ -23,7 +23,7 @@ namespace mcp {
 // see (as opposed to a protocol error).
 struct ToolResult {
   Json content = Json::array();  // [{"type":"text","text":...}, {"type":"image",...}, ...]
-  Json structured_content{};       // null = absent
+  Json structured_content{};     // null = absent
   bool is_error = false;
   Json meta{};  // `_meta`; null = absent
 
@@ -39,9 +39,9 @@ struct ToolResult {
 using ToolHandler = std::function<ToolResult(const Json& arguments, Context& ctx)>;
 
 struct Tool {
-  std::string name{};         // ^[a-zA-Z0-9_-]{1,64}$, unique
-  std::string title{};        // optional
-  std::string description{};  // optional but strongly advised
+  std::string name{};                            // ^[a-zA-Z0-9_-]{1,64}$, unique
+  std::string title{};                           // optional
+  std::string description{};                     // optional but strongly advised
   Json input_schema = Json{{"type", "object"}};  // flat, see CheckFlatSchema
   Json output_schema{};  // null = none; when set, results must carry valid structuredContent
   Json annotations{};    // null = none; {readOnlyHint, destructiveHint, idempotentHint, ...}
@@ -103,7 +103,7 @@ struct PromptArgument {
 };
 
 struct PromptResult {
-  std::string description{};        // optional
+  std::string description{};      // optional
   Json messages = Json::array();  // [{"role":"user","content":{"type":"text","text":...}}]
   static PromptResult UserText(std::string text);
   Json ToJson() const;

@@ -54,7 +54,8 @@ Message Classify(const Json& value) {
   auto error = value.find("error");
   bool has_error = error != value.end();
   if (!has_result && !has_error) return Bad(echo_id, "missing \"method\"");
-  if (has_result && has_error) return Bad(echo_id, "a response has \"result\" or \"error\", not both");
+  if (has_result && has_error)
+    return Bad(echo_id, "a response has \"result\" or \"error\", not both");
   if (!has_id) return Bad(nullptr, "a response needs an \"id\"");
   Response response{*id_it, nullptr, std::nullopt};
   if (has_result) {

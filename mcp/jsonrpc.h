@@ -25,7 +25,7 @@ struct Notification {
 };
 struct Response {
   Json id;
-  Json result;                   // when !error
+  Json result;                    // when !error
   std::optional<RpcError> error;  // set for an error response
 };
 // A message that is not valid JSON-RPC. `id` is the request's id when it could be read

@@ -18,9 +18,17 @@ std::string SetFile(const std::string& path);
 bool Enabled(LogLevel level);
 void Write(LogLevel level, std::string_view message);
 
-inline void Debug(std::string_view m) { if (Enabled(LogLevel::kDebug)) Write(LogLevel::kDebug, m); }
-inline void Info(std::string_view m) { if (Enabled(LogLevel::kInfo)) Write(LogLevel::kInfo, m); }
-inline void Warn(std::string_view m) { if (Enabled(LogLevel::kWarning)) Write(LogLevel::kWarning, m); }
-inline void Error(std::string_view m) { if (Enabled(LogLevel::kError)) Write(LogLevel::kError, m); }
+inline void Debug(std::string_view m) {
+  if (Enabled(LogLevel::kDebug)) Write(LogLevel::kDebug, m);
+}
+inline void Info(std::string_view m) {
+  if (Enabled(LogLevel::kInfo)) Write(LogLevel::kInfo, m);
+}
+inline void Warn(std::string_view m) {
+  if (Enabled(LogLevel::kWarning)) Write(LogLevel::kWarning, m);
+}
+inline void Error(std::string_view m) {
+  if (Enabled(LogLevel::kError)) Write(LogLevel::kError, m);
+}
 
 }  // namespace mcp::log

@@ -39,12 +39,11 @@ struct MemoryTransport::Shared {
       }
       if (limit && item->size() > limit) {
         if (s.callbacks.on_error) {
-          s.callbacks.on_error(RpcError{kInvalidRequest,
-                                        "Invalid Request: message of " +
-                                            std::to_string(item->size()) +
-                                            " bytes exceeds the maximum message size of " +
-                                            std::to_string(limit) + " bytes",
-                                        nullptr});
+          s.callbacks.on_error(RpcError{
+              kInvalidRequest,
+              "Invalid Request: message of " + std::to_string(item->size()) +
+                  " bytes exceeds the maximum message size of " + std::to_string(limit) + " bytes",
+              nullptr});
         }
       } else if (s.callbacks.on_message) {
         s.callbacks.on_message(std::move(*item));

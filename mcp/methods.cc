@@ -65,8 +65,8 @@ std::optional<std::string> Unbase64(const std::string& in) {
 }
 
 // One page of `items` starting at params.cursor, under `key`, with nextCursor if more.
-Json Paginate(std::vector<Json> items, const Json& params, const std::string& kind,
-              const char* key, size_t page_size) {
+Json Paginate(std::vector<Json> items, const Json& params, const std::string& kind, const char* key,
+              size_t page_size) {
   size_t offset = 0;
   if (auto c = params.find("cursor"); c != params.end() && !c->is_null()) {
     if (!c->is_string()) BadParams("\"cursor\" must be a string");
@@ -146,9 +146,8 @@ Json Session::Impl::Initialize(const Json& params, Context&) {
     BadParams("\"clientInfo\" must be an object with a string \"name\"");
   }
   const auto& supported = kProtocolVersions;
-  bool known = std::find_if(std::begin(supported), std::end(supported), [&](const char* v) {
-                 return requested == v;
-               }) != std::end(supported);
+  bool known = std::find_if(std::begin(supported), std::end(supported),
+                            [&](const char* v) { return requested == v; }) != std::end(supported);
   std::string negotiated = known ? requested : kLatestProtocolVersion;
   {
     std::lock_guard lock(mu);
@@ -205,9 +204,10 @@ Json Session::Impl::CallTool(const Json& params, Context& ctx) {
   auto tool = server->FindTool(name);
   if (!tool) throw RpcException(kInvalidParams, "Unknown tool: " + name, {{"name", name}});
   Json args = params.contains("arguments") && !params["arguments"].is_null() ? params["arguments"]
-                                                                               : Json::object();
-  if (auto errors = tool->allow_non_flat_schema ? std::vector<std::string>{}
-                                                : ValidateJson(tool->input_schema, args, "arguments");
+                                                                             : Json::object();
+  if (auto errors = tool->allow_non_flat_schema
+                        ? std::vector<std::string>{}
+                        : ValidateJson(tool->input_schema, args, "arguments");
       !errors.empty()) {
     return ToolResult::Error("Invalid arguments for tool " + name + ": " + JoinErrors(errors))
         .ToJson();
@@ -230,8 +230,10 @@ Json Session::Impl::CallTool(const Json& params, Context& ctx) {
     auto errors = ValidateJson(tool->output_schema, result.structured_content, "structuredContent");
     if (!errors.empty()) {
       log::Error(id + ": tool " + name + " broke its outputSchema: " + JoinErrors(errors));
-      return ToolResult::Error("Tool " + name + " returned output that does not match its "
-                               "outputSchema: " + JoinErrors(errors))
+      return ToolResult::Error("Tool " + name +
+                               " returned output that does not match its "
+                               "outputSchema: " +
+                               JoinErrors(errors))
           .ToJson();
     }
   }

@@ -21,8 +21,7 @@ struct Reply::State {
   }
 };
 
-Reply::Reply(Json id, std::string method, Sink send)
-    : state_(std::make_unique<State>()) {
+Reply::Reply(Json id, std::string method, Sink send) : state_(std::make_unique<State>()) {
   state_->id = std::move(id);
   state_->method = std::move(method);
   state_->send = std::move(send);
@@ -41,11 +40,11 @@ Reply& Reply::operator=(Reply&& other) noexcept {
 Reply::~Reply() {
   if (!state_ || state_->done.exchange(true)) return;
   try {
-    state_->send(jsonrpc::MakeError(
-        state_->id, RpcError{kInternalError,
-                             "Internal error: the handler of \"" + state_->method +
-                                 "\" finished without replying",
-                             nullptr}));
+    state_->send(
+        jsonrpc::MakeError(state_->id, RpcError{kInternalError,
+                                                "Internal error: the handler of \"" +
+                                                    state_->method + "\" finished without replying",
+                                                nullptr}));
   } catch (const std::exception& e) {
     log::Error(std::string("sending the fallback reply failed: ") + e.what());
   }

@@ -7,16 +7,46 @@
 namespace mcp {
 namespace {
 
-const std::set<std::string, std::less<>> kTypes = {"object", "string", "integer", "number",
-                                                    "boolean", "array", "null"};
-const std::set<std::string, std::less<>> kKnownKeywords = {
-    "type", "properties", "required", "additionalProperties", "enum", "const", "minimum",
-    "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern",
-    "minItems", "maxItems", "items", "description", "title", "default", "examples", "format",
-    "$schema", "$comment", "$id"};
-const std::set<std::string, std::less<>> kCompositeKeywords = {
-    "$ref", "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "$defs", "definitions",
-    "nullable", "patternProperties", "dependentSchemas", "prefixItems"};
+const std::set<std::string, std::less<>> kTypes = {"object",  "string", "integer", "number",
+                                                   "boolean", "array",  "null"};
+const std::set<std::string, std::less<>> kKnownKeywords = {"type",
+                                                           "properties",
+                                                           "required",
+                                                           "additionalProperties",
+                                                           "enum",
+                                                           "const",
+                                                           "minimum",
+                                                           "maximum",
+                                                           "exclusiveMinimum",
+                                                           "exclusiveMaximum",
+                                                           "minLength",
+                                                           "maxLength",
+                                                           "pattern",
+                                                           "minItems",
+                                                           "maxItems",
+                                                           "items",
+                                                           "description",
+                                                           "title",
+                                                           "default",
+                                                           "examples",
+                                                           "format",
+                                                           "$schema",
+                                                           "$comment",
+                                                           "$id"};
+const std::set<std::string, std::less<>> kCompositeKeywords = {"$ref",
+                                                               "anyOf",
+                                                               "oneOf",
+                                                               "allOf",
+                                                               "not",
+                                                               "if",
+                                                               "then",
+                                                               "else",
+                                                               "$defs",
+                                                               "definitions",
+                                                               "nullable",
+                                                               "patternProperties",
+                                                               "dependentSchemas",
+                                                               "prefixItems"};
 
 std::string Preview(const std::string& s) {
   constexpr size_t kMax = 40;
@@ -27,15 +57,23 @@ std::string Preview(const std::string& s) {
 // "string \"x\"", "integer 3", "object", ... : what the model sent, briefly.
 std::string Describe(const Json& v) {
   switch (v.type()) {
-    case Json::value_t::string: return "string " + Preview(v.get<std::string>());
+    case Json::value_t::string:
+      return "string " + Preview(v.get<std::string>());
     case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned: return "integer " + v.dump();
-    case Json::value_t::number_float: return "number " + v.dump();
-    case Json::value_t::boolean: return std::string("boolean ") + (v.get<bool>() ? "true" : "false");
-    case Json::value_t::null: return "null";
-    case Json::value_t::object: return "object";
-    case Json::value_t::array: return "array";
-    default: return "a value of unknown type";
+    case Json::value_t::number_unsigned:
+      return "integer " + v.dump();
+    case Json::value_t::number_float:
+      return "number " + v.dump();
+    case Json::value_t::boolean:
+      return std::string("boolean ") + (v.get<bool>() ? "true" : "false");
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::object:
+      return "object";
+    case Json::value_t::array:
+      return "array";
+    default:
+      return "a value of unknown type";
   }
 }
 
@@ -106,21 +144,24 @@ class Validator {
         Add(path, std::string("must be ") + words + " " + it->dump() + ", got " + v.dump());
       }
     };
-    bound("minimum", [](double x, double b) { return x < b; }, ">=");
-    bound("maximum", [](double x, double b) { return x > b; }, "<=");
-    bound("exclusiveMinimum", [](double x, double b) { return x <= b; }, ">");
-    bound("exclusiveMaximum", [](double x, double b) { return x >= b; }, "<");
+    bound(
+        "minimum", [](double x, double b) { return x < b; }, ">=");
+    bound(
+        "maximum", [](double x, double b) { return x > b; }, "<=");
+    bound(
+        "exclusiveMinimum", [](double x, double b) { return x <= b; }, ">");
+    bound(
+        "exclusiveMaximum", [](double x, double b) { return x >= b; }, "<");
   }
 
   void CheckString(const Json& s, const std::string& str, const std::string& path) {
     size_t len = CodePoints(str);
-    if (auto m = s.find("minLength"); m != s.end() && m->is_number_integer() && *m >= 0 &&
-                                      len < m->get<size_t>()) {
-      Add(path, "must be at least " + m->dump() + " characters long, got " +
-                    std::to_string(len));
+    if (auto m = s.find("minLength");
+        m != s.end() && m->is_number_integer() && *m >= 0 && len < m->get<size_t>()) {
+      Add(path, "must be at least " + m->dump() + " characters long, got " + std::to_string(len));
     }
-    if (auto m = s.find("maxLength"); m != s.end() && m->is_number_integer() && *m >= 0 &&
-                                      len > m->get<size_t>()) {
+    if (auto m = s.find("maxLength");
+        m != s.end() && m->is_number_integer() && *m >= 0 && len > m->get<size_t>()) {
       Add(path, "must be at most " + m->dump() + " characters long, got " + std::to_string(len));
     }
     if (auto p = s.find("pattern"); p != s.end() && p->is_string()) {
@@ -135,12 +176,12 @@ class Validator {
   }
 
   void CheckArray(const Json& s, const Json& v, const std::string& path) {
-    if (auto m = s.find("minItems"); m != s.end() && m->is_number_integer() && *m >= 0 &&
-                                     v.size() < m->get<size_t>()) {
+    if (auto m = s.find("minItems");
+        m != s.end() && m->is_number_integer() && *m >= 0 && v.size() < m->get<size_t>()) {
       Add(path, "must have at least " + m->dump() + " items, got " + std::to_string(v.size()));
     }
-    if (auto m = s.find("maxItems"); m != s.end() && m->is_number_integer() && *m >= 0 &&
-                                     v.size() > m->get<size_t>()) {
+    if (auto m = s.find("maxItems");
+        m != s.end() && m->is_number_integer() && *m >= 0 && v.size() > m->get<size_t>()) {
       Add(path, "must have at most " + m->dump() + " items, got " + std::to_string(v.size()));
     }
     if (auto items = s.find("items"); items != s.end()) {
@@ -189,19 +230,23 @@ class FlatChecker {
     for (auto it = s.begin(); it != s.end(); ++it) {
       const std::string& key = it.key();
       if (kCompositeKeywords.count(key)) {
-        return Fail(path, "\"" + key + "\" is not supported: schemas must be flat (no $ref, "
-                          "anyOf, oneOf, allOf, not, nullable)");
+        return Fail(path, "\"" + key +
+                              "\" is not supported: schemas must be flat (no $ref, "
+                              "anyOf, oneOf, allOf, not, nullable)");
       }
       if (!kKnownKeywords.count(key)) return Fail(path, "unknown keyword \"" + key + "\"");
     }
     auto type = s.find("type");
     if (type != s.end()) {
       if (type->is_array()) {
-        return Fail(path, "type arrays (e.g. [\"string\", \"null\"]) are not supported; use one type");
+        return Fail(path,
+                    "type arrays (e.g. [\"string\", \"null\"]) are not supported; use one type");
       }
       if (!type->is_string() || !kTypes.count(type->get<std::string>())) {
-        return Fail(path, "\"type\" must be one of object, string, integer, number, boolean, "
-                          "array, null; got " + Short(*type));
+        return Fail(path,
+                    "\"type\" must be one of object, string, integer, number, boolean, "
+                    "array, null; got " +
+                        Short(*type));
       }
     }
     if (auto e = s.find("enum"); e != s.end() && (!e->is_array() || e->empty())) {
@@ -255,7 +300,8 @@ class FlatChecker {
       for (const Json& name : *r) {
         if (!name.is_string()) return Fail(path, "\"required\" must list property names");
         if (props == s.end() || !props->contains(name.get<std::string>())) {
-          return Fail(path, "\"required\" names " + name.dump() + ", which is not in \"properties\"");
+          return Fail(path,
+                      "\"required\" names " + name.dump() + ", which is not in \"properties\"");
         }
       }
     }
@@ -286,7 +332,8 @@ std::string JoinErrors(const std::vector<std::string>& errors) {
 
 Status CheckFlatSchema(const Json& schema, std::string_view where) {
   if (!schema.is_object() || schema.value("type", Json()) != "object") {
-    return Status::Error(std::string(where) + ": must be a JSON object schema with \"type\": \"object\"");
+    return Status::Error(std::string(where) +
+                         ": must be a JSON object schema with \"type\": \"object\"");
   }
   FlatChecker checker;
   if (!checker.Check(schema, std::string(where))) return Status::Error(checker.error);

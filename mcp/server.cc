@@ -2,9 +2,8 @@
 // live sessions. Protocol handling lives in session.cc and methods.cc.
 #include "mcp/server.h"
 
-#include <boost/asio/post.hpp>
-
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <set>
 
 #include "mcp/log.h"
@@ -18,8 +17,8 @@ namespace {
 bool IsValidToolName(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
   });
 }
 
@@ -29,9 +28,13 @@ auto FindIn(const std::vector<std::shared_ptr<const T>>& items, Key key, const s
 }
 
 const std::set<std::string, std::less<>> kBuiltinMethods = {
-    "initialize", "ping", "logging/setLevel", "tools/list", "tools/call", "resources/list",
-    "resources/read", "resources/templates/list", "resources/subscribe", "resources/unsubscribe",
-    "prompts/list", "prompts/get", "completion/complete"};
+    "initialize",          "ping",
+    "logging/setLevel",    "tools/list",
+    "tools/call",          "resources/list",
+    "resources/read",      "resources/templates/list",
+    "resources/subscribe", "resources/unsubscribe",
+    "prompts/list",        "prompts/get",
+    "completion/complete"};
 
 }  // namespace
 
@@ -274,8 +277,8 @@ std::shared_ptr<Session> Server::Connect(std::unique_ptr<Transport> transport) {
     std::lock_guard lock(impl_->sessions_mu);
     sid = "s" + std::to_string(impl_->next_session++);
   }
-  auto session = std::make_shared<Session>(
-      std::make_unique<Session::Impl>(impl_, std::move(transport), sid));
+  auto session =
+      std::make_shared<Session>(std::make_unique<Session::Impl>(impl_, std::move(transport), sid));
   Session::Impl& s = *session->impl_;
   s.weak = session;
   {

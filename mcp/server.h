@@ -32,8 +32,8 @@ class Session;
 struct ServerOptions {
   std::string name = "mcp-server";  // serverInfo.name
   std::string version = "0.0.0";    // serverInfo.version
-  std::string title{};                // serverInfo.title, optional
-  std::string instructions{};         // initialize result's instructions, optional
+  std::string title{};              // serverInfo.title, optional
+  std::string instructions{};       // initialize result's instructions, optional
   size_t page_size = 100;           // items per tools/list, resources/list, ... page
   size_t max_message_bytes = 16 * 1024 * 1024;
   size_t worker_threads = 16;  // handlers may block (tool calls run for seconds)
@@ -42,8 +42,8 @@ struct ServerOptions {
   bool advertise_tools = false;
   bool advertise_resources = false;
   bool advertise_prompts = false;
-  bool enable_logging = true;           // logging{} + logging/setLevel
-  bool resource_subscriptions = true;   // resources.subscribe
+  bool enable_logging = true;                           // logging{} + logging/setLevel
+  bool resource_subscriptions = true;                   // resources.subscribe
   LogLevel default_client_log_level = LogLevel::kInfo;  // before logging/setLevel
   // When a client stops sending (stdin EOF) the requests in flight may finish and be
   // answered for this long; then they are cancelled and the session closes.

@@ -3,7 +3,6 @@
 #include "mcp/session.h"
 
 #include <boost/asio/post.hpp>
-
 #include <exception>
 
 #include "mcp/log.h"
@@ -149,9 +148,9 @@ void Session::Impl::HandleValue(const Json& value, const std::shared_ptr<Batch>&
   } else if (auto* request = std::get_if<jsonrpc::Request>(&message)) {
     if (batch) batch->Expect();
     if (batch && request->method == "initialize") {
-      out(jsonrpc::MakeError(request->id, {kInvalidRequest,
-                                           "Invalid Request: initialize must not be part of a batch",
-                                           nullptr}));
+      out(jsonrpc::MakeError(
+          request->id,
+          {kInvalidRequest, "Invalid Request: initialize must not be part of a batch", nullptr}));
       return;
     }
     HandleRequest(std::move(*request), out);
@@ -177,16 +176,16 @@ void Session::Impl::HandleRequest(jsonrpc::Request request, const ResponseOut& o
       out(jsonrpc::MakeError(request.id,
                              {kInvalidRequest,
                               "Invalid Request: server not initialized: send \"initialize\" "
-                              "before \"" + request.method + "\"",
+                              "before \"" +
+                                  request.method + "\"",
                               nullptr}));
       return;
     }
     if (!in_flight.emplace(state->key, state).second) {
-      out(jsonrpc::MakeError(request.id,
-                             {kInvalidRequest,
-                              "Invalid Request: duplicate request id " + state->key +
-                                  ": a request with this id is still in flight",
-                              nullptr}));
+      out(jsonrpc::MakeError(request.id, {kInvalidRequest,
+                                          "Invalid Request: duplicate request id " + state->key +
+                                              ": a request with this id is still in flight",
+                                          nullptr}));
       return;
     }
   }
@@ -221,7 +220,8 @@ void Session::Impl::OnPeerFinished() {
     draining = true;
   }
   log::Info("session " + id + ": client finished sending; draining requests in flight");
-  auto timer = std::make_shared<boost::asio::steady_timer>(server->io, server->options.drain_timeout);
+  auto timer =
+      std::make_shared<boost::asio::steady_timer>(server->io, server->options.drain_timeout);
   std::weak_ptr<Session> w = weak;
   timer->async_wait([w, timer](const boost::system::error_code& ec) {
     if (auto s = w.lock(); s && !ec) s->CloseAsync();
@@ -239,8 +239,8 @@ void Session::Impl::CloseIfDrained() {
 
 namespace {
 // Runs a built-in method, mapping exceptions to errors. Params: null -> {}.
-void RunBuiltin(Session::Impl& impl, Session::Impl::Method method, const Json& params,
-                Context& ctx, Reply& reply) {
+void RunBuiltin(Session::Impl& impl, Session::Impl::Method method, const Json& params, Context& ctx,
+                Reply& reply) {
   try {
     if (!params.is_null() && !params.is_object()) {
       throw RpcException(kInvalidParams, "Invalid params: \"params\" must be an object");
@@ -365,8 +365,8 @@ void Session::Impl::HandleNotification(const jsonrpc::Notification& n) {
       log::Debug(id + ": cancel of unknown request " + n.params["requestId"].dump() + " ignored");
       return;
     }
-    log::Info(id + ": request " + target->key + " cancelled: " +
-              n.params.value("reason", std::string("no reason given")));
+    log::Info(id + ": request " + target->key +
+              " cancelled: " + n.params.value("reason", std::string("no reason given")));
     target->Cancel();
     return;
   }
@@ -426,8 +426,8 @@ void Session::Impl::OnTransportClosed() {
 
 // ---- server->client requests ----
 
-int64_t Session::Impl::StartOutgoing(const std::string& method, Json params,
-                                     ResponseCallback done, std::chrono::milliseconds timeout) {
+int64_t Session::Impl::StartOutgoing(const std::string& method, Json params, ResponseCallback done,
+                                     std::chrono::milliseconds timeout) {
   int64_t oid;
   {
     std::unique_lock lock(mu);
@@ -443,12 +443,12 @@ int64_t Session::Impl::StartOutgoing(const std::string& method, Json params,
     timer->async_wait([w, oid, timer, timeout, method](const boost::system::error_code& ec) {
       if (ec) return;  // cancelled: answered or closed
       if (auto s = w.lock()) {
-        s->impl_->FailOutgoing(oid,
-                               {kRequestTimeout,
-                                "request " + method + " timed out after " +
-                                    std::to_string(timeout.count()) + " ms",
-                                nullptr},
-                               true);
+        s->impl_->FailOutgoing(
+            oid,
+            {kRequestTimeout,
+             "request " + method + " timed out after " + std::to_string(timeout.count()) + " ms",
+             nullptr},
+            true);
       }
     });
   }

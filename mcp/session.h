@@ -52,7 +52,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Wait with a deadline; true when closed and idle.
   bool WaitFor(std::chrono::milliseconds timeout);
 
-  struct Impl;  // internal
+  struct Impl;                                   // internal
   explicit Session(std::unique_ptr<Impl> impl);  // use Server::Connect
 
  private:

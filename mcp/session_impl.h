@@ -3,9 +3,8 @@
 // run with no lock held.
 #pragma once
 
-#include <boost/asio/steady_timer.hpp>
-
 #include <atomic>
+#include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
 #include <functional>
 #include <map>

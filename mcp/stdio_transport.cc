@@ -19,9 +19,7 @@ namespace {
 constexpr size_t kDefaultLimit = 16 * 1024 * 1024;
 constexpr size_t kChunk = 64 * 1024;
 
-bool IsBlank(const std::string& s) {
-  return s.find_first_not_of(" \t\r") == std::string::npos;
-}
+bool IsBlank(const std::string& s) { return s.find_first_not_of(" \t\r") == std::string::npos; }
 }  // namespace
 
 // Shared by the transport object and its reader thread, so the thread may outlive the
@@ -68,8 +66,8 @@ void StdioState::Consume(const char* data, size_t n, std::string& line, bool& di
         if (callbacks.on_error) {
           callbacks.on_error(RpcError{kInvalidRequest,
                                       "Invalid Request: message exceeds the maximum message size "
-                                      "of " + std::to_string(limit) +
-                                          " bytes; it was discarded",
+                                      "of " +
+                                          std::to_string(limit) + " bytes; it was discarded",
                                       nullptr});
         }
       } else {
@@ -88,7 +86,8 @@ void StdioState::ReadLoop() {
   bool discarding = false;
   std::string chunk(kChunk, '\0');
   while (!closed.load()) {
-    pollfd fds[3] = {{options.in_fd, POLLIN, 0}, {wake[0], POLLIN, 0}, {options.stop_fd, POLLIN, 0}};
+    pollfd fds[3] = {
+        {options.in_fd, POLLIN, 0}, {wake[0], POLLIN, 0}, {options.stop_fd, POLLIN, 0}};
     int rc = ::poll(fds, options.stop_fd >= 0 ? 3 : 2, -1);
     if (rc < 0) {
       if (errno == EINTR) continue;
@@ -196,16 +195,18 @@ int ServeStdio(Server& server, StdioOptions options) {
     return 1;
   }
   g_signal_pipe = stop[1];
-  struct sigaction sa{}, old_term{}, old_int{}, old_pipe{};
+  struct sigaction sa {
+  }, old_term{}, old_int{}, old_pipe{};
   sa.sa_handler = OnStopSignal;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGTERM, &sa, &old_term);
   ::sigaction(SIGINT, &sa, &old_int);
-  struct sigaction ignore{};
+  struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ignore, &old_pipe);
 
-  if (options.max_message_bytes == 0) options.max_message_bytes = server.options().max_message_bytes;
+  if (options.max_message_bytes == 0)
+    options.max_message_bytes = server.options().max_message_bytes;
   options.stop_fd = stop[0];
   auto session = server.Connect(std::make_unique<StdioTransport>(options));
   session->Wait();

@@ -50,7 +50,9 @@ struct MemoryClient::Impl {
     }
     Json response;
     try {
-      if (!h) throw RpcException(kMethodNotFound, "Method not found: " + request["method"].get<std::string>());
+      if (!h)
+        throw RpcException(kMethodNotFound,
+                           "Method not found: " + request["method"].get<std::string>());
       response = jsonrpc::MakeResult(request["id"],
                                      h(request["method"], request.value("params", Json::object())));
     } catch (const RpcException& e) {
@@ -95,10 +97,10 @@ MemoryClient::~MemoryClient() {
 }
 
 Json MemoryClient::Initialize(const std::string& protocol_version, bool send_initialized) {
-  Json response = Request("initialize", {{"protocolVersion", protocol_version},
-                                         {"capabilities", Json::object()},
-                                         {"clientInfo", {{"name", "memory-client"},
-                                                         {"version", "1.0"}}}});
+  Json response =
+      Request("initialize", {{"protocolVersion", protocol_version},
+                             {"capabilities", Json::object()},
+                             {"clientInfo", {{"name", "memory-client"}, {"version", "1.0"}}}});
   if (send_initialized) Notify("notifications/initialized");
   return response;
 }

@@ -31,8 +31,7 @@ class MemoryClient {
 
   // initialize (+ notifications/initialized unless send_initialized is false). Returns the
   // whole response message.
-  Json Initialize(const std::string& protocol_version = "2025-06-18",
-                  bool send_initialized = true);
+  Json Initialize(const std::string& protocol_version = "2025-06-18", bool send_initialized = true);
 
   // Sends a request with a fresh integer id and returns its full response message
   // ({"jsonrpc","id","result"|"error"}), or null when none came within `timeout`.
@@ -42,7 +41,7 @@ class MemoryClient {
   void SendRequest(const Json& id, const std::string& method, Json params = Json::object());
   Json WaitResponse(const Json& id, std::chrono::milliseconds timeout = std::chrono::seconds(10));
   void Notify(const std::string& method, Json params = Json::object());
-  void SendJson(const Json& message);   // any message, as is
+  void SendJson(const Json& message);     // any message, as is
   void SendRaw(const std::string& text);  // bytes as is
 
   // Messages that carried no id of ours: responses with null/unknown ids, in order.

@@ -14,9 +14,7 @@ Json RpcError::ToJson() const {
   return j;
 }
 
-std::string_view LogLevelName(LogLevel level) {
-  return kLevelNames[static_cast<size_t>(level)];
-}
+std::string_view LogLevelName(LogLevel level) { return kLevelNames[static_cast<size_t>(level)]; }
 
 std::optional<LogLevel> ParseLogLevel(std::string_view name, bool allow_off) {
   for (size_t i = 0; i < kLevelNames.size(); ++i) {

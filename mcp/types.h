@@ -5,7 +5,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -18,13 +17,13 @@ using Json = nlohmann::json;
 
 // JSON-RPC 2.0 error codes, plus the MCP ones.
 inline constexpr int kParseError = -32700;      // malformed JSON, invalid UTF-8
-inline constexpr int kInvalidRequest = -32600;  // bad envelope, duplicate id, too big, batch refused,
-                                                // request before initialize
+inline constexpr int kInvalidRequest = -32600;  // bad envelope, duplicate id, too big, batch
+                                                // refused, request before initialize
 inline constexpr int kMethodNotFound = -32601;
-inline constexpr int kInvalidParams = -32602;   // also: unknown tool, bad cursor
-inline constexpr int kInternalError = -32603;   // handler threw / dropped its reply
+inline constexpr int kInvalidParams = -32602;  // also: unknown tool, bad cursor
+inline constexpr int kInternalError = -32603;  // handler threw / dropped its reply
 inline constexpr int kResourceNotFound = -32002;
-inline constexpr int kRequestTimeout = -32001;  // server->client request got no answer in time
+inline constexpr int kRequestTimeout = -32001;    // server->client request got no answer in time
 inline constexpr int kConnectionClosed = -32000;  // server->client request lost with the session
 inline constexpr int kRequestCancelled = -32800;  // server->client request abandoned (cancelled)
 
@@ -75,7 +74,17 @@ class [[nodiscard]] Status {
 };
 
 // RFC 5424 severities, lowest first, as MCP names them. kOff only for the local logger.
-enum class LogLevel { kDebug, kInfo, kNotice, kWarning, kError, kCritical, kAlert, kEmergency, kOff };
+enum class LogLevel {
+  kDebug,
+  kInfo,
+  kNotice,
+  kWarning,
+  kError,
+  kCritical,
+  kAlert,
+  kEmergency,
+  kOff
+};
 
 std::string_view LogLevelName(LogLevel level);  // "debug", ..., "emergency", "off"
 // Parses "debug".."emergency" (and "off" when allow_off); nullopt otherwise.

@@ -97,8 +97,7 @@ Result<CellLease> CellSession::Acquire() {
                "files from before are gone";
     dead = std::move(cell_);  // destroyed below, outside the lock (or by its last lease)
   } else if (cells_created_ > 0) {
-    replaced = "the session's previous cell was destroyed after " +
-               Seconds(options_.idle_timeout) +
+    replaced = "the session's previous cell was destroyed after " + Seconds(options_.idle_timeout) +
                " idle; this call runs in a fresh cell and files from before are gone";
   }
   creating_ = true;
@@ -206,8 +205,8 @@ CellSessionInfo CellSession::Info() const {
                     std::chrono::duration_cast<std::chrono::milliseconds>(d));
   };
   info.lifetime_left = ms(started_ + options_.max_lifetime - now);
-  info.idle_left = leases_ > 0 ? options_.idle_timeout
-                               : ms(last_release_ + options_.idle_timeout - now);
+  info.idle_left =
+      leases_ > 0 ? options_.idle_timeout : ms(last_release_ + options_.idle_timeout - now);
   return info;
 }
 

@@ -25,8 +25,9 @@ Status MakeTraversable(const std::string& dir) {
   // another user owns or may write (say a /tmp/mcpcell-<uid> made by someone else first)
   // would let them read sessions and plant code in later cells.
   if (st.st_uid != ::geteuid()) {
-    return Error::Msg(dir + ": owned by uid " + std::to_string(st.st_uid) + ", not by this server (uid " +
-                      std::to_string(::geteuid()) + "); refusing to use it");
+    return Error::Msg(dir + ": owned by uid " + std::to_string(st.st_uid) +
+                      ", not by this server (uid " + std::to_string(::geteuid()) +
+                      "); refusing to use it");
   }
   if ((st.st_mode & 0022) != 0) {
     char mode[8];

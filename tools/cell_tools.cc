@@ -4,8 +4,8 @@ namespace mcpcell::tools {
 
 mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env) {
   using Maker = mcp::Tool (*)(const ToolEnv&);
-  const Maker makers[] = {MakeRunCodeTool,   MakeRunCommandTool, MakeReadFileTool,
-                          MakeWriteFileTool, MakeEditFileTool,   MakeListFilesTool,
+  const Maker makers[] = {MakeRunCodeTool,    MakeRunCommandTool, MakeReadFileTool,
+                          MakeWriteFileTool,  MakeEditFileTool,   MakeListFilesTool,
                           MakeSessionInfoTool};
   for (Maker make : makers) {
     mcp::Tool tool = make(env);

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -76,9 +75,8 @@ sandbox::Result<std::string> PrepareStateDir(const std::string& state_dir) {
   auto reaped = sandbox::ReapOrphans(state_dir);
   if (!reaped) return reaped.error().Wrap("reap orphaned cells");
   if (!reaped->empty()) {
-    mcp::log::Warn(
-                    "reaped " + std::to_string(reaped->size()) +
-                        " cell(s) left by a previous server in " + state_dir);
+    mcp::log::Warn("reaped " + std::to_string(reaped->size()) +
+                   " cell(s) left by a previous server in " + state_dir);
   }
   return sandbox::PrepareHostTemplate(state_dir);
 }
@@ -121,19 +119,21 @@ bool ResolveEffectivePolicy(ServeOptions& o, CLI::App& cmd) {
 
 // Streamable HTTP at /mcp on --http [ADDR:]PORT (ADDR defaults to 127.0.0.1). A session
 // that ends (DELETE, idle expiry, shutdown) has its cell destroyed.
-int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells,
-                  const ServeOptions& opts, std::chrono::milliseconds idle) {
+int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const ServeOptions& opts,
+                  std::chrono::milliseconds idle) {
   mcp::HttpOptions http;
   std::string port = opts.http;
   if (size_t colon = port.rfind(':'); colon != std::string::npos) {
     http.host = port.substr(0, colon);
-    if (http.host.size() > 2 && http.host.front() == '[') http.host = http.host.substr(1, http.host.size() - 2);
+    if (http.host.size() > 2 && http.host.front() == '[')
+      http.host = http.host.substr(1, http.host.size() - 2);
     port = port.substr(colon + 1);
   }
   char* end = nullptr;
   long n = port.empty() ? -1 : std::strtol(port.c_str(), &end, 10);
   if (n < 0 || n > 65535 || *end != '\0' || http.host.empty()) {
-    std::fprintf(stderr, "mcpcell serve: --http %s: expected [ADDR:]PORT, e.g. 8765 or 0.0.0.0:8765\n",
+    std::fprintf(stderr,
+                 "mcpcell serve: --http %s: expected [ADDR:]PORT, e.g. 8765 or 0.0.0.0:8765\n",
                  opts.http.c_str());
     return 2;
   }
@@ -174,17 +174,18 @@ int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells,
   };
   return mcp::ServeHttp(server, http, [&](const mcp::HttpServer& s) {
     std::string url = s.url();
-    std::fprintf(stderr,
-                 "mcpcell: serving MCP over Streamable HTTP at %s (state dir %s%s)\n"
-                 "  Claude Code:     claude mcp add --transport http mcpcell %s\n"
-                 "  VS Code:         .vscode/mcp.json: {\"servers\": {\"mcpcell\": {\"type\": "
-                 "\"http\", \"url\": \"%s\"}}}\n"
-                 "  MCP Inspector:   npx @modelcontextprotocol/inspector  (transport "
-                 "\"Streamable HTTP\", URL %s)\n"
-                 "  stdio instead:   mcpcell serve --stdio\n",
-                 url.c_str(), opts.state_dir.c_str(),
-                 config->tenants.empty() ? ", no tokens: loopback only" : ", bearer tokens required",
-                 url.c_str(), url.c_str(), url.c_str());
+    std::fprintf(
+        stderr,
+        "mcpcell: serving MCP over Streamable HTTP at %s (state dir %s%s)\n"
+        "  Claude Code:     claude mcp add --transport http mcpcell %s\n"
+        "  VS Code:         .vscode/mcp.json: {\"servers\": {\"mcpcell\": {\"type\": "
+        "\"http\", \"url\": \"%s\"}}}\n"
+        "  MCP Inspector:   npx @modelcontextprotocol/inspector  (transport "
+        "\"Streamable HTTP\", URL %s)\n"
+        "  stdio instead:   mcpcell serve --stdio\n",
+        url.c_str(), opts.state_dir.c_str(),
+        config->tenants.empty() ? ", no tokens: loopback only" : ", bearer tokens required",
+        url.c_str(), url.c_str(), url.c_str());
     std::fflush(stderr);
   });
 }
@@ -241,19 +242,19 @@ int RunServe(const ServeOptions& opts) {
     }
     std::string self = SelfPath();
     if (!opts.http.empty()) {
-      rc = ServeOverHttp(server, cells, opts,
-                         std::chrono::duration_cast<std::chrono::milliseconds>(
-                             session_options.idle_timeout));
+      rc = ServeOverHttp(
+          server, cells, opts,
+          std::chrono::duration_cast<std::chrono::milliseconds>(session_options.idle_timeout));
     } else {
-    std::fprintf(stderr,
-                 "mcpcell: serving MCP over stdio (policy %s, state dir %s); connect a client by "
-                 "launching `%s serve` as a stdio server (e.g. `claude mcp add mcpcell -- %s "
-                 "serve`)\n",
-                 policy.name.c_str(), opts.state_dir.c_str(), self.c_str(), self.c_str());
-    std::fflush(stderr);
-    mcp::StdioOptions stdio;
-    stdio.max_message_bytes = opts.max_message_bytes;
-    rc = mcp::ServeStdio(server, stdio);
+      std::fprintf(stderr,
+                   "mcpcell: serving MCP over stdio (policy %s, state dir %s); connect a client by "
+                   "launching `%s serve` as a stdio server (e.g. `claude mcp add mcpcell -- %s "
+                   "serve`)\n",
+                   policy.name.c_str(), opts.state_dir.c_str(), self.c_str(), self.c_str());
+      std::fflush(stderr);
+      mcp::StdioOptions stdio;
+      stdio.max_message_bytes = opts.max_message_bytes;
+      rc = mcp::ServeStdio(server, stdio);
     }
     server.Shutdown();  // handlers done before the cells go
   }
@@ -269,16 +270,15 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
   cmd->add_option("--log-level", opts->log_level,
                   "Diagnostics on stderr: debug, info, notice, warning, error, critical, "
                   "alert, emergency or off")
-      ->check(CLI::IsMember({"debug", "info", "notice", "warning", "error", "critical", "alert",
-                             "emergency", "off"}))
+      ->check(CLI::IsMember(
+          {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency", "off"}))
       ->capture_default_str();
   cmd->add_option("--log-file", opts->log_file, "Append diagnostics to this file, not stderr");
   auto* http_opt = cmd->add_option(
       "--http", opts->http,
       "Serve Streamable HTTP at http://[ADDR:]PORT/mcp (ADDR defaults to 127.0.0.1) instead of "
       "stdio");
-  cmd->add_flag("--stdio", opts->stdio,
-                "Serve over stdin/stdout (the default; for Claude Desktop)")
+  cmd->add_flag("--stdio", opts->stdio, "Serve over stdin/stdout (the default; for Claude Desktop)")
       ->excludes(http_opt);
   cmd->add_option("--http-config", opts->http_config,
                   "HTTP config (TOML): bearer-token hashes -> tenants, quotas, allowed "

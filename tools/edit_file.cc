@@ -13,22 +13,24 @@ mcp::Tool MakeEditFileTool(const ToolEnv& env) {
   tool.description =
       "Replaces old_text with new_text in a text file of this session's sandbox. old_text "
       "must match exactly once (or set replace_all=true to replace every match).";
-  tool.input_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"path", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096}}},
-        {"old_text", {{"type", "string"}, {"minLength", 1}}},
-        {"new_text", {{"type", "string"}}},
-        {"replace_all", {{"type", "boolean"}}}}},
-      {"required", {"path", "old_text", "new_text"}},
-      {"additionalProperties", false}};
-  tool.output_schema = {
-      {"type", "object"},
-      {"properties", {{"path", {{"type", "string"}}}, {"replacements", {{"type", "integer"}}},
-                      {"size_bytes", {{"type", "integer"}}}}},
-      {"required", {"path", "replacements", "size_bytes"}}};
-  tool.annotations = {{"title", tool.title}, {"readOnlyHint", false},
-                      {"destructiveHint", true}, {"openWorldHint", false}};
+  tool.input_schema = {{"type", "object"},
+                       {"properties",
+                        {{"path", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096}}},
+                         {"old_text", {{"type", "string"}, {"minLength", 1}}},
+                         {"new_text", {{"type", "string"}}},
+                         {"replace_all", {{"type", "boolean"}}}}},
+                       {"required", {"path", "old_text", "new_text"}},
+                       {"additionalProperties", false}};
+  tool.output_schema = {{"type", "object"},
+                        {"properties",
+                         {{"path", {{"type", "string"}}},
+                          {"replacements", {{"type", "integer"}}},
+                          {"size_bytes", {{"type", "integer"}}}}},
+                        {"required", {"path", "replacements", "size_bytes"}}};
+  tool.annotations = {{"title", tool.title},
+                      {"readOnlyHint", false},
+                      {"destructiveHint", true},
+                      {"openWorldHint", false}};
   tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
     const std::string path = args["path"].get<std::string>();
     const std::string& old_text = args["old_text"].get_ref<const std::string&>();
@@ -45,7 +47,8 @@ mcp::Tool MakeEditFileTool(const ToolEnv& env) {
                                     std::to_string(env.config.max_read_bytes) +
                                     " bytes; edit it with run_command (e.g. sed or python)");
     if (LooksBinary(*data))
-      return mcp::ToolResult::Error("edit_file " + path + ": binary file; edit_file only edits text");
+      return mcp::ToolResult::Error("edit_file " + path +
+                                    ": binary file; edit_file only edits text");
     std::vector<size_t> at;
     for (size_t pos = data->find(old_text); pos != std::string::npos;
          pos = data->find(old_text, pos + old_text.size()))
@@ -60,10 +63,10 @@ mcp::Tool MakeEditFileTool(const ToolEnv& env) {
           " times; add surrounding lines to make it unique, or set replace_all=true");
     // The result's size, checked before it is built: replace_all over many matches can
     // multiply the file (8 MiB of "a" with a 500-byte new_text would be 4 GB).
-    const long double out_size = static_cast<long double>(data->size()) +
-                                 static_cast<long double>(at.size()) *
-                                     (static_cast<long double>(new_text.size()) -
-                                      static_cast<long double>(old_text.size()));
+    const long double out_size =
+        static_cast<long double>(data->size()) +
+        static_cast<long double>(at.size()) *
+            (static_cast<long double>(new_text.size()) - static_cast<long double>(old_text.size()));
     if (out_size > static_cast<long double>(env.config.max_write_bytes))
       return mcp::ToolResult::Error(
           "edit_file " + path + ": the edited file would be " +
@@ -83,8 +86,8 @@ mcp::Tool MakeEditFileTool(const ToolEnv& env) {
     if (!st) return SandboxError("edit_file " + path, st.error(), WriteHint(st.error()));
     mcp::ToolResult r = mcp::ToolResult::Text("replaced " + std::to_string(at.size()) +
                                               " occurrence(s) in " + path);
-    r.structured_content = {{"path", path}, {"replacements", at.size()},
-                            {"size_bytes", out.size()}};
+    r.structured_content = {
+        {"path", path}, {"replacements", at.size()}, {"size_bytes", out.size()}};
     return r;
   };
   return tool;

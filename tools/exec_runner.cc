@@ -87,9 +87,12 @@ std::string SignalName(int signo) {
 
 std::string HumanBytes(uint64_t b) {
   char buf[32];
-  if (b >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
-  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  if (b >= (1ull << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  else if (b >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
   return buf;
 }
 
@@ -130,8 +133,9 @@ mcp::ToolResult BuildResult(const ExecCall& call, const sandbox::ExecResult& r,
             "the background (nohup ... &) with output to a file, or make it faster.\n";
   } else if (r.oom_killed) {
     is_error = true;
-    head += "killed: out of memory (the cell's memory limit). Use less memory, e.g. process "
-            "the data in chunks.\n";
+    head +=
+        "killed: out of memory (the cell's memory limit). Use less memory, e.g. process "
+        "the data in chunks.\n";
   } else if (r.signaled) {
     head += "killed by " + SignalName(r.signo) + "\n";
   } else {

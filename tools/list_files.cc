@@ -9,14 +9,22 @@ namespace {
 const char* TypeName(sandbox::control::FileType t) {
   using sandbox::control::FileType;
   switch (t) {
-    case FileType::kRegular: return "file";
-    case FileType::kDirectory: return "directory";
-    case FileType::kSymlink: return "symlink";
-    case FileType::kFifo: return "fifo";
-    case FileType::kSocket: return "socket";
-    case FileType::kChar: return "char_device";
-    case FileType::kBlock: return "block_device";
-    default: return "unknown";
+    case FileType::kRegular:
+      return "file";
+    case FileType::kDirectory:
+      return "directory";
+    case FileType::kSymlink:
+      return "symlink";
+    case FileType::kFifo:
+      return "fifo";
+    case FileType::kSocket:
+      return "socket";
+    case FileType::kChar:
+      return "char_device";
+    case FileType::kBlock:
+      return "block_device";
+    default:
+      return "unknown";
   }
 }
 }  // namespace
@@ -28,26 +36,29 @@ mcp::Tool MakeListFilesTool(const ToolEnv& env) {
   tool.description =
       "Lists a directory of this session's sandbox (default /workspace): name, type and size "
       "of each entry; recursive=true walks subdirectories (symlinks are not followed).";
-  tool.input_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"path", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096}}},
-        {"recursive", {{"type", "boolean"}}},
-        {"max_entries", {{"type", "integer"}, {"minimum", 1},
-                         {"maximum", static_cast<int64_t>(env.config.max_list_entries)}}}}},
-      {"additionalProperties", false}};
-  tool.output_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"path", {{"type", "string"}}},
-        {"entries", {{"type", "array"},
-                     {"items", {{"type", "object"},
-                                {"properties", {{"path", {{"type", "string"}}},
-                                                {"type", {{"type", "string"}}},
-                                                {"size", {{"type", "integer"}}}}},
-                                {"required", {"path", "type", "size"}}}}}},
-        {"truncated", {{"type", "boolean"}}}}},
-      {"required", {"path", "entries", "truncated"}}};
+  tool.input_schema = {{"type", "object"},
+                       {"properties",
+                        {{"path", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096}}},
+                         {"recursive", {{"type", "boolean"}}},
+                         {"max_entries",
+                          {{"type", "integer"},
+                           {"minimum", 1},
+                           {"maximum", static_cast<int64_t>(env.config.max_list_entries)}}}}},
+                       {"additionalProperties", false}};
+  tool.output_schema = {{"type", "object"},
+                        {"properties",
+                         {{"path", {{"type", "string"}}},
+                          {"entries",
+                           {{"type", "array"},
+                            {"items",
+                             {{"type", "object"},
+                              {"properties",
+                               {{"path", {{"type", "string"}}},
+                                {"type", {{"type", "string"}}},
+                                {"size", {{"type", "integer"}}}}},
+                              {"required", {"path", "type", "size"}}}}}},
+                          {"truncated", {{"type", "boolean"}}}}},
+                        {"required", {"path", "entries", "truncated"}}};
   tool.annotations = {{"title", tool.title}, {"readOnlyHint", true}, {"openWorldHint", false}};
   tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
     const std::string root = args.value("path", "/workspace");
@@ -80,8 +91,8 @@ mcp::Tool MakeListFilesTool(const ToolEnv& env) {
         std::string name = ToValidUtf8(rel.empty() ? e.name : rel + "/" + e.name);
         const char* type = TypeName(e.stat.type);
         entries.push_back({{"path", name}, {"type", type}, {"size", e.stat.size}});
-        text += name + (e.stat.type == sandbox::control::FileType::kDirectory ? "/" : "") +
-                "\t" + type + "\t" + std::to_string(e.stat.size) + "\n";
+        text += name + (e.stat.type == sandbox::control::FileType::kDirectory ? "/" : "") + "\t" +
+                type + "\t" + std::to_string(e.stat.size) + "\n";
         if (recursive && e.stat.type == sandbox::control::FileType::kDirectory)
           dirs.push_back(rel.empty() ? e.name : rel + "/" + e.name);
       }

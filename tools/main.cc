@@ -1,7 +1,6 @@
 // The composition root of the `mcpcell` binary: parse the command line and hand over to
 // the chosen subcommand (tools/cmd_*.cc). Nothing here knows what a subcommand does.
 #include <CLI/CLI.hpp>
-
 #include <map>
 #include <memory>
 

@@ -13,8 +13,8 @@ namespace mcpcell::tools {
 
 class OutputCapture {
  public:
-  explicit OutputCapture(size_t keep_bytes) : head_cap_(keep_bytes - keep_bytes / 2),
-                                              tail_cap_(keep_bytes / 2) {}
+  explicit OutputCapture(size_t keep_bytes)
+      : head_cap_(keep_bytes - keep_bytes / 2), tail_cap_(keep_bytes / 2) {}
   void Append(std::string_view chunk);
   uint64_t total() const { return total_; }
   bool truncated() const { return total_ > head_.size() + tail_size(); }

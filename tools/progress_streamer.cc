@@ -44,8 +44,8 @@ std::string ProgressStreamer::TakeMessageLocked() {
     message += "\n[" + std::to_string(dropped_) + " bytes not shown in progress]";
   }
   if (message.empty()) {
-    auto secs = std::chrono::duration_cast<std::chrono::seconds>(
-        std::chrono::steady_clock::now() - started_);
+    auto secs = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
+                                                                 started_);
     message = "still running (" + std::to_string(secs.count()) + " s)";
   }
   pending_.clear();

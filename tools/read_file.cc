@@ -8,8 +8,8 @@ namespace {
 // At most this much text goes into one result; the model pages on with offset.
 constexpr size_t kMaxTextResultBytes = 256 * 1024;
 
-mcp::ToolResult ReadText(const std::string& path, std::string_view data, uint64_t size,
-                         bool cut, int64_t offset, int64_t limit) {
+mcp::ToolResult ReadText(const std::string& path, std::string_view data, uint64_t size, bool cut,
+                         int64_t offset, int64_t limit) {
   // Lines are 1-based for the model; offset is the first line to show.
   const int64_t first = std::max<int64_t>(offset, 1);
   int64_t line = 1, last = first - 1, total = 0;
@@ -20,7 +20,8 @@ mcp::ToolResult ReadText(const std::string& path, std::string_view data, uint64_
     size_t nl = data.find('\n', pos);
     size_t next = nl == std::string_view::npos ? data.size() : nl + 1;
     if (line >= first && !stopped) {
-      if ((limit > 0 && line - first >= limit) || body.size() + (next - pos) > kMaxTextResultBytes) {
+      if ((limit > 0 && line - first >= limit) ||
+          body.size() + (next - pos) > kMaxTextResultBytes) {
         stopped = true;
       } else {
         body.append(data.substr(pos, next - pos));
@@ -37,18 +38,16 @@ mcp::ToolResult ReadText(const std::string& path, std::string_view data, uint64_
                                   " lines" + (cut ? " in its first part that was read" : ""));
   std::string text = ToValidUtf8(body);
   bool more = stopped || cut;
-  std::string note = path + ": lines " + std::to_string(total ? first : 0) + "-" +
-                     std::to_string(last) + " of " + std::to_string(total) +
-                     (cut ? "+ (only the file's first part was read; use run_command for more)"
-                          : "") +
-                     (stopped ? "; continue with offset=" + std::to_string(last + 1) : "");
+  std::string note =
+      path + ": lines " + std::to_string(total ? first : 0) + "-" + std::to_string(last) + " of " +
+      std::to_string(total) +
+      (cut ? "+ (only the file's first part was read; use run_command for more)" : "") +
+      (stopped ? "; continue with offset=" + std::to_string(last + 1) : "");
   mcp::ToolResult r = mcp::ToolResult::Text(text);
   r.AddText("[" + note + "]");
-  r.structured_content = {{"path", path},         {"encoding", "text"},
-                          {"content", text},      {"size_bytes", size},
-                          {"start_line", first},  {"end_line", last},
-                          {"total_lines", total}, {"truncated", more},
-                          {"is_binary", false}};
+  r.structured_content = {{"path", path},         {"encoding", "text"},  {"content", text},
+                          {"size_bytes", size},   {"start_line", first}, {"end_line", last},
+                          {"total_lines", total}, {"truncated", more},   {"is_binary", false}};
   return r;
 }
 
@@ -62,25 +61,35 @@ mcp::Tool MakeReadFileTool(const ToolEnv& env) {
       "Reads a file in this session's sandbox. Paths are relative to /workspace unless "
       "absolute. Text is returned by lines (offset: first line, 1-based; limit: number of "
       "lines); binary files need encoding \"base64\" (offset/limit are then bytes).";
-  tool.input_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"path", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096}}},
-        {"offset", {{"type", "integer"}, {"minimum", 0}, {"maximum", int64_t{1} << 40},
-                    {"description", "text: first line (1-based); base64: first byte"}}},
-        {"limit", {{"type", "integer"}, {"minimum", 1}, {"maximum", int64_t{1} << 24},
-                   {"description", "text: number of lines; base64: number of bytes"}}},
-        {"encoding", {{"type", "string"}, {"enum", {"text", "base64"}}}}}},
-      {"required", {"path"}},
-      {"additionalProperties", false}};
+  tool.input_schema = {{"type", "object"},
+                       {"properties",
+                        {{"path", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096}}},
+                         {"offset",
+                          {{"type", "integer"},
+                           {"minimum", 0},
+                           {"maximum", int64_t{1} << 40},
+                           {"description", "text: first line (1-based); base64: first byte"}}},
+                         {"limit",
+                          {{"type", "integer"},
+                           {"minimum", 1},
+                           {"maximum", int64_t{1} << 24},
+                           {"description", "text: number of lines; base64: number of bytes"}}},
+                         {"encoding", {{"type", "string"}, {"enum", {"text", "base64"}}}}}},
+                       {"required", {"path"}},
+                       {"additionalProperties", false}};
   tool.output_schema = {
       {"type", "object"},
       {"properties",
-       {{"path", {{"type", "string"}}}, {"encoding", {{"type", "string"}}},
-        {"content", {{"type", "string"}}}, {"size_bytes", {{"type", "integer"}}},
-        {"start_line", {{"type", "integer"}}}, {"end_line", {{"type", "integer"}}},
-        {"total_lines", {{"type", "integer"}}}, {"offset", {{"type", "integer"}}},
-        {"truncated", {{"type", "boolean"}}}, {"is_binary", {{"type", "boolean"}}}}},
+       {{"path", {{"type", "string"}}},
+        {"encoding", {{"type", "string"}}},
+        {"content", {{"type", "string"}}},
+        {"size_bytes", {{"type", "integer"}}},
+        {"start_line", {{"type", "integer"}}},
+        {"end_line", {{"type", "integer"}}},
+        {"total_lines", {{"type", "integer"}}},
+        {"offset", {{"type", "integer"}}},
+        {"truncated", {{"type", "boolean"}}},
+        {"is_binary", {{"type", "boolean"}}}}},
       {"required", {"path", "encoding", "content", "size_bytes", "truncated", "is_binary"}}};
   tool.annotations = {{"title", tool.title}, {"readOnlyHint", true}, {"openWorldHint", false}};
   tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
@@ -110,8 +119,8 @@ mcp::Tool MakeReadFileTool(const ToolEnv& env) {
         env.config.max_read_bytes);
     if (static_cast<uint64_t>(offset) > st->size)
       return mcp::ToolResult::Error("arguments.offset: byte " + std::to_string(offset) +
-                                    " is past the end; the file has " +
-                                    std::to_string(st->size) + " bytes");
+                                    " is past the end; the file has " + std::to_string(st->size) +
+                                    " bytes");
     auto w = channel.ReadFileRange(path, offset, want);
     if (!w) return SandboxError("read_file " + path, w.error());
     const uint64_t end = offset + w->data.size();
@@ -121,9 +130,13 @@ mcp::Tool MakeReadFileTool(const ToolEnv& env) {
     r.AddText("[" + path + ": bytes " + std::to_string(offset) + "-" + std::to_string(end) +
               " of " + std::to_string(w->file_size) +
               (truncated ? "; continue with offset=" + std::to_string(end) : "") + "]");
-    r.structured_content = {{"path", path}, {"encoding", "base64"}, {"content", b64},
-                            {"size_bytes", w->file_size}, {"offset", offset},
-                            {"truncated", truncated}, {"is_binary", LooksBinary(w->data)}};
+    r.structured_content = {{"path", path},
+                            {"encoding", "base64"},
+                            {"content", b64},
+                            {"size_bytes", w->file_size},
+                            {"offset", offset},
+                            {"truncated", truncated},
+                            {"is_binary", LooksBinary(w->data)}};
     return r;
   };
   return tool;

@@ -39,16 +39,23 @@ mcp::Tool MakeRunCodeTool(const ToolEnv& env) {
       {"type", "object"},
       {"properties",
        {{"language", {{"type", "string"}, {"enum", names}, {"description", "interpreter"}}},
-        {"code", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4 << 20},
-                  {"description", "the program's source"}}},
+        {"code",
+         {{"type", "string"},
+          {"minLength", 1},
+          {"maxLength", 4 << 20},
+          {"description", "the program's source"}}},
         {"timeout_s", TimeoutSchema(env.config)},
-        {"stdin", {{"type", "string"}, {"maxLength", 16 << 20},
-                   {"description", "text given to the program's standard input"}}}}},
+        {"stdin",
+         {{"type", "string"},
+          {"maxLength", 16 << 20},
+          {"description", "text given to the program's standard input"}}}}},
       {"required", {"language", "code"}},
       {"additionalProperties", false}};
   tool.output_schema = ExecOutputSchema();
-  tool.annotations = {{"title", tool.title}, {"readOnlyHint", false},
-                      {"destructiveHint", true}, {"openWorldHint", false}};
+  tool.annotations = {{"title", tool.title},
+                      {"readOnlyHint", false},
+                      {"destructiveHint", true},
+                      {"openWorldHint", false}};
   tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
     static std::atomic<uint64_t> counter{0};
     const std::string language = args["language"].get<std::string>();
@@ -63,8 +70,8 @@ mcp::Tool MakeRunCodeTool(const ToolEnv& env) {
       // Small programs go on the command line: no file write, one round trip less.
       call.argv = {lang->interpreter, lang->inline_flag, code};
     } else {
-      std::string file = "/tmp/.mcpcell/run_code_" + std::to_string(counter.fetch_add(1)) +
-                         lang->extension;
+      std::string file =
+          "/tmp/.mcpcell/run_code_" + std::to_string(counter.fetch_add(1)) + lang->extension;
       call.argv = {lang->interpreter, file};
       call.files.emplace_back(file, code);
     }

@@ -19,24 +19,33 @@ mcp::Tool MakeRunCommandTool(const ToolEnv& env) {
       "no network, files persist for the session). Returns exit code, stdout and stderr; "
       "long output keeps head and tail and the full text is saved under /workspace/.mcpcell/. "
       "A non-zero exit code is a normal result.";
-  tool.input_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"command", {{"type", "string"}, {"minLength", 1}, {"maxLength", 128 * 1024},
-                     {"description", "shell command line, run by /bin/sh -c"}}},
-        {"cwd", {{"type", "string"}, {"maxLength", 4096},
-                 {"description", "working directory (default /workspace)"}}},
-        {"env", {{"type", "object"},
-                 {"additionalProperties", {{"type", "string"}}},
-                 {"description", "extra environment variables, NAME: value"}}},
-        {"timeout_s", TimeoutSchema(env.config)},
-        {"stdin", {{"type", "string"}, {"maxLength", 16 << 20},
-                   {"description", "text given to the command's standard input"}}}}},
-      {"required", {"command"}},
-      {"additionalProperties", false}};
+  tool.input_schema = {{"type", "object"},
+                       {"properties",
+                        {{"command",
+                          {{"type", "string"},
+                           {"minLength", 1},
+                           {"maxLength", 128 * 1024},
+                           {"description", "shell command line, run by /bin/sh -c"}}},
+                         {"cwd",
+                          {{"type", "string"},
+                           {"maxLength", 4096},
+                           {"description", "working directory (default /workspace)"}}},
+                         {"env",
+                          {{"type", "object"},
+                           {"additionalProperties", {{"type", "string"}}},
+                           {"description", "extra environment variables, NAME: value"}}},
+                         {"timeout_s", TimeoutSchema(env.config)},
+                         {"stdin",
+                          {{"type", "string"},
+                           {"maxLength", 16 << 20},
+                           {"description", "text given to the command's standard input"}}}}},
+                       {"required", {"command"}},
+                       {"additionalProperties", false}};
   tool.output_schema = ExecOutputSchema();
-  tool.annotations = {{"title", tool.title}, {"readOnlyHint", false},
-                      {"destructiveHint", true}, {"openWorldHint", false}};
+  tool.annotations = {{"title", tool.title},
+                      {"readOnlyHint", false},
+                      {"destructiveHint", true},
+                      {"openWorldHint", false}};
   tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
     ExecCall call;
     call.tool = "run_command";
@@ -61,8 +70,7 @@ mcp::Tool MakeRunCommandTool(const ToolEnv& env) {
       for (const auto& e : call.env) env_bytes += e.size() + 1;
       if (env_bytes > kMaxEnvBytes)
         return mcp::ToolResult::Error("arguments.env: " + std::to_string(env_bytes) +
-                                      " bytes in all, more than " +
-                                      std::to_string(kMaxEnvBytes));
+                                      " bytes in all, more than " + std::to_string(kMaxEnvBytes));
     }
     return RunInCell(env, ctx, call);
   };

@@ -12,21 +12,27 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
       "Shows this session's sandbox: cell id, policy, limits, usage so far (CPU time, peak "
       "memory, wall time), time left before idle expiry and the session's maximum lifetime, "
       "and the network policy. Creates the sandbox if it does not exist yet.";
-  tool.input_schema = {{"type", "object"}, {"properties", mcp::Json::object()},
-                       {"additionalProperties", false}};
+  tool.input_schema = {
+      {"type", "object"}, {"properties", mcp::Json::object()}, {"additionalProperties", false}};
   auto integer = mcp::Json{{"type", "integer"}};
-  tool.output_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"cell_id", {{"type", "string"}}}, {"policy", {{"type", "string"}}},
-        {"memory_limit_bytes", integer}, {"pids_limit", integer},
-        {"cpu_millicores", integer}, {"cpu_time_ms", integer},
-        {"memory_current_bytes", integer}, {"peak_memory_bytes", integer},
-        {"session_wall_time_s", integer}, {"idle_expiry_s", integer},
-        {"lifetime_left_s", integer}, {"calls", integer}, {"cells_created", integer},
-        {"network", {{"type", "string"}}},
-        {"warnings", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
-      {"required", {"cell_id", "policy", "network", "warnings"}}};
+  tool.output_schema = {{"type", "object"},
+                        {"properties",
+                         {{"cell_id", {{"type", "string"}}},
+                          {"policy", {{"type", "string"}}},
+                          {"memory_limit_bytes", integer},
+                          {"pids_limit", integer},
+                          {"cpu_millicores", integer},
+                          {"cpu_time_ms", integer},
+                          {"memory_current_bytes", integer},
+                          {"peak_memory_bytes", integer},
+                          {"session_wall_time_s", integer},
+                          {"idle_expiry_s", integer},
+                          {"lifetime_left_s", integer},
+                          {"calls", integer},
+                          {"cells_created", integer},
+                          {"network", {{"type", "string"}}},
+                          {"warnings", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
+                        {"required", {"cell_id", "policy", "network", "warnings"}}};
   tool.annotations = {{"title", tool.title}, {"readOnlyHint", true}, {"openWorldHint", false}};
   tool.handler = [&env](const mcp::Json&, mcp::Context& ctx) -> mcp::ToolResult {
     LeaseOrError acquired = AcquireCell(env, ctx);
@@ -65,15 +71,15 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
     auto limit = [](uint64_t v, const std::string& unit) {
       return v == 0 ? std::string("unlimited") : std::to_string(v) + unit;
     };
-    std::string text =
-        "cell " + cell.id() + " (policy " + env.config.policy_name + ")\n" +
-        "limits: memory " + limit(limits.memory_max_bytes >> 20, " MiB") + ", processes " +
-        limit(limits.pids_max, "") + ", cpu " + limit(limits.cpu_millicores, " millicores") +
-        "\n" + usage_line + "session: " + std::to_string(info.calls) + " calls, " +
-        std::to_string(s["session_wall_time_s"].get<int64_t>()) + " s old; idle expiry in " +
-        std::to_string(secs(info.idle_left)) + " s; lifetime left " +
-        std::to_string(secs(info.lifetime_left)) + " s\nnetwork: " + env.config.network_summary +
-        "\n";
+    std::string text = "cell " + cell.id() + " (policy " + env.config.policy_name + ")\n" +
+                       "limits: memory " + limit(limits.memory_max_bytes >> 20, " MiB") +
+                       ", processes " + limit(limits.pids_max, "") + ", cpu " +
+                       limit(limits.cpu_millicores, " millicores") + "\n" + usage_line +
+                       "session: " + std::to_string(info.calls) + " calls, " +
+                       std::to_string(s["session_wall_time_s"].get<int64_t>()) +
+                       " s old; idle expiry in " + std::to_string(secs(info.idle_left)) +
+                       " s; lifetime left " + std::to_string(secs(info.lifetime_left)) +
+                       " s\nnetwork: " + env.config.network_summary + "\n";
     for (const auto& w : cell.warnings()) text += "warning: " + w + "\n";
     mcp::ToolResult r = mcp::ToolResult::Text(text);
     r.structured_content = std::move(s);

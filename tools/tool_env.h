@@ -32,8 +32,9 @@ struct CellToolsConfig {
   std::chrono::milliseconds progress_heartbeat{5000};
   std::chrono::milliseconds progress_min_interval{200};
   size_t progress_max_message_bytes = 8 * 1024;
-  size_t max_read_bytes = 8ull << 20;   // read_file / edit_file read at most this much
-  size_t max_write_bytes = 8ull << 20;  // write_file content after decoding (below the 16 MiB message cap)
+  size_t max_read_bytes = 8ull << 20;  // read_file / edit_file read at most this much
+  size_t max_write_bytes =
+      8ull << 20;  // write_file content after decoding (below the 16 MiB message cap)
   size_t max_list_entries = 10000;
   std::set<std::string> enabled_tools;  // empty: all
   std::string policy_name = "default";

@@ -40,13 +40,17 @@ mcp::Tool MakeWriteFileTool(const ToolEnv& env) {
         {"append", {{"type", "boolean"}, {"description", "append instead of replacing"}}}}},
       {"required", {"path", "content"}},
       {"additionalProperties", false}};
-  tool.output_schema = {
-      {"type", "object"},
-      {"properties", {{"path", {{"type", "string"}}}, {"bytes_written", {{"type", "integer"}}},
-                      {"size_bytes", {{"type", "integer"}}}, {"appended", {{"type", "boolean"}}}}},
-      {"required", {"path", "bytes_written", "size_bytes", "appended"}}};
-  tool.annotations = {{"title", tool.title}, {"readOnlyHint", false},
-                      {"destructiveHint", true}, {"idempotentHint", false},
+  tool.output_schema = {{"type", "object"},
+                        {"properties",
+                         {{"path", {{"type", "string"}}},
+                          {"bytes_written", {{"type", "integer"}}},
+                          {"size_bytes", {{"type", "integer"}}},
+                          {"appended", {{"type", "boolean"}}}}},
+                        {"required", {"path", "bytes_written", "size_bytes", "appended"}}};
+  tool.annotations = {{"title", tool.title},
+                      {"readOnlyHint", false},
+                      {"destructiveHint", true},
+                      {"idempotentHint", false},
                       {"openWorldHint", false}};
   tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
     const std::string path = args["path"].get<std::string>();
@@ -75,18 +79,21 @@ mcp::Tool MakeWriteFileTool(const ToolEnv& env) {
     uint64_t offset = 0;
     if (append) {
       auto st = channel.Stat(path, /*follow_symlinks=*/true);
-      if (st) offset = st->size;
+      if (st)
+        offset = st->size;
       else if (st.error().err != ENOENT)
         return SandboxError("write_file " + path, st.error(), WriteHint(st.error()));
     }
     sandbox::Status st = channel.WriteFileAt(path, offset, *content, /*truncate=*/!append);
     if (!st) return SandboxError("write_file " + path, st.error(), WriteHint(st.error()));
     uint64_t size = offset + content->size();
-    mcp::ToolResult r = mcp::ToolResult::Text(
-        (append ? "appended " : "wrote ") + std::to_string(content->size()) + " bytes to " +
-        path + " (now " + std::to_string(size) + " bytes)");
-    r.structured_content = {{"path", path}, {"bytes_written", content->size()},
-                            {"size_bytes", size}, {"appended", append}};
+    mcp::ToolResult r =
+        mcp::ToolResult::Text((append ? "appended " : "wrote ") + std::to_string(content->size()) +
+                              " bytes to " + path + " (now " + std::to_string(size) + " bytes)");
+    r.structured_content = {{"path", path},
+                            {"bytes_written", content->size()},
+                            {"size_bytes", size},
+                            {"appended", append}};
     return r;
   };
   return tool;

@@ -156,9 +156,12 @@ int main(int argc, char** argv) {
   std::string binary = SelfDir() + "/mcpcell";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--rounds") rounds = std::atoi(argv[i + 1]);
-    else if (flag == "--fresh") fresh = std::atoi(argv[i + 1]);
-    else if (flag == "--mcpcell") binary = argv[i + 1];
+    if (flag == "--rounds")
+      rounds = std::atoi(argv[i + 1]);
+    else if (flag == "--fresh")
+      fresh = std::atoi(argv[i + 1]);
+    else if (flag == "--mcpcell")
+      binary = argv[i + 1];
     else {
       std::fprintf(stderr, "usage: %s [--rounds N] [--fresh N] [--mcpcell PATH]\n", argv[0]);
       return 2;

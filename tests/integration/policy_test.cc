@@ -142,8 +142,9 @@ TEST_F(PolicyCells, PersistentWorkspaceComesBack) {
   ASSERT_TRUE(holder);
   auto again = CellFrom(profile);
   ASSERT_TRUE(again);
-  ProbeRun r = Sh(*again, "cat /workspace/notes.txt && echo more >> /workspace/notes.txt && "
-                          "touch /workspace/d/new && echo wrote");
+  ProbeRun r = Sh(*again,
+                  "cat /workspace/notes.txt && echo more >> /workspace/notes.txt && "
+                  "touch /workspace/d/new && echo wrote");
   EXPECT_EQ(r.out, "kept\nwrote\n") << r.err;
   EXPECT_EQ(Slurp(ws + "/notes.txt"), "kept\nmore\n");
   ASSERT_TRUE(again->Destroy());

@@ -103,9 +103,9 @@ TEST(Concurrency, ProgressNotificationsUseTheRequestsToken) {
   ASSERT_TRUE(server.AddTool(t).ok());
   MemoryClient client(server);
   client.Initialize();
-  Json r = client.Request("tools/call", {{"name", "steps"},
-                                         {"arguments", {{"text", ""}}},
-                                         {"_meta", {{"progressToken", "tok-1"}}}});
+  Json r = client.Request(
+      "tools/call",
+      {{"name", "steps"}, {"arguments", {{"text", ""}}}, {"_meta", {{"progressToken", "tok-1"}}}});
   EXPECT_EQ(FirstText(r), "sent");
   auto progress = client.Notifications("notifications/progress", 3);
   ASSERT_EQ(progress.size(), 3u);
@@ -134,9 +134,8 @@ TEST(Concurrency, LogNotificationsAreFilteredByTheSessionLevel) {
   client.Request("tools/call", {{"name", "chatty"}, {"arguments", {{"text", ""}}}});
   auto logs = client.Notifications("notifications/message", 2);
   ASSERT_EQ(logs.size(), 2u);
-  EXPECT_EQ(logs[0]["params"], Json({{"level", "warning"},
-                                     {"logger", "storage"},
-                                     {"data", {{"disk", "low"}}}}));
+  EXPECT_EQ(logs[0]["params"],
+            Json({{"level", "warning"}, {"logger", "storage"}, {"data", {{"disk", "low"}}}}));
   EXPECT_EQ(logs[1]["params"]["level"], "error");
   client.Request("logging/setLevel", {{"level", "debug"}});
   client.Request("tools/call", {{"name", "chatty"}, {"arguments", {{"text", ""}}}});
@@ -150,8 +149,8 @@ Tool AskTool(std::chrono::milliseconds timeout) {
   t.name = "ask";
   t.handler = [timeout](const Json& args, Context& ctx) {
     ClientResponse r = ctx.SendRequestAndWait(
-        "sampling/createMessage", {{"messages", Json::array()}, {"maxTokens", 10}, {"q", args["text"]}},
-        timeout);
+        "sampling/createMessage",
+        {{"messages", Json::array()}, {"maxTokens", 10}, {"q", args["text"]}}, timeout);
     if (!r.ok()) return ToolResult::Error(std::to_string(r.error->code) + " " + r.error->message);
     return ToolResult::Text(r.result["content"]["text"]);
   };
@@ -165,9 +164,10 @@ TEST(ServerToClient, RequestRoundTrip) {
   client.SetRequestHandler([](const std::string& method, const Json& params) -> Json {
     if (method != "sampling/createMessage") throw RpcException(kMethodNotFound, method);
     if (params["q"] == "fail") throw RpcException(-1, "user declined");
-    return {{"role", "assistant"},
-            {"content", {{"type", "text"}, {"text", "answer to " + params["q"].get<std::string>()}}},
-            {"model", "m"}};
+    return {
+        {"role", "assistant"},
+        {"content", {{"type", "text"}, {"text", "answer to " + params["q"].get<std::string>()}}},
+        {"model", "m"}};
   });
   client.Initialize();
   Json r = client.Request("tools/call", {{"name", "ask"}, {"arguments", {{"text", "life"}}}});
@@ -225,24 +225,34 @@ TEST(ServerToClient, SessionLevelRequestWithCallback) {
 
 TEST(ReplyOnce, ThrowingDroppingAndDoubleReplyingHandlersGetExactlyOneResponse) {
   Server server(TestOptions());
-  ASSERT_TRUE(server.AddRequestHandler("x/throws", [](const Json&, Context, Reply) {
-                      throw std::runtime_error("boom");
-                    }).ok());
+  ASSERT_TRUE(server
+                  .AddRequestHandler("x/throws", [](const Json&, Context,
+                                                    Reply) { throw std::runtime_error("boom"); })
+                  .ok());
   ASSERT_TRUE(server.AddRequestHandler("x/drops", [](const Json&, Context, Reply) {}).ok());
-  ASSERT_TRUE(server.AddRequestHandler("x/twice", [](const Json&, Context, Reply reply) {
-                      reply.Ok({{"n", 1}});
-                      reply.Ok({{"n", 2}});
-                      reply.Fail(kInternalError, "late");
-                    }).ok());
-  ASSERT_TRUE(server.AddRequestHandler("x/later", [](const Json& params, Context, Reply reply) {
-                      std::thread([p = params, r = std::move(reply)]() mutable {
-                        std::this_thread::sleep_for(20ms);
-                        r.Ok(p);
-                      }).detach();
-                    }).ok());
-  ASSERT_TRUE(server.AddRequestHandler("x/rpc_error", [](const Json&, Context, Reply) {
-                      throw RpcException(kInvalidParams, "bad x");
-                    }).ok());
+  ASSERT_TRUE(server
+                  .AddRequestHandler("x/twice",
+                                     [](const Json&, Context, Reply reply) {
+                                       reply.Ok({{"n", 1}});
+                                       reply.Ok({{"n", 2}});
+                                       reply.Fail(kInternalError, "late");
+                                     })
+                  .ok());
+  ASSERT_TRUE(server
+                  .AddRequestHandler("x/later",
+                                     [](const Json& params, Context, Reply reply) {
+                                       std::thread([p = params, r = std::move(reply)]() mutable {
+                                         std::this_thread::sleep_for(20ms);
+                                         r.Ok(p);
+                                       }).detach();
+                                     })
+                  .ok());
+  ASSERT_TRUE(server
+                  .AddRequestHandler("x/rpc_error",
+                                     [](const Json&, Context, Reply) {
+                                       throw RpcException(kInvalidParams, "bad x");
+                                     })
+                  .ok());
   EXPECT_FALSE(server.AddRequestHandler("tools/call", [](const Json&, Context, Reply) {}).ok());
   EXPECT_FALSE(server.AddRequestHandler("x/drops", [](const Json&, Context, Reply) {}).ok());
   MemoryClient client(server);

@@ -214,8 +214,7 @@ TEST(Tools, ChangesNotifyInitializedSessions) {
 // ---- resources ----
 
 ResourceReader TextReader(std::string text) {
-  return [text](const std::string& uri, const std::map<std::string, std::string>& vars,
-                Context&) {
+  return [text](const std::string& uri, const std::map<std::string, std::string>& vars, Context&) {
     std::string body = text;
     for (const auto& [k, v] : vars) body += " " + k + "=" + v;
     return std::vector<ResourceContents>{{uri, "text/plain", body, std::nullopt}};
@@ -235,7 +234,8 @@ TEST(Resources, ListReadTemplatesAndNotFound) {
                                   .read = TextReader("doc " + n)})
                     .ok());
   }
-  EXPECT_FALSE(server.AddResource({.uri = "mem://doc/0", .name = "x", .read = TextReader("")}).ok());
+  EXPECT_FALSE(
+      server.AddResource({.uri = "mem://doc/0", .name = "x", .read = TextReader("")}).ok());
   ASSERT_TRUE(server
                   .AddResourceTemplate({.uri_template = "mem://logs/{name}/{+rest}",
                                         .name = "logs",
@@ -361,8 +361,8 @@ TEST(Completion, HandlerAnswersAndIsCappedAt100) {
   EXPECT_EQ(r["result"]["completion"]["values"].size(), 100u);
   EXPECT_EQ(r["result"]["completion"]["total"], 150);
   EXPECT_EQ(r["result"]["completion"]["hasMore"], true);
-  r = client.Request("completion/complete",
-                     {{"ref", {{"type", "ref/other"}}}, {"argument", {{"name", "a"}, {"value", ""}}}});
+  r = client.Request("completion/complete", {{"ref", {{"type", "ref/other"}}},
+                                             {"argument", {{"name", "a"}, {"value", ""}}}});
   EXPECT_EQ(ErrorCode(r), kInvalidParams);
 }
 

@@ -41,15 +41,12 @@ TEST(Jsonrpc, ClassifiesMessages) {
   auto err = jsonrpc::Classify(
       Json::parse(R"({"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"x"}})"));
   ASSERT_TRUE(std::get<jsonrpc::Response>(err).error.has_value());
-  for (const char* bad : {R"([])", R"(5)", R"({"id":1,"method":"m"})",
-                          R"({"jsonrpc":"1.0","id":1,"method":"m"})",
-                          R"({"jsonrpc":"2.0","id":1.5,"method":"m"})",
-                          R"({"jsonrpc":"2.0","id":null,"method":"m"})",
-                          R"({"jsonrpc":"2.0","id":{},"method":"m"})",
-                          R"({"jsonrpc":"2.0","id":1,"method":7})",
-                          R"({"jsonrpc":"2.0","id":1,"method":"m","params":"x"})",
-                          R"({"jsonrpc":"2.0","id":1})",
-                          R"({"jsonrpc":"2.0","id":1,"result":1,"error":{}})"}) {
+  for (const char* bad :
+       {R"([])", R"(5)", R"({"id":1,"method":"m"})", R"({"jsonrpc":"1.0","id":1,"method":"m"})",
+        R"({"jsonrpc":"2.0","id":1.5,"method":"m"})", R"({"jsonrpc":"2.0","id":null,"method":"m"})",
+        R"({"jsonrpc":"2.0","id":{},"method":"m"})", R"({"jsonrpc":"2.0","id":1,"method":7})",
+        R"({"jsonrpc":"2.0","id":1,"method":"m","params":"x"})", R"({"jsonrpc":"2.0","id":1})",
+        R"({"jsonrpc":"2.0","id":1,"result":1,"error":{}})"}) {
     auto m = jsonrpc::Classify(Json::parse(bad));
     ASSERT_TRUE(std::holds_alternative<jsonrpc::Invalid>(m)) << bad;
     EXPECT_EQ(std::get<jsonrpc::Invalid>(m).error.code, kInvalidRequest) << bad;
@@ -72,7 +69,8 @@ TEST(Protocol, InvalidUtf8IsParseError) {
   Server server(TestOptions());
   MemoryClient client(server);
   client.Initialize();
-  client.SendRaw("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"\xff\xfe\"}}");
+  client.SendRaw(
+      "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"\xff\xfe\"}}");
   Json e = NextUnmatched(client, 1);
   EXPECT_EQ(ErrorCode(e), kParseError);
   EXPECT_TRUE(e["id"].is_null());
@@ -190,8 +188,7 @@ TEST_P(VersionNegotiation, SupportedVersionIsEchoed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVersions, VersionNegotiation,
-                         ::testing::Values("2024-11-05", "2025-03-26", "2025-06-18",
-                                           "2025-11-25"));
+                         ::testing::Values("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"));
 
 TEST(Protocol, UnknownVersionGetsTheLatest) {
   Server server(TestOptions());
@@ -214,18 +211,18 @@ TEST(Protocol, CapabilitiesFollowWhatIsRegistered) {
   }
   Server server(o);
   ASSERT_TRUE(server.AddTool(testing::EchoTool()).ok());
-  ASSERT_TRUE(server
-                  .AddPrompt({.name = "p",
-                              .handler = [](const auto&, Context&) { return PromptResult{}; }})
-                  .ok());
+  ASSERT_TRUE(
+      server
+          .AddPrompt({.name = "p", .handler = [](const auto&, Context&) { return PromptResult{}; }})
+          .ok());
   ASSERT_TRUE(server
                   .AddResource({.uri = "mem://a",
                                 .name = "a",
-                                .read = [](const std::string&, const auto&, Context&) {
-                                  return std::vector<ResourceContents>{};
-                                }})
+                                .read = [](const std::string&, const auto&,
+                                           Context&) { return std::vector<ResourceContents>{}; }})
                   .ok());
-  server.SetCompletionHandler([](const CompletionRequest&, Context&) { return CompletionResult{}; });
+  server.SetCompletionHandler(
+      [](const CompletionRequest&, Context&) { return CompletionResult{}; });
   MemoryClient client(server);
   Json caps = client.Initialize()["result"]["capabilities"];
   EXPECT_EQ(caps["tools"], Json({{"listChanged", true}}));
@@ -367,8 +364,8 @@ TEST(Batch, InitializeInsideABatchIsRefused) {
   Server server(TestOptions());
   MemoryClient client(server);
   client.Initialize("2025-03-26");
-  client.SendJson(Json::array({{{"jsonrpc", "2.0"}, {"id", "i"}, {"method", "initialize"},
-                                {"params", Json::object()}}}));
+  client.SendJson(Json::array(
+      {{{"jsonrpc", "2.0"}, {"id", "i"}, {"method", "initialize"}, {"params", Json::object()}}}));
   Json array = client.Unmatched(2).back();
   ASSERT_TRUE(array.is_array());
   EXPECT_EQ(ErrorCode(array[0]), kInvalidRequest);

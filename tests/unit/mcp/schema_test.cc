@@ -1,8 +1,8 @@
 // The JSON Schema subset: messages that name the field, and the flat-schema check at
 // registration.
-#include <gtest/gtest.h>
-
 #include "mcp/schema.h"
+
+#include <gtest/gtest.h>
 
 namespace mcp {
 namespace {

@@ -1,17 +1,17 @@
 // The stdio transport over real pipes: framing, the size limit without unbounded
 // buffering, EOF, and ServeStdio ending on SIGTERM.
+#include "mcp/stdio_transport.h"
+
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
 #include "mcp/session.h"
-#include "mcp/stdio_transport.h"
 #include "test_util.h"
 
 namespace mcp {
@@ -157,10 +157,12 @@ TEST(StdioTransport, ServerOverPipesAnswersAndEndsAtEof) {
   auto session = server.Connect(std::make_unique<StdioTransport>(
       StdioOptions{.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 4096}));
   LineReader reader(out.fd[0]);
-  in.Write(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}})"
-           "\n");
+  in.Write(
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}})"
+      "\n");
   EXPECT_EQ(reader.Next()["result"]["protocolVersion"], "2025-06-18");
-  in.Write(R"({"jsonrpc":"2.0","method":"notifications/initialized"})" "\n");
+  in.Write(R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+           "\n");
   in.Write(std::string(10000, ' ') + "x\n");  // oversized
   Json e = reader.Next();
   EXPECT_EQ(e["error"]["code"], kInvalidRequest);
@@ -168,8 +170,9 @@ TEST(StdioTransport, ServerOverPipesAnswersAndEndsAtEof) {
   in.Write("not json\n");
   EXPECT_EQ(reader.Next()["error"]["code"], kParseError);
   // A request followed at once by EOF still gets its answer (the session drains).
-  in.Write(R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"bye"}}})"
-           "\n");
+  in.Write(
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"bye"}}})"
+      "\n");
   in.CloseWrite();
   Json r = reader.Next();
   EXPECT_EQ(r["id"], 2);
@@ -182,11 +185,10 @@ TEST(StdioTransport, ServeStdioEndsOnSigterm) {
   Server server(testing::TestOptions());
   Pipe in, out;
   int rc = -1;
-  std::thread serving([&] {
-    rc = ServeStdio(server, {.in_fd = in.fd[0], .out_fd = out.fd[1]});
-  });
+  std::thread serving([&] { rc = ServeStdio(server, {.in_fd = in.fd[0], .out_fd = out.fd[1]}); });
   LineReader reader(out.fd[0]);
-  in.Write(R"({"jsonrpc":"2.0","id":"p","method":"ping"})" "\n");
+  in.Write(R"({"jsonrpc":"2.0","id":"p","method":"ping"})"
+           "\n");
   ASSERT_EQ(reader.Next()["id"], "p");  // serving, so the handler is installed
   ::kill(::getpid(), SIGTERM);
   serving.join();

@@ -21,9 +21,9 @@ TEST(Base64, RefusesBadInputAndSaysWhere) {
   auto bad = Base64Decode("ab*d");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("character 2"), std::string::npos) << bad.error().message;
-  EXPECT_FALSE(Base64Decode("abc").ok());        // not a multiple of 4
-  EXPECT_FALSE(Base64Decode("ab=c").ok());       // data after padding
-  EXPECT_FALSE(Base64Decode("a===").ok());       // too much padding
+  EXPECT_FALSE(Base64Decode("abc").ok());   // not a multiple of 4
+  EXPECT_FALSE(Base64Decode("ab=c").ok());  // data after padding
+  EXPECT_FALSE(Base64Decode("a===").ok());  // too much padding
   auto ws = Base64Decode("Zm9v\nYmFy");
   ASSERT_TRUE(ws.ok());
   EXPECT_EQ(*ws, "foobar");
@@ -31,10 +31,10 @@ TEST(Base64, RefusesBadInputAndSaysWhere) {
 
 TEST(Utf8, ReplacesInvalidSequences) {
   EXPECT_EQ(ToValidUtf8("plain"), "plain");
-  EXPECT_EQ(ToValidUtf8("\xC3\xA9"), "\xC3\xA9");                      // é
-  EXPECT_EQ(ToValidUtf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");      // overlong
+  EXPECT_EQ(ToValidUtf8("\xC3\xA9"), "\xC3\xA9");                                  // é
+  EXPECT_EQ(ToValidUtf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // overlong
   EXPECT_EQ(ToValidUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
-  EXPECT_EQ(ToValidUtf8("\xE2\x82"), "\xEF\xBF\xBD\xEF\xBF\xBD");      // cut
+  EXPECT_EQ(ToValidUtf8("\xE2\x82"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // cut
 }
 
 TEST(Utf8, DetectsBinary) {
