@@ -1,0 +1,132 @@
+// Internal to egress/ (includes Boost): one cell's serving state and one proxied
+// connection. proxy.h is the public face; this header is only for proxy.cc and
+// connection.cc.
+//
+// Ownership: CellState is shared by the proxy's cell table and by pending handlers; it owns
+// its connections (a set of shared_ptr) until each one finishes. Threading: everything
+// marked "strand" is touched only on the cell's strand; counters are atomics that Stats()
+// reads from any thread.
+#pragma once
+
+// Before Boost: asio 1.74's awaitable.hpp uses std::exchange without including it.
+#include <atomic>
+#include <boost/asio.hpp>
+#include <chrono>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "egress/http_request.h"
+#include "egress/proxy.h"
+
+namespace mcpcell::egress {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using Strand = asio::strand<asio::io_context::executor_type>;
+
+// What every cell shares: set once by the proxy, read-only afterwards.
+struct ProxyShared {
+  Resolver resolver;
+  AuditSink audit;
+  std::vector<IpAddress> host_addresses;
+  size_t buffer_size = 0;
+  std::chrono::milliseconds head_timeout{0};
+};
+
+struct CellCounters {
+  std::atomic<uint64_t> bytes_up{0}, bytes_down{0};
+  std::atomic<uint64_t> total{0}, active{0}, refused{0};
+  std::atomic<uint64_t> open_sockets{0};  // accepted and not yet closed (allowed or not)
+  EgressStats Snapshot() const;
+};
+
+class Connection;
+
+struct CellState {
+  CellState(asio::io_context& io, EgressCellId cell_id, CellEgress config,
+            const ProxyShared& proxy_shared)
+      : id(cell_id),
+        cfg(std::move(config)),
+        shared(proxy_shared),
+        strand(io.get_executor()),
+        acceptor(strand) {}
+
+  const EgressCellId id;
+  const CellEgress cfg;
+  const ProxyShared& shared;
+  Strand strand;
+  tcp::acceptor acceptor;                             // strand
+  std::set<std::shared_ptr<Connection>> connections;  // strand
+  bool closed = false;                                // strand
+  CellCounters counters;
+};
+
+// Starts accepting on cell->acceptor (strand).
+void AcceptNext(const std::shared_ptr<CellState>& cell);
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(std::shared_ptr<CellState> cell, tcp::socket client);
+  void Start();                        // strand
+  void Abort(const std::string& why);  // strand: close both sides, emit the audit event
+
+ private:
+  enum class Phase { kHead, kResolve, kConnect, kClientHello, kPipe, kDrain, kDone };
+
+  void ReadHead();
+  void OnHead();
+  void Decide();
+  void Resolve();
+  void OnResolved(Result<std::vector<IpAddress>> addresses);
+  void ConnectNext();
+  void OnConnected();
+  void ReadClientHello();
+  void OnClientHelloBytes();
+  void StartPipes(std::string first_up);
+  void PumpUp();
+  void PumpDown();
+  void OnDirectionDone(bool up);
+  void Respond(int status, const std::string& line);  // writes, drains, finishes
+  void Deny(const std::string& reason);
+  void Fail(const std::string& reason, bool note = true);
+  void DrainClient();
+  void Finish();
+  void ArmTimer(std::chrono::steady_clock::duration after);
+  void OnTimer();
+  std::string Target() const;  // "host:port"
+  void Note(const std::string& text);
+
+  std::shared_ptr<CellState> cell_;
+  tcp::socket client_, upstream_;
+  asio::steady_timer timer_;
+  uint64_t timer_generation_ = 0;
+  tcp::resolver resolver_;
+  Phase phase_ = Phase::kHead;
+  bool finished_ = false;
+  bool counted_active_ = false;
+
+  std::string in_;  // request head, then the ClientHello, as read from the client
+  ProxyRequest request_;
+  bool have_request_ = false;
+  std::vector<IpAddress> candidates_;
+  size_t next_candidate_ = 0;
+  std::optional<IpAddress> address_;  // the address tried last or connected to
+  std::string last_connect_error_;
+
+  std::unique_ptr<char[]> up_buf_, down_buf_;
+  uint64_t up_remaining_ = 0;  // plain HTTP: body bytes still to forward
+  bool bounded_up_ = false;    // plain HTTP: up direction stops after the body
+  bool up_done_ = false, down_done_ = false;
+  std::string pending_up_;  // first bytes for upstream (head or ClientHello)
+  std::string response_;    // refusal being written
+
+  std::chrono::steady_clock::time_point started_, last_activity_;
+  uint64_t bytes_up_ = 0, bytes_down_ = 0;
+  std::string decision_ = "deny";
+  std::string reason_;
+};
+
+}  // namespace mcpcell::egress
