@@ -8,9 +8,14 @@
 // reads from any thread.
 #pragma once
 
-// Before Boost: asio 1.74's awaitable.hpp uses std::exchange without including it.
 #include <atomic>
-#include <boost/asio.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
 #include <chrono>
 #include <memory>
 #include <set>
