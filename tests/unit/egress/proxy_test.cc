@@ -68,8 +68,8 @@ class HttpUpstream {
 class TlsUpstream {
  public:
   TlsUpstream()
-      : ctx_(testing::SelfSignedServerContext("tls.test")), server_([this](int fd) {
-          SSL* ssl = SSL_new(ctx_);
+      : ctx_(testing::SelfSignedServerContext("tls.test"), SSL_CTX_free), server_([this](int fd) {
+          SSL* ssl = SSL_new(ctx_.get());
           SSL_set_fd(ssl, fd);
           if (SSL_accept(ssl) == 1) {
             char line[256];
@@ -81,12 +81,12 @@ class TlsUpstream {
           }
           SSL_free(ssl);
         }) {}
-  ~TlsUpstream() = default;
   uint16_t port() const { return server_.port(); }
   int accepted() const { return server_.accepted(); }
 
  private:
-  SSL_CTX* ctx_;  // leaked on purpose: worker threads may still use it until server_ joins
+  // Declared before server_, so freed only after server_ has joined its workers.
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx_;
   LoopbackServer server_;
 };
 
