@@ -18,7 +18,8 @@
 
 namespace mcpcell::egress {
 
-// Called on a proxy thread; must not block for long and must not call back into the proxy.
+// Called on the proxy's threads, possibly from several at once (one per cell strand): it
+// must be thread-safe, must not block for long and must not call back into the proxy.
 using AuditSink = std::function<void(const nlohmann::json& event)>;
 
 class JsonLinesFile {

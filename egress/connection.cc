@@ -65,14 +65,18 @@ EgressStats CellCounters::Snapshot() const {
 
 void AcceptNext(const std::shared_ptr<CellState>& cell) {
   cell->acceptor.async_accept([cell](error_code ec, tcp::socket socket) {
-    if (cell->closed) return;
-    if (ec == asio::error::operation_aborted) return;
-    if (!ec) {
-      auto conn = std::make_shared<Connection>(cell, std::move(socket));
-      cell->connections.insert(conn);
-      conn->Start();
+    if (cell->closed || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // EMFILE and the like: try again shortly instead of spinning on the error.
+      cell->accept_retry.expires_after(std::chrono::milliseconds(100));
+      cell->accept_retry.async_wait([cell](error_code tec) {
+        if (!tec && !cell->closed) AcceptNext(cell);
+      });
+      return;
     }
-    // EMFILE and friends: keep accepting; the next attempt may succeed.
+    auto conn = std::make_shared<Connection>(cell, std::move(socket));
+    cell->connections.insert(conn);
+    conn->Start();
     AcceptNext(cell);
   });
 }

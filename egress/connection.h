@@ -57,13 +57,15 @@ struct CellState {
         cfg(std::move(config)),
         shared(proxy_shared),
         strand(io.get_executor()),
-        acceptor(strand) {}
+        acceptor(strand),
+        accept_retry(strand) {}
 
   const EgressCellId id;
   const CellEgress cfg;
   const ProxyShared& shared;
   Strand strand;
   tcp::acceptor acceptor;                             // strand
+  asio::steady_timer accept_retry;                    // strand: backoff after accept errors
   std::set<std::shared_ptr<Connection>> connections;  // strand
   bool closed = false;                                // strand
   CellCounters counters;

@@ -81,6 +81,7 @@ class EgressProxy::Impl {
       cell->closed = true;
       boost::system::error_code ignored;
       cell->acceptor.close(ignored);
+      cell->accept_retry.cancel();
       auto connections = cell->connections;  // Abort erases from the set
       for (const auto& c : connections) c->Abort("the cell was removed");
     };
