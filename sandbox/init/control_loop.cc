@@ -211,8 +211,7 @@ void ServeControl(int control_fd, const InitContext& ctx) {
     _exit(1);
   }
   // A write to a closed pipe or past RLIMIT_FSIZE must be an error for init, not a signal.
-  ::signal(SIGPIPE, SIG_IGN);
-  ::signal(SIGXFSZ, SIG_IGN);
+  for (int sig : kInitIgnoredSignals) ::signal(sig, SIG_IGN);
   // File operations check permissions with fsuid/fsgid and the supplementary groups;
   // init's own groups must not count. Fails where setgroups is denied (desktop mode, where
   // init has no extra mapped groups anyway).

@@ -17,6 +17,7 @@
 // process).
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <string>
@@ -42,6 +43,10 @@ struct InitContext {
   // File operations resolve every path inside it (RESOLVE_IN_ROOT).
   int root_fd = -1;
 };
+
+// The signals whose disposition init changes (ignored, see ServeControl). Init resets every
+// disposition to the default once at start, so a forked child only resets these.
+inline constexpr int kInitIgnoredSignals[] = {SIGPIPE, SIGXFSZ};
 
 // Serves requests on `control_fd` until the server closes it, then kills the cell's
 // processes and calls _exit(0). Exits with status 1 after a fatal local error (e.g.

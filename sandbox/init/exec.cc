@@ -66,9 +66,8 @@ void ResetSignalsAndFds(const int stdio[3], int err_fd) {
   sigset_t all;
   sigemptyset(&all);
   if (sigprocmask(SIG_SETMASK, &all, nullptr) != 0) ChildFailSys(err_fd, "sigprocmask");
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);  // EINVAL for RT gaps: fine
-  }
+  // Init reset every disposition at start (main.cc) and changed only these since.
+  for (int sig : kInitIgnoredSignals) ::signal(sig, SIG_DFL);
   // Park the three fds above 2 first: one of them may itself be 0, 1 or 2.
   int parked[3];
   for (int i = 0; i < 3; ++i) {
@@ -117,9 +116,10 @@ std::string ResolveProgram(const ChildPlan& plan, int err_fd) {
   if (::setpgid(0, 0) != 0) ChildFailSys(err_fd, "setpgid");
   ResetSignalsAndFds(stdio, err_fd);
   if (Status s = ApplyRlimits(ctx.rlimits); !s.ok()) ChildFail(err_fd, s.error().Wrap("rlimits"));
-  if (Status s = DropBoundingAndAmbientCaps(); !s.ok()) ChildFail(err_fd, s.error().Wrap("caps"));
+  // The bounding and ambient sets were emptied and the securebits locked by init at start
+  // (main.cc), and a fork inherits them; what is left is permitted/effective/inheritable.
   BecomeSandboxUser(ctx, plan.may_setgroups, err_fd);
-  if (Status s = ClearAllCaps(); !s.ok()) ChildFail(err_fd, s.error().Wrap("caps"));
+  if (Status s = ClearPermittedCaps(); !s.ok()) ChildFail(err_fd, s.error().Wrap("caps"));
   if (::chdir(plan.cwd.c_str()) != 0) ChildFailSys(err_fd, "chdir(\"" + plan.cwd + "\")");
   std::string program = ResolveProgram(plan, err_fd);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)

@@ -5,12 +5,14 @@
 // merged environment before fork, so the child only makes syscalls; the child runs, in
 // order:
 //   1. setpgid(0, 0): its own process group, so a timeout or signal reaches the group;
-//   2. signal mask and dispositions reset (init blocks SIGCHLD for its signalfd);
+//   2. signal mask and the dispositions init changed reset (init blocks SIGCHLD for its
+//      signalfd and ignores kInitIgnoredSignals; everything else it reset at start);
 //   3. stdin/stdout/stderr from the fds the server passed; every other fd closed;
 //   4. rlimits (B: ApplyRlimits), while still privileged so hard limits can be set;
-//   5. bounding + ambient capabilities dropped (B), needs CAP_SETPCAP, so before the uid change;
+//   5. (done once by init at start and inherited: bounding + ambient capabilities dropped,
+//      securebits locked, verified; see main.cc and caps.h)
 //   6. setgroups, setresgid, setresuid to the sandbox user;
-//   7. ClearAllCaps (B): permitted/effective/inheritable empty, verified;
+//   7. ClearPermittedCaps (B): permitted/effective/inheritable empty, verified;
 //   8. chdir(cwd) and PATH search as the sandbox user (permission checks are its own);
 //   9. PR_SET_NO_NEW_PRIVS;
 //  10. seccomp installed LAST (B), then execve.

@@ -6,6 +6,7 @@
 // (fd 4), and then serves the server's requests (control_loop.h) until the server closes
 // the socket. If init exits, the kernel kills every process of the pid namespace.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "sandbox/control/protocol.h"
 #include "sandbox/init/control_loop.h"
 #include "sandbox/init/setup.h"
+#include "sandbox/linux/caps.h"
 #include "sandbox/linux/seccomp.h"
 
 namespace mcpcell::sandbox {
@@ -44,6 +46,16 @@ namespace {
     seccomp = std::move(compiled).value();
     timer.Mark("seccomp_compile");
   }
+  // Once for every process the cell will run, which inherit it through fork: default
+  // signal dispositions (an ignored signal survives execve, and the server's are unknown),
+  // empty bounding and ambient capability sets and locked securebits (caps.h). Init keeps
+  // its permitted set; it never execs, so the empty bounding set costs it nothing.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);  // EINVAL for RT gaps: fine
+  }
+  if (Status s = DropBoundingAndAmbientCaps(); !s) FailSetup(s.error().Wrap("caps").message);
+  if (Status s = VerifyBoundingAndAmbientEmpty(); !s) FailSetup(s.error().Wrap("caps").message);
+  timer.Mark("caps");
   static InitContext ctx;
   ctx.sandbox_uid = spec->sandbox_uid;
   ctx.sandbox_gid = spec->sandbox_gid;

@@ -60,7 +60,10 @@ Result<CapSets> CurrentCapSets() {
 }  // namespace
 
 Status DropBoundingAndAmbientCaps() {
-  if (cap_reset_ambient() != 0) return Error::Sys("cap_reset_ambient()");
+  // One prctl (libcap's cap_reset_ambient() first asks about every capability).
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
+    return Error::Sys("prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)");
+  }
   // cap_max_bits() is what the running kernel knows, so newer capabilities than libcap's
   // headers are dropped too.
   const cap_value_t max = cap_max_bits();
@@ -87,6 +90,34 @@ Status ClearAllCaps() {
   if (!now.ok()) return now.error().Wrap("verify capabilities cleared");
   Status empty_now = VerifyEmpty(*now);
   if (!empty_now.ok()) return empty_now.error().Wrap("verify capabilities cleared");
+  return Ok();
+}
+
+Status VerifyBoundingAndAmbientEmpty() {
+  Result<CapSets> now = CurrentCapSets();
+  if (!now.ok()) return now.error().Wrap("verify bounding and ambient sets");
+  CapSets only = *now;
+  only.inheritable = only.permitted = only.effective = 0;
+  Status empty = VerifyEmpty(only);
+  if (!empty.ok()) return empty.error().Wrap("verify bounding and ambient sets");
+  return Ok();
+}
+
+Status ClearPermittedCaps() {
+  cap_t empty = cap_init();  // all three sets clear
+  if (empty == nullptr) return Error::Sys("cap_init()");
+  const int rc = cap_set_proc(empty);
+  const int saved = errno;
+  cap_free(empty);
+  if (rc != 0) return Error::Sys("cap_set_proc(empty)", saved);
+  cap_t proc = cap_get_proc();
+  if (proc == nullptr) return Error::Sys("cap_get_proc()");
+  cap_t none = cap_init();
+  const int differ = none == nullptr ? -1 : cap_compare(proc, none);
+  cap_free(proc);
+  if (none != nullptr) cap_free(none);
+  if (differ != 0)
+    return Error::Msg("verify capabilities cleared: permitted/effective/inheritable not empty");
   return Ok();
 }
 

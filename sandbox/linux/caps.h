@@ -30,6 +30,15 @@ Status DropBoundingAndAmbientCaps();
 // with an empty bounding and ambient set. Call after the uid change.
 Status ClearAllCaps();
 
+// Cell init's split of the same work (sandbox/init): init calls DropBoundingAndAmbientCaps()
+// and VerifyBoundingAndAmbientEmpty() once at setup, and every child it forks inherits the
+// empty bounding set and the locked securebits; the child then only needs
+// ClearPermittedCaps() after its uid change: the bounding set can never be refilled, and
+// the ambient set is a subset of permitted, so emptying permitted empties it too.
+Status VerifyBoundingAndAmbientEmpty();
+// Empties permitted, effective and inheritable and reads them back (one capget).
+Status ClearPermittedCaps();
+
 // The capability sets of a process as /proc/<pid>/status shows them (pid 0 = self).
 struct CapSets {
   uint64_t inheritable = 0, permitted = 0, effective = 0, bounding = 0, ambient = 0;

@@ -110,6 +110,38 @@ TEST(Caps, WithoutOurDropUidZeroRegainsCapabilities) {
   EXPECT_EQ(r.output.find("CapEff:\t0000000000000000"), std::string::npos) << r.output;
 }
 
+// Cell init's split: init drops bounding/ambient once, a forked child (which inherits that)
+// only clears its permitted set after the uid change, and still execs with nothing.
+TEST(Caps, InitDropsOnceAndForkedChildOnlyClearsPermitted) {
+  ChildResult r = RunThenExecGrep([]() -> std::string {
+    if (!EnterUserNamespaceAsRoot()) return std::string("userns: ") + strerror(errno);
+    if (Status s = DropBoundingAndAmbientCaps(); !s.ok()) return s.error().message;
+    if (Status s = VerifyBoundingAndAmbientEmpty(); !s.ok()) return s.error().message;
+    pid_t child = fork();  // as init's fork for an exec
+    if (child < 0) return std::string("fork: ") + strerror(errno);
+    if (child > 0) {
+      int status = 0;
+      waitpid(child, &status, 0);
+      _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 5);
+    }
+    if (Status s = ClearPermittedCaps(); !s.ok()) return s.error().message;
+    return "";
+  });
+  ExpectAllCapsZero(r);
+}
+
+// VerifyBoundingAndAmbientEmpty must notice a bounding set that was never dropped.
+TEST(Caps, VerifyBoundingFailsWhenNotDropped) {
+  ChildResult r = RunThenExecGrep([]() -> std::string {
+    if (!EnterUserNamespaceAsRoot()) return std::string("userns: ") + strerror(errno);
+    Status s = VerifyBoundingAndAmbientEmpty();
+    if (s.ok()) return "VerifyBoundingAndAmbientEmpty must fail with a full bounding set";
+    if (s.error().message.find("bnd=") == std::string::npos) return s.error().message;
+    return "";
+  });
+  ASSERT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << r.output;
+}
+
 TEST(Caps, UidChangeThenClearAsRealRoot) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a second uid";
   ChildResult r = RunThenExecGrep([]() -> std::string {
