@@ -503,7 +503,32 @@ Status Cell::Impl::WaitReady(Cell& c, const CellCreateOptions& options, int cont
                       " instead of Ready");
   }
   for (auto& step : ready->step_timings_us) c.timings_.steps_us.push_back(std::move(step));
+  const bool want_listener = c.spec_.egress_proxy_port != 0;
+  if (ready->egress_listener != (want_listener ? 1 : 0)) {
+    return Error::Msg(want_listener ? "cell init sent no egress proxy listener"
+                                    : "cell init sent an egress proxy listener nobody asked for");
+  }
+  if (want_listener) {
+    // Untrusted: it must be what the spec asked for, a listening IPv4 TCP socket.
+    const int fd = got->fds.at(0).get();
+    int domain = 0, type = 0, listening = 0;
+    socklen_t len = sizeof(int);
+    const bool ok =
+        ::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
+        (len = sizeof(int), ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len)) == 0 &&
+        (len = sizeof(int), ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len)) == 0;
+    if (!ok || domain != AF_INET || type != SOCK_STREAM || listening != 1) {
+      return Error::Msg("cell init's egress proxy listener is not a listening TCP socket");
+    }
+    c.egress_listener_ = got->fds.at(0).Release();
+  }
   return Ok();
+}
+
+int Cell::TakeEgressListener() {
+  const int fd = egress_listener_;
+  egress_listener_ = -1;
+  return fd;
 }
 
 Cell::~Cell() { (void)Destroy(); }
@@ -543,6 +568,10 @@ Status Cell::Destroy() {
     }
   }
   steps.Mark("kill");
+  if (egress_listener_ >= 0) {
+    ::close(egress_listener_);
+    egress_listener_ = -1;
+  }
   // 2. Close the channel: pending calls on other threads fail with a clear error. The object
   //    itself lives until ~Cell, so a call racing Destroy never touches freed memory.
   if (channel_) channel_->Close();

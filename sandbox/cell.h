@@ -98,6 +98,10 @@ class Cell {
   const Cgroup* cgroup() const { return cgroup_.get(); }
   // True while cell init runs (waitpid WNOHANG; does not reap a live process).
   bool alive() const;
+  // The listening TCP socket on 127.0.0.1:spec().egress_proxy_port inside the cell's network
+  // namespace (checked: a listening IPv4 stream socket), for the egress proxy to accept on.
+  // Ownership passes to the caller; -1 when the spec asked for none or it was taken.
+  int TakeEgressListener();
 
  private:
   Cell() = default;
@@ -112,6 +116,7 @@ class Cell {
   std::unique_ptr<CellChannel> channel_;
   int pidfd_ = -1;
   pid_t init_pid_ = -1;
+  int egress_listener_ = -1;
   SetupTimings timings_;
   SetupTimings destroy_timings_;
   std::vector<std::string> warnings_;

@@ -84,6 +84,10 @@ struct CellSpec {
   std::vector<std::string> env;          // "KEY=VALUE" defaults of every exec
   // Off only for debugging; a cell without seccomp says so in Cell::warnings().
   bool seccomp = true;
+  // > 0: cell init listens on 127.0.0.1:<port> inside the cell's network namespace and
+  // hands the listening socket to the server (Cell::TakeEgressListener), which serves the
+  // cell's HTTP/HTTPS proxy on it (egress/). 0: no listener.
+  uint16_t egress_proxy_port = 0;
 };
 
 // The defaults every cell starts from (PATH, HOME, LANG, ...): a spec with `id` and
@@ -99,7 +103,7 @@ Status ValidateCellSpec(const CellSpec& spec);
 
 // Wire form for cell init. Decode rejects truncation, trailing bytes, lengths above the
 // caps below and unknown versions.
-inline constexpr uint32_t kCellSpecWireVersion = 1;
+inline constexpr uint32_t kCellSpecWireVersion = 2;
 inline constexpr size_t kMaxCellSpecBytes = 1 << 20;
 inline std::string EncodeCellSpec(const CellSpec& spec);
 inline Result<CellSpec> DecodeCellSpec(std::string_view bytes);
@@ -217,6 +221,7 @@ inline std::string EncodeCellSpec(const CellSpec& spec) {
   w.Str(spec.sandbox_user);
   w.StrList(spec.env);
   w.Bool(spec.seccomp);
+  w.U32(spec.egress_proxy_port);
   return std::move(w.out);
 }
 
@@ -258,6 +263,9 @@ inline Result<CellSpec> DecodeCellSpec(std::string_view bytes) {
   s.sandbox_user = r.Str("sandbox_user");
   s.env = r.StrList("env");
   s.seccomp = r.Bool("seccomp");
+  const uint32_t egress_port = r.U32("egress_proxy_port");
+  if (egress_port > 65535) r.Fail("egress_proxy_port", "not a port number");
+  s.egress_proxy_port = static_cast<uint16_t>(egress_port);
   if (r.error.empty() && !r.AtEnd()) r.Fail("end", "trailing bytes");
   if (!r.error.empty()) return Error::Msg(r.error);
   return s;

@@ -141,6 +141,7 @@ void Fields(V& v, Ready& m) {
     v.Str(t.first, kMaxNameBytes, "step_timings_us.name");
     v.Num(t.second, "step_timings_us.us");
   });
+  v.Num(m.egress_listener, "egress_listener");
 }
 template <typename V>
 void Fields(V& v, SetupFailed& m) {
@@ -272,6 +273,8 @@ Status ValidateDecoded(const Message& message) {
     if (b > 1) return Error::Msg(std::string(what) + ": must be 0 or 1, got " + std::to_string(b));
     return Ok();
   };
+  if (auto* m = std::get_if<Ready>(&message))
+    return boolean(m->egress_listener, "Ready.egress_listener");
   if (auto* m = std::get_if<ExecExited>(&message))
     return boolean(m->signaled, "ExecExited.signaled");
   if (auto* m = std::get_if<ReadFileReply>(&message)) return boolean(m->eof, "ReadFileReply.eof");
@@ -328,7 +331,9 @@ uint64_t RequestIdOf(const Message& message) {
 }
 
 uint32_t RequiredFdCount(const Message& message) {
-  return std::holds_alternative<ExecRequest>(message) ? 3 : 0;
+  if (std::holds_alternative<ExecRequest>(message)) return 3;
+  if (auto* ready = std::get_if<Ready>(&message)) return ready->egress_listener ? 1 : 0;
+  return 0;
 }
 
 std::vector<uint8_t> EncodeFrame(const Message& message, uint32_t fd_count) {

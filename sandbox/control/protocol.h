@@ -51,6 +51,9 @@ inline constexpr uint32_t kMaxFdsPerFrame = 3;
 // ---- Init -> server, once, after setup ----
 struct Ready {
   std::vector<std::pair<std::string, uint64_t>> step_timings_us;  // in order
+  // 1: the frame carries one fd, the listening TCP socket on 127.0.0.1 that init opened
+  // in the cell's network namespace for the egress proxy (CellSpec::egress_proxy_port).
+  uint8_t egress_listener = 0;
 };
 struct SetupFailed {
   std::string message;

@@ -10,12 +10,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <span>
 #include <string>
 
 #include "sandbox/control/protocol.h"
 #include "sandbox/init/control_loop.h"
 #include "sandbox/init/setup.h"
 #include "sandbox/linux/caps.h"
+#include "sandbox/linux/net.h"
 #include "sandbox/linux/seccomp.h"
 
 namespace mcpcell::sandbox {
@@ -65,12 +67,26 @@ namespace {
   ctx.seccomp = spec->seccomp ? &seccomp : nullptr;
   ctx.root_fd = root->root_fd.Release();
 
+  // The egress proxy's listening socket: opened here, in the cell's network namespace,
+  // handed to the server with Ready and closed here, so no process of the cell holds it.
+  int egress_listener = -1;
+  if (spec->egress_proxy_port != 0) {
+    Result<int> fd = ListenOnLoopback(spec->egress_proxy_port);
+    if (!fd) FailSetup(fd.error().Wrap("egress proxy listener").message);
+    egress_listener = *fd;
+    timer.Mark("egress_listener");
+  }
+
   control::Ready ready;
   ready.step_timings_us = std::move(timer.steps());
-  if (Status s = control::SendMessage(kInitControlFd, ready); !s) {
+  ready.egress_listener = egress_listener >= 0 ? 1 : 0;
+  std::span<const int> fds;
+  if (egress_listener >= 0) fds = std::span<const int>(&egress_listener, 1);
+  if (Status s = control::SendMessage(kInitControlFd, ready, fds); !s) {
     std::fprintf(stderr, "mcpcell-init: sending Ready: %s\n", s.error().message.c_str());
     _exit(1);
   }
+  if (egress_listener >= 0) ::close(egress_listener);
   ServeControl(kInitControlFd, ctx);
 }
 

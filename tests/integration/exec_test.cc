@@ -3,6 +3,7 @@
 // and cancellation that kill the whole process group, concurrent execs, and the death of
 // cell init turning every call into an error instead of a hang.
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -318,5 +319,61 @@ TEST_F(ExecTest, DeathOfCellInitFailsCallsInsteadOfHanging) {
   EXPECT_LT(Clock::now() - t0, 1s);
 }
 
+// The egress proxy's door: init listens on 127.0.0.1:<port> inside the cell's network
+// namespace and hands the socket to the server, which accepts there (egress/ serves it).
+TEST(EgressListener, InitHandsTheServerAListenerInsideTheCell) {
+  TempStateDir state;
+  ASSERT_FALSE(state.path().empty());
+  CellSpec spec = ProbeSpec(state);
+  spec.egress_proxy_port = 3128;
+  auto cell = Cell::Create(spec, TestCreateOptions());
+  ASSERT_TRUE(cell.ok()) << cell.error().message;
+  const int listener = (*cell)->TakeEgressListener();
+  ASSERT_GE(listener, 0);
+  EXPECT_EQ((*cell)->TakeEgressListener(), -1) << "ownership passes once";
+  std::string got;
+  std::thread server([&] {
+    int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) return;
+    char buf[16];
+    ssize_t n = ::read(c, buf, sizeof buf);
+    if (n > 0) got.assign(buf, static_cast<size_t>(n));
+    (void)!::write(c, "pong", 4);
+    ::close(c);
+  });
+  auto r = celltest::RunInCell(**cell, {"/usr/bin/python3", "-c",
+                                        "import socket\n"
+                                        "s = socket.create_connection(('127.0.0.1', 3128))\n"
+                                        "s.sendall(b'ping')\n"
+                                        "print(s.recv(16).decode())\n"
+                                        "t = socket.socket()\n"
+                                        "try:\n"
+                                        "    t.bind(('127.0.0.1', 3128)); print('bound')\n"
+                                        "except OSError as e:\n"
+                                        "    print('bind', e.errno)\n"});
+  server.join();
+  ::close(listener);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(got, "ping");
+  EXPECT_EQ(r.out, "pong\nbind " + std::to_string(EADDRINUSE) + "\n") << r.err;
+  EXPECT_TRUE((*cell)->Destroy().ok());
+}
+
+TEST(EgressListener, NoneUnlessTheSpecAsks) {
+  TempStateDir state;
+  ASSERT_FALSE(state.path().empty());
+  auto cell = Cell::Create(ProbeSpec(state), TestCreateOptions());
+  ASSERT_TRUE(cell.ok()) << cell.error().message;
+  EXPECT_EQ((*cell)->TakeEgressListener(), -1);
+  auto r = celltest::RunInCell(**cell, {"/usr/bin/python3", "-c",
+                                        "import socket\n"
+                                        "try:\n"
+                                        "    socket.create_connection(('127.0.0.1', 3128))\n"
+                                        "except OSError as e:\n"
+                                        "    print('refused', e.errno)\n"});
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.out, "refused " + std::to_string(ECONNREFUSED) + "\n") << r.err;
+  EXPECT_TRUE((*cell)->Destroy().ok());
+}
 }  // namespace
 }  // namespace mcpcell::sandbox

@@ -120,6 +120,7 @@ TEST(CellSpecCodec, RoundTripIsExact) {
   spec.hostname = "h";
   spec.sandbox_uid = 1234;
   spec.seccomp = false;
+  spec.egress_proxy_port = 3128;
   std::string wire = EncodeCellSpec(spec);
   Result<CellSpec> back = DecodeCellSpec(wire);
   ASSERT_TRUE(back.ok()) << back.error().message;
@@ -149,10 +150,16 @@ TEST(CellSpecCodec, EveryTruncationAndDamageIsRejected) {
   uint32_t big = 1u << 30;
   std::memcpy(huge.data() + 8, &big, 4);  // the id's length
   EXPECT_THAT(DecodeCellSpec(huge).error().message, HasSubstr("id: string longer than the cap"));
-  // A boolean that is neither 0 nor 1 (the last field, seccomp).
+  // A boolean that is neither 0 nor 1 (seccomp, just before the last field).
   std::string bad_bool = wire;
-  bad_bool[bad_bool.size() - 4] = 2;
+  bad_bool[bad_bool.size() - 8] = 2;
   EXPECT_THAT(DecodeCellSpec(bad_bool).error().message, HasSubstr("seccomp: not a boolean"));
+  // The last field, egress_proxy_port, must be a port number.
+  std::string bad_port = wire;
+  uint32_t not_a_port = 70000;
+  std::memcpy(bad_port.data() + bad_port.size() - 4, &not_a_port, 4);
+  EXPECT_THAT(DecodeCellSpec(bad_port).error().message,
+              HasSubstr("egress_proxy_port: not a port number"));
 }
 
 TEST(Hostname, DefaultIsDerivedFromTheIdAndValid) {

@@ -110,6 +110,21 @@ TEST(ProtocolCodec, EveryMessageRoundTrips) {
   EXPECT_EQ(RequestIdOf(*exec), 42u);
 }
 
+// Ready carries the egress listener only when it says so; a hostile init can neither
+// slip an fd into a Ready that declares none nor claim one it did not send.
+TEST(ProtocolCodec, ReadyCarriesTheEgressListenerOnlyWhenDeclared) {
+  Ready with{{{"net", 5}}, 1};
+  Result<Message> ok = DecodeFrame(EncodeFrame(with, 1), 1);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(std::get<Ready>(*ok).egress_listener, 1);
+  EXPECT_THAT(DecodeFrame(EncodeFrame(with, 0), 0).error().message, HasSubstr("needs 1 fds"));
+  Ready without{{{"net", 5}}, 0};
+  EXPECT_THAT(DecodeFrame(EncodeFrame(without, 1), 1).error().message, HasSubstr("needs 0 fds"));
+  Ready bad{{{"net", 5}}, 2};
+  EXPECT_THAT(DecodeFrame(EncodeFrame(bad, 1), 1).error().message,
+              HasSubstr("Ready.egress_listener: must be 0 or 1"));
+}
+
 TEST(ProtocolCodec, EveryTruncationIsRejected) {
   std::vector<uint8_t> frame = EncodeFrame(SampleExec(), 3);
   for (size_t len = 0; len < frame.size(); ++len) {
