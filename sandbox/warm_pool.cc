@@ -1,0 +1,122 @@
+#include "sandbox/warm_pool.h"
+
+#include <atomic>
+#include <cstdio>
+
+#include "sandbox/cell_channel.h"
+
+namespace mcpcell::sandbox {
+namespace {
+
+// After a failed creation the pool waits this long before it tries again, so a host that
+// cannot make cells is not hammered; sessions still make (and report) their own meanwhile.
+constexpr std::chrono::seconds kRetryAfterFailure{5};
+
+std::string PoolCellId() {
+  static std::atomic<uint64_t> counter{0};
+  char buf[48];
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  std::snprintf(buf, sizeof buf, "w%llx-%llu",
+                static_cast<unsigned long long>(
+                    std::chrono::duration_cast<std::chrono::microseconds>(now).count()),
+                static_cast<unsigned long long>(counter.fetch_add(1)));
+  return buf;
+}
+
+bool Usable(Cell& cell) { return cell.alive() && cell.channel().alive(); }
+
+}  // namespace
+
+WarmPool::WarmPool(SpecFactory factory, CellCreateOptions create, size_t target)
+    : factory_(std::move(factory)), create_(std::move(create)), target_(target) {
+  if (target_ > 0 && factory_) {
+    thread_ = std::jthread([this](std::stop_token stop) { Loop(stop); });
+  }
+}
+
+WarmPool::~WarmPool() { Stop(); }
+
+void WarmPool::Loop(std::stop_token stop) {
+  std::unique_lock lock(mu_);
+  while (!stop.stop_requested()) {
+    changed_.wait(lock, stop, [&] { return disabled_ || ready_.size() < target_; });
+    if (stop.stop_requested() || disabled_) return;
+    making_ = true;
+    lock.unlock();
+    const std::string id = PoolCellId();
+    Result<CellSpec> spec = factory_(id);
+    Result<std::unique_ptr<Cell>> cell = Error::Msg("not made");
+    bool persistent_workspace = false;
+    if (!spec) {
+      cell = spec.error().Wrap("cell spec");
+    } else if (!spec->workspace_host_dir.empty()) {
+      persistent_workspace = true;
+    } else {
+      cell = Cell::Create(*spec, create_);
+    }
+    lock.lock();
+    making_ = false;
+    if (persistent_workspace) {
+      disabled_ = true;
+      status_ = "off: the policy names a persistent workspace (" + spec->workspace_host_dir +
+                "), which one cell at a time may use";
+    } else if (cell) {
+      ready_.push_back(std::move(cell).value());
+      status_.clear();
+    } else {
+      status_ = "retrying: " + cell.error().message;
+    }
+    changed_.notify_all();
+    if (!cell && !disabled_) {
+      changed_.wait_for(lock, stop, kRetryAfterFailure, [] { return false; });
+    }
+  }
+}
+
+std::unique_ptr<Cell> WarmPool::Take(std::chrono::milliseconds max_wait) {
+  const auto deadline = std::chrono::steady_clock::now() + max_wait;
+  std::unique_lock lock(mu_);
+  for (;;) {
+    while (!ready_.empty()) {
+      std::unique_ptr<Cell> cell = std::move(ready_.front());
+      ready_.pop_front();
+      changed_.notify_all();  // refill
+      lock.unlock();
+      if (Usable(*cell)) return cell;
+      (void)cell->Destroy();  // died while waiting (killed from the host): never handed out
+      cell.reset();
+      lock.lock();
+    }
+    if (!making_) return nullptr;
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && ready_.empty()) {
+      return nullptr;
+    }
+  }
+}
+
+void WarmPool::Stop() {
+  if (thread_.joinable()) {
+    thread_.request_stop();
+    thread_.join();  // a creation in progress finishes first; its cell lands in ready_
+  }
+  std::deque<std::unique_ptr<Cell>> cells;
+  {
+    std::lock_guard lock(mu_);
+    disabled_ = true;
+    cells.swap(ready_);
+    changed_.notify_all();
+  }
+  for (auto& cell : cells) (void)cell->Destroy();
+}
+
+size_t WarmPool::ready() const {
+  std::lock_guard lock(mu_);
+  return ready_.size();
+}
+
+std::string WarmPool::status() const {
+  std::lock_guard lock(mu_);
+  return status_;
+}
+
+}  // namespace mcpcell::sandbox

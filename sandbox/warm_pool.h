@@ -1,0 +1,72 @@
+// WarmPool: cells made ahead of need, so that a session's first tool call does not wait
+// for a cell to be built (clone, mounts, cgroup, init's setup: ~10 ms here, most of a first
+// call's latency).
+//
+// A pool keeps `target` ready cells of one spec factory (one policy profile). Take() hands
+// out a ready cell at once; when none is ready but one is being made, it waits for that one
+// (it started earlier than anything the caller could start now); otherwise it returns
+// nullptr and the caller makes its own cell, so a pool that cannot make cells never makes
+// a session fail differently. Every Take starts a refill on the pool's own thread.
+//
+// What a pooled cell must not depend on: the session. The spec factory is called with a
+// fresh id only, and a spec that names a persistent host workspace disables the pool (two
+// live cells on one persistent workspace are unsupported: the second would re-own the
+// files of the first). A pooled cell that died while waiting is destroyed, never handed out.
+//
+// Threading: every method is thread-safe; cells are made and destroyed on the pool's
+// thread or on the thread calling Take/Stop, never under the pool's lock.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "sandbox/cell.h"
+#include "sandbox/cell_spec.h"
+#include "sandbox/status.h"
+
+namespace mcpcell::sandbox {
+
+class WarmPool {
+ public:
+  using SpecFactory = std::function<Result<CellSpec>(const std::string& cell_id)>;
+
+  // Starts making cells at once (target 0: never makes any; Take returns nullptr).
+  WarmPool(SpecFactory factory, CellCreateOptions create, size_t target);
+  ~WarmPool();  // Stop()
+  WarmPool(const WarmPool&) = delete;
+  WarmPool& operator=(const WarmPool&) = delete;
+
+  // A ready, live cell; or the one being made, once ready (waits at most `max_wait`);
+  // nullptr when neither (the caller makes its own).
+  std::unique_ptr<Cell> Take(std::chrono::milliseconds max_wait = std::chrono::seconds(30));
+
+  // Stops making cells, waits for the one being made, destroys the ready ones. Idempotent.
+  void Stop();
+
+  size_t ready() const;
+  // Why the pool stopped making cells on its own ("" while it works): a spec with a
+  // persistent workspace, or the last creation error while it backs off.
+  std::string status() const;
+
+ private:
+  void Loop(std::stop_token stop);
+
+  const SpecFactory factory_;
+  const CellCreateOptions create_;
+  const size_t target_;
+  mutable std::mutex mu_;
+  std::condition_variable_any changed_;
+  std::deque<std::unique_ptr<Cell>> ready_;  // under mu_
+  bool making_ = false;                      // under mu_
+  bool disabled_ = false;                    // under mu_: never again
+  std::string status_;                       // under mu_
+  std::jthread thread_;
+};
+
+}  // namespace mcpcell::sandbox

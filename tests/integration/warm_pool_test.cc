@@ -1,0 +1,154 @@
+// WarmPool with real cells: a ready cell is handed out at once and works, the pool refills,
+// a pooled cell that died is never handed out, a persistent workspace turns the pool off,
+// a failing factory makes Take return nullptr (the caller makes its own), and Stop leaves
+// nothing behind.
+#include "sandbox/warm_pool.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/cell_fixture.h"
+
+namespace mcpcell::sandbox {
+namespace {
+
+using celltest::ProbeSpec;
+using celltest::TempStateDir;
+using celltest::TestCreateOptions;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+WarmPool::SpecFactory FactoryFor(const TempStateDir& state) {
+  return [&state](const std::string& id) -> Result<CellSpec> {
+    CellSpec spec = ProbeSpec(state);
+    spec.id = id;
+    return spec;
+  };
+}
+
+// Polls `pred` for up to 30 s (cells take ~10-50 ms to make; CI machines are slow).
+template <typename Pred>
+bool Eventually(Pred pred) {
+  for (int i = 0; i < 3000; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+size_t CellDirs(const std::string& state_dir) {
+  size_t n = 0;
+  DIR* d = ::opendir((state_dir + "/cells").c_str());
+  if (!d) return 0;
+  while (struct dirent* e = ::readdir(d)) {
+    if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+TEST(WarmPool, HandsOutAReadyCellThatWorksAndRefills) {
+  TempStateDir state;
+  ASSERT_FALSE(state.path().empty());
+  WarmPool pool(FactoryFor(state), TestCreateOptions(), 1);
+  ASSERT_TRUE(Eventually([&] { return pool.ready() == 1; })) << pool.status();
+  std::unique_ptr<Cell> cell = pool.Take();
+  ASSERT_NE(cell, nullptr);
+  auto r = celltest::RunInCell(*cell, {"/bin/sh", "-c", "echo hi; id -u"});
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.out, "hi\n1000\n");
+  EXPECT_TRUE(Eventually([&] { return pool.ready() == 1; })) << "refill: " << pool.status();
+  std::unique_ptr<Cell> second = pool.Take();
+  ASSERT_NE(second, nullptr);
+  EXPECT_NE(second->id(), cell->id());
+  EXPECT_TRUE(cell->Destroy().ok());
+  EXPECT_TRUE(second->Destroy().ok());
+  pool.Stop();
+  EXPECT_EQ(CellDirs(state.path()), 0u) << "Stop destroys the refilled cell";
+}
+
+TEST(WarmPool, KilledWhileWaitingInThePool) {
+  TempStateDir state;
+  ASSERT_FALSE(state.path().empty());
+  // A factory that records the ids it made, so the test can find the pooled cell's init.
+  std::mutex mu;
+  std::vector<std::string> ids;
+  WarmPool pool(
+      [&](const std::string& id) -> Result<CellSpec> {
+        std::lock_guard lock(mu);
+        ids.push_back(id);
+        CellSpec spec = ProbeSpec(state);
+        spec.id = id;
+        return spec;
+      },
+      TestCreateOptions(), 1);
+  ASSERT_TRUE(Eventually([&] { return pool.ready() == 1; })) << pool.status();
+  std::string first;
+  {
+    std::lock_guard lock(mu);
+    first = ids.at(0);
+  }
+  // The init record names the pooled cell's init pid.
+  std::ifstream in(state.path() + "/cells/" + first + "/init");
+  long pid = 0;
+  in >> pid;
+  ASSERT_GT(pid, 1) << "no init record for " << first;
+  ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
+  std::this_thread::sleep_for(50ms);
+  std::unique_ptr<Cell> cell = pool.Take(60s);
+  if (cell) {
+    EXPECT_NE(cell->id(), first) << "a dead pooled cell was handed out";
+    EXPECT_TRUE(cell->alive());
+    EXPECT_TRUE(cell->Destroy().ok());
+  }
+  struct stat st;
+  EXPECT_NE(::stat((state.path() + "/cells/" + first).c_str(), &st), 0)
+      << "the dead pooled cell was destroyed";
+}
+
+TEST(WarmPool, PersistentWorkspaceTurnsThePoolOff) {
+  TempStateDir state;
+  ASSERT_FALSE(state.path().empty());
+  const std::string ws = state.path() + "/ws";
+  ASSERT_EQ(::mkdir(ws.c_str(), 0777), 0);
+  WarmPool pool(
+      [&](const std::string& id) -> Result<CellSpec> {
+        CellSpec spec = ProbeSpec(state);
+        spec.id = id;
+        spec.workspace_host_dir = ws;
+        return spec;
+      },
+      TestCreateOptions(), 1);
+  ASSERT_TRUE(Eventually([&] { return !pool.status().empty(); }));
+  EXPECT_THAT(pool.status(), HasSubstr("persistent workspace"));
+  EXPECT_EQ(pool.Take(100ms), nullptr);
+  EXPECT_EQ(CellDirs(state.path()), 0u);
+}
+
+TEST(WarmPool, FailingFactoryMeansNullptrAndAReason) {
+  TempStateDir state;
+  ASSERT_FALSE(state.path().empty());
+  WarmPool pool([](const std::string&) -> Result<CellSpec> { return Error::Msg("no spec today"); },
+                TestCreateOptions(), 1);
+  ASSERT_TRUE(Eventually([&] { return !pool.status().empty(); }));
+  EXPECT_THAT(pool.status(), HasSubstr("no spec today"));
+  EXPECT_EQ(pool.Take(100ms), nullptr);
+}
+
+TEST(WarmPool, TargetZeroMakesNothing) {
+  TempStateDir state;
+  ASSERT_FALSE(state.path().empty());
+  WarmPool pool(FactoryFor(state), TestCreateOptions(), 0);
+  EXPECT_EQ(pool.Take(10ms), nullptr);
+  EXPECT_EQ(CellDirs(state.path()), 0u);
+}
+
+}  // namespace
+}  // namespace mcpcell::sandbox
