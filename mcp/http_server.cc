@@ -291,6 +291,15 @@ struct HttpServer::Impl {
 
   Impl(Server& s, HttpOptions o) : server(s), opts(std::move(o)) {}
 
+  // The mcp::Session's tenant: the authenticated tenant's name; "" without authentication
+  // (every request is then default_tenant, which names no one).
+  std::string SessionTenant(const HttpSessionEntry& entry) const {
+    return opts.authenticate ? entry.tenant : std::string();
+  }
+  std::chrono::milliseconds IdleTimeout(const HttpSessionEntry& entry) const {
+    return entry.quotas.idle_timeout.count() > 0 ? entry.quotas.idle_timeout : opts.idle_timeout;
+  }
+
   // ---- checks ----
   bool CheckHostOrigin(const httplib::Request& req, httplib::Response& res) {
     bool loopback = IsLoopbackHost(opts.host);
@@ -628,7 +637,8 @@ struct HttpServer::Impl {
       st->pending.insert(key);
       entry->channel->by_request[key] = st->id;
     }
-    entry->session = server.Connect(std::make_unique<HttpSessionTransport>(entry->channel));
+    entry->session = server.Connect(std::make_unique<HttpSessionTransport>(entry->channel),
+                                    SessionTenant(*entry));
     Deliver(*entry->channel, req.body);
     std::string answer;
     {
@@ -740,7 +750,8 @@ struct HttpServer::Impl {
       std::lock_guard lock(entry->channel->mu);
       st = entry->channel->NewStream(true);
     }
-    entry->session = server.Connect(std::make_unique<HttpSessionTransport>(entry->channel));
+    entry->session = server.Connect(std::make_unique<HttpSessionTransport>(entry->channel),
+                                    SessionTenant(*entry));
     {
       std::lock_guard lock(mu);
       sessions[entry->http_id] = entry;
@@ -827,9 +838,9 @@ struct HttpServer::Impl {
           if (e->session->closed()) {
             doomed.emplace_back(e, "transport closed");
           } else if (e->active == 0 && e->channel->InFlight() == 0 &&
-                     now - e->last_used_ms > opts.idle_timeout.count()) {
+                     now - e->last_used_ms > IdleTimeout(*e).count()) {
             doomed.emplace_back(
-                e, "idle for more than " + std::to_string(opts.idle_timeout.count() / 1000) + " s");
+                e, "idle for more than " + std::to_string(IdleTimeout(*e).count() / 1000) + " s");
           }
         }
       }

@@ -16,8 +16,11 @@
 // Mcp-Session-Id (400 missing, 404 unknown/expired/another tenant's), MCP-Protocol-Version
 // (400 unsupported), quotas (429 with Retry-After and a message naming the limit).
 //
-// Threading: HTTP requests run on the server's own pool; sessions idle past
-// idle_timeout (no request and no open stream) are closed by a housekeeping thread.
+// Every mcp::Session made here carries its tenant's name (Session::tenant(); empty when
+// there is no authentication), so the Server's per-session hooks can tell tenants apart.
+//
+// Threading: HTTP requests run on the server's own pool; sessions idle past their idle
+// timeout (no request and no open stream) are closed by a housekeeping thread.
 #pragma once
 
 #include <chrono>
@@ -40,6 +43,9 @@ struct HttpTenant {
   size_t max_sessions = 0;          // live sessions of this tenant
   size_t max_concurrent_calls = 0;  // requests in flight per session
   size_t max_body_bytes = 4 * 1024 * 1024;
+  // A session idle this long (no request, no open stream) is closed; 0 = the server's
+  // HttpOptions::idle_timeout.
+  std::chrono::milliseconds idle_timeout{0};
 };
 
 struct HttpOptions {

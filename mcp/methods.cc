@@ -136,7 +136,7 @@ const std::map<std::string, Session::Impl::Builtin, std::less<>>& Session::Impl:
 
 // ---- lifecycle ----
 
-Json Session::Impl::Initialize(const Json& params, Context&) {
+Json Session::Impl::Initialize(const Json& params, Context& ctx) {
   std::string requested = StringParam(params, "protocolVersion");
   auto caps = params.find("capabilities");
   if (caps == params.end() || !caps->is_object()) BadParams("\"capabilities\" must be an object");
@@ -167,7 +167,9 @@ Json Session::Impl::Initialize(const Json& params, Context&) {
   Json result = {{"protocolVersion", negotiated},
                  {"capabilities", server->Capabilities()},
                  {"serverInfo", server_info}};
-  if (!o.instructions.empty()) result["instructions"] = o.instructions;
+  std::string instructions =
+      o.session_instructions ? o.session_instructions(ctx.session()) : o.instructions;
+  if (!instructions.empty()) result["instructions"] = std::move(instructions);
   return result;
 }
 
@@ -190,11 +192,17 @@ Json Session::Impl::SetLevel(const Json& params, Context&) {
 
 // ---- tools ----
 
-Json Session::Impl::ListTools(const Json& params, Context&) {
-  std::vector<Json> items;
+Json Session::Impl::ListTools(const Json& params, Context& ctx) {
+  std::vector<std::shared_ptr<const Tool>> tools;
   {
     std::shared_lock lock(server->registry_mu);
-    for (const auto& t : server->tools) items.push_back(t->ToJson());
+    tools = server->tools;
+  }
+  // The filter runs without the registry lock: it is the embedder's code.
+  const auto& filter = server->options.tool_filter;
+  std::vector<Json> items;
+  for (const auto& t : tools) {
+    if (!filter || filter(ctx.session(), t->name)) items.push_back(t->ToJson());
   }
   return Paginate(std::move(items), params, "tools", "tools", server->options.page_size);
 }
@@ -202,6 +210,9 @@ Json Session::Impl::ListTools(const Json& params, Context&) {
 Json Session::Impl::CallTool(const Json& params, Context& ctx) {
   std::string name = StringParam(params, "name");
   auto tool = server->FindTool(name);
+  // A tool the session's filter refuses is answered exactly like an unregistered one.
+  const auto& filter = server->options.tool_filter;
+  if (tool && filter && !filter(ctx.session(), name)) tool = nullptr;
   if (!tool) throw RpcException(kInvalidParams, "Unknown tool: " + name, {{"name", name}});
   Json args = params.contains("arguments") && !params["arguments"].is_null() ? params["arguments"]
                                                                              : Json::object();

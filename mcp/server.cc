@@ -271,14 +271,14 @@ Status Server::AddNotificationHandler(const std::string& method, NotificationHan
   return Status::Ok();
 }
 
-std::shared_ptr<Session> Server::Connect(std::unique_ptr<Transport> transport) {
+std::shared_ptr<Session> Server::Connect(std::unique_ptr<Transport> transport, std::string tenant) {
   std::string sid;
   {
     std::lock_guard lock(impl_->sessions_mu);
     sid = "s" + std::to_string(impl_->next_session++);
   }
-  auto session =
-      std::make_shared<Session>(std::make_unique<Session::Impl>(impl_, std::move(transport), sid));
+  auto session = std::make_shared<Session>(
+      std::make_unique<Session::Impl>(impl_, std::move(transport), sid, std::move(tenant)));
   Session::Impl& s = *session->impl_;
   s.weak = session;
   {

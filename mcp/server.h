@@ -48,6 +48,14 @@ struct ServerOptions {
   // When a client stops sending (stdin EOF) the requests in flight may finish and be
   // answered for this long; then they are cancelled and the session closes.
   std::chrono::milliseconds drain_timeout{30'000};
+  // Optional, per session: whether `session` may see and call tool `tool_name`. tools/list
+  // leaves out the tools it refuses and tools/call answers them as unknown tools, so a
+  // refused tool looks exactly like one that is not registered. Called on handler threads,
+  // concurrently: must be thread-safe, quick and must not block.
+  std::function<bool(const Session& session, const std::string& tool_name)> tool_filter{};
+  // Optional, per session: the initialize result's instructions (instead of
+  // `instructions`); empty = none. Same threading rules as tool_filter.
+  std::function<std::string(const Session& session)> session_instructions{};
   // Check every structuredContent against its tool's outputSchema (a mismatch becomes an
   // isError result naming the field). On by default in debug builds.
 #ifdef NDEBUG
@@ -86,8 +94,9 @@ class Server {
   Status AddNotificationHandler(const std::string& method, NotificationHandler handler);
 
   // Starts serving one client over `transport`; the session lives until the transport
-  // closes or Close() is called.
-  std::shared_ptr<Session> Connect(std::unique_ptr<Transport> transport);
+  // closes or Close() is called. `tenant` is who the transport authenticated (e.g. the
+  // HTTP bearer token's tenant), fixed for the session's life; empty when none.
+  std::shared_ptr<Session> Connect(std::unique_ptr<Transport> transport, std::string tenant = {});
 
   // notifications/resources/updated {uri} to every session subscribed to `uri`.
   void NotifyResourceUpdated(const std::string& uri);

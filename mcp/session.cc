@@ -67,10 +67,11 @@ struct Batch {
 // ---- intake ----
 
 Session::Impl::Impl(std::shared_ptr<Server::Impl> server_impl, std::unique_ptr<Transport> t,
-                    std::string sid)
+                    std::string sid, std::string tenant_name)
     : server(std::move(server_impl)),
       transport(std::move(t)),
       id(std::move(sid)),
+      tenant(std::move(tenant_name)),
       level(server->options.default_client_log_level) {}
 
 bool Session::Impl::Send(const Json& message) {
@@ -482,6 +483,8 @@ Session::~Session() {
 }
 
 const std::string& Session::id() const { return impl_->id; }
+
+const std::string& Session::tenant() const { return impl_->tenant; }
 
 bool Session::initialized() const {
   std::lock_guard lock(impl_->mu);

@@ -26,7 +26,10 @@ class Session : public std::enable_shared_from_this<Session> {
   ~Session();
 
   const std::string& id() const;  // unique per server, e.g. "s1"
-  bool initialized() const;       // initialize has been answered
+  // Who the transport authenticated (Server::Connect's tenant): the HTTP tenant's name,
+  // empty for stdio and unauthenticated transports. Fixed for the session's life.
+  const std::string& tenant() const;
+  bool initialized() const;  // initialize has been answered
   bool closed() const;
   std::string protocol_version() const;  // "" before initialize
   Json client_info() const;              // initialize params.clientInfo

@@ -44,12 +44,14 @@ struct Batch;
 using ResponseOut = std::function<void(std::optional<Json>)>;
 
 struct Session::Impl {
-  Impl(std::shared_ptr<Server::Impl> server_impl, std::unique_ptr<Transport> t, std::string sid);
+  Impl(std::shared_ptr<Server::Impl> server_impl, std::unique_ptr<Transport> t, std::string sid,
+       std::string tenant_name = {});
 
   std::weak_ptr<Session> weak;  // set by Server::Connect
   std::shared_ptr<Server::Impl> server;
   std::unique_ptr<Transport> transport;
   const std::string id;
+  const std::string tenant;  // Server::Connect's tenant; "" when none
 
   enum class Phase { kNew, kInitialized, kClosed };
   mutable std::mutex mu;

@@ -64,7 +64,7 @@ struct MemoryClient::Impl {
   }
 };
 
-MemoryClient::MemoryClient(Server& server, size_t transport_limit)
+MemoryClient::MemoryClient(Server& server, size_t transport_limit, std::string tenant)
     : impl_(std::make_unique<Impl>()) {
   auto [client_end, server_end] = CreateMemoryTransportPair(transport_limit);
   impl_->transport = std::move(client_end);
@@ -87,7 +87,7 @@ MemoryClient::MemoryClient(Server& server, size_t transport_limit)
     }
   };
   impl_->transport->Start(std::move(callbacks));
-  impl_->session = server.Connect(std::move(server_end));
+  impl_->session = server.Connect(std::move(server_end), std::move(tenant));
 }
 
 MemoryClient::~MemoryClient() {

@@ -26,7 +26,8 @@ class MemoryClient {
   // Answers a server->client request: returns the result, or throws RpcException.
   using RequestHandler = std::function<Json(const std::string& method, const Json& params)>;
 
-  explicit MemoryClient(Server& server, size_t transport_limit = 0);
+  // `tenant` becomes the session's Session::tenant() (as an authenticating transport sets it).
+  explicit MemoryClient(Server& server, size_t transport_limit = 0, std::string tenant = {});
   ~MemoryClient();  // closes the session
 
   // initialize (+ notifications/initialized unless send_initialized is false). Returns the

@@ -59,8 +59,10 @@ CellLease::~CellLease() {
 
 // ---- CellSession ----
 
-CellSession::CellSession(std::string key, CellSpecFactory factory, CellSessionOptions options)
+CellSession::CellSession(std::string key, CellSpecFactory factory, CellSessionOptions options,
+                         std::string profile)
     : key_(std::move(key)),
+      profile_(std::move(profile)),
       factory_(std::move(factory)),
       options_(std::move(options)),
       started_(Clock::now()),
@@ -224,13 +226,40 @@ CellSessionManager::~CellSessionManager() {
   CloseAll();
 }
 
-Result<std::shared_ptr<CellSession>> CellSessionManager::Get(const std::string& key) {
+Status CellSessionManager::AddProfile(const std::string& name, CellSessionProfile profile) {
+  if (name.empty()) return Error::Msg("a cell session profile needs a name");
+  if (!profile.factory) return Error::Msg("cell session profile \"" + name + "\": no spec factory");
+  std::lock_guard lock(mu_);
+  if (!profiles_.emplace(name, std::move(profile)).second)
+    return Error::Msg("cell session profile \"" + name + "\" is registered twice");
+  return Ok();
+}
+
+Result<std::shared_ptr<CellSession>> CellSessionManager::Get(const std::string& key,
+                                                             const std::string& profile) {
   std::lock_guard lock(mu_);
   if (auto it = ended_.find(key); it != ended_.end())
     return Error::Msg("the session has ended: " + it->second);
-  auto& slot = sessions_[key];
-  if (!slot) slot = std::make_shared<CellSession>(key, factory_, options_);
-  return slot;
+  if (auto it = sessions_.find(key); it != sessions_.end()) {
+    if (it->second->profile() != profile) {
+      return Error::Msg("session " + key + " belongs to profile \"" + it->second->profile() +
+                        "\", not \"" + profile + "\"");
+    }
+    return it->second;
+  }
+  std::shared_ptr<CellSession> session;
+  if (profile.empty()) {
+    session = std::make_shared<CellSession>(key, factory_, options_);
+  } else {
+    auto it = profiles_.find(profile);
+    if (it == profiles_.end()) return Error::Msg("no cell session profile \"" + profile + "\"");
+    CellSessionOptions options = options_;
+    options.idle_timeout = it->second.idle_timeout;
+    options.max_lifetime = it->second.max_lifetime;
+    session = std::make_shared<CellSession>(key, it->second.factory, options, profile);
+  }
+  sessions_.emplace(key, session);
+  return session;
 }
 
 Status CellSessionManager::Close(const std::string& key, const std::string& reason) {

@@ -42,6 +42,14 @@ struct CellSessionOptions {
 // Makes the spec of a new cell with the given id (the policy decides everything in it).
 using CellSpecFactory = std::function<Result<CellSpec>(const std::string& cell_id)>;
 
+// A named alternative to the manager's own factory and timeouts (e.g. one per tenant, each
+// from its own policy). A session's profile is chosen when it is first made.
+struct CellSessionProfile {
+  CellSpecFactory factory;
+  std::chrono::milliseconds idle_timeout{std::chrono::minutes(15)};
+  std::chrono::milliseconds max_lifetime{std::chrono::hours(4)};
+};
+
 class CellSession;
 
 // Proof that a call may use the cell; releases it on destruction. Move-only.
@@ -84,7 +92,8 @@ struct CellSessionInfo {
 
 class CellSession {
  public:
-  CellSession(std::string key, CellSpecFactory factory, CellSessionOptions options);
+  CellSession(std::string key, CellSpecFactory factory, CellSessionOptions options,
+              std::string profile = "");
   ~CellSession();  // Close()
   CellSession(const CellSession&) = delete;
   CellSession& operator=(const CellSession&) = delete;
@@ -105,6 +114,7 @@ class CellSession {
   bool closed() const;
   CellSessionInfo Info() const;
   const std::string& key() const { return key_; }
+  const std::string& profile() const { return profile_; }  // "" = the manager's own
 
  private:
   friend class CellLease;
@@ -112,6 +122,7 @@ class CellSession {
   std::string NextCellId();
 
   const std::string key_;
+  const std::string profile_;
   const CellSpecFactory factory_;
   const CellSessionOptions options_;
   const std::chrono::steady_clock::time_point started_;
@@ -136,9 +147,15 @@ class CellSessionManager {
   CellSessionManager(CellSpecFactory factory, CellSessionOptions options);
   ~CellSessionManager();  // CloseAll()
 
-  // The session for `key`, made on first use. Error once `key` was closed or expired
-  // (a closed session's key is not reused, so a late call cannot revive it).
-  Result<std::shared_ptr<CellSession>> Get(const std::string& key);
+  // Registers profile `name` (not empty, not yet registered). Thread-safe, but meant for
+  // start-up: sessions made before it cannot use it.
+  Status AddProfile(const std::string& name, CellSessionProfile profile);
+
+  // The session for `key`, made on first use with `profile` ("" = the manager's own
+  // factory and options). Error once `key` was closed or expired (a closed session's key
+  // is not reused, so a late call cannot revive it), for an unknown profile, and when
+  // `key` was made with another profile.
+  Result<std::shared_ptr<CellSession>> Get(const std::string& key, const std::string& profile = "");
   Status Close(const std::string& key, const std::string& reason = "session closed");
   void CloseAll();
   size_t live_sessions() const;
@@ -151,6 +168,7 @@ class CellSessionManager {
   const CellSpecFactory factory_;
   const CellSessionOptions options_;
   mutable std::mutex mu_;
+  std::map<std::string, CellSessionProfile> profiles_;
   std::map<std::string, std::shared_ptr<CellSession>> sessions_;
   std::map<std::string, std::string> ended_;  // key -> why, bounded
   std::deque<std::string> ended_order_;       // ended_'s keys, oldest first

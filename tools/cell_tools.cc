@@ -9,12 +9,24 @@ mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env) {
                           MakeSessionInfoTool};
   for (Maker make : makers) {
     mcp::Tool tool = make(env);
-    if (!env.config.enabled_tools.empty() && !env.config.enabled_tools.count(tool.name)) continue;
+    // Registered when any policy served enables it; each session sees its own
+    // (ToolEnv::ToolEnabled, through the server's tool_filter).
+    bool enabled = false;
+    for (const CellToolsConfig* c : env.AllConfigs()) {
+      enabled = enabled || c->enabled_tools.empty() || c->enabled_tools.count(tool.name) > 0;
+    }
+    if (!enabled) continue;
     std::string name = tool.name;
     mcp::Status st = server.AddTool(std::move(tool));
     if (!st) return mcp::Status::Error("tool " + name + ": " + st.message());
   }
   return mcp::Status::Ok();
+}
+
+std::function<bool(const mcp::Session&, const std::string&)> ServerToolFilter(const ToolEnv& env) {
+  return [&env](const mcp::Session& session, const std::string& name) {
+    return env.ToolEnabled(session.tenant(), name);
+  };
 }
 
 }  // namespace mcpcell::tools

@@ -3,6 +3,7 @@
 // Their names and arguments are the public API (docs/tools.md).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "mcp/server.h"
@@ -18,7 +19,11 @@ mcp::Tool MakeEditFileTool(const ToolEnv& env);
 mcp::Tool MakeListFilesTool(const ToolEnv& env);
 mcp::Tool MakeSessionInfoTool(const ToolEnv& env);
 
-// Registers every tool the config enables. `env` must outlive the server's use of them.
+// Registers every tool that any of env's configs enables (the union over tenants). Which
+// of them a session sees and may call is ToolEnv::ToolEnabled: install it as the server's
+// tool_filter (ServerToolFilter). `env` must outlive the server's use of them.
 mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env);
+// ServerOptions::tool_filter for `env`: a session sees its tenant's enabled tools only.
+std::function<bool(const mcp::Session&, const std::string&)> ServerToolFilter(const ToolEnv& env);
 
 }  // namespace mcpcell::tools

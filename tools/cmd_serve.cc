@@ -1,9 +1,11 @@
 // `mcpcell serve`: the MCP server over stdio, every tool call in the client's own cell.
 //
-// Steps: logging → state dir (made, orphans of a crashed predecessor reaped, template
-// prepared) → cell sessions (one cell per MCP session, lazily) → mcp::Server with the
-// sandbox tools → one line on stderr saying how to connect → serve stdin/stdout until EOF
-// or SIGTERM → every cell destroyed. stdout carries MCP messages only; guidance and logs
+// Steps: policy (--policy + flags) and, over HTTP, every tenant's policy resolved (a bad
+// one refuses the start) → logging → state dir (made, orphans of a crashed predecessor
+// reaped, template prepared) → cell sessions (one cell per MCP session, lazily; one
+// profile per tenant) → mcp::Server with the sandbox tools, each session seeing its
+// tenant's → one line on stderr saying how to connect → serve stdin/stdout or HTTP until
+// EOF or SIGTERM → every cell destroyed. stdout carries MCP messages only; guidance and logs
 // go to stderr (or --log-file).
 #include <unistd.h>
 
@@ -11,12 +13,14 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "mcp/http_server.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
+#include "mcp/session.h"
 #include "mcp/stdio_transport.h"
 #include "policies/compiler.h"
 #include "policies/loader.h"
@@ -27,6 +31,7 @@
 #include "tools/cell_tools.h"
 #include "tools/command.h"
 #include "tools/http_config.h"
+#include "tools/tenant_policies.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -44,9 +49,11 @@ struct ServeOptions {
   size_t max_message_bytes = 16 * 1024 * 1024;
   std::string state_dir;
   std::string init_path;
-  std::string http;         // --http [ADDR:]PORT; empty = stdio
-  std::string http_config;  // --http-config FILE (tokens, tenants, quotas, TLS)
-  bool stdio = false;       // --stdio (the default, explicit)
+  std::string http;          // --http [ADDR:]PORT; empty = stdio
+  std::string http_config;   // --http-config FILE (tokens, tenants, quotas, TLS)
+  HttpConfig http_settings;  // loaded from http_config before RunServe
+  std::map<std::string, policies::Policy> tenant_policies;  // by tenant, resolved
+  bool stdio = false;                                       // --stdio (the default, explicit)
   // The policy (shipped name or .toml file); the flags below compose into it.
   std::string policy = "default";
   policies::PolicyOverrides overrides;
@@ -81,14 +88,6 @@ sandbox::Result<std::string> PrepareStateDir(const std::string& state_dir) {
   return sandbox::PrepareHostTemplate(state_dir);
 }
 
-// Every cell's spec is compiled from the effective policy (profile + flags).
-sandbox::CellSpecFactory SpecFactory(const ServeOptions& o, std::string skeleton) {
-  return [policy = o.effective, state_dir = o.state_dir,
-          skeleton](const std::string& id) -> sandbox::Result<sandbox::CellSpec> {
-    return policies::CompileCellSpec(policy, id, state_dir, skeleton);
-  };
-}
-
 // The profile named by --policy with the per-limit, --mount, --output and --workspace
 // flags composed into it (flags win). Prints the error and returns false on failure.
 bool ResolveEffectivePolicy(ServeOptions& o, CLI::App& cmd) {
@@ -117,6 +116,40 @@ bool ResolveEffectivePolicy(ServeOptions& o, CLI::App& cmd) {
   return true;
 }
 
+// The HTTP config and every tenant's policy (tools/tenant_policies.h). Prints the error,
+// naming the tenant and its policy, and returns false on failure.
+bool LoadTenants(ServeOptions& o) {
+  if (o.http_config.empty()) return true;
+  std::string error;
+  auto loaded = LoadHttpConfig(o.http_config, error);
+  if (!loaded) {
+    std::fprintf(stderr, "mcpcell serve: --http-config %s\n", error.c_str());
+    return false;
+  }
+  o.http_settings = std::move(*loaded);
+  auto tenants = ResolveTenantPolicies(o.http_settings, o.effective, o.state_dir);
+  if (!tenants) {
+    std::fprintf(stderr, "mcpcell serve: --http-config %s: %s\n", o.http_config.c_str(),
+                 tenants.error().message.c_str());
+    return false;
+  }
+  o.tenant_policies = std::move(*tenants);
+  return true;
+}
+
+// What initialize tells the model: the tools, and the host directories its policy mounts.
+std::string Instructions(const policies::Policy& policy) {
+  std::string instructions = kInstructions;
+  for (const policies::MountPolicy& m : policy.filesystem.mounts) {
+    instructions += " The host directory " + m.source + " is at " + m.target +
+                    (m.writable ? " (writable" : " (read-only") +
+                    (m.target == policies::kOutputCellPath
+                         ? "; files you write there are delivered to the user)."
+                         : ").");
+  }
+  return instructions;
+}
+
 // Streamable HTTP at /mcp on --http [ADDR:]PORT (ADDR defaults to 127.0.0.1). A session
 // that ends (DELETE, idle expiry, shutdown) has its cell destroyed.
 int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const ServeOptions& opts,
@@ -140,15 +173,11 @@ int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const
   http.port = static_cast<int>(n);
   http.idle_timeout = idle;
   http.default_tenant.max_body_bytes = opts.max_message_bytes;
-  auto config = std::make_shared<HttpConfig>();
-  if (!opts.http_config.empty()) {
-    std::string error;
-    auto loaded = LoadHttpConfig(opts.http_config, error);
-    if (!loaded) {
-      std::fprintf(stderr, "mcpcell serve: --http-config %s\n", error.c_str());
-      return 2;
-    }
-    *config = std::move(*loaded);
+  auto config = std::make_shared<HttpConfig>(opts.http_settings);
+  // A tenant's HTTP session expires after its own policy's idle time.
+  for (auto& [name, tenant] : config->tenants) {
+    tenant.quotas.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+        opts.tenant_policies.at(name).time.session_idle);
   }
   if (!mcp::IsLoopbackHost(http.host) && config->tenants.empty()) {
     std::fprintf(stderr,
@@ -186,6 +215,9 @@ int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const
         url.c_str(), opts.state_dir.c_str(),
         config->tenants.empty() ? ", no tokens: loopback only" : ", bearer tokens required",
         url.c_str(), url.c_str(), url.c_str());
+    for (const auto& [name, policy] : opts.tenant_policies) {
+      std::fprintf(stderr, "  tenant %s: policy %s\n", name.c_str(), policy.name.c_str());
+    }
     std::fflush(stderr);
   });
 }
@@ -208,30 +240,37 @@ int RunServe(const ServeOptions& opts) {
   session_options.idle_timeout = policy.time.session_idle;
   session_options.max_lifetime = policy.time.session_max;
   session_options.create.init_path = opts.init_path;
-  sandbox::CellSessionManager cells(SpecFactory(opts, *skeleton), session_options);
+  sandbox::CellSessionManager cells(PolicySpecFactory(policy, opts.state_dir, *skeleton),
+                                    session_options);
 
   ToolEnv env;
   env.cells = &cells;
-  env.config.keep_bytes_per_stream = policy.limits.output_keep_bytes;
-  env.config.default_timeout = policy.time.exec_default;
-  env.config.max_timeout = policy.time.exec_max;
-  env.config.enabled_tools.insert(policy.tools.enabled.begin(), policy.tools.enabled.end());
-  env.config.policy_name = policy.name;
-  env.config.network_summary = policies::NetworkSummary(policy);
+  env.config = ToolsConfigFromPolicy(policy);
+  if (sandbox::Status st =
+          InstallTenantProfiles(opts.tenant_policies, opts.state_dir, *skeleton, cells, env);
+      !st) {
+    std::fprintf(stderr, "mcpcell serve: --http-config %s: %s\n", opts.http_config.c_str(),
+                 st.error().message.c_str());
+    return 2;
+  }
 
   mcp::ServerOptions server_options;
   server_options.name = "mcpcell";
   server_options.title = "mcpcell sandbox";
   server_options.version = "0.1.0";
-  std::string instructions = kInstructions;
-  for (const policies::MountPolicy& m : policy.filesystem.mounts) {
-    instructions += " The host directory " + m.source + " is at " + m.target +
-                    (m.writable ? " (writable" : " (read-only") +
-                    (m.target == policies::kOutputCellPath
-                         ? "; files you write there are delivered to the user)."
-                         : ").");
+  server_options.instructions = Instructions(policy);
+  // Each session sees its tenant's tools and is told about its tenant's mounts.
+  server_options.tool_filter = ServerToolFilter(env);
+  std::map<std::string, std::string> tenant_instructions;
+  for (const auto& [name, tenant_policy] : opts.tenant_policies) {
+    tenant_instructions[name] = Instructions(tenant_policy);
   }
-  server_options.instructions = instructions;
+  server_options.session_instructions =
+      [tenant_instructions, fallback = Instructions(policy)](const mcp::Session& session) {
+        if (session.tenant().empty()) return fallback;
+        auto it = tenant_instructions.find(session.tenant());
+        return it == tenant_instructions.end() ? std::string(kInstructions) : it->second;
+      };
   server_options.max_message_bytes = opts.max_message_bytes;
   int rc = 0;
   {
@@ -324,7 +363,7 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
                   "Output kept in a tool result per stream (head and tail)")
       ->check(CLI::Range(size_t{256}, size_t{16} << 20));
   cmd->callback([opts, exit_code, cmd] {
-    if (!ResolveEffectivePolicy(*opts, *cmd)) {
+    if (!ResolveEffectivePolicy(*opts, *cmd) || !LoadTenants(*opts)) {
       *exit_code = 2;
       return;
     }

@@ -162,10 +162,20 @@ mcp::ToolResult BuildResult(const ExecCall& call, const sandbox::ExecResult& r,
 }  // namespace
 
 mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall& call) {
-  const CellToolsConfig& config = env.config;
-  auto timeout = call.timeout_s ? std::chrono::seconds(*call.timeout_s) : config.default_timeout;
+  // The session's own limits: the schema allows the largest maximum of any policy served.
+  const CellToolsConfig* session_config = SessionConfig(env, ctx);
+  if (session_config && call.timeout_s &&
+      std::chrono::seconds(*call.timeout_s) > session_config->max_timeout) {
+    return mcp::ToolResult::Error("arguments.timeout_s: " + std::to_string(*call.timeout_s) +
+                                  " is over this session's maximum of " +
+                                  std::to_string(session_config->max_timeout.count()) +
+                                  " s (policy " + session_config->policy_name +
+                                  "); ask for at most that");
+  }
   LeaseOrError acquired = AcquireCell(env, ctx);
   if (!acquired.lease) return acquired.error;
+  const CellToolsConfig& config = *acquired.config;
+  auto timeout = call.timeout_s ? std::chrono::seconds(*call.timeout_s) : config.default_timeout;
   sandbox::CellLease& lease = *acquired.lease;
   CellChannel& channel = lease.cell().channel();
 
@@ -265,13 +275,24 @@ mcp::Json ExecOutputSchema() {
   };
 }
 
-mcp::Json TimeoutSchema(const CellToolsConfig& config) {
+mcp::Json TimeoutSchema(const ToolEnv& env) {
+  // One schema serves every session: its maximum is the largest of any policy served, and
+  // each call is checked against its own session's maximum (RunInCell).
+  std::chrono::seconds max = env.config.max_timeout;
+  bool same = true;
+  for (const CellToolsConfig* c : env.AllConfigs()) {
+    max = std::max(max, c->max_timeout);
+    same = same && c->max_timeout == env.config.max_timeout &&
+           c->default_timeout == env.config.default_timeout;
+  }
+  std::string limits = same ? "default " + std::to_string(env.config.default_timeout.count()) +
+                                  ", at most " + std::to_string(max.count())
+                            : "default and maximum set by this session's policy; session_info "
+                              "shows them";
   return {{"type", "integer"},
           {"minimum", 1},
-          {"maximum", config.max_timeout.count()},
-          {"description", "wall-clock limit in seconds (default " +
-                              std::to_string(config.default_timeout.count()) + ", at most " +
-                              std::to_string(config.max_timeout.count()) +
+          {"maximum", max.count()},
+          {"description", "wall-clock limit in seconds (" + limits +
                               "); the whole process group is killed when it passes"}};
 }
 

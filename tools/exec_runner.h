@@ -34,6 +34,6 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
 // The outputSchema of run_code and run_command.
 mcp::Json ExecOutputSchema();
 // Shared input schema pieces.
-mcp::Json TimeoutSchema(const CellToolsConfig& config);
+mcp::Json TimeoutSchema(const ToolEnv& env);
 
 }  // namespace mcpcell::tools

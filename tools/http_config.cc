@@ -129,7 +129,9 @@ std::optional<HttpConfig> ParseHttpConfig(const std::string& text, const std::st
       }
       if (t->get("policy")) {
         auto p = t->get("policy")->value<std::string>();
-        if (!p || p->empty()) return fail(where + ": policy must be a profile name");
+        if (!p || p->empty()) {
+          return fail(where + ": policy must be a profile name or a .toml path");
+        }
         tc.policy = *p;
       }
       std::string err;

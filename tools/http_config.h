@@ -10,7 +10,8 @@
 //   [[tenant]]
 //   name = "alice"
 //   token_sha256 = ["9f86d08..."]                # `printf %s TOKEN | sha256sum`
-//   policy = "default"  # profile name: parsed, not yet applied per tenant (sessions use --policy)
+//   policy = "team.toml"  # this tenant's policy, as written (tools/tenant_policies.h);
+//                         # absent: the server's --policy with its flags
 //   max_sessions = 8                             # live sessions (0 = unlimited)
 //   max_concurrent_calls = 4                     # requests in flight per session
 //   max_body_bytes = 4194304                     # largest POST body
@@ -27,7 +28,9 @@ namespace mcpcell::tools {
 
 struct TenantConfig {
   mcp::HttpTenant quotas;  // quotas.name is the tenant name
-  std::string policy = "default";
+  // A shipped profile name or a .toml path, resolved like --policy and used as written;
+  // empty (no `policy` key) = the server's own policy, command-line flags included.
+  std::string policy;
 };
 
 struct HttpConfig {

@@ -115,7 +115,7 @@ mcp::Tool MakeReadFileTool(const ToolEnv& env) {
       return ReadText(path, w->data, w->file_size, !w->eof, offset, limit);
     }
     const uint64_t want = std::min<uint64_t>(
-        limit > 0 ? static_cast<uint64_t>(limit) : env.config.keep_bytes_per_stream * 4,
+        limit > 0 ? static_cast<uint64_t>(limit) : acquired.config->keep_bytes_per_stream * 4,
         env.config.max_read_bytes);
     if (static_cast<uint64_t>(offset) > st->size)
       return mcp::ToolResult::Error("arguments.offset: byte " + std::to_string(offset) +

@@ -44,7 +44,7 @@ mcp::Tool MakeRunCodeTool(const ToolEnv& env) {
           {"minLength", 1},
           {"maxLength", 4 << 20},
           {"description", "the program's source"}}},
-        {"timeout_s", TimeoutSchema(env.config)},
+        {"timeout_s", TimeoutSchema(env)},
         {"stdin",
          {{"type", "string"},
           {"maxLength", 16 << 20},

@@ -34,7 +34,7 @@ mcp::Tool MakeRunCommandTool(const ToolEnv& env) {
                           {{"type", "object"},
                            {"additionalProperties", {{"type", "string"}}},
                            {"description", "extra environment variables, NAME: value"}}},
-                         {"timeout_s", TimeoutSchema(env.config)},
+                         {"timeout_s", TimeoutSchema(env)},
                          {"stdin",
                           {{"type", "string"},
                            {"maxLength", 16 << 20},

@@ -28,6 +28,8 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
                           {"session_wall_time_s", integer},
                           {"idle_expiry_s", integer},
                           {"lifetime_left_s", integer},
+                          {"exec_default_timeout_s", integer},
+                          {"exec_max_timeout_s", integer},
                           {"calls", integer},
                           {"cells_created", integer},
                           {"network", {{"type", "string"}}},
@@ -37,15 +39,16 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
   tool.handler = [&env](const mcp::Json&, mcp::Context& ctx) -> mcp::ToolResult {
     LeaseOrError acquired = AcquireCell(env, ctx);
     if (!acquired.lease) return acquired.error;
-    auto session = env.cells->Get(ctx.session().id());
+    auto session = SessionCells(env, ctx);
     if (!session) return mcp::ToolResult::Error(session.error().message);
+    const CellToolsConfig& config = *acquired.config;
     sandbox::CellSessionInfo info = (*session)->Info();
     sandbox::Cell& cell = acquired.lease->cell();
     const auto& limits = cell.spec().limits;
     auto secs = [](auto d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); };
     mcp::Json s = {
         {"cell_id", cell.id()},
-        {"policy", env.config.policy_name},
+        {"policy", config.policy_name},
         {"memory_limit_bytes", limits.memory_max_bytes},
         {"pids_limit", limits.pids_max},
         {"cpu_millicores", limits.cpu_millicores},
@@ -54,7 +57,9 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
         {"lifetime_left_s", secs(info.lifetime_left)},
         {"calls", info.calls},
         {"cells_created", info.cells_created},
-        {"network", env.config.network_summary},
+        {"exec_default_timeout_s", config.default_timeout.count()},
+        {"exec_max_timeout_s", config.max_timeout.count()},
+        {"network", config.network_summary},
         {"warnings", cell.warnings()},
     };
     std::string usage_line;
@@ -71,15 +76,17 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
     auto limit = [](uint64_t v, const std::string& unit) {
       return v == 0 ? std::string("unlimited") : std::to_string(v) + unit;
     };
-    std::string text = "cell " + cell.id() + " (policy " + env.config.policy_name + ")\n" +
-                       "limits: memory " + limit(limits.memory_max_bytes >> 20, " MiB") +
-                       ", processes " + limit(limits.pids_max, "") + ", cpu " +
-                       limit(limits.cpu_millicores, " millicores") + "\n" + usage_line +
-                       "session: " + std::to_string(info.calls) + " calls, " +
-                       std::to_string(s["session_wall_time_s"].get<int64_t>()) +
-                       " s old; idle expiry in " + std::to_string(secs(info.idle_left)) +
-                       " s; lifetime left " + std::to_string(secs(info.lifetime_left)) +
-                       " s\nnetwork: " + env.config.network_summary + "\n";
+    std::string text =
+        "cell " + cell.id() + " (policy " + config.policy_name + ")\n" + "limits: memory " +
+        limit(limits.memory_max_bytes >> 20, " MiB") + ", processes " + limit(limits.pids_max, "") +
+        ", cpu " + limit(limits.cpu_millicores, " millicores") + "\n" + usage_line +
+        "session: " + std::to_string(info.calls) + " calls, " +
+        std::to_string(s["session_wall_time_s"].get<int64_t>()) + " s old; idle expiry in " +
+        std::to_string(secs(info.idle_left)) + " s; lifetime left " +
+        std::to_string(secs(info.lifetime_left)) + " s\nexec timeout: default " +
+        std::to_string(config.default_timeout.count()) + " s, at most " +
+        std::to_string(config.max_timeout.count()) + " s\nnetwork: " + config.network_summary +
+        "\n";
     for (const auto& w : cell.warnings()) text += "warning: " + w + "\n";
     mcp::ToolResult r = mcp::ToolResult::Text(text);
     r.structured_content = std::move(s);

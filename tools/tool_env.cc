@@ -6,9 +6,42 @@
 
 namespace mcpcell::tools {
 
+const CellToolsConfig* ToolEnv::ConfigFor(const std::string& tenant) const {
+  if (tenant.empty()) return &config;
+  auto it = tenants.find(tenant);
+  return it == tenants.end() ? nullptr : &it->second;
+}
+
+bool ToolEnv::ToolEnabled(const std::string& tenant, const std::string& name) const {
+  const CellToolsConfig* c = ConfigFor(tenant);
+  return c && (c->enabled_tools.empty() || c->enabled_tools.count(name) > 0);
+}
+
+std::string ToolEnv::CellProfile(const std::string& tenant) const { return tenant; }
+
+std::vector<const CellToolsConfig*> ToolEnv::AllConfigs() const {
+  std::vector<const CellToolsConfig*> all = {&config};
+  for (const auto& [name, c] : tenants) all.push_back(&c);
+  return all;
+}
+
+const CellToolsConfig* SessionConfig(const ToolEnv& env, const mcp::Context& ctx) {
+  return env.ConfigFor(ctx.session().tenant());
+}
+
+sandbox::Result<std::shared_ptr<sandbox::CellSession>> SessionCells(const ToolEnv& env,
+                                                                    const mcp::Context& ctx) {
+  const std::string& tenant = ctx.session().tenant();
+  if (!env.ConfigFor(tenant)) {
+    return sandbox::Error::Msg("no policy is configured for tenant \"" + tenant + "\"");
+  }
+  return env.cells->Get(ctx.session().id(), env.CellProfile(tenant));
+}
+
 LeaseOrError AcquireCell(const ToolEnv& env, mcp::Context& ctx) {
   LeaseOrError out;
-  auto session = env.cells->Get(ctx.session().id());
+  out.config = SessionConfig(env, ctx);
+  auto session = SessionCells(env, ctx);
   if (!session) {
     out.error = mcp::ToolResult::Error(session.error().message +
                                        ". Start a new MCP session to get a new cell.");

@@ -3,11 +3,17 @@
 // sandbox error into a result the model can act on.
 //
 // The session key of a call is the MCP session's id, so each client gets its own cell.
+// What a session may do comes from its tenant (mcp::Session::tenant(), set by the HTTP
+// transport): a tenant listed in ToolEnv::tenants gets that config and the cells of the
+// CellSessionManager profile of the same name; a session without a tenant (stdio, HTTP
+// without tokens) gets `config` and the manager's own cells; any other tenant gets nothing
+// (fail closed). tools/tenant_policies.h fills the table from the tenants' policies.
 // Threading: ToolEnv is immutable after start and shared by all handler threads.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <set>
 #include <string>
 
@@ -32,6 +38,8 @@ struct CellToolsConfig {
   std::chrono::milliseconds progress_heartbeat{5000};
   std::chrono::milliseconds progress_min_interval{200};
   size_t progress_max_message_bytes = 8 * 1024;
+  // Server-wide caps from here to max_list_entries (no policy sets them; tools read them
+  // from ToolEnv::config).
   size_t max_read_bytes = 8ull << 20;  // read_file / edit_file read at most this much
   size_t max_write_bytes =
       8ull << 20;  // write_file content after decoding (below the 16 MiB message cap)
@@ -45,12 +53,32 @@ inline constexpr const char* kOutputDir = "/workspace/.mcpcell";
 
 struct ToolEnv {
   sandbox::CellSessionManager* cells = nullptr;
-  CellToolsConfig config;
+  CellToolsConfig config;  // sessions without a tenant
+  // By tenant name: the config of that tenant's sessions (from its policy).
+  std::map<std::string, CellToolsConfig> tenants;
+
+  // The config of the sessions of `tenant` ("" = `config`); nullptr for a tenant that has
+  // none (its sessions get no tools and no cell).
+  const CellToolsConfig* ConfigFor(const std::string& tenant) const;
+  // Whether sessions of `tenant` may see and call tool `name`.
+  bool ToolEnabled(const std::string& tenant, const std::string& name) const;
+  // The CellSessionManager profile of `tenant`'s cells ("" = the manager's own).
+  std::string CellProfile(const std::string& tenant) const;
+  // Every config in use (`config` first), e.g. to register the union of their tools.
+  std::vector<const CellToolsConfig*> AllConfigs() const;
 };
 
-// The calling client's cell; on failure an isError result explaining what to do.
+// The config of the calling session; nullptr when its tenant has none.
+const CellToolsConfig* SessionConfig(const ToolEnv& env, const mcp::Context& ctx);
+// The calling client's CellSession (made on first use, with its tenant's profile).
+sandbox::Result<std::shared_ptr<sandbox::CellSession>> SessionCells(const ToolEnv& env,
+                                                                    const mcp::Context& ctx);
+
+// The calling client's cell and its session's config; on failure an isError result
+// explaining what to do.
 struct LeaseOrError {
   std::optional<sandbox::CellLease> lease;
+  const CellToolsConfig* config = nullptr;  // set with lease
   mcp::ToolResult error;
 };
 LeaseOrError AcquireCell(const ToolEnv& env, mcp::Context& ctx);

@@ -2,6 +2,7 @@
 // checks, pagination, argument validation, errors the model can read.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <set>
 
 #include "mcp/session.h"
@@ -111,6 +112,68 @@ TEST(Tools, UnknownToolIsAProtocolError) {
   Json r = CallTool(client, "nope", Json::object());
   EXPECT_EQ(ErrorCode(r), kInvalidParams);
   EXPECT_NE(ErrorMessage(r).find("nope"), std::string::npos);
+}
+
+TEST(Tools, SessionsCarryTheirTenant) {
+  Server server(TestOptions());
+  MemoryClient plain(server);
+  MemoryClient tenant(server, 0, "alice");
+  EXPECT_EQ(plain.session()->tenant(), "");
+  EXPECT_EQ(tenant.session()->tenant(), "alice");
+}
+
+// The per-session filter: a session sees and calls only the tools it lets through, and a
+// refused call is answered exactly like an unknown tool.
+TEST(Tools, ToolFilterHidesAndRefusesPerSession) {
+  ServerOptions o = TestOptions();
+  std::atomic<int> calls{0};
+  o.tool_filter = [&calls](const Session& session, const std::string& name) {
+    ++calls;
+    return session.tenant() != "restricted" || name != "echo";
+  };
+  Server server(o);
+  ASSERT_TRUE(server.AddTool(EchoTool()).ok());
+  Tool other = EchoTool();
+  other.name = "other";
+  ASSERT_TRUE(server.AddTool(other).ok());
+
+  MemoryClient open(server, 0, "open");
+  open.Initialize();
+  MemoryClient restricted(server, 0, "restricted");
+  restricted.Initialize();
+  auto names = [](const Json& r) {
+    std::vector<std::string> out;
+    for (const auto& t : r["result"]["tools"]) out.push_back(t["name"]);
+    return out;
+  };
+  EXPECT_EQ(names(open.Request("tools/list")), (std::vector<std::string>{"echo", "other"}));
+  EXPECT_EQ(names(restricted.Request("tools/list")), (std::vector<std::string>{"other"}));
+
+  EXPECT_EQ(FirstText(CallTool(open, "echo", {{"text", "hi"}})), "hi");
+  Json refused = CallTool(restricted, "echo", {{"text", "hi"}});
+  Json unknown = CallTool(restricted, "nope", {{"text", "hi"}});
+  EXPECT_EQ(ErrorCode(refused), kInvalidParams);
+  EXPECT_EQ(ErrorMessage(refused), "Unknown tool: echo");
+  EXPECT_EQ(ErrorCode(unknown), ErrorCode(refused));
+  EXPECT_EQ(FirstText(CallTool(restricted, "other", {{"text", "ok"}})), "ok");
+  EXPECT_GT(calls.load(), 0);
+}
+
+TEST(Lifecycle, SessionInstructionsOverrideTheServersPerSession) {
+  ServerOptions o = TestOptions();
+  o.instructions = "for everyone";
+  Server plain_server(o);
+  MemoryClient a(plain_server, 0, "alice");
+  EXPECT_EQ(a.Initialize()["result"]["instructions"], "for everyone");
+
+  o.session_instructions = [](const Session& s) {
+    return s.tenant().empty() ? std::string() : "for " + s.tenant();
+  };
+  Server server(o);
+  MemoryClient alice(server, 0, "alice");
+  EXPECT_EQ(alice.Initialize()["result"]["instructions"], "for alice");
+  MemoryClient nobody(server);
+  EXPECT_FALSE(nobody.Initialize()["result"].contains("instructions"));  // empty: none
 }
 
 TEST(Tools, InvalidArgumentsAreAToolErrorNamingTheField) {

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "mcp/session.h"
 #include "tests/unit/mcp/test_util.h"
 
 namespace mcp::testing {
@@ -37,8 +38,8 @@ struct Closed {
 
 class HttpServerTest : public ::testing::Test {
  protected:
-  void Start(HttpOptions options) {
-    server_ = std::make_unique<Server>(TestOptions());
+  void Start(HttpOptions options, ServerOptions server_options = TestOptions()) {
+    server_ = std::make_unique<Server>(server_options);
     ASSERT_TRUE(server_->AddTool(EchoTool()));
     options.on_session_closed = [this](const std::string& id, const std::string& tenant,
                                        const std::string& reason) {
@@ -143,6 +144,50 @@ TEST_F(HttpServerTest, TokensTenantsAndIsolation) {
   auto own = Post({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "ping"}},
                   {{"Authorization", "Bearer ta"}, {"Mcp-Session-Id", a}});
   EXPECT_EQ(own->status, 200);
+}
+
+// The authenticated tenant reaches mcp::Session::tenant() (so a per-session tool filter
+// can tell tenants apart), and a tenant's own idle timeout overrides the server's.
+TEST_F(HttpServerTest, TenantReachesTheSessionAndHasItsOwnIdleTimeout) {
+  HttpOptions o;
+  o.authenticate = [](const std::string& token) -> std::optional<HttpTenant> {
+    if (token == "ta") return HttpTenant{.name = "a"};
+    if (token == "tb")
+      return HttpTenant{.name = "b", .idle_timeout = std::chrono::milliseconds(200)};
+    return std::nullopt;
+  };
+  ServerOptions so = TestOptions();
+  so.tool_filter = [](const Session& session, const std::string&) {
+    return session.tenant() == "a";
+  };
+  Start(o, so);
+  std::string a = Open({{"Authorization", "Bearer ta"}});
+  std::string b = Open({{"Authorization", "Bearer tb"}});
+  Json list = {{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}};
+  auto la = Post(list, {{"Authorization", "Bearer ta"}, {"Mcp-Session-Id", a}});
+  auto lb = Post(list, {{"Authorization", "Bearer tb"}, {"Mcp-Session-Id", b}});
+  EXPECT_NE(la->body.find("\"echo\""), std::string::npos) << la->body;
+  EXPECT_EQ(lb->body.find("\"echo\""), std::string::npos) << lb->body;
+  for (int i = 0; i < 50 && http_->live_sessions() != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(http_->live_sessions(), 1u);  // b expired, a (the server's 15 min) did not
+  auto closed = ClosedSessions();
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].tenant, "b");
+  EXPECT_NE(closed[0].reason.find("idle"), std::string::npos) << closed[0].reason;
+}
+
+TEST_F(HttpServerTest, WithoutAuthenticationSessionsHaveNoTenant) {
+  ServerOptions so = TestOptions();
+  so.tool_filter = [](const Session& session, const std::string&) {
+    return session.tenant().empty();
+  };
+  Start({}, so);
+  std::string id = Open();
+  auto r =
+      Post({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}}, {{"Mcp-Session-Id", id}});
+  EXPECT_NE(r->body.find("\"echo\""), std::string::npos) << r->body;
 }
 
 TEST_F(HttpServerTest, StandaloneGetStreamReceivesServerNotifications) {
