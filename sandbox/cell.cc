@@ -226,9 +226,7 @@ Result<std::unique_ptr<Cell>> Cell::Create(const CellSpec& spec, const CellCreat
   Cgroup* cgroup = c->cgroup_.get();
   if (cgroup) {
     channel_options.oom_kill_count = [cgroup]() -> Result<uint64_t> {
-      Result<CgroupUsage> u = cgroup->Usage();
-      if (!u) return u.error();
-      return u->oom_kill_count;
+      return cgroup->OomKillCount();
     };
   }
   c->channel_ = std::make_unique<CellChannel>(std::move(control), std::move(channel_options));

@@ -54,6 +54,8 @@ class Cgroup {
   // Moves `pid` (the whole process) into the cgroup, in every controller.
   virtual Status AddProcess(pid_t pid) = 0;
   virtual Result<CgroupUsage> Usage() const = 0;
+  // Only the OOM-kill counter (one file: checked before and after every exec).
+  virtual Result<uint64_t> OomKillCount() const = 0;
   // SIGKILLs every process in the cgroup atomically (v2 cgroup.kill, v1 freeze-kill-thaw);
   // returns once the signal is sent, not once they are reaped.
   virtual Status KillAll() = 0;

@@ -37,16 +37,16 @@ std::string Trim(const std::string& s) {
 
 // Reads an optional counter: a missing file (controller absent) is zero.
 Result<uint64_t> OptionalValue(const std::string& dir, const std::string& file) {
-  if (!FileExists(dir, file)) return uint64_t{0};
   Result<std::string> text = ReadFile(dir, file);
+  if (!text.ok() && text.error().err == ENOENT) return uint64_t{0};
   if (!text.ok()) return text.error();
   return ParseValue(*text, dir + "/" + file);
 }
 
 Result<uint64_t> OptionalKeyed(const std::string& dir, const std::string& file,
                                const std::string& key) {
-  if (!FileExists(dir, file)) return uint64_t{0};
   Result<std::string> text = ReadFile(dir, file);
+  if (!text.ok() && text.error().err == ENOENT) return uint64_t{0};
   if (!text.ok()) return text.error();
   return ParseKeyed(*text, key, dir + "/" + file);
 }
@@ -211,6 +211,14 @@ Result<CgroupUsage> ReadV2Usage(const std::string& dir) {
   u.pids_current = *pids;
   u.pids_limit_hits = *pid_hits;
   return u;
+}
+
+Result<uint64_t> ReadV2OomKills(const std::string& dir) {
+  return OptionalKeyed(dir, "memory.events", "oom_kill");
+}
+
+Result<uint64_t> ReadV1OomKills(const std::string& memory_dir) {
+  return OptionalKeyed(memory_dir, "memory.oom_control", "oom_kill");
 }
 
 Result<CgroupUsage> ReadV1Usage(const std::string& memory_dir, const std::string& pids_dir,

@@ -49,6 +49,9 @@ std::vector<V1Write> V1LimitWrites(const CgroupLimits& limits, bool memsw_presen
 // Usage from a v2 cgroup directory / from v1 per-controller directories. Files of
 // controllers that are not there read as zero (v2 without the memory controller).
 Result<CgroupUsage> ReadV2Usage(const std::string& dir);
+// Only the oom_kill counter (memory.events / memory.oom_control); zero without the file.
+Result<uint64_t> ReadV2OomKills(const std::string& dir);
+Result<uint64_t> ReadV1OomKills(const std::string& memory_dir);
 Result<CgroupUsage> ReadV1Usage(const std::string& memory_dir, const std::string& pids_dir,
                                 const std::string& cpuacct_dir);
 

@@ -55,6 +55,9 @@ class CgroupV1 final : public Cgroup {
     return cgroupfs::ReadV1Usage(DirOf(dirs_, "memory"), DirOf(dirs_, "pids"),
                                  DirOf(dirs_, "cpuacct"));
   }
+  Result<uint64_t> OomKillCount() const override {
+    return cgroupfs::ReadV1OomKills(DirOf(dirs_, "memory"));
+  }
 
   // Freeze, kill what is listed, thaw: frozen tasks cannot fork or exit, so the list is
   // complete and no pid can be reused under us. If freezing does not finish in time (a

@@ -29,6 +29,7 @@ class CgroupV2 final : public Cgroup {
   }
 
   Result<CgroupUsage> Usage() const override { return cgroupfs::ReadV2Usage(dir_); }
+  Result<uint64_t> OomKillCount() const override { return cgroupfs::ReadV2OomKills(dir_); }
 
   Status KillAll() override {
     if (access(dir_.c_str(), F_OK) != 0) return Ok();  // already removed

@@ -125,6 +125,7 @@ TEST_F(FakeTree, V2Usage) {
   EXPECT_EQ(u->oom_kill_count, 1u);
   EXPECT_EQ(u->pids_current, 3u);
   EXPECT_EQ(u->pids_limit_hits, 9u);
+  EXPECT_EQ(cgroupfs::ReadV2OomKills(root_).value(), 1u);
 
   Spit(root_ + "/memory.current", "garbage\n");
   Result<CgroupUsage> bad = cgroupfs::ReadV2Usage(root_);
@@ -139,6 +140,7 @@ TEST_F(FakeTree, V2UsageWithoutControllersIsZero) {
   EXPECT_EQ(u->cpu_usage_ns, 7000u);
   EXPECT_EQ(u->memory_current_bytes, 0u);
   EXPECT_EQ(u->oom_kill_count, 0u);
+  EXPECT_EQ(cgroupfs::ReadV2OomKills(root_).value(), 0u);  // no memory controller: zero
 }
 
 TEST_F(FakeTree, V1Usage) {
@@ -158,6 +160,9 @@ TEST_F(FakeTree, V1Usage) {
   EXPECT_EQ(u->oom_kill_count, 2u);
   EXPECT_EQ(u->pids_current, 5u);
   EXPECT_EQ(u->pids_limit_hits, 4u);
+  EXPECT_EQ(cgroupfs::ReadV1OomKills(root_ + "/memory").value(), 2u);
+  Spit(root_ + "/memory/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\n");
+  EXPECT_FALSE(cgroupfs::ReadV1OomKills(root_ + "/memory").ok()) << "a file without the key";
 }
 
 TEST_F(FakeTree, V2CreateRefusesMissingControllerAndLeavesNothing) {
