@@ -169,6 +169,8 @@ void Connection::Resolve() {
   ArmTimer(cell_->cfg.connect_timeout);
   const Host& host = request_.target.host;
   if (host.is_ip()) return OnResolved(std::vector<IpAddress>{*host.ip});
+  if (auto pinned = cell_->shared.hosts.find(host.name); pinned != cell_->shared.hosts.end())
+    return OnResolved(pinned->second);
   auto self = shared_from_this();
   if (cell_->shared.resolver) {
     cell_->shared.resolver(host.name, [self](Result<std::vector<IpAddress>> r) {
@@ -316,6 +318,7 @@ void Connection::OnClientHelloBytes() {
     cell_->counters.refused++;
     decision_ = "deny";
     reason_ = refusal;
+    TellRefusal(DenialLine(host.Display(), request_.port(), refusal));
     return Finish();  // TLS has begun: no HTTP answer is possible, the tunnel just closes
   }
   std::string first = std::move(in_);
@@ -417,19 +420,30 @@ void Connection::Fail(const std::string& reason, bool note) {
   Respond(502, "mcpcell: egress to " + Target() + " failed: " + reason);
 }
 
+void Connection::TellRefusal(const std::string& line) {
+  if (!cell_->shared.on_refusal) return;
+  try {
+    cell_->shared.on_refusal(cell_->cfg.session_id, line);
+  } catch (...) {
+    // Like the audit sink: never takes the proxy thread down.
+  }
+}
+
 void Connection::Respond(int status, const std::string& line) {
   if (status == 400) {
     cell_->counters.refused++;
     decision_ = "deny";
     reason_ = line.substr(line.find(": ") + 2);
+  } else {
+    TellRefusal(line);  // 403 and 502: the agent's request was understood and not served
   }
   if (counted_active_) {
     cell_->counters.active--;
     counted_active_ = false;
   }
   std::string body = line + "\n";
-  response_ = "HTTP/1.1 " + std::to_string(status) + " " + StatusText(status) +
-              "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
+  response_ = "HTTP/1.1 " + std::to_string(status) + " " + StatusText(status) + " (" + line +
+              ")\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
               std::to_string(body.size()) + "\r\nX-Mcpcell-Reason: " + line +
               "\r\nConnection: close\r\n\r\n" + body;
   phase_ = Phase::kDrain;

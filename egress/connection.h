@@ -34,8 +34,10 @@ using Strand = asio::strand<asio::io_context::executor_type>;
 
 // What every cell shares: set once by the proxy, read-only afterwards.
 struct ProxyShared {
+  HostsTable hosts;
   Resolver resolver;
   AuditSink audit;
+  RefusalSink on_refusal;
   std::vector<IpAddress> host_addresses;
   size_t buffer_size = 0;
   std::chrono::milliseconds head_timeout{0};
@@ -96,6 +98,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void PumpUp();
   void PumpDown();
   void OnDirectionDone(bool up);
+  void TellRefusal(const std::string& line);          // ProxyShared::on_refusal, if set
   void Respond(int status, const std::string& line);  // writes, drains, finishes
   void Deny(const std::string& reason);
   void Fail(const std::string& reason, bool note = true);

@@ -19,8 +19,10 @@ std::string DenialLine(const std::string& host, uint16_t port, const std::string
 class EgressProxy::Impl {
  public:
   explicit Impl(EgressProxyOptions options) : work_(asio::make_work_guard(io_)) {
+    shared_.hosts = std::move(options.hosts);
     shared_.resolver = std::move(options.resolver);
     shared_.audit = std::move(options.audit);
+    shared_.on_refusal = std::move(options.on_refusal);
     shared_.host_addresses =
         options.host_addresses ? std::move(*options.host_addresses) : HostAddresses();
     shared_.buffer_size = std::max<size_t>(options.buffer_size, 4096);

@@ -7,14 +7,17 @@
 //   1. read one request head (http_request.h): CONNECT host:port, or GET http://host/...
 //   2. match host:port against the cell's allowlist                   else 403
 //   3. check the cell's concurrent-connection limit                    else 403
-//   4. resolve the name (the proxy's own resolver, never the cell's)   else 502
+//   4. resolve the name (the hosts table, then the proxy's own resolver, never the cell's)
+//                                                                      else 502
 //   5. refuse every resolved address that ClassifyAddress() rejects unless the allowlist names
 //      it; connect to the first remaining one that answers            else 403 / 502
 //   6. CONNECT: answer 200, read the TLS ClientHello, require its SNI to equal the CONNECT
 //      host (tls_sni.h), else close; plain HTTP: forward the head in origin-form with
 //      "Connection: close" and the body by Content-Length
 //   7. copy bytes both ways until either side closes or the idle timeout passes
-// Refusals are "HTTP/1.1 403 Forbidden" with one line, also in X-Mcpcell-Reason:
+// Refusals are "HTTP/1.1 403 Forbidden (<line>)" with one line as the body, also in
+// X-Mcpcell-Reason (the status line carries it too, for clients whose errors quote only
+// that, such as Python's "Tunnel connection failed: 403 ..."):
 //   mcpcell: egress to metadata.internal:80 denied: resolves to 169.254.169.254 (link-local)
 // Every accepted connection ends in exactly one audit event (audit_log.h) with: time,
 // session, tenant, method, host, port, address, decision ("allow"/"deny"), reason,
@@ -37,6 +40,7 @@
 #include "egress/address.h"
 #include "egress/allowlist.h"
 #include "egress/audit_log.h"
+#include "egress/hosts_file.h"
 #include "sandbox/status.h"
 
 namespace mcpcell::egress {
@@ -64,10 +68,20 @@ using ResolveDone = std::function<void(Result<std::vector<IpAddress>> addresses)
 // Resolves a host name; calls done exactly once, from any thread. Tests inject one.
 using Resolver = std::function<void(const std::string& host, ResolveDone done)>;
 
+// Told the one-line reason of every refusal (403), failure (502) and tunnel cut for a bad
+// SNI, with the cell's session id, before the client can see the answer: the server shows
+// them in the tool result of the call that caused them. Called on the proxy's threads, like
+// AuditSink (same rules).
+using RefusalSink = std::function<void(const std::string& session_id, const std::string& line)>;
+
 struct EgressProxyOptions {
   int threads = 1;
-  Resolver resolver;  // empty: Boost.Asio's async resolver (getaddrinfo in the host netns)
-  AuditSink audit;    // empty: events are dropped
+  // Consulted first (hosts_file.h: `serve --egress-hosts`); its addresses go through the
+  // same address rules as resolved ones.
+  HostsTable hosts;
+  Resolver resolver;       // empty: Boost.Asio's async resolver (getaddrinfo in the host netns)
+  AuditSink audit;         // empty: events are dropped
+  RefusalSink on_refusal;  // empty: not told
   // The host's own addresses, refused as destinations. nullopt: HostAddresses() once at
   // construction.
   std::optional<std::vector<IpAddress>> host_addresses;

@@ -243,6 +243,10 @@ TEST_F(ProxyTest, HostNotInAllowlistIsRefusedWithoutResolving) {
   EXPECT_EQ(r.body, "mcpcell: egress to evil.test:80 denied: not in the policy's allowlist\n");
   EXPECT_EQ(r.Header("X-Mcpcell-Reason"),
             "mcpcell: egress to evil.test:80 denied: not in the policy's allowlist");
+  // The status line carries the reason too (Python quotes only that for a refused CONNECT).
+  EXPECT_EQ(r.head.substr(0, r.head.find("\r\n")),
+            "HTTP/1.1 403 Forbidden (mcpcell: egress to evil.test:80 denied: not in the policy's "
+            "allowlist)");
   EXPECT_EQ(resolver_calls_.load(), 0);
   nlohmann::json e = Event(0);
   EXPECT_EQ(e["decision"], "deny");
@@ -276,6 +280,27 @@ TEST_F(ProxyTest, LoopbackNeedsAnExplicitAddressEntry) {
   EXPECT_EQ(r.body, "mcpcell: egress to up.test:" + std::to_string(up.port()) +
                         " denied: resolves to 127.0.0.1 (loopback)\n");
   EXPECT_EQ(up.accepted(), 0);
+}
+
+// `serve --egress-hosts`: a pinned name is used before the resolver, and its addresses go
+// through the same address rules.
+TEST_F(ProxyTest, HostsTableComesFirstAndIsCheckedLikeDns) {
+  HttpUpstream up;
+  EgressProxyOptions options;
+  std::string p = std::to_string(up.port());
+  auto hosts = ParseHostsFile("127.0.0.1 pinned.test\n169.254.169.254 up.test\n", "hosts");
+  ASSERT_TRUE(hosts.ok()) << hosts.error().message;
+  options.hosts = *hosts;
+  StartProxy(std::move(options));
+  AddCell({"pinned.test:" + p, "127.0.0.1:" + p, "up.test:" + p});
+  Response pinned = Request(Get("pinned.test", up.port()));
+  EXPECT_EQ(pinned.status, 200) << pinned.body;
+  // up.test would resolve to 127.0.0.1 (allowed by the address entry); the table wins.
+  Response overridden = Request(Get("up.test", up.port()));
+  EXPECT_EQ(overridden.status, 403);
+  EXPECT_EQ(overridden.body, "mcpcell: egress to up.test:" + p +
+                                 " denied: resolves to 169.254.169.254 (link-local)\n");
+  EXPECT_EQ(resolver_calls_.load(), 0);
 }
 
 TEST_F(ProxyTest, OnlyAcceptableAddressesAreTried) {
@@ -390,6 +415,37 @@ TEST_F(ProxyTest, ConnectWithOtherSniIsClosed) {
   EXPECT_EQ(e["bytes_up"], 0);  // the ClientHello never went upstream
   EXPECT_EQ(proxy_->Stats(cell)->connections_refused, 1u);
   EXPECT_EQ(proxy_->Stats(cell)->connections_active, 0u);
+}
+
+// The server shows refusals in the tool result of the call that caused them: the sink hears
+// each one, with the session, before the client sees the answer.
+TEST_F(ProxyTest, RefusalSinkHearsEveryRefusalBeforeTheClient) {
+  TlsUpstream tls;
+  std::mutex mu;
+  std::vector<std::string> heard;
+  EgressProxyOptions options;
+  options.on_refusal = [&](const std::string& session, const std::string& line) {
+    std::lock_guard lock(mu);
+    heard.push_back(session + " " + line);
+  };
+  StartProxy(std::move(options));
+  std::string p = std::to_string(tls.port());
+  AddCell({"tls.test:" + p, "127.0.0.1:" + p});
+  Response r = Request(Get("evil.test", 80));
+  EXPECT_EQ(r.status, 403);
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(heard.size(), 1u);  // already there when the answer was read
+    EXPECT_EQ(heard[0],
+              "s-1 mcpcell: egress to evil.test:80 denied: not in the policy's allowlist");
+  }
+  TlsClientResult cut = ConnectTls(proxy_port_, "tls.test:" + p, "other.test");
+  EXPECT_FALSE(cut.handshake_ok);
+  Event(1);
+  std::lock_guard lock(mu);
+  ASSERT_EQ(heard.size(), 2u);
+  EXPECT_EQ(heard[1], "s-1 mcpcell: egress to tls.test:" + p +
+                          " denied: SNI other.test does not match CONNECT host tls.test");
 }
 
 TEST_F(ProxyTest, ConnectWithoutSniToANameIsClosed) {
