@@ -60,11 +60,14 @@ CellLease::~CellLease() {
 // ---- CellSession ----
 
 CellSession::CellSession(std::string key, CellSpecFactory factory, CellSessionOptions options,
-                         std::string profile)
+                         std::string profile, std::shared_ptr<const CellHooks> hooks,
+                         std::shared_ptr<WarmPool> pool)
     : key_(std::move(key)),
       profile_(std::move(profile)),
       factory_(std::move(factory)),
       options_(std::move(options)),
+      hooks_(std::move(hooks)),
+      pool_(std::move(pool)),
       started_(Clock::now()),
       started_wall_(std::chrono::system_clock::now()),
       last_release_(Clock::now()) {}
@@ -105,13 +108,12 @@ Result<CellLease> CellSession::Acquire() {
   creating_ = true;
   std::string id = NextCellId();
   lock.unlock();
-  dead.reset();  // ~Cell destroys it: kill, reap, rm -rf; never under mu_
+  if (dead) {
+    (void)Retire(dead);  // kill, reap, rm -rf; never under mu_ (a lease may still hold it)
+    dead.reset();
+  }
 
-  Result<std::unique_ptr<Cell>> created = [&]() -> Result<std::unique_ptr<Cell>> {
-    Result<CellSpec> spec = factory_(id);
-    if (!spec) return spec.error().Wrap("cell spec");
-    return Cell::Create(*spec, options_.create);
-  }();
+  Result<std::unique_ptr<Cell>> created = MakeCell(id);
 
   lock.lock();
   creating_ = false;
@@ -120,7 +122,7 @@ Result<CellLease> CellSession::Acquire() {
   std::shared_ptr<Cell> cell(std::move(created).value());
   if (closed_) {
     lock.unlock();
-    (void)cell->Destroy();
+    (void)Retire(cell);
     return Error::Msg("the session has ended: " + closed_reason_);
   }
   cell_ = cell;
@@ -128,6 +130,29 @@ Result<CellLease> CellSession::Acquire() {
   ++leases_;
   ++calls_;
   return CellLease(this, std::move(cell), stop_.get_token(), std::move(replaced));
+}
+
+Result<std::unique_ptr<Cell>> CellSession::MakeCell(const std::string& id) {
+  std::unique_ptr<Cell> cell = pool_ ? pool_->Take() : nullptr;
+  if (!cell) {
+    Result<CellSpec> spec = factory_(id);
+    if (!spec) return spec.error().Wrap("cell spec");
+    Result<std::unique_ptr<Cell>> made = Cell::Create(*spec, options_.create);
+    if (!made) return made.error();
+    cell = std::move(made).value();
+  }
+  if (hooks_ && hooks_->on_bound) {
+    if (Status s = hooks_->on_bound(*cell, key_, profile_); !s) {
+      (void)cell->Destroy();
+      return s.error().Wrap("set up cell " + cell->id());
+    }
+  }
+  return cell;
+}
+
+Status CellSession::Retire(const std::shared_ptr<Cell>& cell) {
+  if (hooks_ && hooks_->on_destroying) hooks_->on_destroying(*cell);
+  return cell->Destroy();
 }
 
 void CellSession::Release() {
@@ -150,7 +175,7 @@ Status CellSession::Close(const std::string& reason) {
     cell = std::move(cell_);
   }
   if (!cell) return Ok();
-  Status st = cell->Destroy();
+  Status st = Retire(cell);
   if (!st) return st.error().Wrap("destroy cell " + cell->id());
   return Ok();
 }
@@ -164,7 +189,7 @@ Status CellSession::DestroyIdleCell() {
     if (Clock::now() - last_release_ < options_.idle_timeout) return Ok();
     cell = std::move(cell_);
   }
-  Status st = cell->Destroy();
+  Status st = Retire(cell);
   if (!st) return st.error().Wrap("destroy idle cell " + cell->id());
   return Ok();
 }
@@ -216,6 +241,10 @@ CellSessionInfo CellSession::Info() const {
 
 CellSessionManager::CellSessionManager(CellSpecFactory factory, CellSessionOptions options)
     : factory_(std::move(factory)), options_(std::move(options)) {
+  {
+    std::lock_guard lock(mu_);
+    (void)PoolLocked("", factory_);  // the default profile's cells start now
+  }
   reaper_ = std::jthread([this](std::stop_token stop) { ReaperLoop(stop); });
 }
 
@@ -224,6 +253,43 @@ CellSessionManager::~CellSessionManager() {
   wake_.notify_all();
   if (reaper_.joinable()) reaper_.join();
   CloseAll();
+}
+
+std::shared_ptr<WarmPool> CellSessionManager::PoolLocked(const std::string& profile,
+                                                         const CellSpecFactory& factory) {
+  if (options_.warm_cells == 0 || stopped_pools_) return nullptr;
+  auto it = pools_.find(profile);
+  if (it != pools_.end()) return it->second;
+  auto pool = std::make_shared<WarmPool>(factory, options_.create, options_.warm_cells);
+  pools_.emplace(profile, pool);
+  return pool;
+}
+
+void CellSessionManager::StopPools() {
+  std::map<std::string, std::shared_ptr<WarmPool>> pools;
+  {
+    std::lock_guard lock(mu_);
+    stopped_pools_ = true;
+    pools.swap(pools_);
+  }
+  for (auto& [name, pool] : pools) pool->Stop();
+}
+
+void CellSessionManager::SetCellHooks(CellHooks hooks) {
+  std::lock_guard lock(mu_);
+  hooks_ = std::make_shared<const CellHooks>(std::move(hooks));
+}
+
+size_t CellSessionManager::warm_ready(const std::string& profile) const {
+  std::lock_guard lock(mu_);
+  auto it = pools_.find(profile);
+  return it == pools_.end() ? 0 : it->second->ready();
+}
+
+std::string CellSessionManager::warm_status(const std::string& profile) const {
+  std::lock_guard lock(mu_);
+  auto it = pools_.find(profile);
+  return it == pools_.end() ? "" : it->second->status();
 }
 
 Status CellSessionManager::AddProfile(const std::string& name, CellSessionProfile profile) {
@@ -249,14 +315,16 @@ Result<std::shared_ptr<CellSession>> CellSessionManager::Get(const std::string& 
   }
   std::shared_ptr<CellSession> session;
   if (profile.empty()) {
-    session = std::make_shared<CellSession>(key, factory_, options_);
+    session = std::make_shared<CellSession>(key, factory_, options_, "", hooks_,
+                                            PoolLocked("", factory_));
   } else {
     auto it = profiles_.find(profile);
     if (it == profiles_.end()) return Error::Msg("no cell session profile \"" + profile + "\"");
     CellSessionOptions options = options_;
     options.idle_timeout = it->second.idle_timeout;
     options.max_lifetime = it->second.max_lifetime;
-    session = std::make_shared<CellSession>(key, it->second.factory, options, profile);
+    session = std::make_shared<CellSession>(key, it->second.factory, options, profile, hooks_,
+                                            PoolLocked(profile, it->second.factory));
   }
   sessions_.emplace(key, session);
   return session;
@@ -286,6 +354,7 @@ void CellSessionManager::CloseAll() {
     all.swap(sessions_);
   }
   for (auto& [key, session] : all) (void)session->Close("the server is shutting down");
+  StopPools();
 }
 
 size_t CellSessionManager::live_sessions() const {

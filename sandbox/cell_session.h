@@ -30,6 +30,7 @@
 #include "sandbox/cell.h"
 #include "sandbox/cell_spec.h"
 #include "sandbox/status.h"
+#include "sandbox/warm_pool.h"
 
 namespace mcpcell::sandbox {
 
@@ -37,6 +38,22 @@ struct CellSessionOptions {
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(15)};
   std::chrono::milliseconds max_lifetime{std::chrono::hours(4)};
   CellCreateOptions create;
+  // Cells kept ready per profile (sandbox/warm_pool.h), so a session's first call does not
+  // wait for one to be made. The default profile's pool starts filling when the manager is
+  // made, a named profile's at its first session. 0: every cell is made on demand.
+  size_t warm_cells = 0;
+};
+
+// What the server does with every cell of a session besides running calls in it (the
+// egress proxy is attached here). Both run outside the session's lock.
+struct CellHooks {
+  // A cell was bound to session `key` (made with `profile`, "" = the manager's own), fresh
+  // or from the warm pool, before any call uses it. An error fails that Acquire and the
+  // cell is destroyed.
+  std::function<Status(Cell&, const std::string& key, const std::string& profile)> on_bound;
+  // A cell that on_bound accepted is about to be destroyed (session closed, idle expiry,
+  // replaced after it died, server shutdown).
+  std::function<void(Cell&)> on_destroying;
 };
 
 // Makes the spec of a new cell with the given id (the policy decides everything in it).
@@ -93,7 +110,8 @@ struct CellSessionInfo {
 class CellSession {
  public:
   CellSession(std::string key, CellSpecFactory factory, CellSessionOptions options,
-              std::string profile = "");
+              std::string profile = "", std::shared_ptr<const CellHooks> hooks = nullptr,
+              std::shared_ptr<WarmPool> pool = nullptr);
   ~CellSession();  // Close()
   CellSession(const CellSession&) = delete;
   CellSession& operator=(const CellSession&) = delete;
@@ -120,11 +138,16 @@ class CellSession {
   friend class CellLease;
   void Release();
   std::string NextCellId();
+  Result<std::unique_ptr<Cell>> MakeCell(const std::string& id);
+  // on_destroying, then Destroy. Outside mu_.
+  Status Retire(const std::shared_ptr<Cell>& cell);
 
   const std::string key_;
   const std::string profile_;
   const CellSpecFactory factory_;
   const CellSessionOptions options_;
+  const std::shared_ptr<const CellHooks> hooks_;
+  const std::shared_ptr<WarmPool> pool_;
   const std::chrono::steady_clock::time_point started_;
   const std::chrono::system_clock::time_point started_wall_;
 
@@ -151,6 +174,14 @@ class CellSessionManager {
   // start-up: sessions made before it cannot use it.
   Status AddProfile(const std::string& name, CellSessionProfile profile);
 
+  // Sets the hooks every session made from now on uses; call before the first session.
+  void SetCellHooks(CellHooks hooks);
+
+  // Ready cells of `profile`'s warm pool right now ("" = the manager's own), and its status
+  // (why it is not making cells, "" while it works or has none).
+  size_t warm_ready(const std::string& profile = "") const;
+  std::string warm_status(const std::string& profile = "") const;
+
   // The session for `key`, made on first use with `profile` ("" = the manager's own
   // factory and options). Error once `key` was closed or expired (a closed session's key
   // is not reused, so a late call cannot revive it), for an unknown profile, and when
@@ -164,11 +195,17 @@ class CellSessionManager {
 
  private:
   void ReaperLoop(std::stop_token stop);
+  // The warm pool of `profile` (made now if warm_cells > 0); nullptr without one. Under mu_.
+  std::shared_ptr<WarmPool> PoolLocked(const std::string& profile, const CellSpecFactory& factory);
+  void StopPools();
 
   const CellSpecFactory factory_;
   const CellSessionOptions options_;
   mutable std::mutex mu_;
   std::map<std::string, CellSessionProfile> profiles_;
+  std::shared_ptr<const CellHooks> hooks_;
+  std::map<std::string, std::shared_ptr<WarmPool>> pools_;  // by profile, made on first use
+  bool stopped_pools_ = false;                              // CloseAll ran: no new pools
   std::map<std::string, std::shared_ptr<CellSession>> sessions_;
   std::map<std::string, std::string> ended_;  // key -> why, bounded
   std::deque<std::string> ended_order_;       // ended_'s keys, oldest first
