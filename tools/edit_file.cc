@@ -2,6 +2,7 @@
 // missing, or ambiguous without replace_all, and says how many matches there were, so the
 // model can widen its old_text.
 #include "sandbox/cell_channel.h"
+#include "tools/cell_note.h"
 #include "tools/cell_tools.h"
 
 namespace mcpcell::tools {
@@ -31,13 +32,15 @@ mcp::Tool MakeEditFileTool(const ToolEnv& env) {
                       {"readOnlyHint", false},
                       {"destructiveHint", true},
                       {"openWorldHint", false}};
-  tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
+  tool.handler = WithCellNote([&env](const mcp::Json& args, mcp::Context& ctx,
+                                     std::string& note) -> mcp::ToolResult {
     const std::string path = args["path"].get<std::string>();
     const std::string& old_text = args["old_text"].get_ref<const std::string&>();
     const std::string& new_text = args["new_text"].get_ref<const std::string&>();
     const bool all = args.value("replace_all", false);
     LeaseOrError acquired = AcquireCell(env, ctx);
     if (!acquired.lease) return acquired.error;
+    note = acquired.lease->replaced_reason();
     auto& channel = acquired.lease->cell().channel();
     uint64_t size = 0;
     auto data = ReadCellFile(channel, path, env.config.max_read_bytes + 1, &size);
@@ -89,7 +92,7 @@ mcp::Tool MakeEditFileTool(const ToolEnv& env) {
     r.structured_content = {
         {"path", path}, {"replacements", at.size()}, {"size_bytes", out.size()}};
     return r;
-  };
+  });
   return tool;
 }
 

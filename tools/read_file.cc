@@ -1,5 +1,6 @@
 // read_file: a file of the cell as text (by lines) or bytes (base64).
 #include "sandbox/cell_channel.h"
+#include "tools/cell_note.h"
 #include "tools/cell_tools.h"
 
 namespace mcpcell::tools {
@@ -92,9 +93,11 @@ mcp::Tool MakeReadFileTool(const ToolEnv& env) {
         {"is_binary", {{"type", "boolean"}}}}},
       {"required", {"path", "encoding", "content", "size_bytes", "truncated", "is_binary"}}};
   tool.annotations = {{"title", tool.title}, {"readOnlyHint", true}, {"openWorldHint", false}};
-  tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
+  tool.handler = WithCellNote([&env](const mcp::Json& args, mcp::Context& ctx,
+                                     std::string& note) -> mcp::ToolResult {
     LeaseOrError acquired = AcquireCell(env, ctx);
     if (!acquired.lease) return acquired.error;
+    note = acquired.lease->replaced_reason();
     auto& channel = acquired.lease->cell().channel();
     const std::string path = args["path"].get<std::string>();
     const bool base64 = args.value("encoding", "text") == "base64";
@@ -138,7 +141,7 @@ mcp::Tool MakeReadFileTool(const ToolEnv& env) {
                             {"truncated", truncated},
                             {"is_binary", LooksBinary(w->data)}};
     return r;
-  };
+  });
   return tool;
 }
 

@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include "sandbox/cell_channel.h"
+#include "tools/cell_note.h"
 #include "tools/cell_tools.h"
 
 namespace mcpcell::tools {
@@ -52,7 +53,8 @@ mcp::Tool MakeWriteFileTool(const ToolEnv& env) {
                       {"destructiveHint", true},
                       {"idempotentHint", false},
                       {"openWorldHint", false}};
-  tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
+  tool.handler = WithCellNote([&env](const mcp::Json& args, mcp::Context& ctx,
+                                     std::string& note) -> mcp::ToolResult {
     const std::string path = args["path"].get<std::string>();
     const std::string& raw = args["content"].get_ref<const std::string&>();
     const bool append = args.value("append", false);
@@ -71,6 +73,7 @@ mcp::Tool MakeWriteFileTool(const ToolEnv& env) {
                                     "); write it in parts with append=true");
     LeaseOrError acquired = AcquireCell(env, ctx);
     if (!acquired.lease) return acquired.error;
+    note = acquired.lease->replaced_reason();
     auto& channel = acquired.lease->cell().channel();
     if (std::string parent = ParentDir(path); !parent.empty()) {
       sandbox::Status st = channel.Mkdir(parent, 0755, /*parents=*/true);
@@ -95,7 +98,7 @@ mcp::Tool MakeWriteFileTool(const ToolEnv& env) {
                             {"size_bytes", size},
                             {"appended", append}};
     return r;
-  };
+  });
   return tool;
 }
 

@@ -301,6 +301,44 @@ describe('disk limit', () => {
   });
 });
 
+describe('a cell that died', () => {
+  it('is replaced on the next call, and every tool, file tools included, says the files are gone', async () => {
+    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
+    const s = await startServer(stateDir);
+    const killInit = async () => {
+      const info = await s.client.callTool({ name: 'session_info', arguments: {} });
+      const id = info.structuredContent.cell_id;
+      // The cell init this server started (its record: "<pid> <start time>").
+      const pid = Number(readFileSync(path.join(stateDir, 'cells', id, 'init'), 'utf8').split(' ')[0]);
+      assert.ok(pid > 1, `init pid of ${id}`);
+      process.kill(pid, 'SIGKILL');
+      for (let i = 0; i < 200; i++) {
+        try { process.kill(pid, 0); } catch { return id; }
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      return id;
+    };
+    try {
+      await s.client.callTool({ name: 'write_file', arguments: { path: 'keep.txt', content: 'x' } });
+      for (const [name, args] of [['read_file', { path: 'keep.txt' }], ['write_file', { path: 'new.txt', content: 'y' }],
+        ['list_files', {}], ['edit_file', { path: 'new.txt', old_text: 'y', new_text: 'z' }],
+        ['run_command', { command: 'ls' }]]) {
+        // Each tool in turn is the first call after a death.
+        if (name === 'edit_file') await s.client.callTool({ name: 'write_file', arguments: { path: 'new.txt', content: 'y' } });
+        const dead = await killInit();
+        const r = await s.client.callTool({ name, arguments: args });
+        assert.match(text(r), new RegExp(`previous cell ${dead} had stopped`), `${name}: ${text(r)}`);
+        assert.match(text(r), /files from before are gone/, name);
+        const next = await s.client.callTool({ name: 'session_info', arguments: {} });
+        assert.notEqual(next.structuredContent.cell_id, dead, name);
+      }
+    } finally {
+      await s.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('two sessions', () => {
   let stateDir;
   let a;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tools/cell_note.h"
+
 namespace mcpcell::tools {
 namespace {
 
@@ -48,6 +50,19 @@ TEST(Paths, ParentDir) {
   EXPECT_EQ(ParentDir("a/b/c.txt"), "a/b");
   EXPECT_EQ(ParentDir("/x"), "/");
   EXPECT_EQ(ParentDir("file"), "");
+}
+
+TEST(CellNote, PrependsTheNoteToAnyResultAndNothingWithoutOne) {
+  mcp::ToolResult ok = mcp::ToolResult::Text("wrote 3 bytes");
+  mcp::ToolResult noted = AddCellNote(ok, "the session's previous cell c1 had stopped");
+  ASSERT_EQ(noted.content.size(), 2u);
+  EXPECT_EQ(noted.content[0]["text"], "Note: the session's previous cell c1 had stopped");
+  EXPECT_EQ(noted.content[1]["text"], "wrote 3 bytes");
+  EXPECT_FALSE(noted.is_error);
+  mcp::ToolResult err = AddCellNote(mcp::ToolResult::Error("no such file"), "gone");
+  EXPECT_TRUE(err.is_error);
+  EXPECT_EQ(err.content[0]["text"], "Note: gone");
+  EXPECT_EQ(AddCellNote(ok, "").content, ok.content);
 }
 
 }  // namespace
