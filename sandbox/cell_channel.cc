@@ -286,6 +286,21 @@ Status CellChannel::WriteFileAt(const std::string& path, uint64_t offset, std::s
   return Ok();
 }
 
+Status CellChannel::AppendFile(const std::string& path, std::string_view data, uint32_t mode) {
+  size_t done = 0;
+  do {
+    size_t n = std::min<size_t>(control::kMaxFileChunkBytes, data.size() - done);
+    if (Status s = ExpectOk(control::WriteFileRequest{NextId(), path, 0,
+                                                      control::kWriteCreate | control::kWriteAppend,
+                                                      mode, std::string(data.substr(done, n))});
+        !s.ok()) {
+      return s;
+    }
+    done += n;
+  } while (done < data.size());
+  return Ok();
+}
+
 Result<std::vector<control::DirEntry>> CellChannel::ListDir(const std::string& path,
                                                             size_t max_entries) {
   std::vector<control::DirEntry> out;

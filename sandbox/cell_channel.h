@@ -116,6 +116,9 @@ class CellChannel {
   // offset = the current size this appends (write_file's append, saved tool output).
   Status WriteFileAt(const std::string& path, uint64_t offset, std::string_view data, bool truncate,
                      uint32_t mode = 0644);
+  // Appends `data` at the end (O_APPEND, creating the file): concurrent appends do not
+  // overwrite each other (data above one chunk, 128 KiB, may interleave with theirs).
+  Status AppendFile(const std::string& path, std::string_view data, uint32_t mode = 0644);
   Result<std::vector<control::DirEntry>> ListDir(const std::string& path,
                                                  size_t max_entries = 100000);
   Result<control::FileStat> Stat(const std::string& path, bool follow_symlinks = false);

@@ -79,17 +79,15 @@ mcp::Tool MakeWriteFileTool(const ToolEnv& env) {
       sandbox::Status st = channel.Mkdir(parent, 0755, /*parents=*/true);
       if (!st) return SandboxError("write_file " + path, st.error(), WriteHint(st.error()));
     }
-    uint64_t offset = 0;
-    if (append) {
-      auto st = channel.Stat(path, /*follow_symlinks=*/true);
-      if (st)
-        offset = st->size;
-      else if (st.error().err != ENOENT)
-        return SandboxError("write_file " + path, st.error(), WriteHint(st.error()));
-    }
-    sandbox::Status st = channel.WriteFileAt(path, offset, *content, /*truncate=*/!append);
+    // Appends are O_APPEND in the cell, so two calls appending at once both land.
+    sandbox::Status st = append ? channel.AppendFile(path, *content)
+                                : channel.WriteFileAt(path, 0, *content, /*truncate=*/true);
     if (!st) return SandboxError("write_file " + path, st.error(), WriteHint(st.error()));
-    uint64_t size = offset + content->size();
+    uint64_t size = content->size();
+    if (append) {
+      auto now = channel.Stat(path, /*follow_symlinks=*/true);
+      if (now) size = now->size;
+    }
     mcp::ToolResult r =
         mcp::ToolResult::Text((append ? "appended " : "wrote ") + std::to_string(content->size()) +
                               " bytes to " + path + " (now " + std::to_string(size) + " bytes)");

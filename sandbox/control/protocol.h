@@ -80,7 +80,14 @@ struct ReadFileRequest {
   uint64_t offset = 0;
   uint32_t max_bytes = 0;  // <= kMaxFileChunkBytes
 };
-enum WriteFlags : uint32_t { kWriteCreate = 1, kWriteTruncate = 2, kWriteExclusive = 4 };
+// kWriteAppend: O_APPEND, the offset is ignored; each request's data lands at the end as
+// one write, so appends from concurrent calls never overwrite each other.
+enum WriteFlags : uint32_t {
+  kWriteCreate = 1,
+  kWriteTruncate = 2,
+  kWriteExclusive = 4,
+  kWriteAppend = 8
+};
 struct WriteFileRequest {
   uint64_t request_id = 0;
   std::string path;

@@ -275,9 +275,13 @@ Result<control::ReadFileReply> ReadFile(const FileOpContext& ctx,
 
 Status WriteFile(const FileOpContext& ctx, const control::WriteFileRequest& request) {
   if (request.data.size() > control::kMaxFileChunkBytes) return Error::Msg("data: chunk too large");
-  if (request.flags &
-      ~uint32_t{control::kWriteCreate | control::kWriteTruncate | control::kWriteExclusive}) {
+  if (request.flags & ~uint32_t{control::kWriteCreate | control::kWriteTruncate |
+                                control::kWriteExclusive | control::kWriteAppend}) {
     return Error::Msg("flags: unknown bits " + std::to_string(request.flags));
+  }
+  const bool append = (request.flags & control::kWriteAppend) != 0;
+  if (append && (request.flags & control::kWriteTruncate)) {
+    return Error::Msg("flags: append and truncate together");
   }
   Result<std::string> path = NormalizeCellPath(ctx, request.path);
   if (!path.ok()) return path.error();
@@ -286,6 +290,7 @@ Status WriteFile(const FileOpContext& ctx, const control::WriteFileRequest& requ
   uint64_t flags = O_WRONLY | O_NONBLOCK | O_NOCTTY;
   if (request.flags & control::kWriteCreate) flags |= O_CREAT;
   if (request.flags & control::kWriteExclusive) flags |= O_CREAT | O_EXCL;
+  if (append) flags |= O_APPEND;
   // No O_TRUNC at open: truncation waits until fstat has shown a regular file.
   // openat2 refuses a mode without O_CREAT (EINVAL), unlike openat.
   const uint64_t mode = (flags & O_CREAT) ? (request.mode & 0777) : 0;
@@ -299,8 +304,9 @@ Status WriteFile(const FileOpContext& ctx, const control::WriteFileRequest& requ
   }
   size_t done = 0;
   while (done < request.data.size()) {
-    ssize_t n = ::pwrite(fd->get(), request.data.data() + done, request.data.size() - done,
-                         static_cast<off_t>(request.offset + done));
+    ssize_t n = append ? ::write(fd->get(), request.data.data() + done, request.data.size() - done)
+                       : ::pwrite(fd->get(), request.data.data() + done, request.data.size() - done,
+                                  static_cast<off_t>(request.offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return PathError("pwrite", *path);
     done += static_cast<size_t>(n);

@@ -277,6 +277,25 @@ describe('mcpcell tools over stdio', () => {
   });
 });
 
+describe('concurrent appends', () => {
+  it('write_file append from many calls at once loses nothing', async () => {
+    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
+    const s = await startServer(stateDir);
+    try {
+      const lines = Array.from({ length: 24 }, (_, i) => `line ${i} ${'x'.repeat(200)}\n`);
+      const results = await Promise.all(lines.map((content) =>
+        s.client.callTool({ name: 'write_file', arguments: { path: 'log.txt', content, append: true } })));
+      for (const r of results) assert.equal(r.isError ?? false, false, text(r));
+      const read = await s.client.callTool({ name: 'read_file', arguments: { path: 'log.txt', limit: 1000 } });
+      const got = read.structuredContent.content.split('\n').filter((l) => l).sort();
+      assert.deepEqual(got, lines.map((l) => l.trimEnd()).sort());
+    } finally {
+      await s.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('disk limit', () => {
   it('write_file past the cell\'s disk limit fails with a clear message, and the cell goes on', async () => {
     const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));

@@ -100,6 +100,18 @@ TEST_F(FileOps, LaterChunksWriteAtTheirOffset) {
               HasSubstr("unknown bits"));
 }
 
+TEST_F(FileOps, AppendLandsAtTheEndWhateverTheOffset) {
+  const uint32_t append = control::kWriteCreate | control::kWriteAppend;
+  ASSERT_TRUE(WriteFile(ctx_, {1, "log", 0, append, 0644, "one "}).ok());
+  // Someone else wrote meanwhile: an offset-based write would overwrite it, append does not.
+  ASSERT_TRUE(WriteFile(ctx_, {2, "log", 4, 0, 0644, "two "}).ok());
+  ASSERT_TRUE(WriteFile(ctx_, {3, "log", 0, append, 0644, "three"}).ok());
+  EXPECT_EQ(ReadOk("log"), "one two three");
+  EXPECT_THAT(
+      WriteFile(ctx_, {4, "log", 0, append | control::kWriteTruncate, 0644, "x"}).error().message,
+      HasSubstr("append and truncate together"));
+}
+
 TEST_F(FileOps, DotDotAndBadPathsAreRefusedByName) {
   for (std::string bad : {"../etc/passwd", "/workspace/../../etc/passwd", "a/../../b"}) {
     auto r = Read(bad);
