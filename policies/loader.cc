@@ -40,8 +40,8 @@ class Reader {
   void OnlyKeys(const toml::table& table, const std::string& path,
                 std::initializer_list<const char*> known) {
     for (auto&& [key, node] : table) {
-      bool ok =
-          std::any_of(known.begin(), known.end(), [&](const char* k) { return key.str() == k; });
+      const std::string_view name = key.str();  // clang 14 cannot capture a structured binding
+      bool ok = std::any_of(known.begin(), known.end(), [&](const char* k) { return name == k; });
       if (!ok) {
         std::string names;
         for (const char* k : known) names += std::string(names.empty() ? "" : ", ") + k;
