@@ -286,6 +286,21 @@ Status CellChannel::WriteFileAt(const std::string& path, uint64_t offset, std::s
   return Ok();
 }
 
+Status CellChannel::WriteNewFile(const std::string& path, std::string_view data, uint32_t mode) {
+  size_t done = 0;
+  do {
+    size_t n = std::min<size_t>(control::kMaxFileChunkBytes, data.size() - done);
+    const uint32_t flags = done == 0 ? control::kWriteCreate | control::kWriteExclusive : 0;
+    if (Status s = ExpectOk(control::WriteFileRequest{NextId(), path, done, flags, mode,
+                                                      std::string(data.substr(done, n))});
+        !s.ok()) {
+      return s;
+    }
+    done += n;
+  } while (done < data.size());
+  return Ok();
+}
+
 Status CellChannel::AppendFile(const std::string& path, std::string_view data, uint32_t mode) {
   size_t done = 0;
   do {
@@ -335,6 +350,10 @@ Status CellChannel::Mkdir(const std::string& path, uint32_t mode, bool parents) 
 
 Status CellChannel::Remove(const std::string& path, bool recursive) {
   return ExpectOk(control::RemoveRequest{NextId(), path, static_cast<uint8_t>(recursive)});
+}
+
+Status CellChannel::Rename(const std::string& from, const std::string& to, bool no_replace) {
+  return ExpectOk(control::RenameRequest{NextId(), from, to, static_cast<uint8_t>(no_replace)});
 }
 
 // ---- Exec ----

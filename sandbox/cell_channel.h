@@ -119,11 +119,15 @@ class CellChannel {
   // Appends `data` at the end (O_APPEND, creating the file): concurrent appends do not
   // overwrite each other (data above one chunk, 128 KiB, may interleave with theirs).
   Status AppendFile(const std::string& path, std::string_view data, uint32_t mode = 0644);
+  // Creates `path`, which must not exist (EEXIST otherwise), with `data`.
+  Status WriteNewFile(const std::string& path, std::string_view data, uint32_t mode);
   Result<std::vector<control::DirEntry>> ListDir(const std::string& path,
                                                  size_t max_entries = 100000);
   Result<control::FileStat> Stat(const std::string& path, bool follow_symlinks = false);
   Status Mkdir(const std::string& path, uint32_t mode = 0755, bool parents = false);
   Status Remove(const std::string& path, bool recursive = false);
+  // Renames inside the cell (atomic within one filesystem; EXDEV across mounts).
+  Status Rename(const std::string& from, const std::string& to, bool no_replace = false);
   Result<control::StatsReply> Stats();
 
   bool alive() const { return !dead_.load(); }

@@ -1,11 +1,44 @@
 // edit_file: exact-text replacement in a file of the cell. Refuses when old_text is
 // missing, or ambiguous without replace_all, and says how many matches there were, so the
 // model can widen its old_text.
+#include <unistd.h>
+
+#include <atomic>
+
 #include "sandbox/cell_channel.h"
 #include "tools/cell_note.h"
 #include "tools/cell_tools.h"
 
 namespace mcpcell::tools {
+
+namespace {
+
+// The edited text replaces the file atomically: written to a new file beside it, then
+// renamed over it, so a reader (or a crash) never sees it half written. A symlink is
+// edited in place through the link (renaming over it would replace the link itself).
+sandbox::Status ReplaceFileContents(sandbox::CellChannel& channel, const std::string& path,
+                                    const std::string& text) {
+  auto st = channel.Stat(path, /*follow_symlinks=*/false);
+  if (!st) return st.error();
+  if (st->type == sandbox::control::FileType::kSymlink)
+    return channel.WriteFileAt(path, 0, text, /*truncate=*/true);
+  static std::atomic<uint64_t> counter{0};
+  const std::string parent = ParentDir(path);
+  const std::string base = path.substr(parent.empty() ? 0 : parent.size() + 1);
+  const std::string temp = (parent.empty() ? "" : parent + "/") + "." + base + ".mcpcell-edit-" +
+                           std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  if (sandbox::Status s = channel.WriteNewFile(temp, text, st->mode & 07777); !s) {
+    (void)channel.Remove(temp);
+    return s;
+  }
+  if (sandbox::Status s = channel.Rename(temp, path); !s) {
+    (void)channel.Remove(temp);
+    return s;
+  }
+  return sandbox::Ok();
+}
+
+}  // namespace
 
 mcp::Tool MakeEditFileTool(const ToolEnv& env) {
   mcp::Tool tool;
@@ -85,7 +118,7 @@ mcp::Tool MakeEditFileTool(const ToolEnv& env) {
       prev = pos + old_text.size();
     }
     out.append(*data, prev);
-    sandbox::Status st = channel.WriteFileAt(path, 0, out, /*truncate=*/true);
+    sandbox::Status st = ReplaceFileContents(channel, path, out);
     if (!st) return SandboxError("edit_file " + path, st.error(), WriteHint(st.error()));
     mcp::ToolResult r = mcp::ToolResult::Text("replaced " + std::to_string(at.size()) +
                                               " occurrence(s) in " + path);

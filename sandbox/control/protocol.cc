@@ -202,6 +202,13 @@ void Fields(V& v, RemoveRequest& m) {
   v.Num(m.recursive, "recursive");
 }
 template <typename V>
+void Fields(V& v, RenameRequest& m) {
+  v.Num(m.request_id, "request_id");
+  v.Str(m.from, kMaxPathBytes, "from");
+  v.Str(m.to, kMaxPathBytes, "to");
+  v.Num(m.no_replace, "no_replace");
+}
+template <typename V>
 void Fields(V& v, StatsRequest& m) {
   v.Num(m.request_id, "request_id");
 }
@@ -264,7 +271,7 @@ constexpr const char* kNames[] = {
     "ReadFileRequest", "WriteFileRequest", "ListDirRequest", "StatRequest",
     "MkdirRequest",    "RemoveRequest",    "StatsRequest",   "ErrorReply",
     "OkReply",         "ExecStarted",      "ExecExited",     "ReadFileReply",
-    "StatReply",       "ListDirReply",     "StatsReply"};
+    "StatReply",       "ListDirReply",     "StatsReply",     "RenameRequest"};
 static_assert(std::size(kNames) == std::variant_size_v<Message>);
 
 // Semantic checks that a cap alone does not express (flags are 0/1, names are sane).
@@ -282,6 +289,8 @@ Status ValidateDecoded(const Message& message) {
     return boolean(m->follow_symlinks, "StatRequest.follow_symlinks");
   if (auto* m = std::get_if<MkdirRequest>(&message))
     return boolean(m->parents, "MkdirRequest.parents");
+  if (auto* m = std::get_if<RenameRequest>(&message))
+    return boolean(m->no_replace, "RenameRequest.no_replace");
   if (auto* m = std::get_if<RemoveRequest>(&message))
     return boolean(m->recursive, "RemoveRequest.recursive");
   if (auto* m = std::get_if<ListDirReply>(&message)) {

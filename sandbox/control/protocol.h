@@ -120,6 +120,14 @@ struct RemoveRequest {
 struct StatsRequest {
   uint64_t request_id = 0;
 };
+// renameat2 of `from` to `to` (both resolved inside the cell as the sandbox user; the last
+// component of each is not followed). no_replace: fail with EEXIST instead of replacing.
+struct RenameRequest {
+  uint64_t request_id = 0;
+  std::string from;
+  std::string to;
+  uint8_t no_replace = 0;
+};
 
 // ---- Init -> server replies and events ----
 struct ErrorReply {
@@ -188,10 +196,11 @@ struct StatsReply {
   uint64_t init_max_rss_bytes = 0;
 };
 
-using Message = std::variant<Ready, SetupFailed, ExecRequest, SignalRequest, ReadFileRequest,
-                             WriteFileRequest, ListDirRequest, StatRequest, MkdirRequest,
-                             RemoveRequest, StatsRequest, ErrorReply, OkReply, ExecStarted,
-                             ExecExited, ReadFileReply, StatReply, ListDirReply, StatsReply>;
+using Message =
+    std::variant<Ready, SetupFailed, ExecRequest, SignalRequest, ReadFileRequest, WriteFileRequest,
+                 ListDirRequest, StatRequest, MkdirRequest, RemoveRequest, StatsRequest, ErrorReply,
+                 OkReply, ExecStarted, ExecExited, ReadFileReply, StatReply, ListDirReply,
+                 StatsReply, RenameRequest>;
 
 // Wire type tag of a message ("ExecRequest"), for errors and logs.
 const char* MessageName(const Message& message);

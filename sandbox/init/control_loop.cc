@@ -121,6 +121,8 @@ void ControlLoop::Dispatch(Received& received) {
     return ReplyStatus(r->request_id, MakeDirectory(files_, *r));
   if (auto* r = std::get_if<RemoveRequest>(&m))
     return ReplyStatus(r->request_id, RemovePath(files_, *r));
+  if (auto* r = std::get_if<RenameRequest>(&m))
+    return ReplyStatus(r->request_id, RenamePath(files_, *r));
   if (auto* r = std::get_if<StatsRequest>(&m)) {
     rusage self{};
     ::getrusage(RUSAGE_SELF, &self);

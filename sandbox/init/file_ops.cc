@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "sandbox/control/unique_fd.h"
@@ -402,6 +403,25 @@ Status MakeDirectory(const FileOpContext& ctx, const control::MkdirRequest& requ
     }
     if (last) return Ok();
   }
+}
+
+Status RenamePath(const FileOpContext& ctx, const control::RenameRequest& request) {
+  Result<std::string> from = NormalizeCellPath(ctx, request.from);
+  if (!from.ok()) return from.error().Wrap("from");
+  Result<std::string> to = NormalizeCellPath(ctx, request.to);
+  if (!to.ok()) return to.error().Wrap("to");
+  FileOpIdentity identity(ctx);
+  if (!identity.status().ok()) return identity.status().error();
+  Result<ParentAndName> from_parent = OpenParent(ctx, *from);
+  if (!from_parent.ok()) return from_parent.error();
+  Result<ParentAndName> to_parent = OpenParent(ctx, *to);
+  if (!to_parent.ok()) return to_parent.error();
+  const unsigned flags = request.no_replace ? RENAME_NOREPLACE : 0;
+  if (::renameat2(from_parent->dir.get(), from_parent->name.c_str(), to_parent->dir.get(),
+                  to_parent->name.c_str(), flags) != 0) {
+    return PathError("renameat2", *from + " -> " + *to);
+  }
+  return Ok();
 }
 
 Status RemovePath(const FileOpContext& ctx, const control::RemoveRequest& request) {

@@ -68,5 +68,8 @@ Result<control::ListDirReply> ListDir(const FileOpContext& ctx,
 Result<control::StatReply> StatPath(const FileOpContext& ctx, const control::StatRequest& request);
 Status MakeDirectory(const FileOpContext& ctx, const control::MkdirRequest& request);
 Status RemovePath(const FileOpContext& ctx, const control::RemoveRequest& request);
+// renameat2 within the cell: both parents resolved like every other path, the last
+// components never followed (a symlink is renamed, not its target).
+Status RenamePath(const FileOpContext& ctx, const control::RenameRequest& request);
 
 }  // namespace mcpcell::sandbox

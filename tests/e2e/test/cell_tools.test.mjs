@@ -296,6 +296,28 @@ describe('concurrent appends', () => {
   });
 });
 
+describe('edit_file replaces atomically', () => {
+  it('keeps the mode, leaves no temporary file, and edits through a symlink', async () => {
+    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
+    const s = await startServer(stateDir);
+    const run = async (command) => (await s.client.callTool({ name: 'run_command', arguments: { command } })).structuredContent;
+    try {
+      await run("printf '#!/bin/sh\\necho old\\n' > tool.sh && chmod 750 tool.sh && ln -s tool.sh via-link");
+      const e1 = await s.client.callTool({ name: 'edit_file', arguments: { path: 'tool.sh', old_text: 'old', new_text: 'new' } });
+      assert.equal(e1.isError ?? false, false, text(e1));
+      const after = await run('stat -c %a tool.sh; ./tool.sh; ls -A');
+      assert.equal(after.stdout, '750\nnew\ntool.sh\nvia-link\n');
+      const e2 = await s.client.callTool({ name: 'edit_file', arguments: { path: 'via-link', old_text: 'new', new_text: 'newer' } });
+      assert.equal(e2.isError ?? false, false, text(e2));
+      const viaLink = await run('readlink via-link; ./tool.sh');
+      assert.equal(viaLink.stdout, 'tool.sh\nnewer\n');
+    } finally {
+      await s.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('disk limit', () => {
   it('write_file past the cell\'s disk limit fails with a clear message, and the cell goes on', async () => {
     const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));

@@ -112,6 +112,24 @@ TEST_F(FileOps, AppendLandsAtTheEndWhateverTheOffset) {
       HasSubstr("append and truncate together"));
 }
 
+TEST_F(FileOps, RenameInsideTheCellNeverFollowsTheLastComponent) {
+  ASSERT_TRUE(WriteFile(ctx_, {1, "a", 0, control::kWriteCreate, 0644, "A"}).ok());
+  ASSERT_TRUE(WriteFile(ctx_, {2, "b", 0, control::kWriteCreate, 0644, "B"}).ok());
+  Status s = RenamePath(ctx_, {3, "a", "b", 0});
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(ReadOk("b"), "A");
+  EXPECT_FALSE(fs::exists(root_ + "/workspace/a"));
+  ASSERT_TRUE(WriteFile(ctx_, {4, "c", 0, control::kWriteCreate, 0644, "C"}).ok());
+  EXPECT_EQ(RenamePath(ctx_, {5, "c", "b", 1}).error().err, EEXIST);  // no_replace
+  // A symlink pointing out of the cell is renamed as a link; its target is untouched.
+  fs::create_symlink("/etc/hostname", root_ + "/workspace/link");
+  ASSERT_TRUE(RenamePath(ctx_, {6, "link", "link2", 0}).ok());
+  EXPECT_TRUE(fs::is_symlink(root_ + "/workspace/link2"));
+  EXPECT_THAT(RenamePath(ctx_, {7, "b", "../b", 0}).error().message,
+              HasSubstr("\"..\" components are refused"));
+  EXPECT_EQ(RenamePath(ctx_, {8, "missing", "x", 0}).error().err, ENOENT);
+}
+
 TEST_F(FileOps, DotDotAndBadPathsAreRefusedByName) {
   for (std::string bad : {"../etc/passwd", "/workspace/../../etc/passwd", "a/../../b"}) {
     auto r = Read(bad);

@@ -95,7 +95,8 @@ TEST(ProtocolCodec, EveryMessageRoundTrips) {
       ReadFileReply{15, 3, 1, "abc"},
       StatReply{16, {FileType::kSymlink, 0777, 4, 1, 2, 3, 1}},
       list,
-      StatsReply{17, 2, 30, 4096}};
+      StatsReply{17, 2, 30, 4096},
+      RenameRequest{18, "/a", "/b", 1}};
   for (const Message& m : messages) {
     std::vector<uint8_t> frame = EncodeFrame(m, 0);
     Result<Message> back = DecodeFrame(frame, 0);
