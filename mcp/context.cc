@@ -19,7 +19,7 @@ bool Context::cancelled() const { return request_->cancelled.load(); }
 void Context::OnCancel(std::function<void()> fn) { request_->OnCancel(std::move(fn)); }
 
 void Context::Log(LogLevel level, Json data, const std::string& logger) const {
-  session_->Log(level, std::move(data), logger);
+  session_->LogRelated(level, std::move(data), logger, &request_->id);
 }
 
 bool Context::Progress(double progress, double total, const std::string& message) const {

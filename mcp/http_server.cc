@@ -153,11 +153,17 @@ struct HttpChannel {
                      post_order.end());
   }
 
-  bool Send(const Json& message) {
+  bool Send(const Json& message, const Json* related_id = nullptr) {
     std::string text = message.dump(-1, ' ', false, Json::error_handler_t::replace);
     std::lock_guard lock(mu);
     if (closed) return false;
     std::shared_ptr<Stream> target;
+    if (related_id != nullptr && !legacy) {
+      // Sent while handling that request (a log line of a tool call): its own stream, as
+      // long as the request is open there.
+      auto it = by_request.find(jsonrpc::IdKey(*related_id));
+      if (it != by_request.end()) target = Find(it->second);
+    }
     bool is_response = message.is_object() && !message.contains("method") && message.contains("id");
     if (message.is_array()) {  // a batch response: to the stream of its first element
       for (const Json& r : message) {
@@ -174,7 +180,7 @@ struct HttpChannel {
       auto it = by_request.find(key);
       if (it != by_request.end()) target = Find(it->second);
       ForgetRequest(key);
-    } else if (message.value("method", "") == "notifications/progress") {
+    } else if (!target && message.value("method", "") == "notifications/progress") {
       const Json& params = message.contains("params") ? message["params"] : Json();
       if (params.is_object() && params.contains("progressToken")) {
         auto it = by_progress.find(params["progressToken"].dump());
@@ -238,6 +244,9 @@ class HttpSessionTransport : public Transport {
     ch_->callbacks = std::move(callbacks);
   }
   bool Send(const Json& message) override { return ch_->Send(message); }
+  bool SendRelated(const Json& message, const Json& related_id) override {
+    return ch_->Send(message, &related_id);
+  }
   void Close() override {
     {
       std::lock_guard lock(ch_->mu);

@@ -530,11 +530,25 @@ bool Session::Notify(const std::string& method, Json params) {
 }
 
 void Session::Log(LogLevel level, Json data, const std::string& logger) {
+  LogRelated(level, std::move(data), logger, nullptr);
+}
+
+void Session::LogRelated(LogLevel level, Json data, const std::string& logger,
+                         const Json* related_id) {
   if (!impl_->server->options.enable_logging || level == LogLevel::kOff) return;
   if (level < log_level()) return;
   Json params = {{"level", LogLevelName(level)}, {"data", std::move(data)}};
   if (!logger.empty()) params["logger"] = logger;
-  Notify("notifications/message", std::move(params));
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->phase != Impl::Phase::kInitialized) return;
+  }
+  Json message = jsonrpc::MakeNotification("notifications/message", std::move(params));
+  if (related_id == nullptr) {
+    (void)impl_->Send(message);
+  } else {
+    (void)impl_->transport->SendRelated(message, *related_id);
+  }
 }
 
 void Session::SendRequest(const std::string& method, Json params, ResponseCallback done,

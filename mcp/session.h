@@ -38,6 +38,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // notifications/message to this client if `level` passes its logging/setLevel.
   void Log(LogLevel level, Json data, const std::string& logger = "");
+  // The same, sent while handling the client's request `related_id` (nullptr: none), so a
+  // transport with several streams delivers it with that request (Transport::SendRelated).
+  void LogRelated(LogLevel level, Json data, const std::string& logger, const Json* related_id);
   // Any notification; dropped before initialize and after close. False if not sent.
   bool Notify(const std::string& method, Json params);
   // A server->client request outside any client request (see Context::SendRequest).

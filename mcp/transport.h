@@ -39,6 +39,13 @@ class Transport {
   // the transport is closed or the write failed. Thread-safe; messages are never
   // interleaved.
   virtual bool Send(const Json& message) = 0;
+  // A notification or request sent while handling the client's request `related_id`
+  // (a log line of a tool call). Transports with several streams deliver it on that
+  // request's stream while it is open (Streamable HTTP); the rest just Send it.
+  virtual bool SendRelated(const Json& message, const Json& related_id) {
+    (void)related_id;
+    return Send(message);
+  }
   // Stops reading and writing; on_close follows (once). Idempotent, any thread, including
   // from inside a callback.
   virtual void Close() = 0;

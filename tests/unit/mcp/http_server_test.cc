@@ -217,6 +217,63 @@ TEST_F(HttpServerTest, StandaloneGetStreamReceivesServerNotifications) {
   // A second GET stream while one is attached would be 409; after it ended, a new one is OK.
 }
 
+// A log line a tool call writes goes out with that call (its POST's SSE stream), not on
+// the standalone GET stream, even while one is open (Streamable HTTP: the GET stream is for
+// messages unrelated to any client request).
+TEST_F(HttpServerTest, LogsOfACallGoOnTheCallsStreamNotTheGetStream) {
+  server_ = nullptr;
+  ServerOptions options = TestOptions();
+  server_ = std::make_unique<Server>(options);
+  Tool logger;
+  logger.name = "logger";
+  logger.input_schema = {{"type", "object"}};
+  logger.handler = [](const Json&, Context& ctx) {
+    ctx.Log(LogLevel::kError, "from the call");
+    return ToolResult::Text("done");
+  };
+  ASSERT_TRUE(server_->AddTool(logger));
+  http_ = std::make_unique<HttpServer>(*server_, HttpOptions{});
+  Status st = http_->Bind();
+  ASSERT_TRUE(st) << st.message();
+  thread_ = std::thread([this] { http_->Run(); });
+  client_ = std::make_unique<httplib::Client>("127.0.0.1", http_->port());
+  client_->set_read_timeout(10, 0);
+  std::string id = Open();
+
+  std::mutex mu;
+  std::string on_get;
+  std::atomic<bool> attached{false};
+  httplib::Client get_client("127.0.0.1", http_->port());
+  get_client.set_read_timeout(10, 0);
+  std::thread reader([&] {
+    get_client.Get("/mcp", {{"Mcp-Session-Id", id}, {"Accept", "text/event-stream"}},
+                   [&](const char* data, size_t n) {
+                     std::lock_guard lock(mu);
+                     on_get.append(data, n);
+                     if (on_get.find("notifications/attached") != std::string::npos)
+                       attached = true;
+                     return on_get.find("notifications/stop") == std::string::npos;
+                   });
+  });
+  for (int i = 0; i < 100 && !attached; ++i) {
+    server_->Broadcast("notifications/attached", Json::object());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(attached);
+  auto r = Post({{"jsonrpc", "2.0"},
+                 {"id", 7},
+                 {"method", "tools/call"},
+                 {"params", {{"name", "logger"}, {"arguments", Json::object()}}}},
+                {{"Mcp-Session-Id", id}, {"MCP-Protocol-Version", "2025-06-18"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("from the call"), std::string::npos) << r->body;
+  server_->Broadcast("notifications/stop", Json::object());
+  reader.join();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(on_get.find("from the call"), std::string::npos) << on_get;
+}
+
 TEST_F(HttpServerTest, IdleSessionsExpire) {
   HttpOptions o;
   o.idle_timeout = std::chrono::milliseconds(200);
