@@ -188,17 +188,58 @@ Result<sandbox::CellSpec> CompileCellSpec(const Policy& p, const std::string& ce
     spec.mounts.push_back(sandbox::CellMount{m.source, m.target, m.writable});
   }
   spec.env.push_back("MCPCELL_POLICY=" + p.name);
+  // Every cell gets the proxy, also under egress = "deny": a refused request then gets a
+  // 403 with its reason instead of a silent connection failure.
+  spec.egress_proxy_port = kEgressProxyPort;
+  for (std::string& var : EgressProxyEnv()) spec.env.push_back(std::move(var));
   if (sandbox::Status s = sandbox::ValidateCellSpec(spec); !s) {
     return s.error().Wrap("policy " + p.name + " compiles to an invalid cell spec");
   }
   return spec;
 }
 
+std::vector<std::string> EgressProxyEnv() {
+  const std::string url = "http://127.0.0.1:" + std::to_string(kEgressProxyPort);
+  const std::string no_proxy = "localhost,127.0.0.1,::1";
+  return {
+      // curl (and git, through libcurl) reads lower-case http_proxy only, HTTPS_PROXY in
+      // either case; Python (urllib, requests, pip), Go and most others read both cases.
+      "http_proxy=" + url,
+      "https_proxy=" + url,
+      "HTTP_PROXY=" + url,
+      "HTTPS_PROXY=" + url,
+      "no_proxy=" + no_proxy,
+      "NO_PROXY=" + no_proxy,
+      // npm reads its own settings, not the variables above.
+      "npm_config_proxy=" + url,
+      "npm_config_https_proxy=" + url,
+      "npm_config_noproxy=" + no_proxy,
+      // pip's --proxy, for the pip versions whose vendored requests ignores the variables.
+      "PIP_PROXY=" + url,
+  };
+}
+
+Result<egress::CellEgress> CompileCellEgress(const Policy& p) {
+  egress::CellEgress cell;
+  cell.max_connections = p.network.max_connections;
+  if (!p.network.egress_allowed) return cell;  // empty allowlist: every request refused
+  auto allowlist = egress::Allowlist::Parse(p.network.allow);
+  if (!allowlist) return allowlist.error().Wrap("policy " + p.name);
+  cell.allowlist = std::move(*allowlist);
+  return cell;
+}
+
 std::string NetworkSummary(const Policy& p) {
-  if (!p.network.egress_allowed) return "no network: the cell has only a loopback interface";
+  const std::string proxy = "http://127.0.0.1:" + std::to_string(kEgressProxyPort);
+  if (!p.network.egress_allowed) {
+    return "no network: the cell has only loopback, and its egress proxy (" + proxy +
+           ") refuses every request";
+  }
   std::string hosts;
   for (const auto& h : p.network.allow) hosts += (hosts.empty() ? "" : ", ") + h;
-  return "egress allowlist (" + hosts + "); not enforced yet: the cell has only loopback";
+  return "egress only through the proxy at " + proxy + " (HTTP_PROXY/HTTPS_PROXY are set; " +
+         "names resolve there, not in the cell) to: " + hosts + "; at most " +
+         std::to_string(p.network.max_connections) + " connections at a time";
 }
 
 std::string DescribePolicy(const Policy& p) {
@@ -231,6 +272,7 @@ std::string DescribePolicy(const Policy& p) {
   o << "\n[network]\negress = " << (p.network.egress_allowed ? "\"allowlist\"" : "\"deny\"")
     << "\n";
   if (!p.network.allow.empty()) o << "allow = " << List(p.network.allow) << "\n";
+  o << "max_connections = " << p.network.max_connections << "\n";
   o << "\n[packages]\nregistries = " << List(p.packages.registries)
     << "\nallow = " << List(p.packages.allow) << "\ndeny = " << List(p.packages.deny) << "\n";
   o << "\n[tools]\n";
@@ -263,7 +305,8 @@ std::string DescribeCellSpec(const sandbox::CellSpec& s) {
     << "\n  tmpfs.root_upper_bytes: " << s.tmpfs.root_upper_bytes << " ("
     << FormatSize(s.tmpfs.root_upper_bytes) << ")\n  tmpfs.tmp_bytes: " << s.tmpfs.tmp_bytes
     << "\n  sandbox user: " << s.sandbox_user << " (" << s.sandbox_uid << ":" << s.sandbox_gid
-    << ")\n  seccomp: " << (s.seccomp ? "on" : "off") << "\n  env:";
+    << ")\n  seccomp: " << (s.seccomp ? "on" : "off")
+    << "\n  egress_proxy_port: " << s.egress_proxy_port << "\n  env:";
   for (const auto& e : s.env) o << " " << e;
   o << "\n";
   return o.str();

@@ -2,8 +2,9 @@
 //
 // ApplyOverrides composes command-line choices (--mount, --output, --workspace, per-limit
 // flags) into a policy with the same checks the loader applies, so the flags are just a
-// shorter way to write a profile. CompileCellSpec is the only place a policy becomes
-// mechanism; DescribePolicy/DescribeCellSpec print both for `mcpcell policy`.
+// shorter way to write a profile. CompileCellSpec (the cell) and CompileCellEgress (its
+// egress proxy settings) are the only places a policy becomes mechanism;
+// DescribePolicy/DescribeCellSpec print both for `mcpcell policy`.
 // Threading: stateless functions.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "egress/proxy.h"
 #include "policies/policy.h"
 #include "sandbox/cell_spec.h"
 #include "sandbox/status.h"
@@ -19,6 +21,9 @@ namespace mcpcell::policies {
 
 // Where --output appears inside the cell.
 inline constexpr const char* kOutputCellPath = "/output";
+// The egress proxy's port on 127.0.0.1 inside every cell. Fixed: each cell has its own
+// network namespace, so the same port never collides.
+inline constexpr uint16_t kEgressProxyPort = 3128;
 
 struct PolicyOverrides {
   // Default member initializers so designated initializers build under -Wextra.
@@ -50,11 +55,19 @@ sandbox::Result<sandbox::CellSpec> CompileCellSpec(const Policy& policy, const s
                                                    const std::string& state_dir,
                                                    const std::string& skeleton_dir);
 
+// The variables that point a cell's clients at its egress proxy (HTTP_PROXY and friends,
+// NO_PROXY, npm's and pip's settings), "NAME=value" each. CompileCellSpec adds them.
+std::vector<std::string> EgressProxyEnv();
+
+// What the egress proxy enforces for a cell under `policy` (allowlist, limits); the
+// caller fills in the session and tenant. egress = "deny": an empty allowlist.
+sandbox::Result<egress::CellEgress> CompileCellEgress(const Policy& policy);
+
 // The effective policy as a profile file (every key, defaults filled in).
 std::string DescribePolicy(const Policy& policy);
 // The compiled spec, one field a line.
 std::string DescribeCellSpec(const sandbox::CellSpec& spec);
-// One line for session_info: "no network ..." or "egress allowlist: a, b".
+// One line for session_info: "no network: ..." or "egress only through the proxy ... to: a, b".
 std::string NetworkSummary(const Policy& policy);
 
 }  // namespace mcpcell::policies

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "egress/allowlist.h"
 #include "policies/mount_check.h"
 #include "policies/units.h"
 
@@ -223,32 +224,11 @@ class Reader {
   std::string error_;
 };
 
-// Host names of the egress allowlist: "example.org", "*.example.org", with an optional
-// ":port".
-std::string CheckHostPattern(const std::string& s) {
-  std::string host = s;
-  if (size_t colon = s.rfind(':'); colon != std::string::npos) {
-    std::string port = s.substr(colon + 1);
-    host = s.substr(0, colon);
-    bool digits =
-        !port.empty() && port.size() <= 5 &&
-        std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (!digits || std::stoi(port) < 1 || std::stoi(port) > 65535) {
-      return "\"" + s + "\": port must be 1..65535";
-    }
-  }
-  if (host.rfind("*.", 0) == 0) host = host.substr(2);
-  bool ok = !host.empty() && host.size() <= 253 && host.front() != '.' && host.back() != '.' &&
-            host.find("..") == std::string::npos;
-  for (char c : host) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.')) ok = false;
-  }
-  if (!ok) {
-    return "\"" + s +
-           "\" is not a host name (lower-case letters, digits, '-' and '.', optionally "
-           "\"*.\" in front and \":port\" after)";
-  }
-  return "";
+// One network.allow entry, read exactly as the egress proxy will read it (one parser, so
+// what loads is what is enforced).
+std::string CheckAllowEntry(const std::string& s) {
+  auto entry = egress::ParseAllowEntry(s);
+  return entry ? std::string() : "\"" + s + "\": " + entry.error().message;
 }
 
 std::string CheckPackageRule(const std::string& s) {
@@ -408,11 +388,14 @@ void ReadFilesystem(Reader& r, const toml::table& root, FilesystemPolicy* out) {
 void ReadNetwork(Reader& r, const toml::table& root, NetworkPolicy* out) {
   const toml::table* t = r.Table(root, "", "network");
   if (!t) return;
-  r.OnlyKeys(*t, "network", {"egress", "allow"});
+  r.OnlyKeys(*t, "network", {"egress", "allow", "max_connections"});
   std::string egress = "deny";
   r.String(*t, "network", "egress", &egress, {"deny", "allowlist"});
   out->egress_allowed = egress == "allowlist";
-  r.Strings(*t, "network", "allow", &out->allow, CheckHostPattern);
+  r.Strings(*t, "network", "allow", &out->allow, CheckAllowEntry);
+  uint64_t max_connections = out->max_connections;
+  r.Count(*t, "network", "max_connections", 1, 1024, &max_connections);
+  out->max_connections = static_cast<uint32_t>(max_connections);
   if (r.failed()) return;
   if (!out->egress_allowed && !out->allow.empty()) {
     r.Fail(t->get("allow")->source(), "network.allow",

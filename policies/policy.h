@@ -52,9 +52,13 @@ struct FilesystemPolicy {
   std::string workspace_dir;  // host directory of a persistent workspace (absolute)
 };
 
+// What a cell may reach through the egress proxy (egress/, docs/policies.md "network").
 struct NetworkPolicy {
-  bool egress_allowed = false;     // false: "deny" (loopback only)
-  std::vector<std::string> allow;  // host names: "pypi.org", "*.npmjs.org", "host:443"
+  bool egress_allowed = false;  // false: "deny": the proxy refuses every request
+  // Allowlist entries as egress::Allowlist::Parse reads them (checked by the loader):
+  // "pypi.org", "*.npmjs.org", "host:8443", "203.0.113.7", "10.1.0.0/16:5432".
+  std::vector<std::string> allow;
+  uint32_t max_connections = 32;  // concurrent proxied connections per cell
 };
 
 struct PackagesPolicy {

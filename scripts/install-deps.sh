@@ -9,7 +9,7 @@ PACKAGES=(
   libspdlog-dev libcli11-dev libtomlplusplus-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pip python3-venv python3-setuptools python3-wheel
-  bubblewrap iproute2 curl util-linux procps ca-certificates
+  bubblewrap iproute2 curl openssl util-linux procps ca-certificates
 )
 
 missing=()

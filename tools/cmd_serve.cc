@@ -2,11 +2,13 @@
 //
 // Steps: policy (--policy + flags) and, over HTTP, every tenant's policy resolved (a bad
 // one refuses the start) → logging → state dir (made, orphans of a crashed predecessor
-// reaped, template prepared) → cell sessions (one cell per MCP session, lazily; one
-// profile per tenant) → mcp::Server with the sandbox tools, each session seeing its
-// tenant's → one line on stderr saying how to connect → serve stdin/stdout or HTTP until
-// EOF or SIGTERM → every cell destroyed. stdout carries MCP messages only; guidance and logs
-// go to stderr (or --log-file).
+// reaped, template prepared) → the egress proxy (audit file, --egress-hosts, each
+// profile's allowlist) → cell sessions (one cell per MCP session, lazily; one profile per
+// tenant; each cell added to the proxy when bound, removed before it is destroyed) →
+// mcp::Server with the sandbox tools, each session seeing its tenant's → one line on
+// stderr saying how to connect → serve stdin/stdout or HTTP until EOF or SIGTERM → every
+// cell destroyed, then the proxy stopped. stdout carries MCP messages only; guidance and
+// logs go to stderr (or --log-file).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -30,6 +32,7 @@
 #include "sandbox/state_dir.h"
 #include "tools/cell_tools.h"
 #include "tools/command.h"
+#include "tools/egress_registry.h"
 #include "tools/http_config.h"
 #include "tools/tenant_policies.h"
 
@@ -38,7 +41,9 @@ namespace {
 
 constexpr const char* kInstructions =
     "mcpcell runs code and commands for you inside an isolated Linux sandbox (a cell): its own "
-    "namespaces, filesystem, resource limits and no network. One cell belongs to this session "
+    "namespaces, filesystem and resource limits, and no network except HTTP(S) through a "
+    "proxy to the hosts its policy allows (session_info lists them; curl, pip, npm, git and "
+    "Python use the proxy by themselves). One cell belongs to this session "
     "and keeps its files between calls (in /workspace, the working directory). Use run_code "
     "or run_command to execute, read_file/write_file/edit_file/list_files for files, and "
     "session_info to see limits and usage. Nothing you do there touches the host.";
@@ -51,6 +56,7 @@ struct ServeOptions {
   std::string init_path;
   std::string http;          // --http [ADDR:]PORT; empty = stdio
   std::string http_config;   // --http-config FILE (tokens, tenants, quotas, TLS)
+  std::string egress_hosts;  // --egress-hosts FILE (hosts(5)): the proxy's pinned names
   HttpConfig http_settings;  // loaded from http_config before RunServe
   std::map<std::string, policies::Policy> tenant_policies;  // by tenant, resolved
   bool stdio = false;                                       // --stdio (the default, explicit)
@@ -135,6 +141,20 @@ bool LoadTenants(ServeOptions& o) {
   }
   o.tenant_policies = std::move(*tenants);
   return true;
+}
+
+// What the egress proxy enforces for each cell profile: the server's policy ("") and each
+// tenant's (the tenant's profile has its name).
+sandbox::Status SetEgressProfiles(EgressRegistry& egress, const ServeOptions& o) {
+  auto own = policies::CompileCellEgress(o.effective);
+  if (!own) return own.error();
+  egress.SetProfile("", std::move(*own));
+  for (const auto& [tenant, policy] : o.tenant_policies) {
+    auto cell = policies::CompileCellEgress(policy);
+    if (!cell) return cell.error().Wrap("tenant \"" + tenant + "\"");
+    egress.SetProfile(tenant, std::move(*cell));
+  }
+  return sandbox::Ok();
 }
 
 // What initialize tells the model: the tools, and the host directories its policy mounts.
@@ -235,6 +255,18 @@ int RunServe(const ServeOptions& opts) {
     return 2;
   }
 
+  // The egress proxy outlives the cells: each cell is removed from it before it is destroyed.
+  auto egress_options = ServeEgressOptions(opts.state_dir, opts.egress_hosts);
+  if (!egress_options) {
+    std::fprintf(stderr, "mcpcell serve: %s\n", egress_options.error().message.c_str());
+    return 2;
+  }
+  EgressRegistry egress(std::move(*egress_options));
+  if (sandbox::Status st = SetEgressProfiles(egress, opts); !st) {
+    std::fprintf(stderr, "mcpcell serve: %s\n", st.error().message.c_str());
+    return 2;
+  }
+
   sandbox::CellSessionOptions session_options;
   const policies::Policy& policy = opts.effective;
   session_options.idle_timeout = policy.time.session_idle;
@@ -243,8 +275,17 @@ int RunServe(const ServeOptions& opts) {
   sandbox::CellSessionManager cells(PolicySpecFactory(policy, opts.state_dir, *skeleton),
                                     session_options);
 
+  sandbox::CellHooks hooks;
+  hooks.on_bound = [&egress](sandbox::Cell& cell, const std::string& key,
+                             const std::string& profile) {
+    return egress.Bind(cell, key, profile);
+  };
+  hooks.on_destroying = [&egress](sandbox::Cell& cell) { egress.Unbind(cell); };
+  cells.SetCellHooks(std::move(hooks));
+
   ToolEnv env;
   env.cells = &cells;
+  env.egress = &egress;
   env.config = ToolsConfigFromPolicy(policy);
   if (sandbox::Status st =
           InstallTenantProfiles(opts.tenant_policies, opts.state_dir, *skeleton, cells, env);
@@ -329,6 +370,10 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
       ->capture_default_str();
   cmd->add_option("--state-dir", opts->state_dir, "Where cells and the template live")
       ->capture_default_str();
+  cmd->add_option("--egress-hosts", opts->egress_hosts,
+                  "hosts(5) file the egress proxy consults before DNS (pin registries' "
+                  "addresses); its addresses pass the same checks as DNS answers")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--init", opts->init_path, "Path of mcpcell-init (default: next to mcpcell)");
   cmd->add_option("--policy", opts->policy,
                   "Policy: a shipped profile (default, offline-strict, dev) or a .toml file; "

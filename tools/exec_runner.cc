@@ -9,6 +9,7 @@
 #include <stop_token>
 
 #include "sandbox/cell_channel.h"
+#include "tools/egress_registry.h"
 #include "tools/output_capture.h"
 #include "tools/progress_streamer.h"
 
@@ -98,6 +99,9 @@ std::string HumanBytes(uint64_t b) {
 
 struct Rendered {
   std::string out, err, out_path, err_path;
+  // The egress proxy's refusals during the call: clients such as `curl -f` or one whose
+  // CONNECT was refused print only the status, so the reason is shown here.
+  std::vector<std::string> egress_refusals;
 };
 
 mcp::ToolResult BuildResult(const ExecCall& call, const sandbox::ExecResult& r,
@@ -152,6 +156,11 @@ mcp::ToolResult BuildResult(const ExecCall& call, const sandbox::ExecResult& r,
   };
   head += section("stdout", text.out, out.total());
   head += section("stderr", text.err, err.total());
+  if (!text.egress_refusals.empty()) {
+    head += "--- egress refused (the cell's network proxy; see session_info) ---\n";
+    for (const std::string& line : text.egress_refusals) head += line + "\n";
+    s["egress_refusals"] = text.egress_refusals;
+  }
   (void)call;
   mcp::ToolResult result = mcp::ToolResult::Text(std::move(head));
   result.structured_content = std::move(s);
@@ -194,6 +203,7 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   ctx.OnCancel([stop] { stop->request_stop(); });
   std::stop_callback on_close(lease.stop_token(), [stop] { stop->request_stop(); });
 
+  const uint64_t refusals_before = env.egress ? env.egress->RefusalCursor(lease.cell().id()) : 0;
   const std::string id = CallId();
   const std::string dir = std::string(kOutputDir) + "/" + call.tool + "-" + id;
   OutputCapture out(config.keep_bytes_per_stream), err(config.keep_bytes_per_stream);
@@ -241,6 +251,9 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   text.err_path = err_saver.Finish();
   text.out = out.Render(text.out_path);
   text.err = err.Render(text.err_path);
+  // The proxy reports a refusal before the program can read the answer: all are here.
+  if (env.egress)
+    text.egress_refusals = env.egress->RefusalsSince(lease.cell().id(), refusals_before);
   return BuildResult(call, *result, out, err, text, timeout, lease.replaced_reason());
 }
 
@@ -267,6 +280,11 @@ mcp::Json ExecOutputSchema() {
            {"duration_ms", integer("wall-clock time")},
            {"cpu_ms", integer("user + system CPU time")},
            {"peak_memory_bytes", integer("peak resident memory of the program")},
+           {"egress_refusals",
+            {{"type", "array"},
+             {"items", {{"type", "string"}}},
+             {"description",
+              "requests the egress proxy refused during this call, one reason a line"}}},
        }},
       {"required",
        {"exit_code", "signal", "stdout", "stderr", "stdout_truncated", "stderr_truncated",

@@ -31,8 +31,9 @@ mcp::Tool MakeRunCodeTool(const ToolEnv& env) {
   tool.title = "Run code in the sandbox";
   tool.description =
       "Runs a program in this session's isolated Linux sandbox with python (python3), bash, "
-      "sh or node. cwd is /workspace, there is no network, and files persist for the "
-      "session. Returns exit code, stdout and stderr.";
+      "sh or node. cwd is /workspace, files persist for the session, and HTTP(S) reaches only "
+      "the hosts the policy allows, through a proxy (session_info shows them). Returns exit "
+      "code, stdout and stderr, and any request the proxy refused with its reason.";
   mcp::Json names = mcp::Json::array();
   for (const auto& l : kLanguages) names.push_back(l.name);
   tool.input_schema = {

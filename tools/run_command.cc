@@ -16,7 +16,8 @@ mcp::Tool MakeRunCommandTool(const ToolEnv& env) {
   tool.title = "Run a shell command in the sandbox";
   tool.description =
       "Runs `/bin/sh -c <command>` in this session's isolated Linux sandbox (cwd /workspace, "
-      "no network, files persist for the session). Returns exit code, stdout and stderr; "
+      "files persist for the session, HTTP(S) only to the policy's allowed hosts through a "
+      "proxy). Returns exit code, stdout and stderr, and requests the proxy refused; "
       "long output keeps head and tail and the full text is saved under /workspace/.mcpcell/. "
       "A non-zero exit code is a normal result.";
   tool.input_schema = {{"type", "object"},

@@ -1,6 +1,7 @@
 // session_info: what the agent's sandbox is and how much of it is left.
 #include "sandbox/cell_channel.h"
 #include "tools/cell_tools.h"
+#include "tools/egress_registry.h"
 
 namespace mcpcell::tools {
 
@@ -11,30 +12,42 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
   tool.description =
       "Shows this session's sandbox: cell id, policy, limits, usage so far (CPU time, peak "
       "memory, wall time), time left before idle expiry and the session's maximum lifetime, "
-      "and the network policy. Creates the sandbox if it does not exist yet.";
+      "and the network policy with the traffic through the egress proxy so far. Creates the "
+      "sandbox if it does not exist yet.";
   tool.input_schema = {
       {"type", "object"}, {"properties", mcp::Json::object()}, {"additionalProperties", false}};
   auto integer = mcp::Json{{"type", "integer"}};
-  tool.output_schema = {{"type", "object"},
-                        {"properties",
-                         {{"cell_id", {{"type", "string"}}},
-                          {"policy", {{"type", "string"}}},
-                          {"memory_limit_bytes", integer},
-                          {"pids_limit", integer},
-                          {"cpu_millicores", integer},
-                          {"cpu_time_ms", integer},
-                          {"memory_current_bytes", integer},
-                          {"peak_memory_bytes", integer},
-                          {"session_wall_time_s", integer},
-                          {"idle_expiry_s", integer},
-                          {"lifetime_left_s", integer},
-                          {"exec_default_timeout_s", integer},
-                          {"exec_max_timeout_s", integer},
-                          {"calls", integer},
-                          {"cells_created", integer},
-                          {"network", {{"type", "string"}}},
-                          {"warnings", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
-                        {"required", {"cell_id", "policy", "network", "warnings"}}};
+  tool.output_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"cell_id", {{"type", "string"}}},
+        {"policy", {{"type", "string"}}},
+        {"memory_limit_bytes", integer},
+        {"pids_limit", integer},
+        {"cpu_millicores", integer},
+        {"cpu_time_ms", integer},
+        {"memory_current_bytes", integer},
+        {"peak_memory_bytes", integer},
+        {"session_wall_time_s", integer},
+        {"idle_expiry_s", integer},
+        {"lifetime_left_s", integer},
+        {"exec_default_timeout_s", integer},
+        {"exec_max_timeout_s", integer},
+        {"calls", integer},
+        {"cells_created", integer},
+        {"network", {{"type", "string"}}},
+        {"egress",
+         {{"type", "object"},
+          {"description", "traffic through this cell's egress proxy"},
+          {"properties",
+           {{"bytes_up", integer},
+            {"bytes_down", integer},
+            {"connections_total", integer},
+            {"connections_active", integer},
+            {"connections_refused", integer},
+            {"allowlist", {{"type", "array"}, {"items", {{"type", "string"}}}}}}}}},
+        {"warnings", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
+      {"required", {"cell_id", "policy", "network", "warnings"}}};
   tool.annotations = {{"title", tool.title}, {"readOnlyHint", true}, {"openWorldHint", false}};
   tool.handler = [&env](const mcp::Json&, mcp::Context& ctx) -> mcp::ToolResult {
     LeaseOrError acquired = AcquireCell(env, ctx);
@@ -87,6 +100,22 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
         std::to_string(config.default_timeout.count()) + " s, at most " +
         std::to_string(config.max_timeout.count()) + " s\nnetwork: " + config.network_summary +
         "\n";
+    if (env.egress) {
+      if (auto egress = env.egress->Info(cell.id())) {
+        const egress::EgressStats& st = egress->stats;
+        s["egress"] = {{"bytes_up", st.bytes_up},
+                       {"bytes_down", st.bytes_down},
+                       {"connections_total", st.connections_total},
+                       {"connections_active", st.connections_active},
+                       {"connections_refused", st.connections_refused},
+                       {"allowlist", egress->allowlist}};
+        text += "egress: " + std::to_string(st.bytes_up) + " bytes up, " +
+                std::to_string(st.bytes_down) + " bytes down; connections " +
+                std::to_string(st.connections_total) + " total, " +
+                std::to_string(st.connections_active) + " open, " +
+                std::to_string(st.connections_refused) + " refused\n";
+      }
+    }
     for (const auto& w : cell.warnings()) text += "warning: " + w + "\n";
     mcp::ToolResult r = mcp::ToolResult::Text(text);
     r.structured_content = std::move(s);

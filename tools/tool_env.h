@@ -51,8 +51,13 @@ struct CellToolsConfig {
 
 inline constexpr const char* kOutputDir = "/workspace/.mcpcell";
 
+class EgressRegistry;
+
 struct ToolEnv {
   sandbox::CellSessionManager* cells = nullptr;
+  // The cells' egress proxy (tools/egress_registry.h): session_info's counters, the
+  // refusals shown in exec results. nullptr: no proxy (tests without one).
+  EgressRegistry* egress = nullptr;
   CellToolsConfig config;  // sessions without a tenant
   // By tenant name: the config of that tenant's sessions (from its policy).
   std::map<std::string, CellToolsConfig> tenants;

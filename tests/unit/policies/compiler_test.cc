@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "policies/loader.h"
@@ -47,6 +48,8 @@ TEST_F(Compiler, EveryShippedProfileCompiles) {
     EXPECT_EQ(again->limits.cpu_millicores, p->limits.cpu_millicores);
     EXPECT_EQ(again->time.exec_max, p->time.exec_max);
     EXPECT_EQ(again->network.allow, p->network.allow);
+    EXPECT_EQ(again->network.max_connections, p->network.max_connections);
+    EXPECT_EQ(again->network.egress_allowed, p->network.egress_allowed);
     EXPECT_EQ(again->tools.enabled, p->tools.enabled);
   }
 }
@@ -73,6 +76,70 @@ TEST_F(Compiler, FlagsComposeIntoTheProfile) {
   EXPECT_TRUE(spec->mounts[1].writable);
   EXPECT_EQ(spec->workspace_host_dir, dir_ + "/ws");
   EXPECT_EQ(spec->limits.memory_max_bytes, 300ull << 20);
+}
+
+bool HasEnv(const sandbox::CellSpec& spec, const std::string& var) {
+  return std::find(spec.env.begin(), spec.env.end(), var) != spec.env.end();
+}
+
+// Every cell, whatever its policy, gets the proxy's listener and the variables that make
+// curl, git, Python, pip and npm use it; loopback bypasses it.
+TEST_F(Compiler, EveryCellGetsTheEgressProxyAndItsVariables) {
+  for (const std::string& name : ShippedPolicyNames()) {
+    auto p = ResolvePolicy(name, {state_});
+    ASSERT_TRUE(p) << name;
+    auto spec = CompileCellSpec(*p, "c3", state_, "");
+    ASSERT_TRUE(spec) << name << ": " << spec.error().message;
+    EXPECT_EQ(spec->egress_proxy_port, 3128) << name;
+    for (const char* var : {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+                            "npm_config_proxy", "npm_config_https_proxy", "PIP_PROXY"}) {
+      EXPECT_TRUE(HasEnv(*spec, std::string(var) + "=http://127.0.0.1:3128")) << name << " " << var;
+    }
+    for (const char* var : {"no_proxy", "NO_PROXY", "npm_config_noproxy"}) {
+      EXPECT_TRUE(HasEnv(*spec, std::string(var) + "=localhost,127.0.0.1,::1"))
+          << name << " " << var;
+    }
+    EXPECT_NE(DescribeCellSpec(*spec).find("egress_proxy_port: 3128"), std::string::npos);
+  }
+}
+
+TEST_F(Compiler, CellEgressCarriesTheAllowlistAndLimits) {
+  auto def = ResolvePolicy("default", {state_});
+  ASSERT_TRUE(def);
+  auto denied = CompileCellEgress(*def);
+  ASSERT_TRUE(denied) << denied.error().message;
+  EXPECT_TRUE(denied->allowlist.empty());  // egress = "deny": the proxy refuses everything
+  EXPECT_EQ(denied->max_connections, 32u);
+  EXPECT_NE(NetworkSummary(*def).find("refuses every request"), std::string::npos);
+
+  auto dev = ResolvePolicy("dev", {state_});
+  ASSERT_TRUE(dev);
+  auto allowed = CompileCellEgress(*dev);
+  ASSERT_TRUE(allowed) << allowed.error().message;
+  EXPECT_EQ(allowed->allowlist.entries().size(), dev->network.allow.size());
+  EXPECT_NE(allowed->allowlist.Match("pypi.org", 443), nullptr);
+  EXPECT_EQ(allowed->allowlist.Match("pypi.org", 80), nullptr);  // the entry says :443
+  EXPECT_EQ(allowed->allowlist.Match("evil.example", 443), nullptr);
+  EXPECT_NE(NetworkSummary(*dev).find("pypi.org:443"), std::string::npos);
+
+  Policy custom = *dev;
+  custom.network.allow = {"*.wild.test:8443", "allowed.test"};
+  custom.network.max_connections = 3;
+  auto c = CompileCellEgress(custom);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->max_connections, 3u);
+  EXPECT_NE(c->allowlist.Match("a.wild.test", 8443), nullptr);
+  EXPECT_EQ(c->allowlist.Match("wild.test", 8443), nullptr);
+  EXPECT_EQ(c->allowlist.Match("a.wild.test", 443), nullptr);
+  EXPECT_NE(c->allowlist.Match("allowed.test", 80), nullptr);
+  EXPECT_NE(NetworkSummary(custom).find("at most 3 connections"), std::string::npos);
+
+  // A policy built in code (not through the loader) is still checked.
+  custom.network.allow = {"bad host"};
+  auto bad = CompileCellEgress(custom);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("network.allow entry \"bad host\""), std::string::npos)
+      << bad.error().message;
 }
 
 TEST_F(Compiler, BadFlagsAreRefusedWithTheFlag) {

@@ -1,0 +1,127 @@
+#include "tools/egress_registry.h"
+
+#include <unistd.h>
+
+namespace mcpcell::tools {
+
+sandbox::Result<egress::EgressProxyOptions> ServeEgressOptions(const std::string& state_dir,
+                                                               const std::string& hosts_file) {
+  egress::EgressProxyOptions options;
+  auto audit = egress::JsonLinesFile::Open(egress::EgressAuditPath(state_dir));
+  if (!audit) return audit.error().Wrap("egress audit file");
+  options.audit = egress::JsonLinesFile::Sink(std::move(*audit));
+  if (!hosts_file.empty()) {
+    auto hosts = egress::LoadHostsFile(hosts_file);
+    if (!hosts) return hosts.error().Wrap("--egress-hosts");
+    options.hosts = std::move(*hosts);
+  }
+  return options;
+}
+
+EgressRegistry::EgressRegistry(egress::EgressProxyOptions options) {
+  options.on_refusal = [this](const std::string& session, const std::string& line) {
+    OnRefusal(session, line);
+  };
+  proxy_ = std::make_unique<egress::EgressProxy>(std::move(options));
+}
+
+EgressRegistry::~EgressRegistry() { proxy_.reset(); }
+
+void EgressRegistry::SetProfile(const std::string& profile, egress::CellEgress config) {
+  std::lock_guard lock(mu_);
+  profiles_[profile] = std::move(config);
+}
+
+sandbox::Status EgressRegistry::Bind(sandbox::Cell& cell, const std::string& session_key,
+                                     const std::string& profile) {
+  egress::CellEgress config;
+  {
+    std::lock_guard lock(mu_);
+    if (cells_.count(cell.id())) return sandbox::Ok();  // already bound (idempotent)
+    auto it = profiles_.find(profile);
+    if (it == profiles_.end()) {
+      return sandbox::Error::Msg("egress: no proxy settings for cell profile \"" + profile + "\"");
+    }
+    config = it->second;
+  }
+  config.session_id = session_key;
+  config.tenant = profile;
+  std::vector<std::string> allowlist;
+  for (const egress::AllowEntry& e : config.allowlist.entries()) allowlist.push_back(e.text);
+  const int listener = cell.TakeEgressListener();
+  if (listener < 0) {
+    return sandbox::Error::Msg("egress: cell " + cell.id() +
+                               " has no proxy listener (its spec must set egress_proxy_port)");
+  }
+  auto id = proxy_->AddCell(listener, std::move(config));  // owns listener from here on
+  if (!id) return id.error().Wrap("egress: cell " + cell.id());
+  std::lock_guard lock(mu_);
+  cells_[cell.id()] = Bound{*id, session_key, std::move(allowlist)};
+  return sandbox::Ok();
+}
+
+void EgressRegistry::Unbind(sandbox::Cell& cell) {
+  Bound bound;
+  {
+    std::lock_guard lock(mu_);
+    auto it = cells_.find(cell.id());
+    if (it == cells_.end()) return;
+    bound = std::move(it->second);
+    cells_.erase(it);
+  }
+  // Outside the lock: the proxy reports the cell's last connections while removing it.
+  proxy_->RemoveCell(bound.id);
+  std::lock_guard lock(mu_);
+  for (const auto& [id, other] : cells_) {
+    if (other.session_key == bound.session_key) return;
+  }
+  refusals_.erase(bound.session_key);
+}
+
+std::optional<EgressRegistry::CellEgressInfo> EgressRegistry::Info(
+    const std::string& cell_id) const {
+  egress::EgressCellId id;
+  CellEgressInfo info;
+  {
+    std::lock_guard lock(mu_);
+    auto it = cells_.find(cell_id);
+    if (it == cells_.end()) return std::nullopt;
+    id = it->second.id;
+    info.allowlist = it->second.allowlist;
+  }
+  auto stats = proxy_->Stats(id);
+  if (!stats) return std::nullopt;
+  info.stats = *stats;
+  return info;
+}
+
+void EgressRegistry::OnRefusal(const std::string& session_key, const std::string& line) {
+  std::lock_guard lock(mu_);
+  bool bound = false;
+  for (const auto& [id, cell] : cells_) bound = bound || cell.session_key == session_key;
+  if (!bound) return;  // the cell is going away; nobody will ask
+  Refusals& r = refusals_[session_key];
+  r.emplace_back(next_refusal_++, line);
+  while (r.size() > kKeptRefusals) r.pop_front();
+}
+
+uint64_t EgressRegistry::RefusalCursor(const std::string&) const {
+  std::lock_guard lock(mu_);
+  return next_refusal_;
+}
+
+std::vector<std::string> EgressRegistry::RefusalsSince(const std::string& cell_id,
+                                                       uint64_t cursor) const {
+  std::vector<std::string> out;
+  std::lock_guard lock(mu_);
+  auto cell = cells_.find(cell_id);
+  if (cell == cells_.end()) return out;
+  auto it = refusals_.find(cell->second.session_key);
+  if (it == refusals_.end()) return out;
+  for (const auto& [seq, line] : it->second) {
+    if (seq >= cursor) out.push_back(line);
+  }
+  return out;
+}
+
+}  // namespace mcpcell::tools

@@ -1,0 +1,91 @@
+// EgressRegistry: the server's side of the egress proxy (DESIGN.md §5). It connects each
+// sandbox cell to the proxy and lets the tools read what the proxy saw.
+//
+// `mcpcell serve` owns one registry, which owns the one EgressProxy (options from
+// ServeEgressOptions: the audit file, the --egress-hosts table). Through the CellSessionManager's
+// hooks, Bind runs when a cell is bound to a session (fresh or from the warm pool): it takes
+// the cell's listening socket (Cell::TakeEgressListener) and adds it to the proxy with the
+// session key, the tenant and the allowlist and limits of that session's policy (one
+// CellEgress per cell profile, set at start). Unbind runs before the cell is destroyed and
+// removes it from the proxy (closing its connections). session_info reads the counters
+// (Stats); run_command and run_code show the refusals of their call (RefusalsSince), which
+// the proxy reports through OnRefusal before the program can see the answer.
+//
+// Threading: every method is thread-safe. OnRefusal is called on the proxy's threads and
+// takes only the registry's own lock; Unbind calls the proxy without holding it (the proxy
+// emits audit events and refusals while a cell is removed).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "egress/proxy.h"
+#include "sandbox/cell.h"
+#include "sandbox/status.h"
+
+namespace mcpcell::tools {
+
+// The proxy's options as `mcpcell serve` runs it: audit events appended to
+// <state_dir>/audit/egress.jsonl, names in `hosts_file` (hosts(5); "" = none) pinned.
+sandbox::Result<egress::EgressProxyOptions> ServeEgressOptions(const std::string& state_dir,
+                                                               const std::string& hosts_file);
+
+class EgressRegistry {
+ public:
+  // Starts the proxy (its on_refusal is this registry's OnRefusal).
+  explicit EgressRegistry(egress::EgressProxyOptions options);
+  ~EgressRegistry();  // stops the proxy first (it reports its last connections here)
+  EgressRegistry(const EgressRegistry&) = delete;
+  EgressRegistry& operator=(const EgressRegistry&) = delete;
+
+  // What the proxy enforces for cells of `profile` ("" = the server's own policy); the
+  // session and tenant are filled in by Bind. Start-up only.
+  void SetProfile(const std::string& profile, egress::CellEgress config);
+
+  // CellHooks::on_bound. An error (no listener, unknown profile, the proxy refused the
+  // socket) fails the Acquire: a cell is never used without its proxy.
+  sandbox::Status Bind(sandbox::Cell& cell, const std::string& session_key,
+                       const std::string& profile);
+  // CellHooks::on_destroying. Unknown cells are ignored.
+  void Unbind(sandbox::Cell& cell);
+
+  struct CellEgressInfo {
+    egress::EgressStats stats;
+    std::vector<std::string> allowlist;  // the entries as the policy wrote them
+  };
+  // The proxy's counters for a bound cell, by cell id.
+  std::optional<CellEgressInfo> Info(const std::string& cell_id) const;
+
+  // The proxy's RefusalSink.
+  void OnRefusal(const std::string& session_key, const std::string& line);
+  // A position in the refusals of the session that `cell_id` is bound to: take it before
+  // a call, then RefusalsSince with the same cell.
+  uint64_t RefusalCursor(const std::string& cell_id) const;
+  // That session's refusal lines after `cursor` (at most the last kKeptRefusals).
+  std::vector<std::string> RefusalsSince(const std::string& cell_id, uint64_t cursor) const;
+  static constexpr size_t kKeptRefusals = 20;
+
+ private:
+  struct Bound {
+    egress::EgressCellId id;
+    std::string session_key;
+    std::vector<std::string> allowlist;
+  };
+  // (sequence, line), the last kKeptRefusals of a session.
+  using Refusals = std::deque<std::pair<uint64_t, std::string>>;
+
+  mutable std::mutex mu_;
+  std::map<std::string, egress::CellEgress> profiles_;  // by profile
+  std::map<std::string, Bound> cells_;                  // by sandbox cell id
+  std::map<std::string, Refusals> refusals_;            // by session key; dropped with its cell
+  uint64_t next_refusal_ = 0;  // one sequence for all, so cursors never repeat
+  std::unique_ptr<egress::EgressProxy> proxy_;  // last: destroyed first
+};
+
+}  // namespace mcpcell::tools
