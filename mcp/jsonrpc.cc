@@ -10,8 +10,10 @@ Invalid Bad(Json id, std::string message) {
 std::variant<Json, RpcError> Parse(std::string_view text) {
   try {
     return Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
     // e.what() reads "[json.exception.parse_error.101] parse error at line 1, column 2: ...".
+    // Not only parse_error: a number too large for a double ("1e400") is out_of_range.406,
+    // which, uncaught, would end the reader thread and the whole server (found by fuzzing).
     std::string what = e.what();
     if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
     return RpcError{kParseError, "Parse error: " + what, nullptr};

@@ -24,6 +24,7 @@ struct MemoryClient::Impl {
   std::vector<Json> notifications;
   RequestHandler handler;
   int64_t next_id = 1;
+  bool reader_done = false;  // the transport's delivery thread has run its last callback
 
   void OnValue(const Json& m) {
     bool is_request = m.is_object() && m.contains("method") && m.contains("id");
@@ -86,6 +87,11 @@ MemoryClient::MemoryClient(Server& server, size_t transport_limit, std::string t
       impl->OnValue(m);
     }
   };
+  callbacks.on_close = [impl] {
+    std::lock_guard lock(impl->mu);
+    impl->reader_done = true;
+    impl->cv.notify_all();
+  };
   impl_->transport->Start(std::move(callbacks));
   impl_->session = server.Connect(std::move(server_end), std::move(tenant));
 }
@@ -93,7 +99,14 @@ MemoryClient::MemoryClient(Server& server, size_t transport_limit, std::string t
 MemoryClient::~MemoryClient() {
   Close();
   if (impl_->session) impl_->session->Wait();
-  impl_->transport.reset();  // joins the delivery thread before impl_ goes
+  // The delivery thread may still be answering a server->client request through
+  // impl_->transport (found by tests/fuzz/fuzz_jsonrpc): wait for its last callback before
+  // the pointer goes; then the reset joins the finished thread.
+  {
+    std::unique_lock lock(impl_->mu);
+    impl_->cv.wait(lock, [&] { return impl_->reader_done; });
+  }
+  impl_->transport.reset();
 }
 
 Json MemoryClient::Initialize(const std::string& protocol_version, bool send_initialized) {

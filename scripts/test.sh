@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 machine to the whole test suite:
 #   1. install what is missing (Debian packages; the e2e tests' npm packages from their
-#      lock files), 2. unit tests under ASan+UBSan, 3. a -Werror build and every suite:
+#      lock files), 2. unit tests under ASan+UBSan, 3. each libFuzzer target for a short
+#      bounded time (clang), 4. a -Werror build and every suite:
 #   unit, integration (real cells, as root and again as uid 65534 for desktop mode), e2e
 #   (official MCP TypeScript SDK).
 set -euo pipefail
@@ -28,6 +29,15 @@ MCPCELL_BUILD_TARGET=unit_tests scripts/build.sh "$build_root/build-asan" -DMCPC
   -DMCPCELL_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$build_root/build-asan" -L unit --output-on-failure -j2
+
+# The libFuzzer targets (tests/fuzz, docs/fuzzing.md): a clang build of only them, each run
+# on its committed corpus for MCPCELL_FUZZ_SECONDS (new inputs go to a temporary dir).
+# -O0: the instrumented build compiles in about half the time of -O1, which matters more
+# for a 20 s run than the fuzzing speed does.
+echo "== fuzz targets (clang, libFuzzer+ASan+UBSan)" >&2
+CC=clang CXX=clang++ MCPCELL_BUILD_TARGET=fuzz_targets scripts/build.sh "$build_root/build-fuzz" \
+  -DMCPCELL_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only
+ctest --test-dir "$build_root/build-fuzz" -L fuzz --output-on-failure -j2
 
 echo "== full suite" >&2
 scripts/build.sh "$build_root/build" -DMCPCELL_WERROR=ON

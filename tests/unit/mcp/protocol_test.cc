@@ -77,6 +77,19 @@ TEST(Protocol, InvalidUtf8IsParseError) {
   ExpectStillServing(client);
 }
 
+// A number beyond a double's range is out_of_range, not parse_error, in nlohmann: it once
+// escaped the reader thread and ended the server (found by tests/fuzz/fuzz_jsonrpc).
+TEST(Protocol, NumberTooLargeIsParseError) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize();
+  client.SendRaw(R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":1e400}})");
+  Json e = NextUnmatched(client, 1);
+  EXPECT_EQ(ErrorCode(e), kParseError);
+  EXPECT_TRUE(e["id"].is_null());
+  ExpectStillServing(client);
+}
+
 TEST(Protocol, InvalidEnvelopesAreInvalidRequest) {
   Server server(TestOptions());
   MemoryClient client(server);
