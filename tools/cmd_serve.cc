@@ -73,6 +73,8 @@ struct ServeOptions {
   int64_t default_timeout_s = 0;
   int64_t max_timeout_s = 0;
   size_t keep_bytes = 0;
+  // Cells kept ready per policy profile so a session's first call does not wait for one.
+  size_t warm_cells = 1;
 };
 
 std::string SelfPath() {
@@ -272,6 +274,7 @@ int RunServe(const ServeOptions& opts) {
   session_options.idle_timeout = policy.time.session_idle;
   session_options.max_lifetime = policy.time.session_max;
   session_options.create.init_path = opts.init_path;
+  session_options.warm_cells = opts.warm_cells;
   sandbox::CellSessionManager cells(PolicySpecFactory(policy, opts.state_dir, *skeleton),
                                     session_options);
 
@@ -391,6 +394,11 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
   cmd->add_option("--disk-mib", opts->disk_mib,
                   "Disk limit per cell (MiB): the writable layers and an ephemeral workspace")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
+  cmd->add_option("--warm-cells", opts->warm_cells,
+                  "Cells made ahead of need per policy profile, so a session's first call "
+                  "does not wait for one (0: make each on demand; off by itself for a "
+                  "persistent workspace)")
+      ->check(CLI::Range(size_t{0}, size_t{16}));
   cmd->add_option("--pids", opts->pids, "Process limit per cell")
       ->check(CLI::Range(uint64_t{8}, uint64_t{1} << 22));
   cmd->add_option("--cpu-millicores", opts->cpu_millicores, "CPU limit per cell (1000 = 1 CPU)")

@@ -3,7 +3,7 @@
 // concurrency and two sessions that cannot see each other. Each call runs in a real cell.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -270,7 +270,7 @@ describe('mcpcell tools over stdio', () => {
   it('session_info describes the cell, its limits and usage', async () => {
     const r = await call('session_info', {});
     assert.equal(r.isError ?? false, false, text(r));
-    assert.match(r.structuredContent.cell_id, /^c/);
+    assert.match(r.structuredContent.cell_id, /^[cw]/);
     assert.ok(r.structuredContent.calls > 5);
     assert.match(r.structuredContent.network, /no network|loopback/);
     assert.ok(r.structuredContent.lifetime_left_s > 0);
@@ -335,6 +335,42 @@ describe('disk limit', () => {
       assert.equal(df.structuredContent.stdout, 'freed\n');
       const again = await s.client.callTool({ name: 'write_file', arguments: { path: 'small.txt', content: 'ok' } });
       assert.equal(again.isError ?? false, false, text(again));
+    } finally {
+      await s.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('warm cells', () => {
+  it('the first call takes a cell made ahead of need, the pool refills, and nothing survives the server', async () => {
+    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
+    const cells = () => { const d = path.join(stateDir, 'cells'); return existsSync(d) ? readdirSync(d) : []; };
+    const s = await startServer(stateDir);  // --warm-cells defaults to 1
+    try {
+      for (let i = 0; i < 300 && cells().length < 1; i++) await new Promise((r) => setTimeout(r, 50));
+      const pooled = cells();
+      assert.equal(pooled.length, 1, 'one cell is ready before any call');
+      const info = await s.client.callTool({ name: 'session_info', arguments: {} });
+      assert.equal(info.structuredContent.cell_id, pooled[0], 'the session got the ready cell');
+      for (let i = 0; i < 300 && cells().length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+      assert.equal(cells().length, 2, 'the pool made the next one');
+    } finally {
+      await s.close();
+    }
+    for (let i = 0; i < 100 && cells().length; i++) await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(cells(), [], 'the session cell and the pooled cell are gone with the server');
+    rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  it('--warm-cells 0 makes the cell at the first call', async () => {
+    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
+    const s = await startServer(stateDir, ['--warm-cells', '0']);
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(existsSync(path.join(stateDir, 'cells')) ? readdirSync(path.join(stateDir, 'cells')).length : 0, 0);
+      const info = await s.client.callTool({ name: 'session_info', arguments: {} });
+      assert.match(info.structuredContent.cell_id, /^c/);
     } finally {
       await s.close();
       rmSync(stateDir, { recursive: true, force: true });
