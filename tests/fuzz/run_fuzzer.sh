@@ -13,11 +13,12 @@ status=0
 "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
   -artifact_prefix="$work/" "$@" "$work/new" "$corpus" >"$work/log" 2>&1 || status=$?
 if ((status != 0)); then
-  cat "$work/log"
+  # The report without libFuzzer's progress lines (one per new input).
+  grep -v -E '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse|RELOAD) |^[[:space:]]+NEW_FUNC' "$work/log" || true
   echo "run_fuzzer: $(basename "$fuzzer") failed (exit $status); the input is kept in $work:"
   ls -l "$work"
   echo "reproduce: $fuzzer $work/<crash-...>; keep it as a regression in $corpus/"
   exit 1
 fi
-grep -E '^(#[0-9]+ +(INITED|DONE)|stat::)' "$work/log" || true
+grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::)' "$work/log" || true
 rm -rf "$work"
