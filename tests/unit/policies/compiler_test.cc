@@ -54,6 +54,18 @@ TEST_F(Compiler, EveryShippedProfileCompiles) {
   }
 }
 
+// Found by fuzz_policy: a description with a newline or other control characters printed
+// as a TOML string that did not load again. It is escaped now.
+TEST_F(Compiler, DescribedPolicyWithControlCharactersLoadsAgain) {
+  auto p = ResolvePolicy("default", {state_});
+  ASSERT_TRUE(p);
+  p->description = "two\nlines\tand a \x01 bell \"quoted\" \\ back";
+  const std::string text = DescribePolicy(*p);
+  auto again = ParsePolicy(text, "described.toml", {state_});
+  ASSERT_TRUE(again) << again.error().message << "\n" << text;
+  EXPECT_EQ(again->description, p->description);
+}
+
 TEST_F(Compiler, FlagsComposeIntoTheProfile) {
   auto p = ResolvePolicy("default", {state_});
   ASSERT_TRUE(p);
