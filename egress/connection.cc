@@ -366,7 +366,9 @@ bool Connection::StartSplice(bool up) {
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
   p.r = fds[0];
   p.w = fds[1];
-  (void)::fcntl(p.w, F_SETPIPE_SZ, 256 * 1024);  // fewer rounds; the default 64 KiB also works
+  // Fewer splice rounds per MiB (1 MiB is the unprivileged pipe-max-size default); if the
+  // kernel refuses, the default 64 KiB pipe works too, only with more rounds.
+  (void)::fcntl(p.w, F_SETPIPE_SZ, 1024 * 1024);
   error_code ec;
   client_.native_non_blocking(true, ec);
   if (!ec) upstream_.native_non_blocking(true, ec);
