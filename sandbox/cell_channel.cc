@@ -269,13 +269,14 @@ Status CellChannel::WriteFile(const std::string& path, std::string_view data, ui
   return Ok();
 }
 
-Status CellChannel::WriteFileAt(const std::string& path, uint64_t offset, std::string_view data,
-                                bool truncate, uint32_t mode) {
+// Sends `data` in frame-sized WriteFileRequests: the first with `first_flags`, the rest
+// with `later_flags`, each at `offset` + what went before (ignored by init for appends).
+Status CellChannel::WriteChunks(const std::string& path, uint64_t offset, std::string_view data,
+                                uint32_t first_flags, uint32_t later_flags, uint32_t mode) {
   size_t done = 0;
   do {
     size_t n = std::min<size_t>(control::kMaxFileChunkBytes, data.size() - done);
-    uint32_t flags = control::kWriteCreate;
-    if (done == 0 && truncate) flags |= control::kWriteTruncate;
+    const uint32_t flags = done == 0 ? first_flags : later_flags;
     if (Status s = ExpectOk(control::WriteFileRequest{NextId(), path, offset + done, flags, mode,
                                                       std::string(data.substr(done, n))});
         !s.ok()) {
@@ -286,34 +287,20 @@ Status CellChannel::WriteFileAt(const std::string& path, uint64_t offset, std::s
   return Ok();
 }
 
+Status CellChannel::WriteFileAt(const std::string& path, uint64_t offset, std::string_view data,
+                                bool truncate, uint32_t mode) {
+  const uint32_t first =
+      control::kWriteCreate | (truncate ? uint32_t{control::kWriteTruncate} : 0u);
+  return WriteChunks(path, offset, data, first, control::kWriteCreate, mode);
+}
+
 Status CellChannel::WriteNewFile(const std::string& path, std::string_view data, uint32_t mode) {
-  size_t done = 0;
-  do {
-    size_t n = std::min<size_t>(control::kMaxFileChunkBytes, data.size() - done);
-    const uint32_t flags = done == 0 ? control::kWriteCreate | control::kWriteExclusive : 0;
-    if (Status s = ExpectOk(control::WriteFileRequest{NextId(), path, done, flags, mode,
-                                                      std::string(data.substr(done, n))});
-        !s.ok()) {
-      return s;
-    }
-    done += n;
-  } while (done < data.size());
-  return Ok();
+  return WriteChunks(path, 0, data, control::kWriteCreate | control::kWriteExclusive, 0, mode);
 }
 
 Status CellChannel::AppendFile(const std::string& path, std::string_view data, uint32_t mode) {
-  size_t done = 0;
-  do {
-    size_t n = std::min<size_t>(control::kMaxFileChunkBytes, data.size() - done);
-    if (Status s = ExpectOk(control::WriteFileRequest{NextId(), path, 0,
-                                                      control::kWriteCreate | control::kWriteAppend,
-                                                      mode, std::string(data.substr(done, n))});
-        !s.ok()) {
-      return s;
-    }
-    done += n;
-  } while (done < data.size());
-  return Ok();
+  const uint32_t append = control::kWriteCreate | control::kWriteAppend;
+  return WriteChunks(path, 0, data, append, append, mode);
 }
 
 Result<std::vector<control::DirEntry>> CellChannel::ListDir(const std::string& path,

@@ -135,6 +135,8 @@ class CellChannel {
   void Close();
 
  private:
+  Status WriteChunks(const std::string& path, uint64_t offset, std::string_view data,
+                     uint32_t first_flags, uint32_t later_flags, uint32_t mode);
   struct Pending;
   struct ExecPipes;
   uint64_t NextId() { return next_id_.fetch_add(1); }

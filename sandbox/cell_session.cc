@@ -15,18 +15,6 @@ std::string Seconds(std::chrono::milliseconds d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
 }
 
-// Cell ids must be unique among live cells of a state dir, across sessions and restarts.
-std::string UniqueSuffix() {
-  static std::atomic<uint64_t> counter{0};
-  char buf[48];
-  auto now = std::chrono::system_clock::now().time_since_epoch();
-  std::snprintf(buf, sizeof buf, "%llx-%llu",
-                static_cast<unsigned long long>(
-                    std::chrono::duration_cast<std::chrono::microseconds>(now).count()),
-                static_cast<unsigned long long>(counter.fetch_add(1)));
-  return buf;
-}
-
 bool CellUsable(const std::shared_ptr<Cell>& cell) {
   return cell && cell->alive() && cell->channel().alive();
 }
@@ -75,8 +63,8 @@ CellSession::CellSession(std::string key, CellSpecFactory factory, CellSessionOp
 CellSession::~CellSession() { (void)Close(); }
 
 std::string CellSession::NextCellId() {
-  std::string id = "c" + UniqueSuffix();
-  return id.substr(0, 64);
+  // Random: ids name cgroups, which are per host, across servers and state dirs.
+  return GenerateCellId();
 }
 
 Result<CellLease> CellSession::Acquire() {

@@ -138,14 +138,14 @@ CellSpec DefaultCellSpec(std::string id, std::string state_dir) {
   return spec;
 }
 
-std::string GenerateCellId() {
+std::string GenerateCellId(char prefix) {
   unsigned char bytes[8] = {};
   if (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
     // getrandom never fails for 8 bytes once the pool is ready; fall back to the clock.
     uint64_t t = static_cast<uint64_t>(::time(nullptr)) ^ static_cast<uint64_t>(::getpid());
     for (unsigned char& b : bytes) b = static_cast<unsigned char>(t >>= 8);
   }
-  char id[18] = "c";
+  char id[18] = {prefix};
   for (int i = 0; i < 8; ++i) std::snprintf(id + 1 + 2 * i, 3, "%02x", bytes[i]);
   return id;
 }

@@ -94,9 +94,9 @@ struct CellSpec {
 // `state_dir` set and the default template of `state_dir`.
 CellSpec DefaultCellSpec(std::string id, std::string state_dir);
 
-// A fresh random id ("c" + 16 hex digits). Ids name cgroups, which are per host, so they
-// must be unique across state dirs too; random ids are.
-std::string GenerateCellId();
+// A fresh random id (`prefix` + 16 hex digits; the warm pool's cells use 'w'). Ids name cgroups,
+// which are per host, so they must be unique across state dirs too; random ids are.
+std::string GenerateCellId(char prefix = 'c');
 
 // Checks every field; the message names it ("mounts[2].cell_path: must be absolute").
 Status ValidateCellSpec(const CellSpec& spec);

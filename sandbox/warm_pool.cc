@@ -1,8 +1,5 @@
 #include "sandbox/warm_pool.h"
 
-#include <atomic>
-#include <cstdio>
-
 #include "sandbox/cell_channel.h"
 
 namespace mcpcell::sandbox {
@@ -11,17 +8,6 @@ namespace {
 // After a failed creation the pool waits this long before it tries again, so a host that
 // cannot make cells is not hammered; sessions still make (and report) their own meanwhile.
 constexpr std::chrono::seconds kRetryAfterFailure{5};
-
-std::string PoolCellId() {
-  static std::atomic<uint64_t> counter{0};
-  char buf[48];
-  auto now = std::chrono::system_clock::now().time_since_epoch();
-  std::snprintf(buf, sizeof buf, "w%llx-%llu",
-                static_cast<unsigned long long>(
-                    std::chrono::duration_cast<std::chrono::microseconds>(now).count()),
-                static_cast<unsigned long long>(counter.fetch_add(1)));
-  return buf;
-}
 
 bool Usable(Cell& cell) { return cell.alive() && cell.channel().alive(); }
 
@@ -43,7 +29,7 @@ void WarmPool::Loop(std::stop_token stop) {
     if (stop.stop_requested() || disabled_) return;
     making_ = true;
     lock.unlock();
-    const std::string id = PoolCellId();
+    const std::string id = GenerateCellId('w');
     Result<CellSpec> spec = factory_(id);
     Result<std::unique_ptr<Cell>> cell = Error::Msg("not made");
     bool persistent_workspace = false;

@@ -78,13 +78,19 @@ Status DropBoundingAndAmbientCaps() {
   return Ok();
 }
 
-Status ClearAllCaps() {
+// capset with permitted, effective and inheritable all clear.
+static Status SetEmptyCaps() {
   cap_t empty = cap_init();  // all three sets clear
   if (empty == nullptr) return Error::Sys("cap_init()");
   const int rc = cap_set_proc(empty);
   const int saved = errno;
   cap_free(empty);
   if (rc != 0) return Error::Sys("cap_set_proc(empty)", saved);
+  return Ok();
+}
+
+Status ClearAllCaps() {
+  if (Status s = SetEmptyCaps(); !s.ok()) return s;
   // Read back from the kernel (capget, prctl), not /proc, which may not be mounted.
   Result<CapSets> now = CurrentCapSets();
   if (!now.ok()) return now.error().Wrap("verify capabilities cleared");
@@ -104,12 +110,7 @@ Status VerifyBoundingAndAmbientEmpty() {
 }
 
 Status ClearPermittedCaps() {
-  cap_t empty = cap_init();  // all three sets clear
-  if (empty == nullptr) return Error::Sys("cap_init()");
-  const int rc = cap_set_proc(empty);
-  const int saved = errno;
-  cap_free(empty);
-  if (rc != 0) return Error::Sys("cap_set_proc(empty)", saved);
+  if (Status s = SetEmptyCaps(); !s.ok()) return s;
   cap_t proc = cap_get_proc();
   if (proc == nullptr) return Error::Sys("cap_get_proc()");
   cap_t none = cap_init();

@@ -6,15 +6,19 @@
 // Header-only; used by cell_fs_test.cc and, if they like, the confinement and exec tests.
 #pragma once
 
+#include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sandbox/cell.h"
@@ -120,6 +124,29 @@ inline std::vector<std::pair<std::string, std::string>> Facts(const std::string&
     }
   }
   return facts;
+}
+
+// Polls `pred` every 10 ms for up to 30 s (cells take ~10-50 ms to make; CI is slow).
+template <typename Pred>
+bool Eventually(Pred pred) {
+  for (int i = 0; i < 3000; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+// The ids of the cells that have a directory under <state_dir>/cells.
+inline std::set<std::string> CellDirNames(const std::string& state_dir) {
+  std::set<std::string> ids;
+  DIR* d = ::opendir((state_dir + "/cells").c_str());
+  if (!d) return ids;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") ids.insert(n);
+  }
+  ::closedir(d);
+  return ids;
 }
 
 }  // namespace mcpcell::sandbox::celltest

@@ -17,6 +17,7 @@
 namespace mcpcell::sandbox {
 namespace {
 
+using celltest::Eventually;
 using celltest::ProbeSpec;
 using celltest::TempStateDir;
 using celltest::TestCreateOptions;
@@ -29,27 +30,6 @@ CellSpecFactory FactoryFor(const TempStateDir& state) {
     spec.id = id;
     return spec;
   };
-}
-
-template <typename Pred>
-bool Eventually(Pred pred) {
-  for (int i = 0; i < 3000; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
-}
-
-std::set<std::string> CellDirs(const std::string& state_dir) {
-  std::set<std::string> ids;
-  DIR* d = ::opendir((state_dir + "/cells").c_str());
-  if (!d) return ids;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") ids.insert(n);
-  }
-  ::closedir(d);
-  return ids;
 }
 
 // Records what the hooks saw.
@@ -108,11 +88,12 @@ TEST(CellSessionManager, WarmPoolServesTheFirstCallAndHooksSeeEveryCell) {
       std::lock_guard lock(log.mu);
       EXPECT_EQ(log.destroyed, std::vector<std::string>{cell_id});
     }
-    EXPECT_EQ(CellDirs(state.path()).count(cell_id), 0u);
+    EXPECT_EQ(celltest::CellDirNames(state.path()).count(cell_id), 0u);
     // The pool refilled for the next session.
     EXPECT_TRUE(Eventually([&] { return manager.warm_ready() == 1; })) << manager.warm_status();
   }
-  EXPECT_TRUE(CellDirs(state.path()).empty()) << "the manager's end destroys the pooled cell";
+  EXPECT_TRUE(celltest::CellDirNames(state.path()).empty())
+      << "the manager's end destroys the pooled cell";
 }
 
 TEST(CellSessionManager, ADeadCellIsRetiredThroughTheHookAndReplaced) {
@@ -140,7 +121,7 @@ TEST(CellSessionManager, ADeadCellIsRetiredThroughTheHookAndReplaced) {
     EXPECT_EQ(log.destroyed, std::vector<std::string>{first});
     EXPECT_EQ(log.bound.size(), 2u);
   }
-  EXPECT_EQ(CellDirs(state.path()).count(first), 0u);
+  EXPECT_EQ(celltest::CellDirNames(state.path()).count(first), 0u);
 }
 
 TEST(CellSessionManager, FailingOnBoundFailsTheCallAndLeavesNothing) {
@@ -160,7 +141,7 @@ TEST(CellSessionManager, FailingOnBoundFailsTheCallAndLeavesNothing) {
   ASSERT_FALSE(lease.ok());
   EXPECT_THAT(lease.error().message, HasSubstr("egress proxy refused the cell"));
   EXPECT_EQ(destroyed, 0) << "on_destroying only for cells on_bound accepted";
-  EXPECT_TRUE(CellDirs(state.path()).empty());
+  EXPECT_TRUE(celltest::CellDirNames(state.path()).empty());
 }
 
 TEST(CellSessionManager, ProfilesGetTheirOwnPoolAtFirstUse) {

@@ -19,6 +19,7 @@
 namespace mcpcell::sandbox {
 namespace {
 
+using celltest::Eventually;
 using celltest::ProbeSpec;
 using celltest::TempStateDir;
 using celltest::TestCreateOptions;
@@ -33,26 +34,7 @@ WarmPool::SpecFactory FactoryFor(const TempStateDir& state) {
   };
 }
 
-// Polls `pred` for up to 30 s (cells take ~10-50 ms to make; CI machines are slow).
-template <typename Pred>
-bool Eventually(Pred pred) {
-  for (int i = 0; i < 3000; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
-}
-
-size_t CellDirs(const std::string& state_dir) {
-  size_t n = 0;
-  DIR* d = ::opendir((state_dir + "/cells").c_str());
-  if (!d) return 0;
-  while (struct dirent* e = ::readdir(d)) {
-    if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") ++n;
-  }
-  ::closedir(d);
-  return n;
-}
+size_t CellDirs(const std::string& state_dir) { return celltest::CellDirNames(state_dir).size(); }
 
 TEST(WarmPool, HandsOutAReadyCellThatWorksAndRefills) {
   TempStateDir state;
