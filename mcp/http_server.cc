@@ -83,6 +83,17 @@ void JsonError(httplib::Response& res, int status, const std::string& message,
   res.set_content(body.dump(), "application/json");
 }
 
+// 413 naming the tenant's limit when the body is over it; true when refused.
+bool RefuseOversizedBody(const httplib::Request& req, httplib::Response& res,
+                         const HttpTenant& tenant) {
+  if (tenant.max_body_bytes == 0 || req.body.size() <= tenant.max_body_bytes) return false;
+  JsonError(res, 413,
+            "Payload Too Large: body of " + std::to_string(req.body.size()) +
+                " bytes exceeds the limit of " + std::to_string(tenant.max_body_bytes) +
+                " bytes (tenant " + tenant.name + ")");
+  return true;
+}
+
 }  // namespace
 
 bool IsLoopbackHost(const std::string& host) {
@@ -517,13 +528,7 @@ struct HttpServer::Impl {
                 "text/event-stream");
       return;
     }
-    if (tenant->max_body_bytes && req.body.size() > tenant->max_body_bytes) {
-      JsonError(res, 413,
-                "Payload Too Large: body of " + std::to_string(req.body.size()) +
-                    " bytes exceeds the limit of " + std::to_string(tenant->max_body_bytes) +
-                    " bytes (tenant " + tenant->name + ")");
-      return;
-    }
+    if (RefuseOversizedBody(req, res, *tenant)) return;
     Json body = Json::parse(req.body, nullptr, false);
     if (body.is_discarded()) {
       JsonError(res, 400, "Parse error: the body is not valid JSON", kParseError);
@@ -793,13 +798,7 @@ struct HttpServer::Impl {
       JsonError(res, 415, "Unsupported Media Type: Content-Type must be application/json");
       return;
     }
-    if (tenant->max_body_bytes && req.body.size() > tenant->max_body_bytes) {
-      JsonError(res, 413,
-                "Payload Too Large: body of " + std::to_string(req.body.size()) +
-                    " bytes exceeds the limit of " + std::to_string(tenant->max_body_bytes) +
-                    " bytes (tenant " + tenant->name + ")");
-      return;
-    }
+    if (RefuseOversizedBody(req, res, *tenant)) return;
     if (Json::parse(req.body, nullptr, false).is_discarded()) {
       JsonError(res, 400, "Parse error: the body is not valid JSON", kParseError);
       return;

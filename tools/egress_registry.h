@@ -84,7 +84,7 @@ class EgressRegistry {
   std::map<std::string, egress::CellEgress> profiles_;  // by profile
   std::map<std::string, Bound> cells_;                  // by sandbox cell id
   std::map<std::string, Refusals> refusals_;            // by session key; dropped with its cell
-  uint64_t next_refusal_ = 0;  // one sequence for all, so cursors never repeat
+  uint64_t next_refusal_ = 0;                   // one sequence for all, so cursors never repeat
   std::unique_ptr<egress::EgressProxy> proxy_;  // last: destroyed first
 };
 

@@ -34,10 +34,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto decoded = DecodeFrame(frame, fds);
     if (!decoded) continue;
     const Message& message = *decoded;
-    if (RequiredFdCount(message) != fds) Fail("accepted a frame with the wrong fd count", message, fds);
+    if (RequiredFdCount(message) != fds)
+      Fail("accepted a frame with the wrong fd count", message, fds);
     (void)RequestIdOf(message);
     std::vector<uint8_t> again = EncodeFrame(message, fds);
-    if (again.size() > kMaxFrameBytes) Fail("re-encoded frame exceeds kMaxFrameBytes", message, fds);
+    if (again.size() > kMaxFrameBytes)
+      Fail("re-encoded frame exceeds kMaxFrameBytes", message, fds);
     if (!std::equal(again.begin(), again.end(), frame.begin(), frame.end()))
       Fail("re-encoding the decoded message gives other bytes", message, fds);
   }

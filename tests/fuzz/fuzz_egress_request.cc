@@ -75,7 +75,8 @@ void FuzzAddressesAndAuthorities(const std::vector<std::string_view>& lines) {
   for (std::string_view line : lines) {
     if (auto ip = IpAddress::Parse(line)) {
       auto again = IpAddress::Parse(ip->ToString());
-      if (!again || !(*again == *ip)) Fail("IP literal does not survive ToString: " + ip->ToString());
+      if (!again || !(*again == *ip))
+        Fail("IP literal does not survive ToString: " + ip->ToString());
       (void)ClassifyAddress(*ip, host_addresses);
     }
     if (auto authority = ParseAuthority(line)) (void)authority->host.Display();

@@ -98,8 +98,8 @@ mcp::Tool AskTool() {
   t.input_schema = {{"type", "object"}};
   t.handler = [](const Json&, mcp::Context& ctx) {
     // The client answers -32601 at once, or the fuzzer answers with a guessed id first.
-    mcp::ClientResponse r = ctx.SendRequestAndWait("roots/list", Json::object(),
-                                                   std::chrono::milliseconds(2000));
+    mcp::ClientResponse r =
+        ctx.SendRequestAndWait("roots/list", Json::object(), std::chrono::milliseconds(2000));
     return mcp::ToolResult::Text(r.ok() ? r.result.dump() : r.error->message);
   };
   return t;
@@ -127,17 +127,17 @@ void AddFeatures(mcp::Server& server) {
   check(server.AddResource({.uri = "mem://notes", .name = "notes", .read = reader}));
   check(server.AddResourceTemplate(
       {.uri_template = "mem://logs/{day}/{+rest}", .name = "logs", .read = reader}));
-  check(server.AddPrompt({.name = "greet",
-                          .arguments = {{.name = "who", .required = true}, {.name = "tone"}},
-                          .handler = [](const std::map<std::string, std::string>& a,
-                                        mcp::Context&) {
-                            return mcp::PromptResult::UserText("hello " + a.at("who"));
-                          }}));
+  check(
+      server.AddPrompt({.name = "greet",
+                        .arguments = {{.name = "who", .required = true}, {.name = "tone"}},
+                        .handler = [](const std::map<std::string, std::string>& a, mcp::Context&) {
+                          return mcp::PromptResult::UserText("hello " + a.at("who"));
+                        }}));
   server.SetCompletionHandler([](const mcp::CompletionRequest& r, mcp::Context&) {
     return mcp::CompletionResult{.values = {r.argument_value + "x", r.argument_value + "y"}};
   });
-  check(server.AddRequestHandler("custom/echo", [](const Json& params, mcp::Context,
-                                                   mcp::Reply reply) { reply.Ok(params); }));
+  check(server.AddRequestHandler(
+      "custom/echo", [](const Json& params, mcp::Context, mcp::Reply reply) { reply.Ok(params); }));
 }
 
 mcp::Server& TheServer() {
@@ -147,8 +147,8 @@ mcp::Server& TheServer() {
     mcp::ServerOptions o;
     o.name = "fuzz";
     o.worker_threads = 4;
-    o.page_size = 2;              // so that lists have pages and cursors
-    o.max_message_bytes = 2048;   // so that the size limit is reachable
+    o.page_size = 2;             // so that lists have pages and cursors
+    o.max_message_bytes = 2048;  // so that the size limit is reachable
     o.drain_timeout = std::chrono::milliseconds(100);
     o.validate_tool_output = true;
     auto* s = new mcp::Server(o);
@@ -167,7 +167,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
 
   mcp::MemoryClient client(server);
-  if (preamble & 1) client.Initialize((preamble & 2) ? "2025-03-26" : "2025-06-18", !(preamble & 4));
+  if (preamble & 1)
+    client.Initialize((preamble & 2) ? "2025-03-26" : "2025-06-18", !(preamble & 4));
   for (size_t n = 0; n < kMaxMessages && !rest.empty(); ++n) {
     size_t end = rest.find('\n');
     client.SendRaw(std::string(rest.substr(0, end)));

@@ -41,8 +41,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string described = DescribePolicy(*policy);
   // Same source name: the description names it in its first line.
   auto again = ParsePolicy(described, "fuzz.toml", options);
-  if (!again) Fail("DescribePolicy printed a profile that does not load: " + again.error().message,
-                   described);
+  if (!again)
+    Fail("DescribePolicy printed a profile that does not load: " + again.error().message,
+         described);
   if (DescribePolicy(*again) != described) Fail("DescribePolicy does not round-trip", described);
   return 0;
 }

@@ -37,10 +37,10 @@ using namespace mcpcell::tools;
 const std::vector<mcp::Tool>& RealTools() {
   static const std::vector<mcp::Tool>* tools = [] {
     static ToolEnv env;  // cells == nullptr: the handlers are never called
-    auto* out = new std::vector<mcp::Tool>{
-        MakeRunCodeTool(env),   MakeRunCommandTool(env), MakeReadFileTool(env),
-        MakeWriteFileTool(env), MakeEditFileTool(env),   MakeListFilesTool(env),
-        MakeSessionInfoTool(env)};
+    auto* out = new std::vector<mcp::Tool>{MakeRunCodeTool(env),    MakeRunCommandTool(env),
+                                           MakeReadFileTool(env),   MakeWriteFileTool(env),
+                                           MakeEditFileTool(env),   MakeListFilesTool(env),
+                                           MakeSessionInfoTool(env)};
     // The same registration check `mcpcell serve` runs (flat schemas, names).
     mcp::Server server;
     if (mcp::Status st = RegisterCellTools(server, env); !st) Fail("register: " + st.message());

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -70,6 +71,16 @@ inline CellSpec ProbeSpec(const TempStateDir& state) {
   spec.limits.memory_max_bytes = 512ull << 20;
   spec.limits.pids_max = 256;
   return spec;
+}
+
+// A spec factory (the shape CellSessionManager and WarmPool take) making ProbeSpec cells
+// with the id it is given.
+inline std::function<Result<CellSpec>(const std::string&)> ProbeFactory(const TempStateDir& state) {
+  return [&state](const std::string& id) -> Result<CellSpec> {
+    CellSpec spec = ProbeSpec(state);
+    spec.id = id;
+    return spec;
+  };
 }
 
 inline CellCreateOptions TestCreateOptions() {

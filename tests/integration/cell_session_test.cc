@@ -18,19 +18,12 @@ namespace mcpcell::sandbox {
 namespace {
 
 using celltest::Eventually;
+using celltest::ProbeFactory;
 using celltest::ProbeSpec;
 using celltest::TempStateDir;
 using celltest::TestCreateOptions;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
-
-CellSpecFactory FactoryFor(const TempStateDir& state) {
-  return [&state](const std::string& id) -> Result<CellSpec> {
-    CellSpec spec = ProbeSpec(state);
-    spec.id = id;
-    return spec;
-  };
-}
 
 // Records what the hooks saw.
 struct HookLog {
@@ -64,7 +57,7 @@ TEST(CellSessionManager, WarmPoolServesTheFirstCallAndHooksSeeEveryCell) {
   ASSERT_FALSE(state.path().empty());
   HookLog log;
   {
-    CellSessionManager manager(FactoryFor(state), Options(1));
+    CellSessionManager manager(ProbeFactory(state), Options(1));
     manager.SetCellHooks(log.Hooks());
     ASSERT_TRUE(Eventually([&] { return manager.warm_ready() == 1; })) << manager.warm_status();
     auto session = manager.Get("s1");
@@ -100,7 +93,7 @@ TEST(CellSessionManager, ADeadCellIsRetiredThroughTheHookAndReplaced) {
   TempStateDir state;
   ASSERT_FALSE(state.path().empty());
   HookLog log;
-  CellSessionManager manager(FactoryFor(state), Options(0));
+  CellSessionManager manager(ProbeFactory(state), Options(0));
   manager.SetCellHooks(log.Hooks());
   auto session = manager.Get("s");
   ASSERT_TRUE(session.ok());
@@ -127,7 +120,7 @@ TEST(CellSessionManager, ADeadCellIsRetiredThroughTheHookAndReplaced) {
 TEST(CellSessionManager, FailingOnBoundFailsTheCallAndLeavesNothing) {
   TempStateDir state;
   ASSERT_FALSE(state.path().empty());
-  CellSessionManager manager(FactoryFor(state), Options(0));
+  CellSessionManager manager(ProbeFactory(state), Options(0));
   CellHooks hooks;
   int destroyed = 0;
   hooks.on_bound = [](Cell&, const std::string&, const std::string&) -> Status {
@@ -147,9 +140,9 @@ TEST(CellSessionManager, FailingOnBoundFailsTheCallAndLeavesNothing) {
 TEST(CellSessionManager, ProfilesGetTheirOwnPoolAtFirstUse) {
   TempStateDir state;
   ASSERT_FALSE(state.path().empty());
-  CellSessionManager manager(FactoryFor(state), Options(1));
+  CellSessionManager manager(ProbeFactory(state), Options(1));
   CellSessionProfile profile;
-  profile.factory = FactoryFor(state);
+  profile.factory = ProbeFactory(state);
   ASSERT_TRUE(manager.AddProfile("tenant-b", profile).ok());
   EXPECT_EQ(manager.warm_ready("tenant-b"), 0u) << "no pool before the profile is used";
   auto session = manager.Get("b1", "tenant-b");

@@ -20,26 +20,19 @@ namespace mcpcell::sandbox {
 namespace {
 
 using celltest::Eventually;
+using celltest::ProbeFactory;
 using celltest::ProbeSpec;
 using celltest::TempStateDir;
 using celltest::TestCreateOptions;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-WarmPool::SpecFactory FactoryFor(const TempStateDir& state) {
-  return [&state](const std::string& id) -> Result<CellSpec> {
-    CellSpec spec = ProbeSpec(state);
-    spec.id = id;
-    return spec;
-  };
-}
-
 size_t CellDirs(const std::string& state_dir) { return celltest::CellDirNames(state_dir).size(); }
 
 TEST(WarmPool, HandsOutAReadyCellThatWorksAndRefills) {
   TempStateDir state;
   ASSERT_FALSE(state.path().empty());
-  WarmPool pool(FactoryFor(state), TestCreateOptions(), 1);
+  WarmPool pool(ProbeFactory(state), TestCreateOptions(), 1);
   ASSERT_TRUE(Eventually([&] { return pool.ready() == 1; })) << pool.status();
   std::unique_ptr<Cell> cell = pool.Take();
   ASSERT_NE(cell, nullptr);
@@ -127,7 +120,7 @@ TEST(WarmPool, FailingFactoryMeansNullptrAndAReason) {
 TEST(WarmPool, TargetZeroMakesNothing) {
   TempStateDir state;
   ASSERT_FALSE(state.path().empty());
-  WarmPool pool(FactoryFor(state), TestCreateOptions(), 0);
+  WarmPool pool(ProbeFactory(state), TestCreateOptions(), 0);
   EXPECT_EQ(pool.Take(10ms), nullptr);
   EXPECT_EQ(CellDirs(state.path()), 0u);
 }
