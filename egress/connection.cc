@@ -338,16 +338,11 @@ void Connection::StartPipes(std::string first_up) {
   up_buf_ = std::make_unique<char[]>(cell_->shared.buffer_size);
   down_buf_ = std::make_unique<char[]>(cell_->shared.buffer_size);
   pending_up_ = std::move(first_up);
+  up_writing_ = true;
   asio::async_write(upstream_, asio::buffer(pending_up_),
                     [self = shared_from_this()](error_code ec, size_t n) {
-                      if (self->finished_) return;
-                      self->bytes_up_ += n;
-                      self->cell_->counters.bytes_up += n;
+                      if (!self->UpWritten(ec, n)) return;
                       self->pending_up_.clear();
-                      if (ec) {
-                        self->Note("upstream write: " + ec.message());
-                        return self->Finish();
-                      }
                       if (self->bounded_up_ || !self->StartSplice(true)) self->PumpUp();
                     });
   if (!StartSplice(false)) PumpDown();
@@ -438,16 +433,10 @@ void Connection::PumpUp() {
                             if (ec) return self->OnDirectionDone(true);
                             self->last_activity_ = Clock::now();
                             if (self->bounded_up_) self->up_remaining_ -= n;
+                            self->up_writing_ = true;
                             asio::async_write(self->upstream_, asio::buffer(self->up_buf_.get(), n),
                                               [self](error_code wec, size_t written) {
-                                                if (self->finished_) return;
-                                                self->bytes_up_ += written;
-                                                self->cell_->counters.bytes_up += written;
-                                                if (wec) {
-                                                  self->Note("upstream write: " + wec.message());
-                                                  return self->Finish();
-                                                }
-                                                self->PumpUp();
+                                                if (self->UpWritten(wec, written)) self->PumpUp();
                                               });
                           });
 }
@@ -475,6 +464,23 @@ void Connection::PumpDown() {
 
 // A side finished sending: pass the half-close on. Plain HTTP ends with the response (the
 // upstream closes: Connection: close); a tunnel ends when both directions have.
+bool Connection::UpWritten(const error_code& ec, size_t n) {
+  up_writing_ = false;
+  if (finished_) return false;
+  bytes_up_ += n;
+  cell_->counters.bytes_up += n;
+  if (ec) {
+    Note("upstream write: " + ec.message());
+    Finish();
+    return false;
+  }
+  if (bounded_up_ && down_done_) {  // the answer ended while this write was in flight
+    Finish();
+    return false;
+  }
+  return true;
+}
+
 void Connection::OnDirectionDone(bool up) {
   error_code ignored;
   if (up) {
@@ -484,7 +490,7 @@ void Connection::OnDirectionDone(bool up) {
     down_done_ = true;
     client_.shutdown(tcp::socket::shutdown_send, ignored);
   }
-  if (down_done_ && (up_done_ || bounded_up_)) Finish();
+  if (down_done_ && (up_done_ || (bounded_up_ && !up_writing_))) Finish();
 }
 
 void Connection::Deny(const std::string& reason) {

@@ -105,6 +105,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool StartSplice(bool up);
   void Splice(bool up);
   void OnDirectionDone(bool up);
+  // Accounts a finished write to upstream; false when the connection is (now) over.
+  bool UpWritten(const boost::system::error_code& ec, size_t n);
   void TellRefusal(const std::string& line);          // ProxyShared::on_refusal, if set
   void Respond(int status, const std::string& line);  // writes, drains, finishes
   void Deny(const std::string& reason);
@@ -142,6 +144,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   uint64_t up_remaining_ = 0;  // plain HTTP: body bytes still to forward
   bool bounded_up_ = false;    // plain HTTP: up direction stops after the body
   bool up_done_ = false, down_done_ = false;
+  // A write to upstream is in flight: a plain-HTTP connection whose answer has already
+  // ended waits for it, so the audit event and the counters include those bytes.
+  bool up_writing_ = false;
   std::string pending_up_;  // first bytes for upstream (head or ClientHello)
   std::string response_;    // refusal being written
 
