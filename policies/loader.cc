@@ -461,9 +461,9 @@ std::string StemOf(const std::string& path) {
 }  // namespace
 
 const std::vector<std::string>& KnownToolNames() {
-  static const std::vector<std::string> kTools = {"run_code",    "run_command", "read_file",
-                                                  "write_file",  "edit_file",   "list_files",
-                                                  "session_info"};
+  static const std::vector<std::string> kTools = {"run_code",     "run_command", "read_file",
+                                                  "write_file",   "edit_file",   "list_files",
+                                                  "session_info", "pip_install", "npm_install"};
   return kTools;
 }
 

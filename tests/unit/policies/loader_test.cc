@@ -226,9 +226,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"[packages]\nregistries = [\"pypi\"]\ndeny = [\"requests\"]\n",
                 "p.toml:3:9: packages.deny[0]: \"requests\" is not a rule \"<registry>:<name or "
                 "pattern>\" with registry one of pypi, npm, crates, debian"},
-        BadCase{"[tools]\nenabled = [\"run_code\", \"rm_rf\"]\n",
-                "p.toml:2:24: tools.enabled[1]: unknown tool \"rm_rf\" (known: run_code, "
-                "run_command, read_file, write_file, edit_file, list_files, session_info)"},
+        BadCase{
+            "[tools]\nenabled = [\"run_code\", \"rm_rf\"]\n",
+            "p.toml:2:24: tools.enabled[1]: unknown tool \"rm_rf\" (known: run_code, "
+            "run_command, read_file, write_file, edit_file, list_files, session_info, pip_install, "
+            "npm_install)"},
         BadCase{"[tools]\nenabled = []\n",
                 "p.toml:2:11: tools.enabled: is empty: a profile with no tools is useless "
                 "(omit the key to enable every tool)"},
