@@ -100,6 +100,7 @@ class VersionedStdioTransport extends StdioClientTransport {
 //   capabilities: the client's capabilities (sampling, elicitation, ...)
 //   protocolVersion: the version the client asks for in initialize (default: SDK's latest)
 //   args: extra server arguments
+//   env: the server's environment (default: the SDK's, a few safe variables only)
 // Returns { client, transport, negotiatedVersion, wire, stderr(), close() }; `wire` holds every
 // message the server sent, in order.
 export async function connect({
@@ -108,9 +109,10 @@ export async function connect({
   capabilities = {},
   protocolVersion,
   setup,
+  env,
 } = {}) {
   const transport = new VersionedStdioTransport(
-    { command: binary(binaryName), args, stderr: 'pipe' },
+    { command: binary(binaryName), args, stderr: 'pipe', ...(env ? { env } : {}) },
     protocolVersion,
   );
   const client = new Client({ name: 'mcpcell-e2e', version: '0.0.0' }, { capabilities });
