@@ -156,6 +156,16 @@ void Connection::OnHead() {
 }
 
 void Connection::Decide() {
+  const Host& host = request_.target.host;
+  if (!host.is_ip()) {
+    for (const InternalRoute& route : cell_->shared.internal_routes) {
+      if (!EqualsIgnoreCase(route.host, host.name)) continue;
+      if (request_.is_connect || request_.port() != 80)
+        return Deny("the server's service " + route.host +
+                    " is reached with plain http:// (port 80)");
+      return DecideInternal(route);
+    }
+  }
   const AllowEntry* entry = cell_->cfg.allowlist.Match(request_.target.host, request_.port());
   if (!entry) return Deny("not in the policy's allowlist");
   uint64_t active = cell_->counters.active.load();
@@ -167,6 +177,20 @@ void Connection::Decide() {
   decision_ = "allow";
   reason_ = "allowed by " + entry->text;
   Resolve();
+}
+
+void Connection::DecideInternal(const InternalRoute& route) {
+  uint64_t active = cell_->counters.active.load();
+  if (active >= cell_->cfg.max_connections)
+    return Deny("the cell has " + std::to_string(active) + " connections open (limit " +
+                std::to_string(cell_->cfg.max_connections) + ")");
+  cell_->counters.active++;
+  counted_active_ = true;
+  decision_ = "allow";
+  reason_ = "the server's own service " + route.host;
+  internal_ = &route;
+  candidates_.push_back(route.address);
+  ConnectNext();
 }
 
 void Connection::Resolve() {
@@ -237,7 +261,7 @@ void Connection::ConnectNext() {
   error_code ignored;
   upstream_.close(ignored);
   upstream_.async_connect(
-      tcp::endpoint(ToAsio(*address_), request_.port()),
+      tcp::endpoint(ToAsio(*address_), internal_ ? internal_->port : request_.port()),
       [self = shared_from_this()](error_code ec) {
         if (self->finished_ || self->phase_ != Phase::kConnect) return;
         if (!ec) return self->OnConnected();
@@ -255,7 +279,11 @@ void Connection::OnConnected() {
   if (!request_.is_connect) {
     // Plain HTTP: the forwarded head, then the body bytes already read (never more than
     // Content-Length: anything after the body is not sent upstream).
-    std::string first = ForwardedHead(request_);
+    std::vector<HttpHeader> set;
+    if (internal_)
+      set = {{"X-Mcpcell-Session", Printable(cell_->cfg.session_id)},
+             {"X-Mcpcell-Tenant", Printable(cell_->cfg.tenant)}};
+    std::string first = ForwardedHead(request_, set);
     size_t body = static_cast<size_t>(std::min<uint64_t>(request_.content_length, in_.size()));
     first.append(in_, 0, body);
     up_remaining_ = request_.content_length - body;

@@ -41,6 +41,7 @@ struct ProxyShared {
   std::vector<IpAddress> host_addresses;
   size_t buffer_size = 0;
   std::chrono::milliseconds head_timeout{0};
+  std::vector<InternalRoute> internal_routes;
 };
 
 struct CellCounters {
@@ -89,6 +90,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadHead();
   void OnHead();
   void Decide();
+  void DecideInternal(const InternalRoute& route);  // to a service of the server
   void Resolve();
   void OnResolved(Result<std::vector<IpAddress>> addresses);
   void ConnectNext();
@@ -132,7 +134,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool have_request_ = false;
   std::vector<IpAddress> candidates_;
   size_t next_candidate_ = 0;
-  std::optional<IpAddress> address_;  // the address tried last or connected to
+  std::optional<IpAddress> address_;         // the address tried last or connected to
+  const InternalRoute* internal_ = nullptr;  // the request goes to this service of the server
   std::string last_connect_error_;
 
   std::unique_ptr<char[]> up_buf_, down_buf_;

@@ -176,7 +176,7 @@ Result<ProxyRequest> ParseProxyRequest(std::string_view head) {
   return req;
 }
 
-std::string ForwardedHead(const ProxyRequest& request) {
+std::string ForwardedHead(const ProxyRequest& request, const std::vector<HttpHeader>& set) {
   // Hop-by-hop headers (RFC 9110 §7.6.1) and those the client listed in Connection; the
   // proxy's own credentials never go upstream.
   std::set<std::string> drop = {
@@ -194,6 +194,7 @@ std::string ForwardedHead(const ProxyRequest& request) {
   }
   drop.erase("host");  // never let Connection remove the header the policy checked
   drop.erase("content-length");
+  for (const HttpHeader& h : set) drop.insert(LowerAscii(h.name));
   std::string out = request.method + " " + request.path + " " + request.version + "\r\n";
   bool has_host = false;
   for (const HttpHeader& h : request.headers) {
@@ -206,6 +207,7 @@ std::string ForwardedHead(const ProxyRequest& request) {
     if (request.port() != 80) out += ":" + std::to_string(request.port());
     out += "\r\n";
   }
+  for (const HttpHeader& h : set) out += h.name + ": " + h.value + "\r\n";
   out += "Connection: close\r\n\r\n";
   return out;
 }

@@ -51,6 +51,8 @@ Result<ProxyRequest> ParseProxyRequest(std::string_view head);
 
 // The head to send upstream for a plain-HTTP request: origin-form request line, the
 // client's end-to-end headers in order, Host as the client sent it, "Connection: close".
-std::string ForwardedHead(const ProxyRequest& request);
+// `set` headers are added by the proxy; any the client sent under those names (any case)
+// are dropped, so the receiver can trust them.
+std::string ForwardedHead(const ProxyRequest& request, const std::vector<HttpHeader>& set = {});
 
 }  // namespace mcpcell::egress

@@ -27,6 +27,7 @@ class EgressProxy::Impl {
         options.host_addresses ? std::move(*options.host_addresses) : HostAddresses();
     shared_.buffer_size = std::max<size_t>(options.buffer_size, 4096);
     shared_.head_timeout = options.head_timeout;
+    shared_.internal_routes = std::move(options.internal_routes);
     for (int i = 0; i < std::max(1, options.threads); ++i)
       threads_.emplace_back([this] { io_.run(); });
   }

@@ -5,6 +5,7 @@
 // init opened on 127.0.0.1 inside the cell's network namespace (AddCell) and serves every
 // connection accepted there:
 //   1. read one request head (http_request.h): CONNECT host:port, or GET http://host/...
+//      (a request for an InternalRoute's host goes there, steps 2, 4 and 5 skipped)
 //   2. match host:port against the cell's allowlist                   else 403
 //   3. check the cell's concurrent-connection limit                    else 403
 //   4. resolve the name (the hosts table, then the proxy's own resolver, never the cell's)
@@ -74,6 +75,18 @@ using Resolver = std::function<void(const std::string& host, ResolveDone done)>;
 // AuditSink (same rules).
 using RefusalSink = std::function<void(const std::string& session_id, const std::string& line)>;
 
+// A service of the server itself that every cell may reach by name through its proxy,
+// whatever its allowlist says (the package index: packages/service.h). Plain http:// on
+// port 80 only (a CONNECT to it is refused); the request goes to address:port with the
+// headers X-Mcpcell-Session and X-Mcpcell-Tenant set by the proxy from the cell's
+// CellEgress (copies the cell sent are dropped), so the service knows whose request it is.
+// The address rules do not apply: the route is the operator's, not the cell's choice.
+struct InternalRoute {
+  std::string host;  // a DNS name, matched case-insensitively
+  IpAddress address;
+  uint16_t port = 0;
+};
+
 struct EgressProxyOptions {
   int threads = 1;
   // Consulted first (hosts_file.h: `serve --egress-hosts`); its addresses go through the
@@ -85,6 +98,7 @@ struct EgressProxyOptions {
   // The host's own addresses, refused as destinations. nullopt: HostAddresses() once at
   // construction.
   std::optional<std::vector<IpAddress>> host_addresses;
+  std::vector<InternalRoute> internal_routes;
   size_t buffer_size = 64 * 1024;                  // per direction per connection, allocated once
   std::chrono::milliseconds head_timeout{30'000};  // request head; ClientHello after 200
 };

@@ -66,6 +66,16 @@ TEST(HttpRequest, ForwardedHeadIsOriginFormWithoutHopByHopHeaders) {
             "Connection: close\r\n\r\n");
 }
 
+TEST(HttpRequest, HeadersTheProxySetsReplaceTheClientsCopies) {
+  auto r = ParseProxyRequest(
+      "GET http://svc.internal/x HTTP/1.1\r\nHost: svc.internal\r\nx-mcpcell-session: forged\r\n"
+      "Accept: */*\r\nX-MCPCELL-SESSION: forged too\r\n\r\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(ForwardedHead(*r, {{"X-Mcpcell-Session", "s-7"}}),
+            "GET /x HTTP/1.1\r\nHost: svc.internal\r\nAccept: */*\r\nX-Mcpcell-Session: s-7\r\n"
+            "Connection: close\r\n\r\n");
+}
+
 TEST(HttpRequest, ConnectionHeaderCannotDropHostOrContentLength) {
   auto r = ParseProxyRequest(
       "POST http://example.com/ HTTP/1.1\r\nHost: example.com\r\nConnection: host, "

@@ -235,6 +235,52 @@ TEST_F(ProxyTest, PlainHttpThroughTheProxy) {
   EXPECT_EQ(stats->connections_refused, 0u);
 }
 
+// The server's own services (the package index) are reached by name whatever the cell's
+// allowlist says, at the operator's address (loopback here, which the address rules would
+// refuse otherwise), with identity headers only the proxy can set.
+TEST_F(ProxyTest, InternalRouteReachesTheServersServiceWithTrustedHeaders) {
+  HttpUpstream up;
+  EgressProxyOptions options;
+  options.internal_routes = {
+      {"packages.mcpcell.internal", *IpAddress::Parse("127.0.0.1"), up.port()}};
+  StartProxy(std::move(options));
+  EgressCellId cell = AddCell({});  // an empty allowlist: everything else is refused
+  Response r = Request(
+      "GET http://Packages.Mcpcell.Internal/pypi/simple/x/ HTTP/1.1\r\n"
+      "Host: Packages.Mcpcell.Internal\r\nX-Mcpcell-Session: forged\r\n"
+      "x-mcpcell-tenant: forged\r\nAccept: */*\r\n\r\n");
+  EXPECT_EQ(r.status, 200) << r.head;
+  EXPECT_EQ(r.body, "hello");
+  ASSERT_EQ(up.heads().size(), 1u);
+  EXPECT_EQ(up.heads()[0],
+            "GET /pypi/simple/x/ HTTP/1.1\r\nHost: Packages.Mcpcell.Internal\r\nAccept: */*\r\n"
+            "X-Mcpcell-Session: s-1\r\nX-Mcpcell-Tenant: acme\r\nConnection: close\r\n\r\n");
+  nlohmann::json e = Event(0);
+  EXPECT_EQ(e["decision"], "allow");
+  EXPECT_EQ(e["host"], "packages.mcpcell.internal");  // names are compared lowercased
+  EXPECT_EQ(e["address"], "127.0.0.1");
+  EXPECT_EQ(e["reason"], "the server's own service packages.mcpcell.internal");
+  EXPECT_EQ(resolver_calls_.load(), 0);
+
+  // Only plain http:// on port 80: a tunnel could carry anything past the service.
+  Response c = Request(
+      "CONNECT packages.mcpcell.internal:443 HTTP/1.1\r\nHost: "
+      "packages.mcpcell.internal:443\r\n\r\n");
+  EXPECT_EQ(c.status, 403);
+  EXPECT_NE(c.body.find("reached with plain http:// (port 80)"), std::string::npos) << c.body;
+  Response p = Request(
+      "GET http://packages.mcpcell.internal:8080/ HTTP/1.1\r\nHost: "
+      "packages.mcpcell.internal:8080\r\n\r\n");
+  EXPECT_EQ(p.status, 403);
+  // Other names still follow the allowlist.
+  Response o = Request(Get("up.test", up.port()));
+  EXPECT_EQ(o.status, 403);
+  EXPECT_EQ(up.heads().size(), 1u);
+  auto stats = proxy_->Stats(cell);
+  ASSERT_TRUE(stats.has_value());
+  EXPECT_EQ(stats->connections_refused, 3u);
+}
+
 TEST_F(ProxyTest, HostNotInAllowlistIsRefusedWithoutResolving) {
   StartProxy();
   EgressCellId cell = AddCell({"pypi.org"});
