@@ -273,8 +273,19 @@ std::string DescribePolicy(const Policy& p) {
     << "\n";
   if (!p.network.allow.empty()) o << "allow = " << List(p.network.allow) << "\n";
   o << "max_connections = " << p.network.max_connections << "\n";
-  o << "\n[packages]\nregistries = " << List(p.packages.registries)
-    << "\nallow = " << List(p.packages.allow) << "\ndeny = " << List(p.packages.deny) << "\n";
+  const PackagesPolicy& k = p.packages;
+  o << "\n[packages]\nmode = "
+    << (k.mode == PackagesMode::kOnline    ? "\"online\""
+        : k.mode == PackagesMode::kOffline ? "\"offline\""
+                                           : "\"disabled\"")
+    << "\nregistries = " << List(k.registries) << "\npypi_index = " << Quoted(k.pypi_index)
+    << "\nnpm_registry = " << Quoted(k.npm_registry) << "\n";
+  if (!k.wheelhouse.empty()) o << "wheelhouse = " << Quoted(k.wheelhouse) << "\n";
+  if (!k.npm_offline_dir.empty()) o << "npm_offline_dir = " << Quoted(k.npm_offline_dir) << "\n";
+  o << "allow = " << List(k.allow) << "\ndeny = " << List(k.deny)
+    << "\nallow_sdist = " << (k.allow_sdist ? "true" : "false")
+    << "\nallow_install_scripts = " << (k.allow_install_scripts ? "true" : "false")
+    << "\nmax_artifact_size = " << Quoted(FormatSize(k.max_artifact_bytes)) << "\n";
   o << "\n[tools]\n";
   if (p.tools.enabled.empty())
     o << "# every tool\n";

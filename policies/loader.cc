@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "egress/allowlist.h"
+#include "packages/rules.h"
 #include "policies/mount_check.h"
 #include "policies/units.h"
 
@@ -231,16 +232,47 @@ std::string CheckAllowEntry(const std::string& s) {
   return entry ? std::string() : "\"" + s + "\": " + entry.error().message;
 }
 
+// One packages.allow/deny rule, read exactly as the package service will read it.
 std::string CheckPackageRule(const std::string& s) {
-  size_t colon = s.find(':');
-  std::string registry = colon == std::string::npos ? "" : s.substr(0, colon);
-  const auto& known = KnownRegistries();
-  if (colon == std::string::npos || colon + 1 == s.size() ||
-      std::find(known.begin(), known.end(), registry) == known.end()) {
-    return "\"" + s +
-           "\" is not a rule \"<registry>:<name or pattern>\" with registry one of "
-           "pypi, npm, crates, debian";
+  auto rule = packages::ParseRule(s);
+  return rule ? std::string() : rule.error().message;
+}
+
+// An upstream index URL: https, or http only to a loopback address (a test or a local
+// mirror on this host), no credentials, query or fragment, ending in '/'.
+std::string CheckUpstreamUrl(const std::string& url) {
+  std::string rest;
+  bool https = url.rfind("https://", 0) == 0;
+  if (https) {
+    rest = url.substr(8);
+  } else if (url.rfind("http://", 0) == 0) {
+    rest = url.substr(7);
+  } else {
+    return "\"" + url + "\" must start with https:// (http:// only for a loopback address)";
   }
+  std::string host = rest.substr(0, rest.find('/'));
+  if (host.empty()) return "\"" + url + "\" has no host";
+  if (host.find('@') != std::string::npos)
+    return "\"" + url + "\": credentials in the URL are not supported";
+  if (url.find_first_of("?# \t\r\n") != std::string::npos)
+    return "\"" + url + "\": no query, fragment or whitespace";
+  if (url.back() != '/') return "\"" + url + "\" must end with '/'";
+  std::string name = host;
+  if (name[0] == '[') {
+    name = name.substr(0, name.find(']') + 1);
+  } else {
+    name = name.substr(0, name.find(':'));
+  }
+  bool loopback = name == "localhost" || name == "[::1]" || name.rfind("127.", 0) == 0;
+  if (!https && !loopback)
+    return "\"" + url + "\": plain http:// is only allowed to a loopback address; use https://";
+  return "";
+}
+
+std::string CheckAbsoluteDir(const std::string& path) {
+  if (path.empty() || path[0] != '/') return "\"" + path + "\" must be an absolute path";
+  if (path.find("/../") != std::string::npos || path.ends_with("/.."))
+    return "\"" + path + "\" must not contain \"..\"";
   return "";
 }
 
@@ -408,15 +440,39 @@ void ReadNetwork(Reader& r, const toml::table& root, NetworkPolicy* out) {
 void ReadPackages(Reader& r, const toml::table& root, PackagesPolicy* out) {
   const toml::table* t = r.Table(root, "", "packages");
   if (!t) return;
-  r.OnlyKeys(*t, "packages", {"registries", "allow", "deny"});
+  r.OnlyKeys(*t, "packages",
+             {"mode", "registries", "pypi_index", "npm_registry", "wheelhouse", "npm_offline_dir",
+              "allow", "deny", "allow_sdist", "allow_install_scripts", "max_artifact_size"});
+  std::string mode = "disabled";
+  r.String(*t, "packages", "mode", &mode, {"disabled", "online", "offline"});
+  out->mode = mode == "online"    ? PackagesMode::kOnline
+              : mode == "offline" ? PackagesMode::kOffline
+                                  : PackagesMode::kDisabled;
   r.Strings(*t, "packages", "registries", &out->registries, [](const std::string& s) {
+    if (s == "crates" || s == "debian")
+      return "registry \"" + s +
+             "\" is not supported yet (the package service serves pypi and npm)";
     const auto& known = KnownRegistries();
     return std::find(known.begin(), known.end(), s) == known.end()
-               ? "unknown registry \"" + s + "\" (known: pypi, npm, crates, debian)"
+               ? "unknown registry \"" + s + "\" (known: pypi, npm)"
                : std::string();
   });
+  auto checked_string = [&](const char* key, std::string* value,
+                            std::string (*check)(const std::string&)) {
+    r.String(*t, "packages", key, value);
+    if (r.failed() || !t->get(key)) return;
+    if (std::string why = check(*value); !why.empty())
+      r.Fail(t->get(key)->source(), std::string("packages.") + key, why);
+  };
+  checked_string("pypi_index", &out->pypi_index, CheckUpstreamUrl);
+  checked_string("npm_registry", &out->npm_registry, CheckUpstreamUrl);
+  checked_string("wheelhouse", &out->wheelhouse, CheckAbsoluteDir);
+  checked_string("npm_offline_dir", &out->npm_offline_dir, CheckAbsoluteDir);
   r.Strings(*t, "packages", "allow", &out->allow, CheckPackageRule);
   r.Strings(*t, "packages", "deny", &out->deny, CheckPackageRule);
+  r.Bool(*t, "packages", "allow_sdist", &out->allow_sdist);
+  r.Bool(*t, "packages", "allow_install_scripts", &out->allow_install_scripts);
+  r.Size(*t, "packages", "max_artifact_size", 1 << 20, 4ull << 30, &out->max_artifact_bytes);
   if (r.failed()) return;
   for (const auto* rules : {&out->allow, &out->deny}) {
     for (const std::string& rule : *rules) {
@@ -429,6 +485,19 @@ void ReadPackages(Reader& r, const toml::table& root, PackagesPolicy* out) {
         return;
       }
     }
+  }
+  auto listed = [&](const char* reg) {
+    return std::find(out->registries.begin(), out->registries.end(), reg) != out->registries.end();
+  };
+  if (out->mode == PackagesMode::kOffline && listed("pypi") && out->wheelhouse.empty()) {
+    r.Fail(t->source(), "packages.wheelhouse",
+           "mode = \"offline\" with registry \"pypi\" needs a wheelhouse directory");
+  } else if (out->mode == PackagesMode::kOffline && listed("npm") && out->npm_offline_dir.empty()) {
+    r.Fail(t->source(), "packages.npm_offline_dir",
+           "mode = \"offline\" with registry \"npm\" needs npm_offline_dir");
+  } else if (out->mode != PackagesMode::kDisabled && out->registries.empty()) {
+    r.Fail(t->source(), "packages.registries",
+           "mode = \"" + mode + "\" needs at least one registry (or mode = \"disabled\")");
   }
 }
 
@@ -468,7 +537,7 @@ const std::vector<std::string>& KnownToolNames() {
 }
 
 const std::vector<std::string>& KnownRegistries() {
-  static const std::vector<std::string> kRegistries = {"pypi", "npm", "crates", "debian"};
+  static const std::vector<std::string> kRegistries = {"pypi", "npm"};
   return kRegistries;
 }
 

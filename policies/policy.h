@@ -61,10 +61,24 @@ struct NetworkPolicy {
   uint32_t max_connections = 32;  // concurrent proxied connections per cell
 };
 
+// What pip_install/npm_install may bring into a cell, served by the package service
+// (packages/, docs/packages.md). Rules are "<registry>:<name pattern>[<constraints>]"
+// ("pypi:requests", "pypi:numpy>=2,<3", "npm:@types/*"), checked by packages::ParseRule at
+// load. An empty allow list allows nothing (fail closed); deny wins over allow.
+enum class PackagesMode { kDisabled, kOnline, kOffline };
+
 struct PackagesPolicy {
-  std::vector<std::string> registries;  // "pypi", "npm", "crates", "debian"
-  std::vector<std::string> allow;       // "<registry>:<name pattern>"
+  PackagesMode mode = PackagesMode::kDisabled;
+  std::vector<std::string> registries;  // "pypi", "npm" (the service serves these two)
+  std::string pypi_index = "https://pypi.org/simple/";       // upstream PEP 503 index
+  std::string npm_registry = "https://registry.npmjs.org/";  // upstream npm registry
+  std::string wheelhouse;       // offline pip: a directory of .whl files (absolute)
+  std::string npm_offline_dir;  // offline npm: a directory of .tgz files (absolute)
+  std::vector<std::string> allow;
   std::vector<std::string> deny;
+  bool allow_sdist = false;                    // sdists served (pip builds them: install-time code)
+  bool allow_install_scripts = false;          // npm lifecycle scripts run
+  uint64_t max_artifact_bytes = 512ull << 20;  // one wheel or tarball
 };
 
 struct ToolsPolicy {
