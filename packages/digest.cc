@@ -1,0 +1,113 @@
+// Digests via OpenSSL EVP (see digest.h).
+#include "packages/digest.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <vector>
+
+namespace mcpcell::packages {
+
+struct Digest::Ctx {
+  EVP_MD_CTX* md = nullptr;
+};
+
+std::string_view DigestName(DigestAlgo algo) {
+  switch (algo) {
+    case DigestAlgo::kSha1:
+      return "sha1";
+    case DigestAlgo::kSha256:
+      return "sha256";
+    case DigestAlgo::kSha512:
+      return "sha512";
+  }
+  return "?";
+}
+
+size_t DigestHexLength(DigestAlgo algo) {
+  return algo == DigestAlgo::kSha1 ? 40 : algo == DigestAlgo::kSha256 ? 64 : 128;
+}
+
+std::optional<DigestAlgo> DigestFromName(std::string_view name) {
+  if (name == "sha1") return DigestAlgo::kSha1;
+  if (name == "sha256") return DigestAlgo::kSha256;
+  if (name == "sha512") return DigestAlgo::kSha512;
+  return std::nullopt;
+}
+
+Digest::Digest(DigestAlgo algo) : ctx_(std::make_unique<Ctx>()) {
+  ctx_->md = EVP_MD_CTX_new();
+  const EVP_MD* md = algo == DigestAlgo::kSha1     ? EVP_sha1()
+                     : algo == DigestAlgo::kSha256 ? EVP_sha256()
+                                                   : EVP_sha512();
+  EVP_DigestInit_ex(ctx_->md, md, nullptr);
+}
+
+Digest::~Digest() { EVP_MD_CTX_free(ctx_->md); }
+
+void Digest::Update(const void* data, size_t size) { EVP_DigestUpdate(ctx_->md, data, size); }
+
+std::string Digest::FinalHex() {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_DigestFinal_ex(ctx_->md, out, &n);
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < n; ++i) {
+    hex += kHex[out[i] >> 4];
+    hex += kHex[out[i] & 15];
+  }
+  return hex;
+}
+
+sandbox::Result<std::string> FileDigestHex(const std::string& path, DigestAlgo algo) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return sandbox::Error::Sys("open(\"" + path + "\")");
+  Digest d(algo);
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    ssize_t n = read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      auto err = sandbox::Error::Sys("read(\"" + path + "\")");
+      close(fd);
+      return err;
+    }
+    if (n == 0) break;
+    d.Update(buf.data(), static_cast<size_t>(n));
+  }
+  close(fd);
+  return d.FinalHex();
+}
+
+bool IsLowerHex(std::string_view s, size_t length) {
+  if (s.size() != length) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+std::optional<std::string> Base64ToHex(std::string_view b64) {
+  if (b64.empty() || b64.size() % 4 != 0 || b64.size() > 1024) return std::nullopt;
+  std::vector<unsigned char> out(b64.size() / 4 * 3 + 1);
+  int n = EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(b64.data()),
+                          static_cast<int>(b64.size()));
+  if (n < 0) return std::nullopt;
+  size_t len = static_cast<size_t>(n);
+  if (b64.ends_with("==")) {
+    len -= 2;
+  } else if (b64.ends_with("=")) {
+    len -= 1;
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (size_t i = 0; i < len; ++i) {
+    hex += kHex[out[i] >> 4];
+    hex += kHex[out[i] & 15];
+  }
+  return hex;
+}
+
+}  // namespace mcpcell::packages

@@ -1,0 +1,39 @@
+// The offline source of pip files: a directory of wheels (and sdists, served only when the
+// policy allows them) that the operator provides. File names say the project and version
+// (pypi_index.h); each file's SHA-256 is computed once and remembered by (path, size,
+// mtime), so a changed file is hashed again. Never touches the network.
+// Threading: every method may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "packages/pypi_index.h"
+#include "sandbox/status.h"
+
+namespace mcpcell::packages {
+
+class Wheelhouse {
+ public:
+  // The files of `project` (normalized) in `dir`; IndexFile.url is the file's path.
+  sandbox::Result<std::vector<IndexFile>> FilesOf(const std::string& dir,
+                                                  const std::string& project);
+  // The path of the file named `filename` in `dir` whose SHA-256 is `sha256`, as last hashed.
+  std::optional<std::string> Find(const std::string& dir, const std::string& sha256,
+                                  const std::string& filename);
+
+ private:
+  struct Hashed {
+    uint64_t size = 0;
+    int64_t mtime_ns = 0;
+    std::string sha256;
+  };
+  std::mutex mu_;
+  std::map<std::string, Hashed> hashed_;  // path -> digest
+};
+
+}  // namespace mcpcell::packages
