@@ -76,14 +76,6 @@ void ArtifactCache::Touch(const std::string& key) {
   if (it != entries_.end()) it->second.last_use = NowNs();
 }
 
-std::optional<fs::path> ArtifactCache::Find(DigestAlgo algo, const std::string& hex) {
-  std::string key = std::string(DigestName(algo)) + "/" + hex;
-  std::lock_guard lock(mu_);
-  if (!entries_.count(key)) return std::nullopt;
-  Touch(key);
-  return PathOf(key);
-}
-
 Result<fs::path> ArtifactCache::Get(DigestAlgo algo, const std::string& hex, uint64_t max_bytes,
                                     const Download& download, bool* hit) {
   if (!IsLowerHex(hex, DigestHexLength(algo)))

@@ -46,8 +46,6 @@ class ArtifactCache {
   sandbox::Result<std::filesystem::path> Get(DigestAlgo algo, const std::string& hex,
                                              uint64_t max_bytes, const Download& download,
                                              bool* hit);
-  // The stored artifact's path if present (marks it used), without downloading.
-  std::optional<std::filesystem::path> Find(DigestAlgo algo, const std::string& hex);
   Counters counters() const;
 
  private:

@@ -161,8 +161,20 @@ Result<std::vector<IndexFile>> ParseSimplePage(std::string_view html, const std:
     if (open == std::string_view::npos) break;
     if (open + 1 < html.size() && (html[open + 1] == 'a' || html[open + 1] == 'A') &&
         open + 2 < html.size() && std::isspace(static_cast<unsigned char>(html[open + 2]))) {
-      size_t close = html.find('>', open);
-      if (close == std::string_view::npos) return Error::Msg("an unterminated <a> tag");
+      // The tag ends at the first '>' outside a quoted attribute value.
+      size_t close = open + 2;
+      char quote = 0;
+      for (; close < html.size(); ++close) {
+        char ch = html[close];
+        if (quote) {
+          if (ch == quote) quote = 0;
+        } else if (ch == '"' || ch == '\'') {
+          quote = ch;
+        } else if (ch == '>') {
+          break;
+        }
+      }
+      if (close >= html.size()) return Error::Msg("an unterminated <a> tag");
       auto attrs = ParseAttributes(html.substr(open + 2, close - open - 2));
       if (!attrs) return Error::Msg("an <a> tag: " + attrs.error().message);
       IndexFile f;

@@ -188,8 +188,9 @@ std::optional<Caller> PackageService::Impl::Admit(const httplib::Request& req,
   Caller c;
   c.session = req.get_header_value(kSessionHeader);
   c.tenant = req.get_header_value(kTenantHeader);
-  bool has_tenant = req.has_header(kTenantHeader);
-  if (!IsHeaderValue(c.session) || !has_tenant || (!c.tenant.empty() && !IsHeaderValue(c.tenant))) {
+  // An empty tenant (the server's own policy) may arrive as no header at all: HTTP parsers
+  // drop empty values. The proxy always sets both and strips any copy a cell sent.
+  if (!IsHeaderValue(c.session) || (!c.tenant.empty() && !IsHeaderValue(c.tenant))) {
     res.status = 400;
     res.set_content(std::string("missing or malformed ") + kSessionHeader + "/" + kTenantHeader +
                         ": the package service answers cells through the egress proxy only\n",
@@ -405,34 +406,28 @@ void PackageService::Impl::ServeCached(const Caller& c, const KnownArtifact& a,
                                        httplib::Response& res) {
   std::string digest = std::string(DigestName(a.algo)) + ":" + a.hex;
   bool hit = false;
-  // Bounded upstream concurrency: beyond it the cell's installer gets a 503 and retries.
-  std::optional<std::filesystem::path> path = cache_->Find(a.algo, a.hex);
+  auto path = cache_->Get(
+      a.algo, a.hex, c.policy->max_artifact_bytes,
+      [&](const ArtifactCache::Sink& sink) -> sandbox::Status {
+        // Bounded upstream concurrency: beyond it the installer gets a 503 and retries.
+        if (fetches_.fetch_add(1) >= kMaxUpstreamFetches) {
+          fetches_.fetch_sub(1);
+          return Error{"too many artifact downloads at once; retry", EBUSY};
+        }
+        auto st = upstream_.GetStream(a.url, sink);
+        fetches_.fetch_sub(1);
+        return st;
+      },
+      &hit);
   if (!path) {
-    if (fetches_.fetch_add(1) >= kMaxUpstreamFetches) {
-      fetches_.fetch_sub(1);
-      Refuse(c, res, 503, a.registry, a.name, a.version, "upstream_error",
-             "too many artifact downloads at once; retry");
-      return;
-    }
-    auto got = cache_->Get(
-        a.algo, a.hex, c.policy->max_artifact_bytes,
-        [&](const ArtifactCache::Sink& sink) { return upstream_.GetStream(a.url, sink); }, &hit);
-    fetches_.fetch_sub(1);
-    if (!got) {
-      bool mismatch = got.error().err == kHashMismatch;
-      Refuse(c, res, 502, a.registry, a.name, a.version,
-             mismatch ? "hash_mismatch" : "upstream_error",
-             a.filename + ": " + got.error().message);
-      return;
-    }
-    path = *got;
-  } else {
-    hit = true;
+    bool mismatch = path.error().err == kHashMismatch;
+    Refuse(c, res, path.error().err == EBUSY ? 503 : 502, a.registry, a.name, a.version,
+           mismatch ? "hash_mismatch" : "upstream_error", a.filename + ": " + path.error().message);
+    return;
   }
   Audit(c, a.registry, a.name, a.version, a.filename, digest, hit ? "cache" : "upstream " + a.url,
         "served", "");
-  ServeFile(path->string(), res,
-            a.registry == Registry::kNpm ? "application/octet-stream" : "application/octet-stream");
+  ServeFile(path->string(), res, "application/octet-stream");
 }
 
 void PackageService::Impl::ServeFile(const std::string& path, httplib::Response& res,

@@ -70,9 +70,13 @@ mode = "rw"
 egress = "allowlist"
 allow = ["pypi.org", "*.npmjs.org:443"]
 [packages]
+mode = "online"
 registries = ["pypi"]
-allow = ["pypi:requests"]
+pypi_index = "http://127.0.0.1:8080/simple/"
+allow = ["pypi:requests", "pypi:numpy>=2,<3"]
 deny = ["pypi:evil*"]
+allow_sdist = true
+max_artifact_size = "64MiB"
 [tools]
 enabled = ["run_code", "session_info"]
 )";
@@ -100,6 +104,12 @@ enabled = ["run_code", "session_info"]
   EXPECT_TRUE(p->network.egress_allowed);
   EXPECT_EQ(p->network.allow.size(), 2u);
   EXPECT_EQ(p->packages.deny[0], "pypi:evil*");
+  EXPECT_EQ(p->packages.mode, PackagesMode::kOnline);
+  EXPECT_EQ(p->packages.pypi_index, "http://127.0.0.1:8080/simple/");
+  EXPECT_EQ(p->packages.npm_registry, "https://registry.npmjs.org/");  // the default
+  EXPECT_TRUE(p->packages.allow_sdist);
+  EXPECT_FALSE(p->packages.allow_install_scripts);
+  EXPECT_EQ(p->packages.max_artifact_bytes, 64ull << 20);
   EXPECT_EQ(p->tools.enabled.size(), 2u);
 }
 
@@ -219,13 +229,54 @@ INSTANTIATE_TEST_SUITE_P(
                 "p.toml:3:19: network.allow[1]: \"a.org\" is listed twice"},
         BadCase{"[packages]\nregistries = [\"maven\"]\n",
                 "p.toml:2:15: packages.registries[0]: unknown registry \"maven\" (known: pypi, "
-                "npm, crates, debian)"},
+                "npm)"},
+        BadCase{"[packages]\nregistries = [\"crates\"]\n",
+                "p.toml:2:15: packages.registries[0]: registry \"crates\" is not supported yet "
+                "(the package service serves pypi and npm)"},
         BadCase{"[packages]\nregistries = [\"pypi\"]\nallow = [\"npm:left-pad\"]\n",
                 "p.toml:1:1: packages: rule \"npm:left-pad\" names registry \"npm\", which "
                 "packages.registries does not list"},
         BadCase{"[packages]\nregistries = [\"pypi\"]\ndeny = [\"requests\"]\n",
-                "p.toml:3:9: packages.deny[0]: \"requests\" is not a rule \"<registry>:<name or "
-                "pattern>\" with registry one of pypi, npm, crates, debian"},
+                "p.toml:3:9: packages.deny[0]: \"requests\" is not a rule \"<registry>:<name "
+                "pattern>[<constraints>]\": no \"<registry>:\""},
+        BadCase{"[packages]\nregistries = [\"pypi\"]\nallow = [\"pypi:numpy>=two\"]\n",
+                "p.toml:3:10: packages.allow[0]: \"pypi:numpy>=two\" is not a rule "
+                "\"<registry>:<name pattern>[<constraints>]\": \"two\" is not a PEP 440 "
+                "version: it must start with a number"},
+        BadCase{"[packages]\nmode = \"on\"\n",
+                "p.toml:2:8: packages.mode: expected one of \"disabled\", \"online\", "
+                "\"offline\", got \"on\""},
+        BadCase{"[packages]\nmode = \"online\"\n",
+                "p.toml:1:1: packages.registries: mode = \"online\" needs at least one registry "
+                "(or mode = \"disabled\")"},
+        BadCase{"[packages]\nmode = \"offline\"\nregistries = [\"pypi\"]\n",
+                "p.toml:1:1: packages.wheelhouse: mode = \"offline\" with registry \"pypi\" "
+                "needs a wheelhouse directory"},
+        BadCase{"[packages]\nmode = \"offline\"\nregistries = [\"npm\"]\n"
+                "npm_offline_dir = \"/srv/npm\"\n",
+                "p.toml:1:1: packages.npm_offline_dir: offline npm is not supported yet; list "
+                "only \"pypi\" in an offline policy"},
+        BadCase{"[packages]\nwheelhouse = \"wheels\"\n",
+                "p.toml:2:14: packages.wheelhouse: \"wheels\" must be an absolute path"},
+        BadCase{"[packages]\npypi_index = \"http://mirror.example/simple/\"\n",
+                "p.toml:2:14: packages.pypi_index: \"http://mirror.example/simple/\": plain "
+                "http:// is only allowed to a loopback address; use https://"},
+        BadCase{"[packages]\nnpm_registry = \"https://user:pw@registry.example/\"\n",
+                "p.toml:2:16: packages.npm_registry: \"https://user:pw@registry.example/\": "
+                "credentials in the URL are not supported"},
+        BadCase{"[packages]\npypi_index = \"https://pypi.org/simple\"\n",
+                "p.toml:2:14: packages.pypi_index: \"https://pypi.org/simple\" must end with "
+                "'/'"},
+        BadCase{"[packages]\npypi_index = \"ftp://pypi.org/simple/\"\n",
+                "p.toml:2:14: packages.pypi_index: \"ftp://pypi.org/simple/\" must start with "
+                "https:// (http:// only for a loopback address)"},
+        BadCase{"[packages]\nmax_artifact_size = \"10GiB\"\n",
+                "p.toml:2:21: packages.max_artifact_size: must be between 1MiB and 4GiB, got "
+                "\"10GiB\""},
+        BadCase{"[packages]\nallow_scripts = true\n",
+                "p.toml:2:1: packages.allow_scripts: unknown key (known here: mode, registries, "
+                "pypi_index, npm_registry, wheelhouse, npm_offline_dir, allow, deny, "
+                "allow_sdist, allow_install_scripts, max_artifact_size)"},
         BadCase{
             "[tools]\nenabled = [\"run_code\", \"rm_rf\"]\n",
             "p.toml:2:24: tools.enabled[1]: unknown tool \"rm_rf\" (known: run_code, "
