@@ -6,15 +6,19 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 
 #include "sandbox/control/unique_fd.h"
 
@@ -37,6 +41,33 @@ Error PathError(const char* call, const std::string& path, int e = errno) {
   return error;
 }
 
+// The kernel lets a process at its own /proc/<pid> entries whatever its fsuid and
+// capabilities (the same-thread-group exemption of ptrace_may_access and of the fd/
+// directories): maps, fd/, fdinfo/, map_files/, attr/, timerslack_ns. File operations run
+// in cell init, so without this check they would show the sandbox user what its own code
+// gets EACCES for (init's memory map, with the host path of mcpcell-init and its address
+// layout; its descriptors) and write init's attr/ files. Anything on procfs is checked by
+// the path the kernel reports for the open descriptor; when that cannot be read the open
+// is refused.
+Status RefuseOwnProcEntry(int fd, const std::string& path) {
+  struct statfs fs;
+  if (::fstatfs(fd, &fs) != 0) return PathError("fstatfs", path);
+  if (fs.f_type != PROC_SUPER_MAGIC) return Ok();
+  char link[32];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  char target[PATH_MAX];
+  ssize_t n = ::readlink(link, target, sizeof target);
+  if (n < 0 || n == static_cast<ssize_t>(sizeof target)) return PathError("readlink", link);
+  const std::string own = "/proc/" + std::to_string(::getpid());
+  std::string_view resolved(target, static_cast<size_t>(n));
+  if (resolved == own || resolved.substr(0, own.size() + 1) == own + "/") {
+    Error error = PathError("openat2", path, EACCES);
+    error.message += ": cell init's own /proc entries are refused";
+    return error;
+  }
+  return Ok();
+}
+
 Result<UniqueFd> OpenInRoot(int root_fd, const std::string& path, uint64_t flags,
                             uint64_t resolve = kResolveCell, uint64_t mode = 0) {
   open_how how{};
@@ -48,7 +79,9 @@ Result<UniqueFd> OpenInRoot(int root_fd, const std::string& path, uint64_t flags
     fd = static_cast<int>(::syscall(SYS_openat2, root_fd, path.c_str(), &how, sizeof(how)));
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return PathError("openat2", path);
-  return UniqueFd(fd);
+  UniqueFd opened(fd);
+  if (Status own = RefuseOwnProcEntry(opened.get(), path); !own) return own.error();
+  return opened;
 }
 
 FileType TypeOf(mode_t mode) {

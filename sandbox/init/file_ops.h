@@ -10,7 +10,8 @@
 //     root, and /proc/<pid>/root, /proc/<pid>/fd/<n>, /proc/<pid>/cwd and the like are
 //     refused (ELOOP). Paths with a ".." component, NUL bytes or over kMaxPathBytes are
 //     refused before any syscall; relative paths are taken relative to `base` (the
-//     workspace).
+//     workspace). Cell init's own /proc/<pid> entries (also as /proc/self) are refused
+//     (EACCES): the kernel exempts a process from the access checks on its own entries.
 //   - type: read and write only act on regular files (a FIFO could block init forever, a
 //     device could be infinite); files are opened O_NONBLOCK and checked with fstat.
 //   - remove: the final component is never followed; recursive removal does not follow

@@ -6,8 +6,10 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -172,7 +174,7 @@ TEST_F(FileOps, ProcMagicLinksAreRefused) {
     EXPECT_THAT(r.error().message, HasSubstr("magic link"));
   }
   // /proc files report size 0: a full chunk must not be taken for the end.
-  auto status = ReadFile(real, {1, "/proc/self/status", 0, 100});
+  auto status = ReadFile(real, {1, "/proc/meminfo", 0, 100});
   ASSERT_TRUE(status.ok()) << status.error().message;
   EXPECT_EQ(status->data.size(), 100u);
   EXPECT_FALSE(status->eof);
@@ -183,6 +185,45 @@ TEST_F(FileOps, ProcMagicLinksAreRefused) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().err, ELOOP);
   close(probe);
+  close(real_root);
+}
+
+// The kernel exempts a process from the access checks on its own /proc/<pid> entries;
+// file operations run in cell init, so they refuse init's entries themselves (the code in
+// the cell gets EACCES for /proc/1/maps, /proc/1/fd). Other processes' entries are left to
+// the kernel's checks.
+TEST_F(FileOps, OwnProcEntriesAreRefused) {
+  int real_root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(real_root, 0);
+  FileOpContext real = ctx_;
+  real.root_fd = real_root;
+  real.base = "/";
+  const std::string self = "/proc/" + std::to_string(getpid());
+  for (std::string path : {self + "/maps", std::string("/proc/self/maps"), self + "/status",
+                           std::string("/proc/thread-self/status"), self + "/fdinfo/0"}) {
+    auto r = ReadFile(real, {1, path, 0, 100});
+    ASSERT_FALSE(r.ok()) << path;
+    EXPECT_EQ(r.error().err, EACCES) << path << ": " << r.error().message;
+    EXPECT_THAT(r.error().message, HasSubstr("own /proc entries are refused"));
+  }
+  auto list = ListDir(real, {1, "/proc/self/fd", 0});
+  ASSERT_FALSE(list.ok());
+  EXPECT_EQ(list.error().err, EACCES);
+  Status w = WriteFile(real, {1, "/proc/self/timerslack_ns", 0, 0, 0644, "1"});
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().err, EACCES) << w.error().message;
+  // Another process's entries: the kernel decides (status is world-readable).
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  auto other = ReadFile(real, {1, "/proc/" + std::to_string(child) + "/status", 0, 100});
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ASSERT_TRUE(other.ok()) << other.error().message;
+  EXPECT_THAT(other->data, HasSubstr("Name:"));
   close(real_root);
 }
 
