@@ -69,10 +69,13 @@ std::string ResolveUrl(const std::string& base, const std::string& href) {
   return b->origin + (path.empty() ? "/" : path) + query;
 }
 
-sandbox::Status UpstreamClient::Get(const std::string& url, const std::string& accept, int* status,
+sandbox::Status UpstreamClient::Get(const std::string& url, const std::string& accept,
+                                    std::chrono::seconds deadline, int* status,
                                     const std::function<bool(const char*, size_t)>& sink) const {
   std::string current = url;
   *status = 0;
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  bool late = false;
   for (int hop = 0; hop <= 5; ++hop) {
     auto parts = SplitUrl(current);
     if (!parts) return Error::Msg("upstream: " + parts.error().message);
@@ -109,7 +112,17 @@ sandbox::Status UpstreamClient::Get(const std::string& url, const std::string& a
           }
           return r.status == 200;
         },
-        [&](const char* data, size_t size) { return sink(data, size); });
+        [&](const char* data, size_t size) {
+          // Per-read timeouts do not stop an upstream that trickles a byte at a time.
+          if (std::chrono::steady_clock::now() > end) {
+            late = true;
+            return false;
+          }
+          return sink(data, size);
+        });
+    if (late)
+      return Error::Msg("upstream " + current + ": not done within " +
+                        std::to_string(deadline.count()) + " s");
     if (redirect) {
       std::string next = ResolveUrl(current, location);
       if (next.empty())
@@ -139,7 +152,7 @@ Result<std::string> UpstreamClient::GetText(const std::string& url, uint64_t max
                                             const std::string& accept, int* status) const {
   std::string body;
   bool too_big = false;
-  auto st = Get(url, accept, status, [&](const char* data, size_t size) {
+  auto st = Get(url, accept, options_.page_deadline, status, [&](const char* data, size_t size) {
     if (body.size() + size > max_bytes) {
       too_big = true;
       return false;
@@ -156,7 +169,7 @@ Result<std::string> UpstreamClient::GetText(const std::string& url, uint64_t max
 sandbox::Status UpstreamClient::GetStream(
     const std::string& url, const std::function<bool(const char*, size_t)>& sink) const {
   int status = 0;
-  return Get(url, "", &status, sink);
+  return Get(url, "", options_.artifact_deadline, &status, sink);
 }
 
 }  // namespace mcpcell::packages

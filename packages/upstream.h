@@ -32,6 +32,8 @@ class UpstreamClient {
     std::string ca_file;  // extra CA bundle ("" none)
     std::chrono::seconds connect_timeout{10};
     std::chrono::seconds read_timeout{30};
+    std::chrono::seconds page_deadline{60};       // a whole index page or packument
+    std::chrono::seconds artifact_deadline{900};  // a whole artifact (a trickling upstream)
   };
   explicit UpstreamClient(Options options) : options_(std::move(options)) {}
 
@@ -45,7 +47,8 @@ class UpstreamClient {
                             const std::function<bool(const char*, size_t)>& sink) const;
 
  private:
-  sandbox::Status Get(const std::string& url, const std::string& accept, int* status,
+  sandbox::Status Get(const std::string& url, const std::string& accept,
+                      std::chrono::seconds deadline, int* status,
                       const std::function<bool(const char*, size_t)>& sink) const;
   Options options_;
 };

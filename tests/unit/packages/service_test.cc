@@ -415,7 +415,20 @@ TEST_F(PackageServiceTest, NpmPackumentIsFilteredAndTarballsVerified) {
   auto t = Get(bad.substr(std::string("http://packages.mcpcell.internal").size()));
   EXPECT_EQ(t->status, 502);
   EXPECT_EQ(Audit().back()["result"], "hash_mismatch");
+  // A scoped name arrives as @scope%2fname.
+  upstream_.AddNpmVersion("@scope/pkg", "3.1.4", "scoped tgz");
+  policy_.allow = {"npm:@scope/*"};
+  r = Get("/npm/@scope%2fpkg");
+  ASSERT_EQ(r->status, 200) << r->body;
+  doc = nlohmann::json::parse(r->body);
+  EXPECT_EQ(doc["name"], "@scope/pkg");
+  std::string scoped = doc["versions"]["3.1.4"]["dist"]["tarball"];
+  EXPECT_TRUE(scoped.ends_with("/pkg-3.1.4.tgz")) << scoped;
+  f = Get(scoped.substr(std::string("http://packages.mcpcell.internal").size()));
+  ASSERT_EQ(f->status, 200) << f->body;
+  EXPECT_EQ(f->body, "scoped tgz");
   // Denied entirely: 403 before the upstream is asked.
+  policy_.allow = {"npm:*"};
   policy_.deny = {"npm:left-*"};
   int before = upstream_.TotalHits();
   EXPECT_EQ(Get("/npm/left-pad")->status, 403);
