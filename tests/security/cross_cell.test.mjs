@@ -87,7 +87,7 @@ print(json.dumps({
     const aPid = Number(started.stdout.trim());
     const [hostPid] = hostPidsOf('sleep', aPid);
     // kill(-1) signals every process the caller may signal except itself (and init).
-    const r = await b.run('sleep 300 >/dev/null 2>&1 & sleep 0.2; kill -9 -1; echo rc=$?; ps -eo comm=');
+    const r = await b.run('sleep 300 >/dev/null 2>&1 & sleep 0.2; kill -9 -1; echo rc=$?; wait; ps -eo comm=');
     assert.equal(r.stdout, 'rc=0\nmcpcell-init\nsh\nps\n', 'B\'s own sleep was killed, init was not');
     assert.ok(alive(hostPid), 'A\'s sleep survived');
     const aLeft = await a.run(`kill -0 ${aPid} && echo alive; kill ${aPid}`);

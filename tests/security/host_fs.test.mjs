@@ -43,12 +43,19 @@ describe('host filesystem (default policy, stdio)', () => {
     assertRefused(await s.call('read_file', { path: decoyFile }), 'ENOENT', 'read_file of the host decoy');
     assertRefused(await s.call('list_files', { path: stateDir }), 'ENOENT', 'list_files of the state dir');
     const code = await s.run(`cat ${decoyFile}; echo rc=$?; ls ${stateDir}; echo rc=$?; ls -A /home; ls -A /root; echo rc=$?`);
-    assert.equal(code.stdout, 'rc=1\nrc=2\nrc=2\n');
     assert.match(code.stderr, /cat: .*decoy-secret.txt: No such file or directory/);
-    assert.match(code.stderr, /ls: cannot open directory '\/root': Permission denied/);
     const home = await s.call('list_files', { path: '/home' });
     assert.deepEqual(home.structuredContent.entries, [], 'the cell\'s /home is empty');
-    assertRefused(await s.call('list_files', { path: '/root' }), 'EACCES', 'list_files /root');
+    // The template's /root: 0700 and not the sandbox user's under a root server; in desktop
+    // mode everything of the template maps to the one user, and it is empty.
+    if (isRoot) {
+      assert.equal(code.stdout, 'rc=1\nrc=2\nrc=2\n');
+      assert.match(code.stderr, /ls: cannot open directory '\/root': Permission denied/);
+      assertRefused(await s.call('list_files', { path: '/root' }), 'EACCES', 'list_files /root');
+    } else {
+      assert.equal(code.stdout, 'rc=1\nrc=2\nrc=0\n');
+      assert.deepEqual((await s.call('list_files', { path: '/root' })).structuredContent.entries, []);
+    }
     await assertHealthy(s, fresh);
   });
 
@@ -83,28 +90,52 @@ describe('host filesystem (default policy, stdio)', () => {
     await assertHealthy(s, fresh);
   });
 
-  it('the template is read-only: write_file, edit_file and code cannot change /usr, /etc or /', async () => {
+  // The template (host /usr and the skeleton the server prepared) is the lower layer of
+  // each cell's overlays; whatever a cell manages to write lands in its own upper layer.
+  // /usr belongs to the host's root: EACCES in both modes. The rest of the skeleton is not
+  // the sandbox user's under a root server (EACCES); in desktop mode it maps to the one
+  // user, so such writes succeed, in that cell only. Either way a fresh cell and the host's
+  // template see nothing.
+  it('the template is read-only: /usr refuses writes, and nothing a cell writes reaches the template or another cell', async () => {
     assertRefused(await s.call('write_file', { path: '/usr/bin/evil', content: 'x' }), 'EACCES', 'write_file /usr/bin/evil');
-    assertRefused(await s.call('write_file', { path: '/evil', content: 'x' }), 'EACCES', 'write_file /evil');
-    assertRefused(await s.call('edit_file', { path: '/etc/passwd', old_text: 'sandbox:x:1000', new_text: 'sandbox:x:0' }), 'EACCES', 'edit_file /etc/passwd');
+    const rootWrite = await s.call('write_file', { path: '/evil', content: 'x' });
+    const passwdEdit = await s.call('edit_file', { path: '/etc/passwd', old_text: 'sandbox:x:1000', new_text: 'sandbox:x:0' });
+    if (isRoot) {
+      assertRefused(rootWrite, 'EACCES', 'write_file /evil');
+      assertRefused(passwdEdit, 'EACCES', 'edit_file /etc/passwd');
+    } else {
+      assert.equal(rootWrite.isError ?? false, false, text(rootWrite));
+      assert.equal(passwdEdit.isError ?? false, false, text(passwdEdit));
+    }
     const code = await s.pyJson(`${kPySyscall}
 print(json.dumps({
   'usr_bin': err(lambda: open('/usr/bin/evil', 'w')),
   'python3': err(lambda: open('/usr/bin/python3', 'ab')),
-  'etc': err(lambda: open('/etc/passwd', 'a')),
-  'root': err(lambda: os.mkdir('/evil')),
   'chmod': err(lambda: os.chmod('/usr/bin/python3', 0o777)),
   'rename': err(lambda: os.rename('/usr/bin/python3', '/usr/bin/p')),
+  'etc': err(lambda: open('/etc/hostname', 'a')),
+  'root': err(lambda: os.mkdir('/evil-dir')),
 }))`);
-    assert.deepEqual(code, { usr_bin: 'EACCES', python3: 'EACCES', etc: 'EACCES', root: 'EACCES', chmod: 'EPERM', rename: 'EACCES' });
-    assert.ok(!existsSync('/usr/bin/evil') && !existsSync('/evil'), 'nothing reached the host');
+    const skeleton = isRoot ? 'EACCES' : 'OK';
+    assert.deepEqual(code, { usr_bin: 'EACCES', python3: 'EACCES', chmod: 'EPERM', rename: 'EACCES', etc: skeleton, root: skeleton });
     const other = await fresh();
     try {
-      const r = await other.run('ls /usr/bin/evil /evil 2>&1; grep -c "^sandbox:x:1000" /etc/passwd', { allowError: true });
-      assert.match(r.stdout, /No such file or directory[\s\S]*No such file or directory[\s\S]*^1$/m, 'a fresh cell sees the template unchanged');
+      const r = await other.run('ls -d /usr/bin/evil /evil /evil-dir 2>&1; grep -c "^sandbox:x:1000:" /etc/passwd', { allowError: true });
+      assert.equal(r.stdout.match(/No such file or directory/g)?.length, 3, r.stdout);
+      assert.match(r.stdout, /^1$/m, 'a fresh cell sees the template unchanged');
     } finally {
       await other.close();
     }
+    const planted = [];
+    const walk = (d) => {
+      for (const e of readdirSync(d, { withFileTypes: true })) {
+        if (/^evil/.test(e.name)) planted.push(path.join(d, e.name));
+        if (e.isDirectory() && !e.isSymbolicLink()) walk(path.join(d, e.name));
+      }
+    };
+    walk(path.join(stateDir, 'templates'));
+    assert.deepEqual(planted, [], 'the host\'s template directory is unchanged');
+    assert.ok(!existsSync('/usr/bin/evil') && !existsSync('/evil'), 'nothing reached the host');
     await assertHealthy(s, fresh);
   });
 
