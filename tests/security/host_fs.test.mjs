@@ -140,12 +140,16 @@ print(json.dumps({
   });
 
   it('symlinks, hard links and ".." through the file tools stay inside the cell', async () => {
-    await s.run(`ln -s ${decoyFile} esc; ln -s ../../../../../.. up; ln -s /proc/1/root pr; ln -s /usr/bin/python3 py`);
+    await s.run(`ln -s ${decoyFile} esc; ln -s ../../../../../.. up; ln -s /proc/1/root pr; ln -s /usr/bin/python3 py; ln -s /usr/lib/os-release osr`);
     assertRefused(await s.call('read_file', { path: 'esc' }), 'ENOENT', 'a symlink to the host decoy');
     const up = await s.call('read_file', { path: 'up/etc/hostname' });
     assert.match(up.structuredContent.content, /^cell-/, 'a symlink climbing out lands on the cell root');
     assertRefused(await s.call('read_file', { path: 'pr/etc/hostname' }), 'ELOOP', 'a symlink to /proc/1/root');
     assertRefused(await s.call('write_file', { path: 'py', content: 'x' }), 'EACCES', 'write_file through a symlink into the template');
+    assertRefused(await s.call('edit_file', { path: 'osr', old_text: 'PRETTY_NAME=', new_text: 'PRETTY_NAME="evil" #' }), 'EACCES', 'edit_file through a symlink into the template');
+    const listed = await s.call('list_files', { path: 'up' });
+    assert.ok(listed.structuredContent.entries.some((e) => e.path === 'workspace'), 'list_files through a climbing link lists the cell\'s root');
+    assert.ok(!listed.structuredContent.entries.some((e) => e.path === path.basename(dir)));
     for (const p of ['../../../etc/passwd', '/workspace/../etc/passwd', 'a/../../x']) {
       const r = await s.call('read_file', { path: p });
       assert.equal(r.isError, true);
@@ -206,6 +210,10 @@ print(json.dumps({
       assertRefused(w, 'ENOTDIR', `write_file ${p}`);
       assert.match(text(w), new RegExp(`mkdirat\\("${parent}"\\)`));
     }
+    // A recursive listing of /proc does not descend into init's entries.
+    const procs = await s.call('list_files', { path: '/proc', recursive: true, max_entries: 5000 });
+    assert.ok(procs.structuredContent.entries.some((e) => e.path === '1'), 'init\'s directory is listed');
+    assert.deepEqual(procs.structuredContent.entries.filter((e) => e.path.startsWith('1/') || e.path.startsWith('self/')), []);
     // The code's own /proc entries stay readable through the tools (they are the user's).
     const bg = await s.run('sleep 60 >/dev/null 2>&1 & echo $!');
     const own = await s.call('read_file', { path: `/proc/${bg.stdout.trim()}/status` });
