@@ -181,6 +181,25 @@ print(json.dumps({'connect': err(go)}))`;
     }
   });
 
+  // With no tokens configured the server accepts any loopback client, so its endpoint must
+  // be out of a cell's reach, directly and through the egress proxy.
+  it('the server\'s own HTTP endpoint is out of a cell\'s reach, directly and through the proxy', async () => {
+    const port = Number(new URL(server.url).port);
+    const r = await b.pyJson(`${kPySyscall}
+import socket, http.client, urllib.parse
+def direct():
+    s = socket.socket()
+    s.settimeout(5)
+    s.connect(('127.0.0.1', ${port}))
+proxy = urllib.parse.urlsplit(os.environ['HTTP_PROXY'])
+c = http.client.HTTPConnection(proxy.hostname, proxy.port, timeout=20)
+c.request('POST', 'http://127.0.0.1:${port}/mcp', body='{}', headers={'Host': '127.0.0.1:${port}', 'Content-Type': 'application/json'})
+resp = c.getresponse()
+print(json.dumps({'direct': err(direct), 'proxied': resp.status, 'reason': resp.getheader('X-Mcpcell-Reason', '')}))`);
+    assert.deepEqual(r, { direct: 'ECONNREFUSED', proxied: 403, reason: `mcpcell: egress to 127.0.0.1:${port} denied: not in the policy's allowlist` });
+    await assertHealthy(b, fresh);
+  });
+
   it('AF_VSOCK, netlink and packet sockets: EPERM', async () => {
     const r = await b.pyJson(`${kPySyscall}
 import socket

@@ -338,6 +338,26 @@ print(json.dumps({
     else assert.equal(sh.uid, process.getuid());
   });
 
+  // Cut output is saved by cell init under /workspace/.mcpcell, which a cell can replace
+  // with a link; in a persistent workspace that link also exists on the host, where an
+  // absolute target would mean a host directory. The save resolves it inside the cell.
+  it('a persistent workspace: a planted .mcpcell link does not send saved output to the host', async () => {
+    const ws3 = path.join(dir, 'ws3');
+    const target = path.join(dir, 'output-target');
+    mkdirSync(target, { mode: 0o777 });
+    const s = await startStdio(stateDir, ['--workspace', ws3]);
+    try {
+      await s.run(`ln -s ${target} .mcpcell`);
+      const r = await s.run('head -c 300000 /dev/zero | tr "\\0" a');
+      assert.equal(r.stdout_truncated, true);
+      assert.equal(r.full_stdout_path, '', 'the output could not be saved through the link');
+      assert.deepEqual(readdirSync(target), [], 'nothing was written to the host directory');
+      await assertHealthy(s);
+    } finally {
+      await s.close();
+    }
+  });
+
   it('a persistent workspace: a symlink planted where a mount point goes is refused at the next cell', async () => {
     const ws2 = path.join(dir, 'ws2');
     const s = await startStdio(stateDir, ['--workspace', ws2]);
