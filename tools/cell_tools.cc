@@ -4,9 +4,9 @@ namespace mcpcell::tools {
 
 mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env) {
   using Maker = mcp::Tool (*)(const ToolEnv&);
-  const Maker makers[] = {MakeRunCodeTool,    MakeRunCommandTool, MakeReadFileTool,
-                          MakeWriteFileTool,  MakeEditFileTool,   MakeListFilesTool,
-                          MakeSessionInfoTool};
+  const Maker makers[] = {MakeRunCodeTool,     MakeRunCommandTool, MakeReadFileTool,
+                          MakeWriteFileTool,   MakeEditFileTool,   MakeListFilesTool,
+                          MakeSessionInfoTool, MakePipInstallTool, MakeNpmInstallTool};
   for (Maker make : makers) {
     mcp::Tool tool = make(env);
     // Registered when any policy served enables it; each session sees its own

@@ -1,6 +1,6 @@
 // The sandbox tools an agent uses (run_code, run_command, read_file, write_file,
-// edit_file, list_files, session_info), one file each, registered on an mcp::Server.
-// Their names and arguments are the public API (docs/tools.md).
+// edit_file, list_files, session_info, pip_install, npm_install), one file each, registered on an
+// mcp::Server. Their names and arguments are the public API (docs/tools.md).
 #pragma once
 
 #include <functional>
@@ -18,6 +18,8 @@ mcp::Tool MakeWriteFileTool(const ToolEnv& env);
 mcp::Tool MakeEditFileTool(const ToolEnv& env);
 mcp::Tool MakeListFilesTool(const ToolEnv& env);
 mcp::Tool MakeSessionInfoTool(const ToolEnv& env);
+mcp::Tool MakePipInstallTool(const ToolEnv& env);
+mcp::Tool MakeNpmInstallTool(const ToolEnv& env);
 
 // Registers every tool that any of env's configs enables (the union over tenants). Which
 // of them a session sees and may call is ToolEnv::ToolEnabled: install it as the server's

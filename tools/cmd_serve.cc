@@ -2,13 +2,15 @@
 //
 // Steps: policy (--policy + flags) and, over HTTP, every tenant's policy resolved (a bad
 // one refuses the start) → logging → state dir (made, orphans of a crashed predecessor
-// reaped, template prepared) → the egress proxy (audit file, --egress-hosts, each
-// profile's allowlist) → cell sessions (one cell per MCP session, lazily; one profile per
-// tenant; each cell added to the proxy when bound, removed before it is destroyed) →
-// mcp::Server with the sandbox tools, each session seeing its tenant's → one line on
-// stderr saying how to connect → serve stdin/stdout or HTTP until EOF or SIGTERM → every
-// cell destroyed, then the proxy stopped. stdout carries MCP messages only; guidance and
-// logs go to stderr (or --log-file).
+// reaped, template prepared) → the package service when a policy enables packages
+// (tools/serve_packages.h) → the egress proxy (audit file, --egress-hosts, each profile's
+// allowlist, the route to the package service) → cell sessions (one cell per MCP
+// session, lazily; one profile per tenant; each cell added to the proxy when bound,
+// removed before it is destroyed) → mcp::Server with the sandbox tools, each session
+// seeing its tenant's → one line on stderr saying how to connect → serve stdin/stdout or
+// HTTP until EOF or SIGTERM → every cell destroyed, then the proxy stopped, then the
+// package service. stdout carries MCP messages only; guidance and logs go to stderr (or
+// --log-file).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -26,6 +28,7 @@
 #include "mcp/stdio_transport.h"
 #include "policies/compiler.h"
 #include "policies/loader.h"
+#include "policies/units.h"
 #include "sandbox/cell.h"
 #include "sandbox/cell_session.h"
 #include "sandbox/linux/overlay.h"
@@ -34,6 +37,7 @@
 #include "tools/command.h"
 #include "tools/egress_registry.h"
 #include "tools/http_config.h"
+#include "tools/serve_packages.h"
 #include "tools/tenant_policies.h"
 
 namespace mcpcell::tools {
@@ -75,6 +79,9 @@ struct ServeOptions {
   size_t keep_bytes = 0;
   // Cells kept ready per policy profile so a session's first call does not wait for one.
   size_t warm_cells = 1;
+  std::string package_cache_size = "4GiB";  // --package-cache-size
+  uint64_t package_cache_bytes = 4ull << 30;
+  std::string package_ca_file;  // --package-ca-file
 };
 
 std::string SelfPath() {
@@ -162,6 +169,12 @@ sandbox::Status SetEgressProfiles(EgressRegistry& egress, const ServeOptions& o)
 // What initialize tells the model: the tools, and the host directories its policy mounts.
 std::string Instructions(const policies::Policy& policy) {
   std::string instructions = kInstructions;
+  if (policy.packages.mode != policies::PackagesMode::kDisabled) {
+    instructions +=
+        " Install packages with pip_install (Python, into /workspace/.venv) and npm_install "
+        "(into /workspace/node_modules): the policy's package rules are checked first, and "
+        "later calls see what was installed.";
+  }
   for (const policies::MountPolicy& m : policy.filesystem.mounts) {
     instructions += " The host directory " + m.source + " is at " + m.target +
                     (m.writable ? " (writable" : " (read-only") +
@@ -257,13 +270,36 @@ int RunServe(const ServeOptions& opts) {
     return 2;
   }
 
+  // The package service starts before the proxy (which routes to its port) and outlives
+  // it; its refusals reach the registry through the relay while the registry exists.
+  auto relay = std::make_shared<RefusalRelay>();
+  std::unique_ptr<packages::PackageService> package_service;
+  if (AnyPackagesEnabled(opts.effective, opts.tenant_policies)) {
+    auto started = StartServePackages({.state_dir = opts.state_dir,
+                                       .cache_max_bytes = opts.package_cache_bytes,
+                                       .ca_file = opts.package_ca_file,
+                                       .server_policy = &opts.effective,
+                                       .tenant_policies = &opts.tenant_policies,
+                                       .relay = relay});
+    if (!started) {
+      std::fprintf(stderr, "mcpcell serve: %s\n", started.error().message.c_str());
+      return 2;
+    }
+    package_service = std::move(*started);
+  }
+
   // The egress proxy outlives the cells: each cell is removed from it before it is destroyed.
   auto egress_options = ServeEgressOptions(opts.state_dir, opts.egress_hosts);
   if (!egress_options) {
     std::fprintf(stderr, "mcpcell serve: %s\n", egress_options.error().message.c_str());
     return 2;
   }
+  if (package_service) {
+    egress_options->internal_routes.push_back(PackageServiceRoute(package_service->port()));
+  }
   EgressRegistry egress(std::move(*egress_options));
+  relay->Attach(&egress);
+  RefusalRelay::DetachGuard detach_relay{*relay};
   if (sandbox::Status st = SetEgressProfiles(egress, opts); !st) {
     std::fprintf(stderr, "mcpcell serve: %s\n", st.error().message.c_str());
     return 2;
@@ -377,6 +413,14 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
                   "hosts(5) file the egress proxy consults before DNS (pin registries' "
                   "addresses); its addresses pass the same checks as DNS answers")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--package-cache-size", opts->package_cache_size,
+                  "Size of the package cache in <state dir>/packages (shared by every session; "
+                  "least recently used artifacts evicted beyond it), e.g. 4GiB")
+      ->capture_default_str();
+  cmd->add_option("--package-ca-file", opts->package_ca_file,
+                  "Extra CA certificates (PEM) the package service trusts for its upstream "
+                  "registries, e.g. a company mirror's")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--init", opts->init_path, "Path of mcpcell-init (default: next to mcpcell)");
   cmd->add_option("--policy", opts->policy,
                   "Policy: a shipped profile (default, offline-strict, dev) or a .toml file; "
@@ -416,6 +460,16 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
                   "Output kept in a tool result per stream (head and tail)")
       ->check(CLI::Range(size_t{256}, size_t{16} << 20));
   cmd->callback([opts, exit_code, cmd] {
+    auto cache = policies::ParseSize(opts->package_cache_size);
+    if (!cache || *cache < (64ull << 20)) {
+      std::fprintf(stderr,
+                   "mcpcell serve: --package-cache-size %s: expected a size of at least 64MiB "
+                   "such as 512MiB or 4GiB\n",
+                   opts->package_cache_size.c_str());
+      *exit_code = 2;
+      return;
+    }
+    opts->package_cache_bytes = *cache;
     if (!ResolveEffectivePolicy(*opts, *cmd) || !LoadTenants(*opts)) {
       *exit_code = 2;
       return;

@@ -12,7 +12,8 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
   tool.description =
       "Shows this session's sandbox: cell id, policy, limits, usage so far (CPU time, peak "
       "memory, wall time), time left before idle expiry and the session's maximum lifetime, "
-      "and the network policy with the traffic through the egress proxy so far. Creates the "
+      "the network policy with the traffic through the egress proxy so far, and what "
+      "pip_install/npm_install may install. Creates the "
       "sandbox if it does not exist yet.";
   tool.input_schema = {
       {"type", "object"}, {"properties", mcp::Json::object()}, {"additionalProperties", false}};
@@ -36,6 +37,9 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
         {"calls", integer},
         {"cells_created", integer},
         {"network", {{"type", "string"}}},
+        {"packages",
+         {{"type", "string"},
+          {"description", "what pip_install and npm_install may do (the policy's [packages])"}}},
         {"egress",
          {{"type", "object"},
           {"description", "traffic through this cell's egress proxy"},
@@ -73,6 +77,7 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
         {"exec_default_timeout_s", config.default_timeout.count()},
         {"exec_max_timeout_s", config.max_timeout.count()},
         {"network", config.network_summary},
+        {"packages", config.packages_summary},
         {"warnings", cell.warnings()},
     };
     std::string usage_line;
@@ -99,7 +104,7 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
         std::to_string(secs(info.lifetime_left)) + " s\nexec timeout: default " +
         std::to_string(config.default_timeout.count()) + " s, at most " +
         std::to_string(config.max_timeout.count()) + " s\nnetwork: " + config.network_summary +
-        "\n";
+        "\npackages: " + config.packages_summary + "\n";
     if (env.egress) {
       if (auto egress = env.egress->Info(cell.id())) {
         const egress::EgressStats& st = egress->stats;

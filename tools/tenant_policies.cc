@@ -2,6 +2,7 @@
 
 #include "policies/compiler.h"
 #include "policies/loader.h"
+#include "tools/package_env.h"
 
 namespace mcpcell::tools {
 
@@ -13,6 +14,8 @@ CellToolsConfig ToolsConfigFromPolicy(const policies::Policy& policy) {
   config.enabled_tools.insert(policy.tools.enabled.begin(), policy.tools.enabled.end());
   config.policy_name = policy.name;
   config.network_summary = policies::NetworkSummary(policy);
+  config.packages = policy.packages;
+  config.packages_summary = PackagesSummary(policy.packages);
   return config;
 }
 
@@ -41,7 +44,9 @@ sandbox::CellSpecFactory PolicySpecFactory(policies::Policy policy, std::string 
   return [policy = std::move(policy), state_dir = std::move(state_dir),
           skeleton = std::move(skeleton_dir)](
              const std::string& id) -> sandbox::Result<sandbox::CellSpec> {
-    return policies::CompileCellSpec(policy, id, state_dir, skeleton);
+    auto spec = policies::CompileCellSpec(policy, id, state_dir, skeleton);
+    if (spec) AddPackageEnv(policy.packages, *spec);
+    return spec;
   };
 }
 

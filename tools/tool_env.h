@@ -20,6 +20,7 @@
 #include "mcp/context.h"
 #include "mcp/features.h"
 #include "mcp/session.h"
+#include "policies/policy.h"
 #include "sandbox/cell_session.h"
 
 namespace mcpcell::tools {
@@ -47,6 +48,9 @@ struct CellToolsConfig {
   std::set<std::string> enabled_tools;  // empty: all
   std::string policy_name = "default";
   std::string network_summary = "no network: the cell has only a loopback interface";
+  // pip_install/npm_install: the policy's [packages] (mode, rules) and one line saying it.
+  policies::PackagesPolicy packages;
+  std::string packages_summary = "disabled (packages.mode)";
 };
 
 inline constexpr const char* kOutputDir = "/workspace/.mcpcell";

@@ -1,0 +1,126 @@
+// npm_install: npm packages into /workspace/node_modules (NODE_PATH points there, so node in
+// run_code and run_command requires them from any directory), from the server's package
+// service only, lifecycle scripts off unless the policy allows them. What was installed is
+// the difference of node_modules/.package-lock.json (npm's hidden lockfile) before and after.
+#include <map>
+
+#include "packages/service.h"
+#include "sandbox/cell_channel.h"
+#include "tools/cell_tools.h"
+#include "tools/package_env.h"
+#include "tools/package_install.h"
+
+namespace mcpcell::tools {
+namespace {
+
+using packages::Registry;
+
+constexpr uint64_t kMaxLockfileBytes = 32 << 20;
+constexpr char kHiddenLockfile[] = "/workspace/node_modules/.package-lock.json";
+
+struct LockedPackage {
+  std::string version, resolved, integrity;
+  bool operator==(const LockedPackage&) const = default;
+};
+
+// The packages of npm's hidden lockfile by name (nested copies under their own path).
+// A missing file is an empty install; an unreadable one an error.
+sandbox::Result<std::map<std::string, LockedPackage>> ReadLockfile(sandbox::CellChannel& channel) {
+  std::map<std::string, LockedPackage> out;
+  if (!channel.Stat(kHiddenLockfile, /*follow_symlinks=*/true)) return out;
+  auto text = ReadCellFile(channel, kHiddenLockfile, kMaxLockfileBytes, nullptr);
+  if (!text) return text.error();
+  mcp::Json lock = mcp::Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!lock.is_object() || !lock.contains("packages") || !lock["packages"].is_object()) {
+    return sandbox::Error::Msg(std::string(kHiddenLockfile) +
+                               " is not a JSON object with \"packages\"");
+  }
+  for (const auto& [path, entry] : lock["packages"].items()) {
+    if (!entry.is_object() || entry.value("link", false)) continue;
+    static constexpr std::string_view kPrefix = "node_modules/";
+    size_t at = path.rfind(kPrefix);
+    if (at == std::string::npos) continue;
+    std::string name = at == 0 ? path.substr(kPrefix.size()) : path;
+    LockedPackage p{entry.value("version", ""), entry.value("resolved", ""),
+                    entry.value("integrity", "")};
+    out.emplace(std::move(name), std::move(p));
+  }
+  return out;
+}
+
+mcp::ToolResult Install(const ToolEnv& env, mcp::Context& ctx, const mcp::Json& args) {
+  ParsedPackages parsed = ParsePackages(args, Registry::kNpm, "npm_install");
+  if (parsed.error) return *parsed.error;
+  const CellToolsConfig* session_config = SessionConfig(env, ctx);
+  if (!session_config) return mcp::ToolResult::Error("npm_install: no policy for this session");
+  if (auto refused =
+          CheckPackagesPolicy(*session_config, Registry::kNpm, parsed.requirements, "npm_install"))
+    return *refused;
+
+  LeaseOrError acquired = AcquireCell(env, ctx);
+  if (!acquired.lease) return acquired.error;
+  const CellToolsConfig& config = *acquired.config;
+  InstallRun run(env, ctx, *acquired.lease, config, "npm_install");
+  InstallSummary summary{.tool = "npm_install", .hash_key = "integrity"};
+  if (!acquired.lease->replaced_reason().empty())
+    summary.notes.push_back(acquired.lease->replaced_reason());
+
+  auto before = ReadLockfile(run.channel());
+  if (!before) return SandboxError("npm_install", before.error());
+  std::vector<std::string> argv = {"npm",
+                                   "install",
+                                   "--no-audit",
+                                   "--no-fund",
+                                   "--no-update-notifier",
+                                   "--no-progress",
+                                   "--loglevel=warn",
+                                   std::string("--registry=") + packages::kNpmRegistryUrl};
+  // Lifecycle scripts (preinstall, install, postinstall) are install-time code.
+  argv.push_back(config.packages.allow_install_scripts ? "--ignore-scripts=false"
+                                                       : "--ignore-scripts");
+  argv.push_back("--");
+  for (const packages::Requirement& req : parsed.requirements) argv.push_back(req.raw);
+
+  InstallRun::Outcome outcome = run.Run(argv, "/workspace");
+  if (outcome.error) return *outcome.error;
+  summary.exit_code = outcome.exit_code;
+  summary.output = run.Output();
+  summary.refused = run.Refusals();
+  auto after = ReadLockfile(run.channel());
+  if (!after) return SandboxError("npm_install", after.error());
+  for (const auto& [name, pkg] : *after) {
+    auto old = before->find(name);
+    if (old != before->end() && old->second == pkg) continue;
+    summary.installed.push_back({name, pkg.version, pkg.resolved, pkg.integrity});
+  }
+  return BuildInstallResult(summary);
+}
+
+}  // namespace
+
+mcp::Tool MakeNpmInstallTool(const ToolEnv& env) {
+  mcp::Tool tool;
+  tool.name = "npm_install";
+  tool.title = "Install npm packages in the sandbox";
+  tool.description =
+      "Installs npm packages (\"name\", \"name@1.2.3\", \"@scope/name@^1\") into "
+      "/workspace/node_modules, which node in run_code and run_command requires from then on. "
+      "Packages come only through the server's package cache from the registries the policy "
+      "allows, checked against its allow/deny rules before anything is downloaded; install "
+      "scripts do not run unless the policy allows them. Returns what was installed (name, "
+      "version, source, integrity) and what was refused and why.";
+  tool.input_schema =
+      PackagesInputSchema("[\"left-pad@1.3.0\", \"lodash@^4\"]", mcp::Json::object());
+  tool.output_schema = InstallOutputSchema("integrity");
+  tool.annotations = {{"title", tool.title},
+                      {"readOnlyHint", false},
+                      {"destructiveHint", false},
+                      {"idempotentHint", true},
+                      {"openWorldHint", true}};
+  tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) {
+    return Install(env, ctx, args);
+  };
+  return tool;
+}
+
+}  // namespace mcpcell::tools

@@ -1,0 +1,287 @@
+#include "tools/package_install.h"
+
+#include <atomic>
+#include <cstdio>
+
+#include "sandbox/cell_channel.h"
+#include "tools/egress_registry.h"
+#include "tools/package_env.h"
+
+namespace mcpcell::tools {
+namespace {
+
+// Output kept in the result: pip and npm say what failed at the end.
+constexpr size_t kKeptOutputBytes = 12 * 1024;
+
+std::string NewCallId() {
+  static std::atomic<uint64_t> counter{0};
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%lld-%llu",
+                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count()),
+                static_cast<unsigned long long>(counter.fetch_add(1)));
+  return buf;
+}
+
+std::string RegistryKey(packages::Registry r) { return std::string(packages::RegistryName(r)); }
+
+// The first "quoted" word of a refusal line: the service and the rules quote the package.
+std::string QuotedPackage(const std::string& line) {
+  size_t open = line.find('"');
+  if (open == std::string::npos) return "";
+  size_t close = line.find('"', open + 1);
+  if (close == std::string::npos || close == open + 1 || close - open > 220) return "";
+  return line.substr(open + 1, close - open - 1);
+}
+
+}  // namespace
+
+ParsedPackages ParsePackages(const mcp::Json& args, packages::Registry registry,
+                             const std::string& tool) {
+  ParsedPackages out;
+  const mcp::Json& list = args["packages"];
+  if (list.empty() || list.size() > kMaxPackagesPerCall) {
+    out.error = mcp::ToolResult::Error("arguments.packages: give 1 to " +
+                                       std::to_string(kMaxPackagesPerCall) + " packages, got " +
+                                       std::to_string(list.size()));
+    return out;
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string& raw = list[i].get_ref<const std::string&>();
+    const std::string where =
+        "arguments.packages[" + std::to_string(i) + "] \"" + ToValidUtf8(raw.substr(0, 200)) + "\"";
+    // An entry is one requirement, never an option of the installer.
+    if (!raw.empty() && raw[0] == '-') {
+      out.error = mcp::ToolResult::Error(where +
+                                         ": starts with '-': options are not accepted, "
+                                         "only package requirements");
+      return out;
+    }
+    auto req = packages::ParseRequirement(registry, raw);
+    if (!req) {
+      out.error = mcp::ToolResult::Error(where + ": " + req.error().message + " (" + tool +
+                                         " takes " + RegistryKey(registry) + " requirements)");
+      return out;
+    }
+    out.requirements.push_back(std::move(*req));
+  }
+  return out;
+}
+
+std::optional<mcp::ToolResult> CheckPackagesPolicy(
+    const CellToolsConfig& config, packages::Registry registry,
+    const std::vector<packages::Requirement>& requirements, const std::string& tool) {
+  const policies::PackagesPolicy& p = config.packages;
+  if (p.mode == policies::PackagesMode::kDisabled) {
+    return mcp::ToolResult::Error(tool + ": packages are disabled by policy " + config.policy_name +
+                                  " (packages.mode = \"disabled\"); nothing was installed. Ask "
+                                  "the operator for a policy that enables them.");
+  }
+  if (auto why = packages::CheckRegistryEnabled(p, registry)) {
+    return mcp::ToolResult::Error(tool + ": " + *why + " (policy " + config.policy_name +
+                                  "); nothing was installed.");
+  }
+  mcp::Json refused = mcp::Json::array();
+  std::string text;
+  for (const packages::Requirement& req : requirements) {
+    if (auto why = packages::CheckRequirement(p, req)) {
+      refused.push_back({{"package", req.raw}, {"reason", *why}});
+      text += "  " + req.raw + ": " + *why + "\n";
+    }
+  }
+  if (refused.empty()) return std::nullopt;
+  mcp::ToolResult r = mcp::ToolResult::Text(
+      tool + ": refused by policy " + config.policy_name + " before anything was downloaded; " +
+      "nothing was installed (" + std::to_string(refused.size()) + " of " +
+      std::to_string(requirements.size()) + " requested refused):\n" + text +
+      "Remove the refused ones to install the others.");
+  r.structured_content = {{"installed", mcp::Json::array()},
+                          {"refused", std::move(refused)},
+                          {"exit_code", -1},
+                          {"output", ""}};
+  r.is_error = true;
+  return r;
+}
+
+mcp::Json PackagesInputSchema(const std::string& example, mcp::Json extra_properties) {
+  mcp::Json properties = {{"packages",
+                           {{"type", "array"},
+                            {"minItems", 1},
+                            {"maxItems", kMaxPackagesPerCall},
+                            {"items", {{"type", "string"}, {"minLength", 1}, {"maxLength", 1024}}},
+                            {"description", "what to install, e.g. " + example}}}};
+  for (auto& [key, value] : extra_properties.items()) properties[key] = value;
+  return {{"type", "object"},
+          {"properties", std::move(properties)},
+          {"required", {"packages"}},
+          {"additionalProperties", false}};
+}
+
+mcp::Json InstallOutputSchema(const std::string& hash_key) {
+  auto string = [](const char* d) { return mcp::Json{{"type", "string"}, {"description", d}}; };
+  mcp::Json installed_item = {
+      {"type", "object"},
+      {"properties",
+       {{"name", string("package name")},
+        {"version", string("installed version")},
+        {"source", string("where the artifact came from (the server's package service URL)")},
+        {hash_key, string(hash_key == "sha256" ? "sha256 of the artifact (hex)"
+                                               : "the tarball's Subresource Integrity hash")}}},
+      {"required", {"name", "version"}},
+      {"additionalProperties", false}};
+  mcp::Json refused_item = {{"type", "object"},
+                            {"properties",
+                             {{"package", string("the requirement or package refused")},
+                              {"reason", string("why, naming the policy rule")}}},
+                            {"required", {"package", "reason"}},
+                            {"additionalProperties", false}};
+  return {{"type", "object"},
+          {"properties",
+           {{"installed",
+             {{"type", "array"},
+              {"items", installed_item},
+              {"description", "what this call installed (dependencies included)"}}},
+            {"refused",
+             {{"type", "array"},
+              {"items", refused_item},
+              {"description", "what the policy, the package service or the proxy refused"}}},
+            {"exit_code",
+             {{"type", "integer"},
+              {"description", "the installer's exit status; -1 when it did not run"}}},
+            {"output", string("the installer's output (head and tail when long)")}}},
+          {"required", {"installed", "refused", "exit_code", "output"}},
+          {"additionalProperties", false}};
+}
+
+InstallRun::InstallRun(const ToolEnv& env, mcp::Context& ctx, sandbox::CellLease& lease,
+                       const CellToolsConfig& config, std::string tool)
+    : env_(env),
+      ctx_(ctx),
+      lease_(lease),
+      tool_(std::move(tool)),
+      call_id_(NewCallId()),
+      timeout_(config.max_timeout),
+      stop_(std::make_shared<std::stop_source>()),
+      output_(kKeptOutputBytes),
+      progress_(ctx, config) {
+  // An install may take as long as the longest call the policy allows.
+  deadline_ = std::chrono::steady_clock::now() + timeout_;
+  if (env_.egress) refusal_cursor_ = env_.egress->RefusalCursor(lease_.cell().id());
+  ctx_.OnCancel([stop = stop_] { stop->request_stop(); });
+}
+
+InstallRun::~InstallRun() { progress_.Stop(); }
+
+sandbox::CellChannel& InstallRun::channel() { return lease_.cell().channel(); }
+
+InstallRun::Outcome InstallRun::Run(const std::vector<std::string>& argv, const std::string& cwd) {
+  Outcome outcome;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline_ - std::chrono::steady_clock::now());
+  auto timed_out = [&] {
+    return mcp::ToolResult::Error(
+        tool_ + " timed out after " + std::to_string(timeout_.count()) +
+        " s (the policy's longest call, time.exec_max): the installer was killed and the " +
+        "install may be incomplete. Install fewer packages at a time.\n--- output ---\n" +
+        Output());
+  };
+  if (left.count() <= 0) {
+    outcome.error = timed_out();
+    return outcome;
+  }
+  std::stop_callback on_close(lease_.stop_token(), [stop = stop_] { stop->request_stop(); });
+  sandbox::ExecOptions opts;
+  opts.argv = argv;
+  opts.cwd = cwd;
+  opts.timeout = left;
+  opts.keep_bytes = 0;
+  opts.stop = stop_->get_token();
+  opts.on_output = [this](sandbox::OutputStream stream, std::string_view chunk) {
+    output_.Append(chunk);
+    progress_.Add(stream == sandbox::OutputStream::kStdout ? "stdout" : "stderr", chunk);
+  };
+  auto result = channel().Exec(opts);
+  if (!result) {
+    outcome.error =
+        SandboxError(tool_, result.error(),
+                     channel().alive() ? "The installer could not be started in the cell."
+                                       : "The cell stopped; the next call gets a fresh cell.");
+    return outcome;
+  }
+  if (result->cancelled) {
+    outcome.error = mcp::ToolResult::Error(
+        lease_.stop_token().stop_requested()
+            ? tool_ + " stopped: the session is ending, so its cell and the installer were killed."
+            : tool_ + " cancelled: the installer was killed; the install may be incomplete.");
+    return outcome;
+  }
+  if (result->timed_out) {
+    outcome.error = timed_out();
+    return outcome;
+  }
+  if (result->oom_killed) {
+    outcome.error = mcp::ToolResult::Error(
+        tool_ +
+        " failed: the installer ran out of memory (the cell's memory limit).\n--- "
+        "output ---\n" +
+        Output());
+    return outcome;
+  }
+  outcome.exit_code = result->signaled ? 128 + result->signo : result->exit_code;
+  return outcome;
+}
+
+std::string InstallRun::Output() const { return output_.Render(""); }
+
+std::vector<RefusedPackage> InstallRun::Refusals() const {
+  std::vector<RefusedPackage> out;
+  if (!env_.egress) return out;
+  for (std::string& line : env_.egress->RefusalsSince(lease_.cell().id(), refusal_cursor_)) {
+    out.push_back({QuotedPackage(line), std::move(line)});
+  }
+  return out;
+}
+
+mcp::ToolResult BuildInstallResult(const InstallSummary& s) {
+  const bool failed = s.exit_code != 0;
+  std::string text;
+  for (const std::string& note : s.notes) text += "note: " + note + "\n";
+  if (failed) {
+    text += s.tool + " failed (exit code " + std::to_string(s.exit_code) + ")";
+    text += s.installed.empty() ? ": nothing was installed.\n"
+                                : "; these were installed before it failed:\n";
+  } else if (s.installed.empty()) {
+    text += s.tool + ": nothing new to install (already installed).\n";
+  } else {
+    text += s.tool + ": installed " + std::to_string(s.installed.size()) + " package" +
+            (s.installed.size() == 1 ? "" : "s") + ":\n";
+  }
+  mcp::Json installed = mcp::Json::array();
+  for (const InstalledPackage& p : s.installed) {
+    mcp::Json item = {{"name", p.name}, {"version", p.version}};
+    if (!p.source.empty()) item["source"] = p.source;
+    if (!p.hash.empty()) item[s.hash_key] = p.hash;
+    installed.push_back(std::move(item));
+    text += "  " + p.name + " " + p.version;
+    if (!p.hash.empty()) text += " (" + s.hash_key + " " + p.hash + ")";
+    text += "\n";
+  }
+  mcp::Json refused = mcp::Json::array();
+  if (!s.refused.empty()) text += "refused (by the policy, the package service or the proxy):\n";
+  for (const RefusedPackage& r : s.refused) {
+    refused.push_back({{"package", r.package}, {"reason", r.reason}});
+    text += "  " + r.reason + "\n";
+  }
+  if (!s.output.empty()) text += "--- output ---\n" + s.output;
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  mcp::ToolResult result = mcp::ToolResult::Text(std::move(text));
+  result.structured_content = {{"installed", std::move(installed)},
+                               {"refused", std::move(refused)},
+                               {"exit_code", s.exit_code},
+                               {"output", s.output}};
+  result.is_error = failed;
+  return result;
+}
+
+}  // namespace mcpcell::tools

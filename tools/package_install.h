@@ -1,0 +1,111 @@
+// The shared engine of pip_install and npm_install (docs/packages.md): argument checks,
+// the policy gate that runs before anything does, the install program's run in the cell,
+// and the result.
+//
+// Order of a call: ParsePackages (every entry a requirement packages::ParseRequirement
+// accepts, else an isError naming the entry) → CheckPackagesPolicy (mode, registry, then
+// each requirement against packages.allow/deny; one refusal and nothing runs) → the tool
+// acquires the cell and runs its steps through an InstallRun (output streamed as progress,
+// cancellation and the session's end kill the process group, one timeout for the call) →
+// BuildInstallResult (what was installed, what the package service or the egress proxy
+// refused during the call, the exit code and a bounded tail of the output).
+// Threading: an InstallRun belongs to the handler thread of one call.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "mcp/context.h"
+#include "mcp/features.h"
+#include "packages/rules.h"
+#include "sandbox/cell_session.h"
+#include "tools/output_capture.h"
+#include "tools/progress_streamer.h"
+#include "tools/tool_env.h"
+
+namespace mcpcell::tools {
+
+inline constexpr size_t kMaxPackagesPerCall = 64;
+
+// arguments.packages (the schema has checked it is an array of 1..64 strings).
+struct ParsedPackages {
+  std::vector<packages::Requirement> requirements;
+  std::optional<mcp::ToolResult> error;  // set: the entry that does not parse, named
+};
+ParsedPackages ParsePackages(const mcp::Json& args, packages::Registry registry,
+                             const std::string& tool);
+
+// nullopt: every requirement may go on; else the isError result (disabled mode, registry
+// not enabled, or the refused requirements with their rules, nothing installed).
+std::optional<mcp::ToolResult> CheckPackagesPolicy(
+    const CellToolsConfig& config, packages::Registry registry,
+    const std::vector<packages::Requirement>& requirements, const std::string& tool);
+
+// The input schema: {packages: [...]} plus `extra` properties.
+mcp::Json PackagesInputSchema(const std::string& example, mcp::Json extra_properties);
+// The output schema: installed [{name, version, source, <hash_key>}], refused [{package,
+// reason}], exit_code, output.
+mcp::Json InstallOutputSchema(const std::string& hash_key);
+
+struct InstalledPackage {
+  std::string name, version, source, hash;
+};
+struct RefusedPackage {
+  std::string package, reason;
+};
+
+// One call's programs in the cell: each Run appends its output to one bounded capture.
+class InstallRun {
+ public:
+  InstallRun(const ToolEnv& env, mcp::Context& ctx, sandbox::CellLease& lease,
+             const CellToolsConfig& config, std::string tool);
+  ~InstallRun();
+
+  // Runs argv in the cell (cwd empty: /workspace) within what is left of the call's time.
+  // An error result when it could not run, was cancelled or timed out; else its exit code.
+  struct Outcome {
+    int exit_code = 0;
+    std::optional<mcp::ToolResult> error;
+  };
+  Outcome Run(const std::vector<std::string>& argv, const std::string& cwd = "");
+
+  // The output so far, head and tail kept.
+  std::string Output() const;
+  // What the package service and the egress proxy refused for this session since the
+  // InstallRun began, one entry per line (the package named when the line quotes one).
+  std::vector<RefusedPackage> Refusals() const;
+  sandbox::CellChannel& channel();
+  const std::string& call_id() const { return call_id_; }
+
+ private:
+  const ToolEnv& env_;
+  mcp::Context& ctx_;
+  sandbox::CellLease& lease_;
+  const std::string tool_;
+  const std::string call_id_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::chrono::seconds timeout_;
+  uint64_t refusal_cursor_ = 0;
+  std::shared_ptr<std::stop_source> stop_;
+  OutputCapture output_;
+  ProgressStreamer progress_;
+};
+
+struct InstallSummary {
+  // Default member initializers so designated initializers build under -Wextra.
+  std::string tool = {};      // "pip_install"
+  std::string hash_key = {};  // "sha256" / "integrity"
+  std::vector<InstalledPackage> installed = {};
+  std::vector<RefusedPackage> refused = {};
+  int exit_code = 0;
+  std::string output = {};
+  std::vector<std::string> notes = {};  // lines put before the lists (cell replaced, ...)
+};
+// isError when the program failed (nothing or not everything was installed).
+mcp::ToolResult BuildInstallResult(const InstallSummary& summary);
+
+}  // namespace mcpcell::tools
