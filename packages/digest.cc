@@ -110,4 +110,16 @@ std::optional<std::string> Base64ToHex(std::string_view b64) {
   return hex;
 }
 
+std::string HexToBase64(std::string_view hex) {
+  std::string raw;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    raw += static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16));
+  std::string out(4 * ((raw.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(raw.data()),
+                          static_cast<int>(raw.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
 }  // namespace mcpcell::packages

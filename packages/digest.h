@@ -38,5 +38,7 @@ sandbox::Result<std::string> FileDigestHex(const std::string& path, DigestAlgo a
 bool IsLowerHex(std::string_view s, size_t length);
 // Standard base64 (npm's "sha512-<base64>") to lower-case hex; nullopt if malformed.
 std::optional<std::string> Base64ToHex(std::string_view b64);
+// Lower-case hex (even length) to standard base64.
+std::string HexToBase64(std::string_view hex);
 
 }  // namespace mcpcell::packages

@@ -18,6 +18,7 @@
 
 #include "egress/audit_log.h"
 #include "packages/artifact_cache.h"
+#include "packages/npm_directory.h"
 #include "packages/npm_index.h"
 #include "packages/pypi_index.h"
 #include "packages/rules.h"
@@ -112,6 +113,7 @@ class PackageService::Impl {
   std::unique_ptr<ArtifactCache> cache_;
   std::shared_ptr<egress::JsonLinesFile> audit_;
   Wheelhouse wheelhouse_;
+  NpmDirectory npm_directory_;
   httplib::Server server_;
   std::thread thread_;
   uint16_t port_ = 0;
@@ -343,25 +345,31 @@ void PackageService::Impl::NpmPackument(const Caller& c, const std::string& name
     return;
   }
   const policies::PackagesPolicy& p = *c.policy;
-  if (p.mode == policies::PackagesMode::kOffline) {
-    Refuse(c, res, 403, Registry::kNpm, name, "", "refused",
-           "offline npm is not supported yet (packages.mode = \"offline\")");
-    return;
-  }
+  bool offline = p.mode == policies::PackagesMode::kOffline;
   std::string encoded = name;
   if (name[0] == '@') encoded.replace(encoded.find('/'), 1, "%2f");
-  std::string url = p.npm_registry + encoded;
-  int status = 0;
-  auto body =
-      UpstreamPage(url, "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8, */*",
-                   kMaxPackumentBytes, &status);
-  if (!body && status == 404) {
-    Refuse(c, res, 404, Registry::kNpm, name, "", "refused",
-           "no package \"" + name + "\" on " + p.npm_registry);
-    return;
+  std::string url = offline ? p.npm_offline_dir : p.npm_registry + encoded;
+  Result<FilteredPackument> filtered = Error::Msg("");
+  if (offline) {
+    auto doc = npm_directory_.Packument(p.npm_offline_dir, name);
+    if (!doc) {
+      Refuse(c, res, 404, Registry::kNpm, name, "", "refused", doc.error().message);
+      return;
+    }
+    filtered = FilterPackument(doc->dump(), name, p, kNpmRegistryUrl);
+  } else {
+    int status = 0;
+    auto body = UpstreamPage(
+        url, "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8, */*",
+        kMaxPackumentBytes, &status);
+    if (!body && status == 404) {
+      Refuse(c, res, 404, Registry::kNpm, name, "", "refused",
+             "no package \"" + name + "\" on " + p.npm_registry);
+      return;
+    }
+    filtered = body ? FilterPackument(*body, name, p, kNpmRegistryUrl)
+                    : Result<FilteredPackument>(body.error());
   }
-  auto filtered = body ? FilterPackument(*body, name, p, kNpmRegistryUrl)
-                       : Result<FilteredPackument>(body.error());
   if (!filtered) {
     Refuse(c, res, 502, Registry::kNpm, name, "", "upstream_error",
            filtered.error().message + " (" + url + ")");
@@ -375,7 +383,8 @@ void PackageService::Impl::NpmPackument(const Caller& c, const std::string& name
     std::string why = "\"" + name + "\": no version may be served";
     for (size_t i = 0; i < filtered->refusals.size() && i < 3; ++i)
       why += (i ? "; " : ": ") + filtered->refusals[i];
-    Audit(c, Registry::kNpm, name, "", "", "", "upstream " + url, "refused", why);
+    Audit(c, Registry::kNpm, name, "", "", "", offline ? "npm_offline_dir" : "upstream " + url,
+          "refused", why);
     Tell(c, "package refused: " + why);
   }
   res.set_content(filtered->doc.dump(), "application/json");
@@ -397,6 +406,27 @@ void PackageService::Impl::NpmTarballFile(const Caller& c, DigestAlgo algo, cons
   }
   if (auto why = CheckVersion(*c.policy, Registry::kNpm, a->name, a->version)) {
     Refuse(c, res, 403, Registry::kNpm, a->name, a->version, "refused", *why);
+    return;
+  }
+  const policies::PackagesPolicy& p = *c.policy;
+  bool from_directory = a->url.rfind("file://", 0) == 0;
+  if (p.mode == policies::PackagesMode::kOffline) {
+    auto path = algo == DigestAlgo::kSha512 && from_directory
+                    ? npm_directory_.Find(p.npm_offline_dir, hex, filename)
+                    : std::nullopt;
+    if (!path) {
+      Refuse(c, res, 404, Registry::kNpm, a->name, a->version, "refused",
+             filename + " is not (or no longer) in the npm_offline_dir " + p.npm_offline_dir);
+      return;
+    }
+    Audit(c, Registry::kNpm, a->name, a->version, filename, "sha512:" + hex, "npm_offline_dir",
+          "served", "");
+    ServeFile(*path, res, "application/octet-stream");
+    return;
+  }
+  if (from_directory) {
+    Refuse(c, res, 404, Registry::kNpm, a->name, a->version, "refused",
+           filename + " was listed from an npm_offline_dir; this policy is online");
     return;
   }
   ServeCached(c, *a, res);

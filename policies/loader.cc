@@ -492,11 +492,10 @@ void ReadPackages(Reader& r, const toml::table& root, PackagesPolicy* out) {
   if (out->mode == PackagesMode::kOffline && listed("pypi") && out->wheelhouse.empty()) {
     r.Fail(t->source(), "packages.wheelhouse",
            "mode = \"offline\" with registry \"pypi\" needs a wheelhouse directory");
-  } else if (out->mode == PackagesMode::kOffline && listed("npm")) {
-    // The service cannot build packuments from a directory of tarballs yet; refusing here
-    // beats a policy that loads and then fails every npm_install.
+  } else if (out->mode == PackagesMode::kOffline && listed("npm") && out->npm_offline_dir.empty()) {
     r.Fail(t->source(), "packages.npm_offline_dir",
-           "offline npm is not supported yet; list only \"pypi\" in an offline policy");
+           "mode = \"offline\" with registry \"npm\" needs npm_offline_dir (a directory of "
+           ".tgz files)");
   } else if (out->mode != PackagesMode::kDisabled && out->registries.empty()) {
     r.Fail(t->source(), "packages.registries",
            "mode = \"" + mode + "\" needs at least one registry (or mode = \"disabled\")");

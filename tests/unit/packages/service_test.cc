@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "fake_registry.h"
+#include "packages/npm_directory.h"
 
 namespace mcpcell::packages {
 namespace {
@@ -433,6 +434,76 @@ TEST_F(PackageServiceTest, NpmPackumentIsFilteredAndTarballsVerified) {
   int before = upstream_.TotalHits();
   EXPECT_EQ(Get("/npm/left-pad")->status, 403);
   EXPECT_EQ(upstream_.TotalHits(), before);
+}
+
+// `npm pack`-style tarball made with tar(1): <dir>/<file> holding package/package.json.
+bool MakeNpmTarball(const std::string& work, const std::string& file, const std::string& json) {
+  std::string stage = work + "/stage-" + file;
+  fs::create_directories(stage + "/package");
+  std::ofstream(stage + "/package/package.json") << json;
+  std::ofstream(stage + "/package/index.js") << "module.exports = 1;\n";
+  std::string cmd = "tar -C " + stage + " -czf " + work + "/npm/" + file +
+                    " package/index.js package/package.json";
+  return std::system(cmd.c_str()) == 0;
+}
+
+TEST_F(PackageServiceTest, OfflineNpmServesTheDirectoryWithoutNetwork) {
+  std::string npm_dir = dir_ + "/npm";
+  fs::create_directories(npm_dir);
+  ASSERT_TRUE(MakeNpmTarball(dir_, "tiny-1.0.0.tgz",
+                             R"({"name":"tiny","version":"1.0.0","dependencies":{"dep":"^2"}})"));
+  ASSERT_TRUE(MakeNpmTarball(dir_, "tiny-2.0.0.tgz", R"({"name":"tiny","version":"2.0.0"})"));
+  ASSERT_TRUE(MakeNpmTarball(dir_, "other-1.0.0.tgz", R"({"name":"other","version":"1.0.0"})"));
+  std::ofstream(npm_dir + "/broken-1.0.0.tgz") << "not gzip";
+  upstream_.AddNpmVersion("tiny", "9.0.0", "upstream tgz");
+  policy_.mode = policies::PackagesMode::kOffline;
+  policy_.registries = {"npm"};
+  policy_.npm_offline_dir = npm_dir;
+  policy_.allow = {"npm:tiny<2"};
+  Start();
+  auto r = Get("/npm/tiny");
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto doc = nlohmann::json::parse(r->body);
+  ASSERT_TRUE(doc["versions"].contains("1.0.0")) << r->body;
+  EXPECT_FALSE(doc["versions"].contains("2.0.0"));
+  EXPECT_FALSE(doc["versions"].contains("9.0.0"));
+  EXPECT_EQ(doc["versions"]["1.0.0"]["dependencies"]["dep"], "^2");
+  EXPECT_EQ(doc["dist-tags"]["latest"], "1.0.0");
+  std::string tarball = doc["versions"]["1.0.0"]["dist"]["tarball"];
+  std::string bytes = ReadFile(npm_dir + "/tiny-1.0.0.tgz");
+  EXPECT_EQ(doc["versions"]["1.0.0"]["dist"]["integrity"],
+            "sha512-" + testing::Sha512Base64(bytes));
+  EXPECT_EQ(tarball.find("file:"), std::string::npos) << "no host path leaks: " << tarball;
+  auto f = Get(tarball.substr(std::string("http://packages.mcpcell.internal").size()));
+  ASSERT_EQ(f->status, 200) << f->body;
+  EXPECT_EQ(f->body, bytes);
+  EXPECT_EQ(Audit().back()["source"], "npm_offline_dir");
+  EXPECT_EQ(Get("/npm/absent")->status, 403);  // not allowed at all
+  policy_.allow = {"npm:*"};
+  r = Get("/npm/absent");
+  EXPECT_EQ(r->status, 404);
+  EXPECT_NE(r->body.find("has no tarball of \"absent\""), std::string::npos) << r->body;
+  EXPECT_EQ(upstream_.TotalHits(), 0);
+}
+
+TEST(NpmTarballTest, ReadsPackageJsonAndRefusesJunk) {
+  std::string dir = MakeTempDir();
+  fs::create_directories(dir + "/npm");
+  ASSERT_TRUE(MakeNpmTarball(dir, "a.tgz", R"({"name":"a","version":"1.2.3"})"));
+  auto manifest = ReadTarballPackageJson(dir + "/npm/a.tgz");
+  ASSERT_TRUE(manifest.ok()) << manifest.error().message;
+  EXPECT_EQ((*manifest)["version"], "1.2.3");
+  std::ofstream(dir + "/npm/plain.tgz") << "plain text";
+  EXPECT_FALSE(ReadTarballPackageJson(dir + "/npm/plain.tgz").ok());
+  ASSERT_EQ(std::system(("head -c 100 " + dir + "/npm/a.tgz > " + dir + "/npm/cut.tgz").c_str()),
+            0);
+  EXPECT_FALSE(ReadTarballPackageJson(dir + "/npm/cut.tgz").ok());
+  ASSERT_TRUE(MakeNpmTarball(dir, "bad.tgz", "{not json"));
+  auto bad = ReadTarballPackageJson(dir + "/npm/bad.tgz");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("not JSON"), std::string::npos) << bad.error().message;
+  EXPECT_FALSE(ReadTarballPackageJson(dir + "/npm/missing.tgz").ok());
+  fs::remove_all(dir);
 }
 
 TEST_F(PackageServiceTest, UpstreamFailuresAre502And404) {

@@ -252,10 +252,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"[packages]\nmode = \"offline\"\nregistries = [\"pypi\"]\n",
                 "p.toml:1:1: packages.wheelhouse: mode = \"offline\" with registry \"pypi\" "
                 "needs a wheelhouse directory"},
-        BadCase{"[packages]\nmode = \"offline\"\nregistries = [\"npm\"]\n"
-                "npm_offline_dir = \"/srv/npm\"\n",
-                "p.toml:1:1: packages.npm_offline_dir: offline npm is not supported yet; list "
-                "only \"pypi\" in an offline policy"},
+        BadCase{"[packages]\nmode = \"offline\"\nregistries = [\"npm\"]\n",
+                "p.toml:1:1: packages.npm_offline_dir: mode = \"offline\" with registry \"npm\" "
+                "needs npm_offline_dir (a directory of .tgz files)"},
         BadCase{"[packages]\nwheelhouse = \"wheels\"\n",
                 "p.toml:2:14: packages.wheelhouse: \"wheels\" must be an absolute path"},
         BadCase{"[packages]\npypi_index = \"http://mirror.example/simple/\"\n",
