@@ -11,7 +11,7 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
@@ -170,6 +170,32 @@ print('started')`);
     }
   });
 
+  // KNOWN GAP (reported, not fixed): tool calls block a thread of the server's worker pool
+  // (mcp::ServerOptions::worker_threads, 16) for as long as they run, and nothing limits
+  // one session's share of it (HTTP tenants can have max_concurrent_calls; sessions without
+  // a token have no limit). A session with more calls in flight than there are workers
+  // makes every other session wait for a free one: measured here, B's `true` took 3.8 s
+  // behind 40 of A's `sleep 2` calls, 5.8 s behind 100, 12 s behind 200.
+  it('many concurrent calls in one session do not starve another session', {
+    todo: 'one session can fill the shared worker pool (16 threads); other sessions wait seconds',
+  }, async (t) => {
+    const flood = Array.from({ length: 24 }, () => a.call('run_command', { command: 'sleep 3' }));
+    await new Promise((r) => setTimeout(r, 1000));  // all of A's requests are in
+    const during = [];
+    try {
+      for (let i = 0; i < 3; i++) {
+        const t0 = performance.now();
+        await b.run('true');
+        during.push(performance.now() - t0);
+      }
+    } finally {
+      const results = await Promise.all(flood);
+      assert.ok(results.every((r) => !r.isError), 'A\'s own calls all completed');
+    }
+    t.diagnostic(`B's run_command true behind 24 concurrent calls of A: ${during.map((d) => d.toFixed(0)).join(', ')} ms (quiet p99 ${percentile(quiet, 99).toFixed(0)} ms)`);
+    assertLatency(during, '24 concurrent calls of another session');
+  });
+
   it('memory bomb: OOM-killed inside the cell, reported as such; the cell goes on', async (t) => {
     if (cgroupSkip()) return t.skip(cgroupSkip());
     const r = await a.call('run_code', { language: 'python', code: 'chunks = []\nwhile True:\n    chunks.append(bytearray(16 << 20))', timeout_s: 60 });
@@ -252,6 +278,51 @@ except OSError as e:
     await a.run(`rm ${r.full_stdout_path}`);
     await assertHealthy(a, fresh);
     await assertHealthy(b);
+  });
+
+  // The egress proxy lives in the server: a cell holding connections open to it must not
+  // run the server out of descriptors. Per cell it keeps at most 2 x max_connections + 16
+  // sockets (80 with the default 32) and closes the rest.
+  it('a connection flood on the egress proxy: the server keeps at most 80 of the cell\'s sockets', async (t) => {
+    const fds = () => readdirSync(`/proc/${server.pid}/fd`).length;
+    const before = fds();
+    let peak = before;
+    const sampler = setInterval(() => { peak = Math.max(peak, fds()); }, 50);
+    let r;
+    try {
+      r = await a.pyJson(`${kPySyscall}
+import socket, time, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ['HTTP_PROXY'])
+socks = []
+for i in range(300):
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect((proxy.hostname, proxy.port))
+        socks.append(s)
+    except OSError:
+        pass
+time.sleep(1.5)
+open_ = 0
+for s in socks:
+    s.setblocking(False)
+    try:
+        if s.recv(1) != b'':
+            open_ += 1
+    except BlockingIOError:
+        open_ += 1
+    except OSError:
+        pass
+print(json.dumps({'connected': len(socks), 'still_open': open_}))`, { timeout_s: 60 });
+    } finally {
+      clearInterval(sampler);
+    }
+    t.diagnostic(`proxy flood: ${r.connected} connects, ${r.still_open} kept open; server fds ${before} before, peak ${peak}, ${fds()} after`);
+    assert.ok(r.still_open <= 80 && r.still_open >= 16, `the proxy kept ${r.still_open} of the cell's sockets`);
+    assert.ok(peak - before <= 100, `server fds grew by ${peak - before}`);
+    await assertHealthy(a, fresh);
+    await assertHealthy(b);
+    assert.ok(fds() - before <= 8, `server fds did not come back: ${before} -> ${fds()}`);
   });
 
   it('a CPU hog: held to the cpu limit, killed with its whole group at the timeout', async (t) => {
