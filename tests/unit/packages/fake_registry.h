@@ -30,16 +30,7 @@ inline std::string Sha256Hex(const std::string& bytes) {
 inline std::string Sha512Base64(const std::string& bytes) {
   Digest d(DigestAlgo::kSha512);
   d.Update(bytes.data(), bytes.size());
-  std::string hex = d.FinalHex();
-  std::string raw;
-  for (size_t i = 0; i < hex.size(); i += 2)
-    raw += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-  std::string out(4 * ((raw.size() + 2) / 3) + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(raw.data()),
-                          static_cast<int>(raw.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
+  return HexToBase64(d.FinalHex());
 }
 
 class FakeRegistry {
