@@ -104,6 +104,28 @@ print(json.dumps({
     await assertHealthy(s, fresh);
   });
 
+  // Abstract unix sockets belong to a network namespace: the host's (X11, D-Bus, container
+  // runtimes listen on some) are not the cell's.
+  it('the host\'s abstract unix sockets are not reachable', async () => {
+    const name = `mcpcell-sec-${process.pid}`;
+    const host = net.createServer((c) => { host.accepted += 1; c.destroy(); });
+    host.accepted = 0;
+    await new Promise((resolve) => host.listen(`\0${name}`, resolve));
+    try {
+      const r = await s.pyJson(`${kPySyscall}
+import socket
+def go():
+    c = socket.socket(socket.AF_UNIX)
+    c.connect('\\0${name}')
+print(json.dumps({'connect': err(go), 'sockets': [l.split()[-1] for l in open('/proc/net/unix').read().splitlines()[1:] if len(l.split()) > 7]}))`);
+      assert.deepEqual(r, { connect: 'ECONNREFUSED', sockets: [] });
+      assert.equal(host.accepted, 0);
+    } finally {
+      host.close();
+    }
+    await assertHealthy(s, fresh);
+  });
+
   it('raw, packet and ping sockets: refused', async () => {
     const r = await s.pyJson(`${kPySyscall}
 import socket

@@ -113,7 +113,7 @@ print(json.dumps(out))`);
     await assertHealthy(s, fresh);
   });
 
-  it('kernel modules and kexec: EPERM', async () => {
+  it('kernel modules, kexec, the clock and the hostname: EPERM', async () => {
     const r = await probe({
       init_module: `sc(${kSys.init_module}, 0, 0, 0)`,
       finit_module: `sc(${kSys.finit_module}, -1, 0, 0)`,
@@ -122,8 +122,11 @@ print(json.dumps(out))`);
       iopl: `sc(${kSys.iopl}, 3)`,
       syslog: `sc(${kSys.syslog}, 3, 0, 0)`,
       reboot: `sc(${kSys.reboot}, 0, 0, 0, 0)`,
+      settimeofday: 'sc(164, 0, 0)',
+      clock_settime: 'sc(227, 0, 0)',
+      sethostname: "err(lambda: (_ for _ in ()).throw(OSError(ctypes.get_errno(), 'sethostname')) if libc.sethostname(b'evil', 4) != 0 else None)",
     });
-    assert.deepEqual(r, { init_module: 'EPERM', finit_module: 'EPERM', delete_module: 'EPERM', kexec_load: 'EPERM', iopl: 'EPERM', syslog: 'EPERM', reboot: 'EPERM' });
+    assert.deepEqual(r, { init_module: 'EPERM', finit_module: 'EPERM', delete_module: 'EPERM', kexec_load: 'EPERM', iopl: 'EPERM', syslog: 'EPERM', reboot: 'EPERM', settimeofday: 'EPERM', clock_settime: 'EPERM', sethostname: 'EPERM' });
     await assertHealthy(s, fresh);
   });
 

@@ -211,7 +211,7 @@ print('started')`);
     await assertHealthy(b);
   });
 
-  it('disk fill of /workspace: ENOSPC at the cell\'s disk limit; nothing lands on the host', async () => {
+  it('disk fill of /workspace, /tmp and /dev/shm: ENOSPC at each one\'s limit; nothing lands on the host', async () => {
     const before = duKiB(stateDir);
     const fill = (file) => a.pyJson(`${kPySyscall}
 n = 0
@@ -235,6 +235,10 @@ with open(${JSON.stringify(file)}, 'wb') as f:
     assert.equal(tmp.errno, 'ENOSPC');
     assert.ok(tmp.mib >= kTmpMiB - 2 && tmp.mib <= kTmpMiB, `wrote ${tmp.mib} MiB into a ${kTmpMiB} MiB /tmp`);
     await a.run('rm /tmp/fill');
+    const shm = await fill('/dev/shm/fill');
+    assert.equal(shm.errno, 'ENOSPC');
+    assert.ok(shm.mib <= 64, `wrote ${shm.mib} MiB into /dev/shm`);
+    await a.run('rm /dev/shm/fill');
     await assertHealthy(a, fresh);
     await assertHealthy(b);
   });
