@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 machine to the whole test suite:
 #   1. install what is missing (Debian packages; the e2e tests' npm packages from their
-#      lock files), 2. unit tests under ASan+UBSan, 3. each libFuzzer target for a short
-#      bounded time (clang), 4. a -Werror build and every suite:
+#      lock files), 2. unit and integration tests under ASan+UBSan, 3. each libFuzzer
+#      target for a short bounded time (clang), 4. a -Werror build and every suite:
 #   unit, integration (real cells, as root and again as uid 65534 for desktop mode), e2e
 #   (official MCP TypeScript SDK).
 set -euo pipefail
@@ -24,11 +24,16 @@ if [[ $(id -u) -eq 0 ]] && ! setpriv --reuid=65534 --regid=65534 --clear-groups 
   echo "test.sh: uid 65534 cannot reach $PWD; building in $build_root" >&2
 fi
 
-echo "== unit tests under ASan+UBSan" >&2
-MCPCELL_BUILD_TARGET=unit_tests scripts/build.sh "$build_root/build-asan" -DMCPCELL_SANITIZE=ON -DMCPCELL_WERROR=ON \
-  -DMCPCELL_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir "$build_root/build-asan" -L unit --output-on-failure -j2
+# The unit suite and the integration suite (real cells; as root only: the uid 65534 pass
+# runs in the full suite below) under the sanitizers. The static probes that run inside
+# cells are not instrumented.
+echo "== unit and integration tests under ASan+UBSan" >&2
+MCPCELL_BUILD_TARGET="unit_tests integration_tests" scripts/build.sh "$build_root/build-asan" \
+  -DMCPCELL_SANITIZE=ON -DMCPCELL_WERROR=ON -DMCPCELL_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+ctest --test-dir "$build_root/build-asan" -L unit --output-on-failure -j2
+ctest --test-dir "$build_root/build-asan" -L integration -E '_unprivileged$' --output-on-failure -j2
+unset ASAN_OPTIONS UBSAN_OPTIONS
 
 # The libFuzzer targets (tests/fuzz, docs/fuzzing.md): a clang build of only them, each run
 # on its committed corpus for MCPCELL_FUZZ_SECONDS (new inputs go to a temporary dir).
