@@ -171,11 +171,20 @@ Result<uint16_t> PackageService::Impl::Start() {
   server_.Get(R"(/npm/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
     if (auto c = Admit(req, res, Registry::kNpm)) NpmPackument(*c, req.matches[1], res);
   });
+  // Answers httplib makes itself (no route, unparsable request) still say what was wrong.
   server_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    std::string why = res.status == 404 ? "unknown path \"" + req.path.substr(0, 200) +
-                                              "\" (served: /pypi/simple/<project>/, /npm/<name>)"
-                                        : "bad request";
+    std::string why;
+    if (req.method != "GET" && req.method != "HEAD" && !req.method.empty()) {
+      res.status = 405;
+      why = "method " + req.method.substr(0, 16) + " is not served (GET only)";
+    } else if (res.status == 404) {
+      why = "unknown path \"" + req.path.substr(0, 200) +
+            "\" (served: /pypi/simple/<project>/, /npm/<name>)";
+    } else {
+      why = "bad request: a malformed or oversized request line or headers (HTTP " +
+            std::to_string(res.status) + ")";
+    }
     res.set_content(why + "\n", "text/plain");
   });
   int port = server_.bind_to_any_port("127.0.0.1");
