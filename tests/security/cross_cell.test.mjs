@@ -11,19 +11,29 @@ import { after, before, describe, it } from 'node:test';
 
 import { assertHealthy, cleanup, hostTempDir, kPySyscall, startHttp } from './lib/sec.mjs';
 
-// Host pids whose pid in their own namespace is `nsPid` and whose command is `comm`.
-function hostPidsOf(comm, nsPid) {
+function statusOf(pid) {
+  try {
+    return readFileSync(`/proc/${pid}/status`, 'utf8');
+  } catch {
+    return '';  // gone meanwhile
+  }
+}
+
+// Host pids, descendants of `ancestor` (our server), whose pid in their own namespace is
+// `nsPid` and whose command is `comm`.
+function hostPidsOf(comm, nsPid, ancestor) {
   const out = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
-    try {
-      const status = readFileSync(`/proc/${entry}/status`, 'utf8');
-      const name = /^Name:\s+(.*)$/m.exec(status)?.[1];
-      const nspid = /^NSpid:\s+(.*)$/m.exec(status)?.[1].trim().split(/\s+/).map(Number) ?? [];
-      if (name === comm && nspid.length > 1 && nspid[nspid.length - 1] === nsPid) out.push(Number(entry));
-    } catch {
-      // gone meanwhile
+    const status = statusOf(entry);
+    const name = /^Name:\s+(.*)$/m.exec(status)?.[1];
+    const nspid = /^NSpid:\s+(.*)$/m.exec(status)?.[1].trim().split(/\s+/).map(Number) ?? [];
+    if (name !== comm || nspid.length < 2 || nspid[nspid.length - 1] !== nsPid) continue;
+    let pid = Number(entry);
+    for (let depth = 0; depth < 16 && pid > 1 && pid !== ancestor; depth++) {
+      pid = Number(/^PPid:\s+(\d+)$/m.exec(statusOf(pid))?.[1] ?? 0);
     }
+    if (pid === ancestor) out.push(Number(entry));
   }
   return out;
 }
@@ -62,7 +72,7 @@ describe('other cells (two sessions of one HTTP server)', () => {
   it('processes: B neither sees A\'s processes nor can signal them by host or cell pid', async () => {
     const started = await a.run('sleep 300 >/dev/null 2>&1 & echo $!');
     const aPid = Number(started.stdout.trim());
-    const hostPids = hostPidsOf('sleep', aPid);
+    const hostPids = hostPidsOf('sleep', aPid, server.pid);
     assert.equal(hostPids.length, 1, `A's sleep (pid ${aPid} in A) on the host`);
     const [hostPid] = hostPids;
     const ps = await b.run('ps -eo pid=,comm=');
@@ -85,7 +95,8 @@ print(json.dumps({
   it('signals: kill(-1) in B reaches only B\'s own processes', async () => {
     const started = await a.run('sleep 300 >/dev/null 2>&1 & echo $!');
     const aPid = Number(started.stdout.trim());
-    const [hostPid] = hostPidsOf('sleep', aPid);
+    const [hostPid] = hostPidsOf('sleep', aPid, server.pid);
+    assert.ok(hostPid > 1, `A's sleep (pid ${aPid} in A) on the host`);
     // kill(-1) signals every process the caller may signal except itself (and init).
     const r = await b.run('sleep 300 >/dev/null 2>&1 & sleep 0.2; kill -9 -1; echo rc=$?; wait; ps -eo comm=');
     assert.equal(r.stdout, 'rc=0\nmcpcell-init\nsh\nps\n', 'B\'s own sleep was killed, init was not');

@@ -348,7 +348,7 @@ print(json.dumps({'connected': len(socks), 'still_open': open_}))`, { timeout_s:
     if (limitsEnforced) {
       // Unlimited, three spinners on this host's cores would use several times the quota.
       assert.ok(cpu <= kCpus * r.duration_ms * 1.25 + 150, `${cpu} ms cpu in ${r.duration_ms} ms with a ${kCpus} CPU quota`);
-      assert.ok(cpu >= kCpus * r.duration_ms * 0.3, `the hog barely ran (${cpu} ms): the measurement proves nothing`);
+      assert.ok(cpu >= kCpus * r.duration_ms * 0.15, `the hog barely ran (${cpu} ms): the measurement proves nothing`);
     }
     assertLatency(during, 'the CPU hog');
     await assertHealthy(a, fresh);
