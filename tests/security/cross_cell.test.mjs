@@ -161,7 +161,7 @@ print(json.dumps({'connect': err(go)}))`;
   // them in one cell is on that overlay's inode, not on one the other cell opens.
   it('file locks on shared template files (/usr, /etc) do not cross cells', async () => {
     const files = ['/usr/bin/python3', '/etc/passwd', '/usr/lib/os-release'];
-    await a.run(`for f in ${files.join(' ')}; do nohup flock -x $f sleep 60 >/dev/null 2>&1 & done; sleep 0.5`);
+    await a.run(`for f in ${files.join(' ')}; do nohup flock -o -x $f sleep 60 >/dev/null 2>&1 & done; sleep 0.5`);
     const tryLock = (s) => s.run(`for f in ${files.join(' ')}; do flock -n -x $f true && echo free || echo held; done`);
     assert.equal((await tryLock(a)).stdout, 'held\nheld\nheld\n', 'A holds the locks');
     assert.equal((await tryLock(b)).stdout, 'free\nfree\nfree\n', 'B is not blocked by A\'s locks');
@@ -180,7 +180,7 @@ print(json.dumps({'connect': err(go)}))`;
     todo: 'device nodes are the host\'s inodes (bind mounts): a flock on /dev/null in one cell blocks other cells and the host',
   }, async () => {
     const nodes = ['/dev/null', '/dev/zero', '/dev/urandom'];
-    await a.run(`for f in ${nodes.join(' ')}; do nohup flock -x $f sleep 60 >/dev/null 2>&1 & done; sleep 0.5`);
+    await a.run(`for f in ${nodes.join(' ')}; do nohup flock -o -x $f sleep 60 >/dev/null 2>&1 & done; sleep 0.5`);
     try {
       const tryLock = (s) => s.run(`for f in ${nodes.join(' ')}; do flock -n -x $f true && echo free || echo held; done`);
       assert.equal((await tryLock(a)).stdout, 'held\nheld\nheld\n', 'A holds the locks');
@@ -188,7 +188,12 @@ print(json.dumps({'connect': err(go)}))`;
       assert.equal(host.status, 0, 'the host must not be blocked by a cell\'s lock on /dev/null');
       assert.equal((await tryLock(b)).stdout, 'free\nfree\nfree\n', 'B must not be blocked by A\'s locks on device nodes');
     } finally {
+      // flock -o: the lock is the flock process's alone, so killing it ends the lock on the
+      // host's /dev/null at once.
       await a.run('pkill flock || true');
+      for (let i = 0; i < 40 && spawnSync('flock', ['-n', '-x', '/dev/null', 'true']).status !== 0; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
     }
   });
 
