@@ -352,7 +352,7 @@ print(json.dumps({
       assert.equal(r.stdout_truncated, true);
       assert.equal(r.full_stdout_path, '', 'the output could not be saved through the link');
       assert.deepEqual(readdirSync(target), [], 'nothing was written to the host directory');
-      await assertHealthy(s);
+      await assertHealthy(s, () => startStdio(stateDir, ['--warm-cells', '0']));
     } finally {
       await s.close();
     }

@@ -196,6 +196,7 @@ describe('network (allowlisted names that point inside)', () => {
   let stateDir;
   let listener;
   let s;
+  let serveArgs;
 
   before(async () => {
     dir = hostTempDir('mcpcell-sec-net2-');
@@ -210,7 +211,8 @@ allow = ["meta.test", "loopback.test:${port}", "private.test"]
 `);
     const hosts = path.join(dir, 'hosts');
     writeFileSync(hosts, '169.254.169.254 meta.test\n127.0.0.1 loopback.test\n10.1.2.3 private.test\n');
-    s = await startStdio(stateDir, ['--warm-cells', '0', '--policy', policy, '--egress-hosts', hosts]);
+    serveArgs = ['--warm-cells', '0', '--policy', policy, '--egress-hosts', hosts];
+    s = await startStdio(stateDir, serveArgs);
   });
   after(async () => {
     await s?.close();
@@ -232,6 +234,6 @@ allow = ["meta.test", "loopback.test:${port}", "private.test"]
       assert.deepEqual(r.egress_refusals, [`mcpcell: egress to ${host} denied: ${why}`]);
     }
     assert.equal(listener.accepted, 0, 'the host listener was reached through the proxy');
-    await assertHealthy(s);
+    await assertHealthy(s, () => startStdio(stateDir, serveArgs));
   });
 });
