@@ -38,25 +38,35 @@ class FakeRegistry {
   // `server` may be an httplib::SSLServer; nullptr: plain HTTP.
   explicit FakeRegistry(std::unique_ptr<httplib::Server> server = nullptr)
       : server_(server ? std::move(server) : std::make_unique<httplib::Server>()) {
-    server_->Get(
-        R"(/simple/([^/]+)/)", [this](const httplib::Request& req, httplib::Response& res) {
-          Count(req.path);
-          std::lock_guard lock(mu_);
-          auto it = projects_.find(req.matches[1]);
-          if (it == projects_.end()) {
-            res.status = 404;
-            return;
-          }
-          std::string html = "<!DOCTYPE html><html><body>\n";
-          for (const auto& f : it->second) {
-            html += "<a href=\"../../files/" + f.filename + "#sha256=" + f.advertised_sha + "\"" +
-                    (f.requires_python.empty()
-                         ? ""
-                         : " data-requires-python=\"" + f.requires_python + "\"") +
-                    ">" + f.filename + "</a><br/>\n";
-          }
-          res.set_content(html + "</body></html>\n", "text/html");
-        });
+    server_->Get(R"(/simple/([^/]+)/)", [this](const httplib::Request& req,
+                                               httplib::Response& res) {
+      Count(req.path);
+      std::lock_guard lock(mu_);
+      auto it = projects_.find(req.matches[1]);
+      if (it == projects_.end()) {
+        res.status = 404;
+        return;
+      }
+      std::string html = "<!DOCTYPE html><html><body>\n";
+      for (const auto& f : it->second) {
+        html +=
+            "<a href=\"../../" + f.dir + "/" + f.filename + "#sha256=" + f.advertised_sha + "\"" +
+            (f.requires_python.empty() ? ""
+                                       : " data-requires-python=\"" + f.requires_python + "\"") +
+            ">" + f.filename + "</a><br/>\n";
+      }
+      res.set_content(html + "</body></html>\n", "text/html");
+    });
+    // /moved/<name> -> /files/<name>; /moved-away/<name> -> a non-http(s) URL.
+    server_->Get(R"(/moved/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      Count(req.path);
+      res.set_redirect("/files/" + req.matches[1].str());
+    });
+    server_->Get(R"(/moved-away/([^/]+))",
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   Count(req.path);
+                   res.set_redirect("ftp://127.0.0.1/" + req.matches[1].str());
+                 });
     server_->Get(R"(/(files|tarballs)/([^/]+))",
                  [this](const httplib::Request& req, httplib::Response& res) {
                    Count(req.path);
@@ -95,11 +105,13 @@ class FakeRegistry {
   }
 
   // A pip file; advertised_sha "" = the true digest.
+  // dir: where the page's href points ("files", or "moved"/"moved-away" to redirect).
   void AddFile(const std::string& project, const std::string& filename, const std::string& bytes,
-               std::string advertised_sha = "", std::string requires_python = "") {
+               std::string advertised_sha = "", std::string requires_python = "",
+               std::string dir = "files") {
     std::lock_guard lock(mu_);
     if (advertised_sha.empty()) advertised_sha = Sha256Hex(bytes);
-    projects_[project].push_back({filename, advertised_sha, requires_python});
+    projects_[project].push_back({filename, advertised_sha, requires_python, dir});
     bytes_[filename] = bytes;
   }
 
@@ -137,7 +149,7 @@ class FakeRegistry {
 
  private:
   struct File {
-    std::string filename, advertised_sha, requires_python;
+    std::string filename, advertised_sha, requires_python, dir;
   };
   void Count(const std::string& path) {
     std::lock_guard lock(mu_);

@@ -512,6 +512,35 @@ TEST(NpmTarballTest, ReadsPackageJsonAndRefusesJunk) {
   fs::remove_all(dir);
 }
 
+TEST_F(PackageServiceTest, RedirectsAreFollowedOnlyToHttp) {
+  upstream_.AddFile("moved", "moved-1.0-py3-none-any.whl", "moved wheel", "", "", "moved");
+  upstream_.AddFile("gone", "gone-1.0-py3-none-any.whl", "gone wheel", "", "", "moved-away");
+  Start();
+  auto page = Get("/pypi/simple/moved/");
+  auto f = Get(HrefOf(page->body, "moved-1.0-py3-none-any.whl"));
+  ASSERT_EQ(f->status, 200) << f->body;
+  EXPECT_EQ(f->body, "moved wheel");
+  EXPECT_EQ(upstream_.Hits("/moved/moved-1.0-py3-none-any.whl"), 1);
+  page = Get("/pypi/simple/gone/");
+  f = Get(HrefOf(page->body, "gone-1.0-py3-none-any.whl"));
+  EXPECT_EQ(f->status, 502);
+  EXPECT_NE(f->body.find("redirect to a non-http(s) URL"), std::string::npos) << f->body;
+  EXPECT_EQ(upstream_.Hits("/files/gone-1.0-py3-none-any.whl"), 0);
+}
+
+TEST_F(PackageServiceTest, AnArtifactOverTheSizeCapIsRefusedAndNotStored) {
+  upstream_.AddFile("huge", "huge-1.0-py3-none-any.whl", std::string(5000, 'h'));
+  policy_.max_artifact_bytes = 1000;
+  Start();
+  auto page = Get("/pypi/simple/huge/");
+  auto f = Get(HrefOf(page->body, "huge-1.0-py3-none-any.whl"));
+  ASSERT_EQ(f->status, 502);
+  EXPECT_NE(f->body.find("larger than 1000 bytes (packages.max_artifact_size)"), std::string::npos)
+      << f->body;
+  EXPECT_EQ(service_->Stats().artifacts, 0u);
+  EXPECT_EQ(Audit().back()["result"], "upstream_error");
+}
+
 TEST_F(PackageServiceTest, UpstreamFailuresAre502And404) {
   Start();
   auto r = Get("/pypi/simple/missing/");
