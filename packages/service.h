@@ -44,7 +44,9 @@ struct ServiceOptions {
   // registry so run_command/pip_install results show it).
   std::function<void(const std::string& session_id, const std::string& line)> on_refusal;
   std::string ca_file;  // extra CA bundle for upstream TLS (tests); empty: system CAs only
-  int threads = 4;
+  // Worker threads; each keep-alive connection (one installing pip or npm) holds one while
+  // it is open, so this bounds the installs served at once (others queue).
+  int threads = 16;
 };
 
 struct CacheStats {
