@@ -2,8 +2,6 @@
 // run_code and run_command requires them from any directory), from the server's package
 // service only, lifecycle scripts off unless the policy allows them. What was installed is
 // the difference of node_modules/.package-lock.json (npm's hidden lockfile) before and after.
-#include <map>
-
 #include "packages/service.h"
 #include "sandbox/cell_channel.h"
 #include "tools/cell_tools.h"
@@ -18,34 +16,16 @@ using packages::Registry;
 constexpr uint64_t kMaxLockfileBytes = 32 << 20;
 constexpr char kHiddenLockfile[] = "/workspace/node_modules/.package-lock.json";
 
-struct LockedPackage {
-  std::string version, resolved, integrity;
-  bool operator==(const LockedPackage&) const = default;
-};
-
-// The packages of npm's hidden lockfile by name (nested copies under their own path).
-// A missing file is an empty install; an unreadable one an error.
+// The hidden lockfile's packages; a missing file is an empty install.
 sandbox::Result<std::map<std::string, LockedPackage>> ReadLockfile(sandbox::CellChannel& channel) {
-  std::map<std::string, LockedPackage> out;
-  if (!channel.Stat(kHiddenLockfile, /*follow_symlinks=*/true)) return out;
+  if (!channel.Stat(kHiddenLockfile, /*follow_symlinks=*/true)) {
+    return std::map<std::string, LockedPackage>{};
+  }
   auto text = ReadCellFile(channel, kHiddenLockfile, kMaxLockfileBytes, nullptr);
   if (!text) return text.error();
-  mcp::Json lock = mcp::Json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (!lock.is_object() || !lock.contains("packages") || !lock["packages"].is_object()) {
-    return sandbox::Error::Msg(std::string(kHiddenLockfile) +
-                               " is not a JSON object with \"packages\"");
-  }
-  for (const auto& [path, entry] : lock["packages"].items()) {
-    if (!entry.is_object() || entry.value("link", false)) continue;
-    static constexpr std::string_view kPrefix = "node_modules/";
-    size_t at = path.rfind(kPrefix);
-    if (at == std::string::npos) continue;
-    std::string name = at == 0 ? path.substr(kPrefix.size()) : path;
-    LockedPackage p{entry.value("version", ""), entry.value("resolved", ""),
-                    entry.value("integrity", "")};
-    out.emplace(std::move(name), std::move(p));
-  }
-  return out;
+  auto parsed = ParseNpmLockfile(*text);
+  if (!parsed) return parsed.error().Wrap(kHiddenLockfile);
+  return parsed;
 }
 
 mcp::ToolResult Install(const ToolEnv& env, mcp::Context& ctx, const mcp::Json& args) {

@@ -35,7 +35,70 @@ std::string QuotedPackage(const std::string& line) {
   return line.substr(open + 1, close - open - 1);
 }
 
+// obj[key] when it is a string, else "" (the JSON comes from the cell).
+std::string StringField(const mcp::Json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+const mcp::Json* ObjectField(const mcp::Json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_object() ? &*it : nullptr;
+}
+
+// archive_info.hashes.sha256, or archive_info.hash "sha256=<hex>" (pip 23.0 writes only
+// the latter).
+std::string ReportSha256(const mcp::Json& download_info) {
+  const mcp::Json* archive = ObjectField(download_info, "archive_info");
+  if (!archive) return "";
+  if (const mcp::Json* hashes = ObjectField(*archive, "hashes")) {
+    if (std::string h = StringField(*hashes, "sha256"); !h.empty()) return h;
+  }
+  std::string hash = StringField(*archive, "hash");
+  return hash.rfind("sha256=", 0) == 0 ? hash.substr(7) : "";
+}
+
 }  // namespace
+
+sandbox::Result<std::vector<InstalledPackage>> ParsePipReport(std::string_view text) {
+  mcp::Json report = mcp::Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!report.is_object() || !report.contains("install") || !report["install"].is_array()) {
+    return sandbox::Error::Msg("pip's report is not a JSON object with an \"install\" list");
+  }
+  std::vector<InstalledPackage> out;
+  for (const mcp::Json& item : report["install"]) {
+    const mcp::Json* metadata = ObjectField(item, "metadata");
+    if (!metadata) continue;
+    InstalledPackage p{StringField(*metadata, "name"), StringField(*metadata, "version"), "", ""};
+    if (const mcp::Json* download = ObjectField(item, "download_info")) {
+      p.source = StringField(*download, "url");
+      p.hash = ReportSha256(*download);
+    }
+    if (!p.name.empty()) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+sandbox::Result<std::map<std::string, LockedPackage>> ParseNpmLockfile(std::string_view text) {
+  mcp::Json lock = mcp::Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const mcp::Json* packages = ObjectField(lock, "packages");
+  if (!packages) return sandbox::Error::Msg("not a JSON object with \"packages\"");
+  static constexpr std::string_view kPrefix = "node_modules/";
+  std::map<std::string, LockedPackage> out;
+  for (const auto& [path, entry] : packages->items()) {
+    if (!entry.is_object()) continue;
+    if (auto link = entry.find("link"); link != entry.end() && link->is_boolean() && *link)
+      continue;
+    size_t at = path.rfind(kPrefix);
+    if (at == std::string::npos || path.size() == at + kPrefix.size()) continue;
+    std::string name = at == 0 ? path.substr(kPrefix.size()) : path;
+    out[name] = LockedPackage{StringField(entry, "version"), StringField(entry, "resolved"),
+                              StringField(entry, "integrity")};
+  }
+  return out;
+}
 
 ParsedPackages ParsePackages(const mcp::Json& args, packages::Registry registry,
                              const std::string& tool) {

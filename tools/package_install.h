@@ -13,10 +13,12 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mcp/context.h"
@@ -57,6 +59,20 @@ struct InstalledPackage {
 struct RefusedPackage {
   std::string package, reason;
 };
+
+// What pip's installation report (`pip install --report`, https://pip.pypa.io/en/stable/
+// reference/installation-report/) says it installs: name, version, download URL, sha256.
+// The report comes from the cell, so anything unexpected is skipped or refused, never
+// trusted to have the right types.
+sandbox::Result<std::vector<InstalledPackage>> ParsePipReport(std::string_view text);
+
+// npm's hidden lockfile (node_modules/.package-lock.json): each installed package by its
+// name ("pkg", "@scope/pkg"; a nested copy by its full path), links skipped.
+struct LockedPackage {
+  std::string version, resolved, integrity;
+  bool operator==(const LockedPackage&) const = default;
+};
+sandbox::Result<std::map<std::string, LockedPackage>> ParseNpmLockfile(std::string_view text);
 
 // One call's programs in the cell: each Run appends its output to one bounded capture.
 class InstallRun {

@@ -44,49 +44,6 @@ std::optional<mcp::ToolResult> EnsureVenv(InstallRun& run) {
   return std::nullopt;
 }
 
-// "sha256=<hex>" (pip 23.0's archive_info.hash) or archive_info.hashes.sha256.
-std::string Sha256Of(const mcp::Json& download_info) {
-  const mcp::Json* archive =
-      download_info.contains("archive_info") && download_info["archive_info"].is_object()
-          ? &download_info["archive_info"]
-          : nullptr;
-  if (!archive) return "";
-  if (auto h = archive->find("hashes"); h != archive->end() && h->is_object()) {
-    if (auto s = h->find("sha256"); s != h->end() && s->is_string()) return s->get<std::string>();
-  }
-  if (auto h = archive->find("hash"); h != archive->end() && h->is_string()) {
-    const std::string& v = h->get_ref<const std::string&>();
-    if (v.rfind("sha256=", 0) == 0) return v.substr(7);
-  }
-  return "";
-}
-
-// The packages of pip's installation report (https://pip.pypa.io/en/stable/reference/
-// installation-report/): one entry per distribution it installs.
-sandbox::Result<std::vector<InstalledPackage>> ParseReport(const std::string& text) {
-  mcp::Json report = mcp::Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!report.is_object() || !report.contains("install") || !report["install"].is_array()) {
-    return sandbox::Error::Msg("pip's report is not a JSON object with an \"install\" list");
-  }
-  std::vector<InstalledPackage> out;
-  for (const mcp::Json& item : report["install"]) {
-    if (!item.is_object()) continue;
-    InstalledPackage p;
-    const mcp::Json metadata = item.value("metadata", mcp::Json::object());
-    if (metadata.is_object()) {
-      p.name = metadata.value("name", "");
-      p.version = metadata.value("version", "");
-    }
-    const mcp::Json download = item.value("download_info", mcp::Json::object());
-    if (download.is_object()) {
-      p.source = download.value("url", "");
-      p.hash = Sha256Of(download);
-    }
-    if (!p.name.empty()) out.push_back(std::move(p));
-  }
-  return out;
-}
-
 mcp::ToolResult Install(const ToolEnv& env, mcp::Context& ctx, const mcp::Json& args) {
   ParsedPackages parsed = ParsePackages(args, Registry::kPypi, "pip_install");
   if (parsed.error) return *parsed.error;
@@ -139,7 +96,7 @@ mcp::ToolResult Install(const ToolEnv& env, mcp::Context& ctx, const mcp::Json& 
   if (outcome.exit_code == 0) {
     auto text = ReadCellFile(run.channel(), report, kMaxReportBytes, nullptr);
     if (!text) return SandboxError("pip_install", text.error(), "pip wrote no report.");
-    auto installed = ParseReport(*text);
+    auto installed = ParsePipReport(*text);
     if (!installed) return SandboxError("pip_install", installed.error());
     summary.installed = std::move(*installed);
   }

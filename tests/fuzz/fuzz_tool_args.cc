@@ -7,7 +7,7 @@
 //   - an object: the arguments, validated against every tool's inputSchema;
 //   - an array [schema, value]: when `schema` passes CheckFlatSchema (what registration
 //     accepts), `value` is validated against it, so the validator meets schemas beyond the
-//     seven real ones;
+//     nine real ones;
 //   - a JSON string, or bytes that are not JSON: the text helpers the tools apply to
 //     arguments and to program output (Base64Decode of write_file's base64 content,
 //     ToValidUtf8, LooksBinary).
@@ -37,10 +37,10 @@ using namespace mcpcell::tools;
 const std::vector<mcp::Tool>& RealTools() {
   static const std::vector<mcp::Tool>* tools = [] {
     static ToolEnv env;  // cells == nullptr: the handlers are never called
-    auto* out = new std::vector<mcp::Tool>{MakeRunCodeTool(env),    MakeRunCommandTool(env),
-                                           MakeReadFileTool(env),   MakeWriteFileTool(env),
-                                           MakeEditFileTool(env),   MakeListFilesTool(env),
-                                           MakeSessionInfoTool(env)};
+    auto* out = new std::vector<mcp::Tool>{
+        MakeRunCodeTool(env),     MakeRunCommandTool(env), MakeReadFileTool(env),
+        MakeWriteFileTool(env),   MakeEditFileTool(env),   MakeListFilesTool(env),
+        MakeSessionInfoTool(env), MakePipInstallTool(env), MakeNpmInstallTool(env)};
     // The same registration check `mcpcell serve` runs (flat schemas, names).
     mcp::Server server;
     if (mcp::Status st = RegisterCellTools(server, env); !st) Fail("register: " + st.message());
