@@ -10,7 +10,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import {
-  assertHealthy, cleanup, hostTempDir, isRoot, kDecoy, kPySyscall, startStdio, text, writeDecoyFile,
+  assertHealthy, cleanup, hostTempDir, isRoot, kDecoy, kPySyscall, rssKiB, startStdio, text, writeDecoyFile,
 } from './lib/sec.mjs';
 
 // A refused file-tool call: isError, the syscall and errno named, nothing of the decoy.
@@ -220,6 +220,35 @@ print(json.dumps({
     assert.equal(own.isError ?? false, false, text(own));
     assert.match(own.structuredContent.content, /^Name:\s+sleep$/m);
     await s.run(`kill ${bg.stdout.trim()}`);
+    await assertHealthy(s, fresh);
+  });
+
+  // Files that would block or flood the server if the file tools trusted them: a FIFO with
+  // no writer, endless devices, a 1 GB sparse file. Each answer comes at once and bounded.
+  it('hostile files for the file tools: FIFOs and devices refused, a 1 GB sparse file bounded, quickly', async () => {
+    await s.run('mkfifo fifo; truncate -s 1000M big.txt; printf x >> big.txt');
+    const before = rssKiB(s.pid);
+    const cases = [
+      ['read_file', { path: 'fifo' }, /^read_file fifo: not a regular file/],
+      ['write_file', { path: 'fifo', content: 'x' }, /openat2\("\/workspace\/fifo"\): ENXIO/],
+      ['edit_file', { path: 'fifo', old_text: 'a', new_text: 'b' }, /fifo is not a regular file/],
+      ['read_file', { path: '/dev/zero' }, /^read_file \/dev\/zero: not a regular file/],
+      ['read_file', { path: '/dev/urandom', encoding: 'base64' }, /not a regular file/],
+      ['edit_file', { path: 'big.txt', old_text: 'x', new_text: 'y' }, /file is 1048576001 bytes, over the limit/],
+      ['read_file', { path: 'big.txt' }, /binary file \(1048576001 bytes\)/],
+    ];
+    for (const [tool, args, expected] of cases) {
+      const t0 = performance.now();
+      const r = await s.call(tool, args);
+      const ms = performance.now() - t0;
+      assert.equal(r.isError, true, `${tool} ${JSON.stringify(args)}: ${text(r)}`);
+      assert.match(text(r), expected);
+      assert.ok(ms < 5000, `${tool} ${args.path} took ${ms.toFixed(0)} ms`);
+    }
+    const window = await s.call('read_file', { path: 'big.txt', encoding: 'base64', offset: 1048576000 });
+    assert.equal(Buffer.from(window.structuredContent.content, 'base64').toString(), 'x');
+    assert.ok(rssKiB(s.pid) - before < 64 * 1024, 'the server did not take the big file into memory');
+    await s.run('rm fifo big.txt');
     await assertHealthy(s, fresh);
   });
 
