@@ -103,8 +103,15 @@ class PackageService::Impl {
   void Audit(const Caller& c, Registry r, const std::string& name, const std::string& version,
              const std::string& filename, const std::string& digest, const std::string& source,
              const std::string& result, const std::string& reason);
+  // Lines go into tool results: bytes an upstream chose (file names, URLs) are shown as
+  // printable ASCII only.
   void Tell(const Caller& c, const std::string& line) {
-    if (options_.on_refusal && !c.session.empty()) options_.on_refusal(c.session, line);
+    if (!options_.on_refusal || c.session.empty()) return;
+    std::string shown = line.substr(0, 2000);
+    for (char& ch : shown) {
+      if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
+    }
+    options_.on_refusal(c.session, shown);
   }
   static void ServeFile(const std::string& path, httplib::Response& res, const char* mime);
 
@@ -365,7 +372,8 @@ void PackageService::Impl::NpmPackument(const Caller& c, const std::string& name
       Refuse(c, res, 404, Registry::kNpm, name, "", "refused", doc.error().message);
       return;
     }
-    filtered = FilterPackument(doc->dump(), name, p, kNpmRegistryUrl);
+    filtered = FilterPackument(doc->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                               name, p, kNpmRegistryUrl);
   } else {
     int status = 0;
     auto body = UpstreamPage(
@@ -396,7 +404,8 @@ void PackageService::Impl::NpmPackument(const Caller& c, const std::string& name
           "refused", why);
     Tell(c, "package refused: " + why);
   }
-  res.set_content(filtered->doc.dump(), "application/json");
+  res.set_content(filtered->doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  "application/json");
 }
 
 void PackageService::Impl::NpmTarballFile(const Caller& c, DigestAlgo algo, const std::string& hex,
