@@ -9,15 +9,19 @@
 // cache shared with the next session (the upstream sees each artifact once); a denied
 // package refused before any request for it; an sdist-only package refused by default; a
 // tampered artifact refused and audited; the audit record's fields; offline mode from a
-// wheelhouse with no upstream at all; disabled mode; npm scripts not run; bad input.
+// wheelhouse with no upstream at all; disabled mode; npm scripts not run; bad input. Over
+// HTTP, two tenants on one server: each gets its own package policy (in the tools and in
+// the service, which learns the tenant from the proxy), and they share one cache.
 
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import { connect } from '../lib/harness.mjs';
+import { connectHttp, startHttpServer } from './http_util.mjs';
 import {
   buildNpmTarball, buildSdist, buildWheel, sha256, startNpmRegistry, startPypiIndex,
 } from '../lib/registries.mjs';
@@ -59,7 +63,21 @@ function auditRecords(stateDir) {
   return readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
 }
 
-// Builds every artifact once for the whole file.
+// Every artifact, built once for the whole file (building takes seconds) into its own
+// directory, removed at the end.
+let fixtureDir;
+let fixtureCache;
+function fixtures() {
+  if (!fixtureCache) {
+    fixtureDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-pkg-fixtures-'));
+    fixtureCache = buildFixtures(fixtureDir);
+  }
+  return fixtureCache;
+}
+after(() => {
+  if (fixtureDir) rmSync(fixtureDir, { recursive: true, force: true });
+});
+
 function buildFixtures(dir) {
   const wheels = path.join(dir, 'wheels');
   const sdists = path.join(dir, 'sdists');
@@ -107,7 +125,7 @@ describe('package tools: online through the server\'s cache', () => {
   before(async () => {
     dir = mkdtempSync(path.join(tmpdir(), 'mcpcell-pkg-e2e-'));
     stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-pkg-state-'));
-    fx = buildFixtures(dir);
+    fx = fixtures();
     pypi = await startPypiIndex([fx.alpha, fx.beta, fx.gamma, fx.evil, fx.tamper, fx.sdist]);
     npm = await startNpmRegistry([fx.npm, fx.npmScript]);
     policyFile = path.join(dir, 'online.toml');
@@ -304,7 +322,7 @@ describe('package tools: offline from a wheelhouse, and disabled', () => {
   before(() => {
     dir = mkdtempSync(path.join(tmpdir(), 'mcpcell-pkg-off-e2e-'));
     stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-pkg-off-state-'));
-    fx = buildFixtures(dir);
+    fx = fixtures();
   });
   after(async () => {
     await s?.close();
@@ -348,5 +366,107 @@ describe('package tools: offline from a wheelhouse, and disabled', () => {
     assert.equal(env.structuredContent.stdout, '[]\n', 'no package service, no index setting');
     const info = await call('session_info', {});
     assert.match(info.structuredContent.packages, /^disabled/);
+  });
+});
+
+describe('package tools over HTTP: two tenants, their own rules, one cache', () => {
+  const kAlice = 'alice-token-packages-0001';
+  const kBob = 'bob-token-packages-0002';
+  const hex = (t) => createHash('sha256').update(t).digest('hex');
+  let dir;
+  let stateDir;
+  let fx;
+  let pypi;
+  let npm;
+  let server;
+  let alice;
+  let bob;
+  const call = (who, name, args) => who.client.callTool({ name, arguments: args }, undefined,
+    { timeout: 300000 });
+  const fileRequests = (filename) => pypi.log.filter((l) => l === `GET /files/${filename}`).length;
+
+  before(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'mcpcell-pkg-http-e2e-'));
+    stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-pkg-http-state-'));
+    fx = fixtures();
+    pypi = await startPypiIndex([fx.alpha, fx.beta, fx.evil]);
+    npm = await startNpmRegistry([fx.npm, fx.npmScript]);
+    const alicePolicy = path.join(dir, 'alice.toml');
+    writeFileSync(alicePolicy, policyToml({ name: 'alice-pkgs', mode: 'online',
+      pypiIndex: pypi.url, npmRegistry: npm.url }));
+    const bobPolicy = path.join(dir, 'bob.toml');
+    writeFileSync(bobPolicy, policyToml({ name: 'bob-pkgs', mode: 'online', pypiIndex: pypi.url,
+      npmRegistry: npm.url, extra: 'allow_install_scripts = true' })
+      .replace('deny = ["pypi:evil*"]', 'deny = ["pypi:evil*", "pypi:tinyalpha"]'));
+    const config = path.join(dir, 'http.toml');
+    writeFileSync(config, `
+[[tenant]]
+name = "alice"
+token_sha256 = ["${hex(kAlice)}"]
+policy = "${alicePolicy}"
+
+[[tenant]]
+name = "bob"
+token_sha256 = ["${hex(kBob)}"]
+policy = "${bobPolicy}"
+`);
+    server = await startHttpServer('mcpcell', ['serve', '--http', '127.0.0.1:0', '--http-config',
+      config, '--state-dir', stateDir, '--warm-cells', '0']);
+    alice = await connectHttp(server.url, { token: kAlice });
+    bob = await connectHttp(server.url, { token: kBob });
+  });
+  after(async () => {
+    for (const who of [alice, bob]) {
+      await who?.transport.terminateSession().catch(() => {});
+      await who?.client.close();
+    }
+    const code = await server?.stop();
+    await pypi?.close();
+    await npm?.close();
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(stateDir, { recursive: true, force: true });
+    assert.equal(code, 0, `server exit code; stderr:\n${server?.stderr()}`);
+  });
+
+  it('alice installs; bob gets the shared dependency from the cache, under his own tenant', async () => {
+    const a = await call(alice, 'pip_install', { packages: ['tinyalpha'] });
+    assert.equal(a.isError ?? false, false, text(a));
+    assert.deepEqual(a.structuredContent.installed.map((p) => p.name).sort(), ['tinyalpha', 'tinybeta']);
+    const b = await call(bob, 'pip_install', { packages: ['tinybeta'] });
+    assert.equal(b.isError ?? false, false, text(b));
+    assert.deepEqual(b.structuredContent.installed.map((p) => p.name), ['tinybeta']);
+    assert.equal(fileRequests(fx.beta.filename), 1, 'one upstream download for both tenants');
+    const audit = auditRecords(stateDir).filter((x) => x.filename === fx.beta.filename);
+    assert.ok(audit.some((x) => x.tenant === 'alice' && x.source.startsWith('upstream ')), JSON.stringify(audit));
+    assert.ok(audit.some((x) => x.tenant === 'bob' && x.source === 'cache'), JSON.stringify(audit));
+  });
+
+  it('bob\'s policy denies what alice\'s allows, in the tool and in the service', async () => {
+    const r = await call(bob, 'pip_install', { packages: ['tinyalpha'] });
+    assert.equal(r.isError, true, text(r));
+    assert.match(r.structuredContent.refused[0].reason, /"pypi:tinyalpha"/);
+    // bob's own pip, around the tool: the service applies bob's policy too.
+    const shell = await call(bob, 'run_command', { command: 'pip install tinyalpha' });
+    assert.notEqual(shell.structuredContent.exit_code, 0, text(shell));
+    assert.ok((shell.structuredContent.egress_refusals ?? []).some((l) => /pypi:tinyalpha/.test(l)),
+      text(shell));
+    const imp = await call(bob, 'run_code', { language: 'python', code: 'import tinyalpha' });
+    assert.notEqual(imp.structuredContent.exit_code, 0);
+    // alice's session is unaffected and still has it.
+    const ok = await call(alice, 'run_code', { language: 'python', code: 'import tinyalpha; print(tinyalpha.VALUE)' });
+    assert.equal(ok.structuredContent.stdout, 'alpha-1\n', text(ok));
+  });
+
+  it('install scripts run only where the policy allows them', async () => {
+    const b = await call(bob, 'npm_install', { packages: ['tinyscript'] });
+    assert.equal(b.isError ?? false, false, text(b));
+    const ranBob = await call(bob, 'run_command', { command: 'test -e /workspace/postinstall-ran && echo ran || echo not-run' });
+    assert.equal(ranBob.structuredContent.stdout, 'ran\n', 'bob\'s policy allows install scripts');
+    const a = await call(alice, 'npm_install', { packages: ['tinyscript'] });
+    assert.equal(a.isError ?? false, false, text(a));
+    const ranAlice = await call(alice, 'run_command', { command: 'test -e /workspace/postinstall-ran && echo ran || echo not-run' });
+    assert.equal(ranAlice.structuredContent.stdout, 'not-run\n');
+    assert.equal(npm.log.filter((l) => l === 'GET /tinyscript/-/tinyscript-2.0.0.tgz').length, 1,
+      'the tarball came from the cache the second time');
   });
 });
