@@ -37,7 +37,6 @@ constexpr uint64_t kMaxPackumentBytes = 64ull << 20;
 constexpr auto kPageTtl = std::chrono::seconds(60);
 constexpr size_t kMaxCachedPages = 256;
 constexpr size_t kMaxKnownArtifacts = 200000;
-constexpr int kMaxUpstreamFetches = 16;
 
 // Who asked: set by the egress proxy's internal route, so trustworthy.
 struct Caller {
@@ -125,6 +124,8 @@ class PackageService::Impl {
   std::thread thread_;
   uint16_t port_ = 0;
   std::atomic<int> fetches_{0};
+  // Artifact downloads at once: half the workers, so pages and cache hits always find one.
+  int max_fetches_ = 1;
 
   std::mutex mu_;                               // guards the maps below
   std::map<std::string, KnownArtifact> known_;  // "<algo>/<hex>" -> artifact
@@ -147,6 +148,7 @@ Result<uint16_t> PackageService::Impl::Start() {
   if (!options_.policy_for_tenant) return Error::Msg("package service: no policy_for_tenant");
 
   int threads = std::max(1, options_.threads);
+  max_fetches_ = std::max(1, threads / 2);
   server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_.set_read_timeout(std::chrono::seconds(30));
   server_.set_write_timeout(std::chrono::seconds(120));
@@ -457,8 +459,9 @@ void PackageService::Impl::ServeCached(const Caller& c, const KnownArtifact& a,
   auto path = cache_->Get(
       a.algo, a.hex, c.policy->max_artifact_bytes,
       [&](const ArtifactCache::Sink& sink) -> sandbox::Status {
-        // Bounded upstream concurrency: beyond it the installer gets a 503 and retries.
-        if (fetches_.fetch_add(1) >= kMaxUpstreamFetches) {
+        // Bounded upstream concurrency: beyond it the installer gets a 503 and retries
+        // (pip and npm both retry a 503).
+        if (fetches_.fetch_add(1) >= max_fetches_) {
           fetches_.fetch_sub(1);
           return Error{"too many artifact downloads at once; retry", EBUSY};
         }

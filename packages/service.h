@@ -45,7 +45,8 @@ struct ServiceOptions {
   std::function<void(const std::string& session_id, const std::string& line)> on_refusal;
   std::string ca_file;  // extra CA bundle for upstream TLS (tests); empty: system CAs only
   // Worker threads; each keep-alive connection (one installing pip or npm) holds one while
-  // it is open, so this bounds the installs served at once (others queue).
+  // it is open, so this bounds the installs served at once (others queue). At most half of
+  // them download from upstream at once; beyond that an artifact miss is a 503 (retried).
   int threads = 16;
 };
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <set>
 #include <sstream>
 
 #include "fake_registry.h"
@@ -53,8 +54,9 @@ class PackageServiceTest : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
 
-  void Start(uint64_t cache_max = 1ull << 30, std::string ca_file = "") {
+  void Start(uint64_t cache_max = 1ull << 30, std::string ca_file = "", int threads = 16) {
     ServiceOptions o;
+    o.threads = threads;
     o.cache_dir = dir_ + "/cache";
     o.cache_max_bytes = cache_max;
     o.audit_path = dir_ + "/audit/packages.jsonl";
@@ -185,6 +187,28 @@ TEST_F(PackageServiceTest, ConcurrentRequestsForOneArtifactDownloadOnce) {
   }
   for (auto& r : results) EXPECT_EQ(r.get(), "200 slow wheel");
   EXPECT_EQ(upstream_.Hits("/files/demo-1.0-py3-none-any.whl"), 1);
+}
+
+TEST_F(PackageServiceTest, DownloadsBeyondHalfTheWorkersAre503AndPagesStillServed) {
+  for (const char* v : {"1", "2", "3"})
+    upstream_.AddFile("demo", std::string("demo-") + v + ".0-py3-none-any.whl", v);
+  upstream_.set_delay(std::chrono::milliseconds(600));
+  Start(1ull << 30, "", 4);  // 4 workers: 2 downloads at once
+  auto page = Get("/pypi/simple/demo/");
+  std::vector<std::future<int>> downloads;
+  for (const char* v : {"1", "2", "3"}) {
+    std::string href = HrefOf(page->body, std::string("demo-") + v + ".0-py3-none-any.whl");
+    downloads.push_back(std::async(std::launch::async, [this, href] {
+      auto r = Get(href);
+      return r ? r->status : 0;
+    }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // While two downloads run, the last worker still answers a page.
+  EXPECT_EQ(Get("/pypi/simple/demo/")->status, 200);
+  std::multiset<int> statuses;
+  for (auto& d : downloads) statuses.insert(d.get());
+  EXPECT_EQ(statuses, (std::multiset<int>{200, 200, 503}));
 }
 
 TEST_F(PackageServiceTest, TamperedArtifactIsRefusedAndNotStored) {
