@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 namespace mcpcell::egress {
@@ -37,7 +38,27 @@ void JsonLinesFile::Write(const nlohmann::json& event) {
   do {
     n = ::write(fd_, line.data(), line.size());
   } while (n < 0 && errno == EINTR);
-  if (n != static_cast<ssize_t>(line.size())) ++failed_;
+  if (n == static_cast<ssize_t>(line.size())) return;
+  ++failed_;
+  last_error_ = n < 0 ? std::string(std::strerror(errno))
+                      : "short write (" + std::to_string(n) + " of " + std::to_string(line.size()) +
+                            " bytes; disk full?)";
+  if (n > 0) {
+    // A short write (the disk filled up mid-line) would leave half a line that the next
+    // record is appended to, and that line would not parse. Cut it off again: after an
+    // O_APPEND write the offset is the end of what was written. (Another process appending
+    // in between, on a full disk, is the one case this can still lose a line.)
+    off_t end = ::lseek(fd_, 0, SEEK_CUR);
+    if (end < n || ::ftruncate(fd_, end - n) != 0) {
+      last_error_ +=
+          "; the partial line could not be removed: " + std::string(std::strerror(errno));
+    }
+  }
+}
+
+std::string JsonLinesFile::last_error() const {
+  std::lock_guard lock(mu_);
+  return last_error_;
 }
 
 uint64_t JsonLinesFile::failed_writes() const {

@@ -31,9 +31,12 @@ class JsonLinesFile {
   JsonLinesFile& operator=(const JsonLinesFile&) = delete;
 
   // Appends event as one line. Write errors are counted, not thrown: auditing must not take
-  // the proxy down (failed_writes() lets the server report them).
+  // the proxy down (failed_writes() lets the server report them). A line is written whole
+  // or not at all: a short write (disk full) is truncated away, so every line parses.
   void Write(const nlohmann::json& event);
   uint64_t failed_writes() const;
+  // Why the last failed write failed ("No space left on device", ...); "" if none did.
+  std::string last_error() const;
   // A sink that keeps this file alive.
   static AuditSink Sink(std::shared_ptr<JsonLinesFile> file);
 
@@ -42,6 +45,7 @@ class JsonLinesFile {
   int fd_;
   mutable std::mutex mu_;
   uint64_t failed_ = 0;
+  std::string last_error_;
 };
 
 // "<state_dir>/audit/egress.jsonl"
