@@ -6,12 +6,15 @@
 // refusal happens before any packet would leave the machine.
 
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import { assertHealthy, cleanup, hostTempDir, kDecoy, kPySyscall, startStdio } from './lib/sec.mjs';
+import {
+  assertHealthy, cleanup, hostTempDir, kDecoy, kPySyscall, startStdio, text, writeDecoyFile,
+} from './lib/sec.mjs';
 
 // A TCP listener on the host that counts connections.
 async function hostListener(host) {
@@ -234,6 +237,91 @@ allow = ["meta.test", "loopback.test:${port}", "private.test"]
       assert.deepEqual(r.egress_refusals, [`mcpcell: egress to ${host} denied: ${why}`]);
     }
     assert.equal(listener.accepted, 0, 'the host listener was reached through the proxy');
+    await assertHealthy(s, () => startStdio(stateDir, serveArgs));
+  });
+});
+
+// The package service (docs/packages.md) is the one place the proxy lets a cell through
+// whatever its allowlist says: plain HTTP to packages.mcpcell.internal:80, forwarded to a
+// service in the server that serves files from the operator's directory in offline mode.
+// Probes: path traversal in every spelling toward a decoy in and beside the wheelhouse,
+// other ports, CONNECT, paths the service does not serve. A real install is the control.
+describe('network (the package service, offline wheelhouse)', () => {
+  let dir;
+  let stateDir;
+  let wheelhouse;
+  let s;
+  let serveArgs;
+
+  before(async () => {
+    dir = hostTempDir('mcpcell-sec-pkg-');
+    stateDir = hostTempDir('mcpcell-sec-pkg-state-');
+    wheelhouse = path.join(dir, 'wheelhouse');
+    writeDecoyFile(dir);
+    const made = spawnSync('/usr/bin/python3', ['-c', `import sys, zipfile
+with zipfile.ZipFile(sys.argv[1] + '/tinysec-1.0-py3-none-any.whl', 'w') as z:
+    z.writestr('tinysec/__init__.py', 'VALUE = 42\\n')
+    z.writestr('tinysec-1.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: tinysec\\nVersion: 1.0\\n')
+    z.writestr('tinysec-1.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: sec\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')
+    z.writestr('tinysec-1.0.dist-info/RECORD', '')`, (mkdirSync(wheelhouse, { mode: 0o755 }), wheelhouse)]);
+    assert.equal(made.status, 0, made.stderr?.toString());
+    writeDecoyFile(wheelhouse);  // not a wheel: never listed or served
+    const policy = path.join(dir, 'sec-offline.toml');
+    writeFileSync(policy, `name = "sec-offline"
+[packages]
+mode = "offline"
+registries = ["pypi"]
+wheelhouse = "${wheelhouse}"
+allow = ["pypi:*"]
+`);
+    serveArgs = ['--warm-cells', '0', '--policy', policy];
+    s = await startStdio(stateDir, serveArgs);
+  });
+  after(async () => {
+    await s?.close();
+    cleanup(dir);
+    cleanup(stateDir);
+  });
+
+  it('no path, port or method reaches a file beside or in the wheelhouse that is not a wheel', async () => {
+    const paths = [
+      '/pypi/files/x/..%2f..%2fdecoy-secret.txt', '/pypi/files/%2e%2e/decoy-secret.txt',
+      '/pypi/simple/../../decoy-secret.txt', '/pypi/simple/%2e%2e%2fdecoy-secret.txt/',
+      `/pypi/files/${'0'.repeat(64)}/..%2fdecoy-secret.txt`, `/pypi/files/${'0'.repeat(64)}/decoy-secret.txt`,
+      '/pypi/simple/decoy-secret/', '/pypi/simple/decoy-secret.txt/', '/npm/..%2f..%2fdecoy-secret.txt', '/',
+    ];
+    const r = await s.pyJson(`${kPySyscall}
+import http.client
+def get(url, host='packages.mcpcell.internal', method='GET'):
+    c = http.client.HTTPConnection('127.0.0.1', 3128, timeout=20)
+    c.request(method, url, headers={'Host': host})
+    resp = c.getresponse()
+    return [resp.status, resp.read(100000).decode(errors='replace')]
+out = {p: get('http://packages.mcpcell.internal' + p) for p in ${JSON.stringify(paths)}}
+out['port_8080'] = get('http://packages.mcpcell.internal:8080/pypi/simple/tinysec/', 'packages.mcpcell.internal:8080')
+out['connect'] = get('packages.mcpcell.internal:80', 'packages.mcpcell.internal:80', 'CONNECT')
+out['index'] = get('http://packages.mcpcell.internal/pypi/simple/tinysec/')
+print(json.dumps(out))`);
+    for (const [what, [status, body]] of Object.entries(r)) {
+      assert.ok(!body.includes(kDecoy), `${what} served the decoy`);
+      if (what === 'index') continue;
+      if (/^\/pypi\/simple\/decoy-secret(\.txt)?\/$/.test(what)) {
+        // A project page for a name the wheelhouse has no wheel of: empty, or not found.
+        assert.ok(status === 200 || status === 404, `${what}: ${status}`);
+        assert.doesNotMatch(body, /<a /, `${what} lists a file`);
+        continue;
+      }
+      assert.ok(status >= 400 && status < 500, `${what}: ${status} ${body.slice(0, 200)}`);
+    }
+    assert.equal(r.port_8080[0], 403);
+    assert.equal(r.connect[0], 403);
+    assert.equal(r.index[0], 200, 'the control: the wheel is listed');
+    assert.match(r.index[1], /tinysec-1\.0-py3-none-any\.whl/);
+    assert.doesNotMatch(r.index[1], /decoy/);
+    const install = await s.call('pip_install', { packages: ['tinysec'] });
+    assert.equal(install.isError ?? false, false, text(install));
+    const use = await s.run('python3 -c "import tinysec; print(tinysec.VALUE)"');
+    assert.equal(use.stdout, '42\n');
     await assertHealthy(s, () => startStdio(stateDir, serveArgs));
   });
 });
