@@ -1,6 +1,7 @@
 #include "tools/package_install.h"
 
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 
 #include "sandbox/cell_channel.h"
@@ -25,15 +26,6 @@ std::string NewCallId() {
 }
 
 std::string RegistryKey(packages::Registry r) { return std::string(packages::RegistryName(r)); }
-
-// The first "quoted" word of a refusal line: the service and the rules quote the package.
-std::string QuotedPackage(const std::string& line) {
-  size_t open = line.find('"');
-  if (open == std::string::npos) return "";
-  size_t close = line.find('"', open + 1);
-  if (close == std::string::npos || close == open + 1 || close - open > 220) return "";
-  return line.substr(open + 1, close - open - 1);
-}
 
 // obj[key] when it is a string, else "" (the JSON comes from the cell).
 std::string StringField(const mcp::Json& obj, const char* key) {
@@ -98,6 +90,30 @@ sandbox::Result<std::map<std::string, LockedPackage>> ParseNpmLockfile(std::stri
                               StringField(entry, "integrity")};
   }
   return out;
+}
+
+// The package a refusal line is about: its first "quoted" word (the rules and the service
+// quote the package), else the name in an artifact's file name ("pkg-1.0-py3-none-any.whl",
+// "pkg-1.0.tar.gz", "pkg-1.0.0.tgz"), else "".
+std::string PackageOfLine(const std::string& line) {
+  if (size_t open = line.find('"'); open != std::string::npos) {
+    size_t close = line.find('"', open + 1);
+    if (close != std::string::npos && close > open + 1 && close - open <= 220)
+      return line.substr(open + 1, close - open - 1);
+  }
+  for (const char* ext : {".whl", ".tar.gz", ".tgz", ".zip"}) {
+    size_t end = line.find(ext);
+    if (end == std::string::npos) continue;
+    size_t start = line.find_last_of(" /:", end);
+    start = start == std::string::npos ? 0 : start + 1;
+    std::string file = line.substr(start, end - start);
+    // The version starts at the first "-<digit>" (wheel names escape '-' as '_').
+    for (size_t i = 0; i + 1 < file.size(); ++i) {
+      if (file[i] == '-' && std::isdigit(static_cast<unsigned char>(file[i + 1])) && i > 0)
+        return file.substr(0, i);
+    }
+  }
+  return "";
 }
 
 ParsedPackages ParsePackages(const mcp::Json& args, packages::Registry registry,
@@ -301,7 +317,7 @@ std::vector<RefusedPackage> InstallRun::Refusals() const {
   std::vector<RefusedPackage> out;
   if (!env_.egress) return out;
   for (std::string& line : env_.egress->RefusalsSince(lease_.cell().id(), refusal_cursor_)) {
-    out.push_back({QuotedPackage(line), std::move(line)});
+    out.push_back({PackageOfLine(line), std::move(line)});
   }
   return out;
 }

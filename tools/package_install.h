@@ -74,6 +74,9 @@ struct LockedPackage {
 };
 sandbox::Result<std::map<std::string, LockedPackage>> ParseNpmLockfile(std::string_view text);
 
+// The package a refusal line of the service or the proxy is about ("" when it names none).
+std::string PackageOfLine(const std::string& line);
+
 // One call's programs in the cell: each Run appends its output to one bounded capture.
 class InstallRun {
  public:

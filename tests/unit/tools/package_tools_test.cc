@@ -221,6 +221,17 @@ TEST(ParseNpmLockfile, NamesScopedNestedAndSkipsLinks) {
   EXPECT_FALSE(ParseNpmLockfile("[]").ok());
 }
 
+TEST(PackageOfLine, TheQuotedNameOrTheArtifactsName) {
+  EXPECT_EQ(PackageOfLine("package refused: \"tinysdist\": only an sdist exists"), "tinysdist");
+  EXPECT_EQ(PackageOfLine("package failed: tinytamper-1.0-py3-none-any.whl: hash mismatch"),
+            "tinytamper");
+  EXPECT_EQ(PackageOfLine("package failed: tiny_under-2.1-py3-none-any.whl: upstream 500"),
+            "tiny_under");
+  EXPECT_EQ(PackageOfLine("package failed: /npm/-/files/sha512-ab/left-pad-1.3.0.tgz: x"),
+            "left-pad");
+  EXPECT_EQ(PackageOfLine("CONNECT example.com:443 refused: not in the allowlist"), "");
+}
+
 TEST(BuildInstallResult, FailureIsAnErrorAndNothingNewIsNot) {
   InstallSummary failed{.tool = "pip_install", .hash_key = "sha256"};
   failed.exit_code = 1;
