@@ -178,6 +178,8 @@ print('started')`);
   // behind 40 of A's `sleep 2` calls, 5.8 s behind 100, 12 s behind 200.
   it('many concurrent calls in one session do not starve another session', {
     todo: 'one session can fill the shared worker pool (16 threads); other sessions wait seconds',
+    // The pool is the same in desktop mode; the root variant measures it (suite time).
+    skip: isRoot ? false : 'measured by the root variant: the worker pool does not depend on the mode',
   }, async (t) => {
     const flood = Array.from({ length: 24 }, () => a.call('run_command', { command: 'sleep 3' }));
     await new Promise((r) => setTimeout(r, 1000));  // all of A's requests are in
