@@ -54,6 +54,25 @@ print(json.dumps({${Object.entries(calls).map(([k, v]) => `${JSON.stringify(k)}:
     await assertHealthy(s, fresh);
   });
 
+  // A descriptor cell init or the server left open would be a way around everything else
+  // (the control socket, a cgroup fd opened with the server's credentials, a host
+  // directory). A program starts with stdin, stdout and stderr, and nothing else.
+  it('no inherited descriptors: a program starts with stdin, stdout and stderr only', async () => {
+    const r = await s.pyJson(`${kPySyscall}
+fds = {}
+for fd in sorted(int(f) for f in os.listdir('/proc/self/fd')):
+    try:
+        fds[fd] = os.readlink(f'/proc/self/fd/{fd}')
+    except OSError:
+        pass
+print(json.dumps({'fds': fds, 'cwd': os.getcwd()}))`);
+    // The descriptor listdir used is closed again before the readlinks.
+    assert.deepEqual(Object.keys(r.fds).map(Number), [0, 1, 2], JSON.stringify(r.fds));
+    assert.match(r.fds[0], /^(pipe:|\/dev\/null$)/);
+    assert.equal(r.cwd, '/workspace');
+    await assertHealthy(s, fresh);
+  });
+
   it('user namespace nesting and every other new namespace: EPERM (clone3: ENOSYS)', async () => {
     const r = await probe({
       newuser: `sc(${kSys.unshare}, 0x10000000)`,
