@@ -27,13 +27,18 @@ constexpr char kPipShim[] =
 // Makes the venv when its python is missing. nullopt: ready.
 std::optional<mcp::ToolResult> EnsureVenv(InstallRun& run) {
   if (run.channel().Stat(kVenvPython, /*follow_symlinks=*/true)) return std::nullopt;
-  auto made =
-      run.Run({kSystemPython, "-m", "venv", "--system-site-packages", "--without-pip", kVenvDir});
-  if (made.error) return made.error;
-  if (made.exit_code != 0) {
-    return mcp::ToolResult::Error("pip_install: could not create the virtual environment " +
-                                  std::string(kVenvDir) + " (exit code " +
-                                  std::to_string(made.exit_code) + "):\n" + run.Output());
+  // Two calls of one session may both find no venv; venv then fails in the slower one
+  // ("File exists"), and a second run over the first one's directories succeeds.
+  for (int attempt = 0;; ++attempt) {
+    auto made =
+        run.Run({kSystemPython, "-m", "venv", "--system-site-packages", "--without-pip", kVenvDir});
+    if (made.error) return made.error;
+    if (made.exit_code == 0) break;
+    if (attempt == 1) {
+      return mcp::ToolResult::Error("pip_install: could not create the virtual environment " +
+                                    std::string(kVenvDir) + " (exit code " +
+                                    std::to_string(made.exit_code) + "):\n" + run.Output());
+    }
   }
   for (const char* name : {"pip", "pip3"}) {
     const std::string path = std::string(kVenvDir) + "/bin/" + name;

@@ -338,10 +338,14 @@ describe('package tools: offline from a wheelhouse, and disabled', () => {
     writeFileSync(policyFile, policyToml({ name: 'pkg-offline', mode: 'offline', registries: '"pypi"',
       pypiIndex: 'http://127.0.0.1:9/simple/', wheelhouse: fx.wheelsDir }));
     s = await startServer(stateDir, policyFile);
-    const r = await call('pip_install', { packages: ['tinyalpha'] });
+    // Two calls at once in a fresh session: both make the venv, both install.
+    const [r, g] = await Promise.all([call('pip_install', { packages: ['tinyalpha'] }),
+      call('pip_install', { packages: ['tinygamma'] })]);
     assert.equal(r.isError ?? false, false, text(r));
+    assert.equal(g.isError ?? false, false, text(g));
     const names = r.structuredContent.installed.map((p) => p.name).sort();
     assert.deepEqual(names, ['tinyalpha', 'tinybeta']);
+    assert.deepEqual(g.structuredContent.installed.map((p) => p.name), ['tinygamma']);
     const imp = await call('run_code', { language: 'python', code: 'import tinyalpha; print(tinyalpha.VALUE)' });
     assert.equal(imp.structuredContent.stdout, 'alpha-1\n', text(imp));
     const audit = auditRecords(stateDir).filter((a) => a.filename === fx.alpha.filename);
