@@ -42,11 +42,32 @@ const std::set<std::string, std::less<>> kBuiltinMethods = {
 
 Server::Impl::Impl(ServerOptions opts) : options(std::move(opts)) {
   work.emplace(io.get_executor());
+  std::lock_guard lock(pool_mu);
   size_t n = std::max<size_t>(options.worker_threads, 1);
+  max_threads = std::max(options.max_worker_threads, n);
   for (size_t i = 0; i < n; ++i) threads.emplace_back([this] { io.run(); });
 }
 
-void Server::Impl::Post(std::function<void()> task) { boost::asio::post(io, std::move(task)); }
+void Server::Impl::Post(std::function<void()> task) {
+  {
+    std::lock_guard lock(pool_mu);
+    ++pool_pending;
+    // Timers run on the pool too, but only briefly; tasks are what hold threads.
+    if (!pool_stopped && pool_pending > threads.size() && threads.size() < max_threads) {
+      threads.emplace_back([this] { io.run(); });
+    }
+  }
+  boost::asio::post(io, [this, task = std::move(task)] {
+    struct Done {
+      Impl* impl;
+      ~Done() {
+        std::lock_guard lock(impl->pool_mu);
+        --impl->pool_pending;
+      }
+    } done{this};
+    task();
+  });
+}
 
 std::shared_ptr<const Tool> Server::Impl::FindTool(const std::string& name) const {
   std::shared_lock lock(registry_mu);
@@ -331,14 +352,19 @@ void Server::Shutdown() {
   for (const auto& s : impl_->LiveSessions()) s->Close();
   impl_->work.reset();
   impl_->io.stop();
-  for (auto& t : impl_->threads) {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(impl_->pool_mu);
+    impl_->pool_stopped = true;  // no thread is added from here on
+    threads.swap(impl_->threads);
+  }
+  for (auto& t : threads) {
     if (t.get_id() == std::this_thread::get_id()) {
       t.detach();  // Shutdown from a handler: cannot join ourselves
     } else if (t.joinable()) {
       t.join();
     }
   }
-  impl_->threads.clear();
 }
 
 std::vector<std::string> Server::ValidateToolOutput(const std::string& tool_name,

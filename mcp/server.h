@@ -36,7 +36,16 @@ struct ServerOptions {
   std::string instructions{};       // initialize result's instructions, optional
   size_t page_size = 100;           // items per tools/list, resources/list, ... page
   size_t max_message_bytes = 16 * 1024 * 1024;
-  size_t worker_threads = 16;  // handlers may block (tool calls run for seconds)
+  // The worker pool. Handlers may block (a tool call waits seconds on its sandbox), so the
+  // pool starts `worker_threads` threads and adds one whenever a task is posted while every
+  // thread is taken, up to `max_worker_threads`: a busy session never leaves another
+  // session's call waiting for a thread below that bound.
+  size_t worker_threads = 16;
+  size_t max_worker_threads = 512;
+  // Pool tasks (tool calls and the other handlers) one session may have running at once;
+  // its further requests wait in the session's own queue, in order, holding no thread, and
+  // start as its earlier ones finish. Bounds one session's share of the pool. 0: no limit.
+  size_t max_session_tasks = 16;
   // Capabilities: a feature is advertised when something is registered, or when its
   // advertise_* flag is set (e.g. tools are registered later by another module).
   bool advertise_tools = false;

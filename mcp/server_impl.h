@@ -39,11 +39,17 @@ struct Server::Impl {
   std::shared_ptr<const NotificationHandler> FindNotificationHandler(const std::string& m) const;
   Json Capabilities() const;
 
-  // The worker pool: an io_context run by options.worker_threads threads (timers too).
+  // The worker pool: an io_context run by options.worker_threads threads (timers too),
+  // grown by Post up to options.max_worker_threads.
   boost::asio::io_context io;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
-  std::vector<std::thread> threads;
-  // Runs `task` on a worker. After shutdown the task is destroyed without running.
+  std::mutex pool_mu;
+  std::vector<std::thread> threads;  // pool_mu
+  size_t pool_pending = 0;           // pool_mu: posted tasks not yet finished
+  size_t max_threads = 1;            // options.max_worker_threads, at least worker_threads
+  bool pool_stopped = false;         // pool_mu
+  // Runs `task` on a worker, starting one more thread when none is free. After shutdown
+  // the task is destroyed without running.
   void Post(std::function<void()> task);
 
   // Live sessions, strongly held until their transport closes.

@@ -289,7 +289,7 @@ void Session::Impl::Dispatch(const std::shared_ptr<RequestState>& state, const J
   auto token = std::make_shared<TaskToken>(self);
   auto shared_reply = std::make_shared<Reply>(std::move(reply));
   Method method = builtin == builtins.end() ? nullptr : builtin->second.method;
-  server->Post([this, token, shared_reply, ctx, params, custom, method]() mutable {
+  PostTask([this, token, shared_reply, ctx, params, custom, method]() mutable {
     if (ctx.cancelled()) return;  // cancelled while queued: the dropped reply is discarded
     if (method) {
       RunBuiltin(*this, method, params, ctx, *shared_reply);
@@ -334,6 +334,45 @@ void Session::Impl::RunCustom(const RequestHandler& handler, const Json& params,
     reply->Fail(kInternalError, std::string("Internal error: ") + e.what());
   }
   if (held_back->has_value()) Forward(*reply, **held_back);  // ignored if already replied
+}
+
+void Session::Impl::PostTask(std::function<void()> task) {
+  size_t cap = server->options.max_session_tasks;
+  {
+    std::lock_guard lock(mu);
+    if (cap != 0 && pool_tasks >= cap) {
+      waiting_tasks.push_back(std::move(task));
+      return;
+    }
+    ++pool_tasks;
+  }
+  RunOnPool(std::move(task));
+}
+
+// The task's own token keeps the session alive while it runs, and so `this`.
+void Session::Impl::RunOnPool(std::function<void()> task) {
+  server->Post([this, task = std::move(task)]() mutable {
+    struct Next {
+      Impl* impl;
+      ~Next() { impl->PoolTaskDone(); }
+    } next{this};
+    task();
+  });
+}
+
+// A finished task hands its place to the session's next waiting one.
+void Session::Impl::PoolTaskDone() {
+  std::function<void()> next;
+  {
+    std::lock_guard lock(mu);
+    if (waiting_tasks.empty()) {
+      --pool_tasks;
+      return;
+    }
+    next = std::move(waiting_tasks.front());
+    waiting_tasks.pop_front();
+  }
+  RunOnPool(std::move(next));
 }
 
 void Session::Impl::TaskDone() {
@@ -405,12 +444,16 @@ void Session::Impl::OnTransportClosed() {
   auto keep = weak.lock();  // the server's reference is dropped below
   std::vector<std::shared_ptr<RequestState>> cancelled;
   std::map<int64_t, Outgoing> lost;
+  // Requests still waiting for the session's share of the pool never start; destroyed
+  // outside the lock (each one's token counts itself done, which locks mu).
+  std::deque<std::function<void()>> never_started;
   {
     std::lock_guard lock(mu);
     if (phase == Phase::kClosed) return;
     phase = Phase::kClosed;
     for (auto& [key, state] : in_flight) cancelled.push_back(state);
     lost.swap(outgoing);
+    never_started.swap(waiting_tasks);
     idle_cv.notify_all();
   }
   log::Info("session " + id + " closed; cancelling " + std::to_string(cancelled.size()) +

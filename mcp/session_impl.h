@@ -6,6 +6,7 @@
 #include <atomic>
 #include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -64,6 +65,10 @@ struct Session::Impl {
   std::set<std::string> subscriptions;
   std::map<std::string, std::shared_ptr<RequestState>> in_flight;
   size_t running_tasks = 0;
+  // This session's share of the server's pool (ServerOptions::max_session_tasks): tasks
+  // posted and not finished, and those waiting for one of them to finish, in order.
+  size_t pool_tasks = 0;
+  std::deque<std::function<void()>> waiting_tasks;
   bool draining = false;  // the peer sent EOF; close once idle
   struct Outgoing {
     std::string method;
@@ -89,6 +94,9 @@ struct Session::Impl {
   void Finish(const std::shared_ptr<RequestState>& state, Json response, const ResponseOut& out);
   bool Send(const Json& message);
   void TaskDone();
+  void PostTask(std::function<void()> task);  // through the session's share of the pool
+  void RunOnPool(std::function<void()> task);
+  void PoolTaskDone();
 
   // ---- server->client requests (session.cc) ----
   int64_t StartOutgoing(const std::string& method, Json params, ResponseCallback done,

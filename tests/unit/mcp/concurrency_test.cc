@@ -2,8 +2,11 @@
 // requests, the exactly-one-response guarantee, and shutdown.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "mcp/session.h"
@@ -339,6 +342,117 @@ TEST(Shutdown, ClientDisconnectCancelsAndServerShutdownWaits) {
     server.Shutdown();
     server.Shutdown();  // idempotent
   }
+}
+
+// A tool whose calls block until the turnstile opens; counts how many run at once.
+struct Turnstile {
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 0, peak = 0, started = 0;
+  bool open = false;
+  bool WaitStarted(int n) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, 10s, [&] { return started >= n; });
+  }
+  void Open() {
+    std::lock_guard lock(mu);
+    open = true;
+    cv.notify_all();
+  }
+};
+
+Tool HoldTool(Turnstile& t) {
+  Tool tool = EchoTool();
+  tool.name = "hold";
+  tool.handler = [&t](const Json& args, Context&) {
+    std::unique_lock lock(t.mu);
+    ++t.started;
+    t.peak = std::max(t.peak, ++t.running);
+    t.cv.notify_all();
+    t.cv.wait(lock, [&] { return t.open; });
+    --t.running;
+    return ToolResult::Text(args["text"]);
+  };
+  return tool;
+}
+
+Json HoldCall(int i) { return {{"name", "hold"}, {"arguments", {{"text", std::to_string(i)}}}}; }
+Json EchoCall(const std::string& text) {
+  return {{"name", "echo"}, {"arguments", {{"text", text}}}};
+}
+
+// One session's calls beyond max_session_tasks wait in its own queue without holding a
+// thread, so another session is served at once; they all run once earlier ones finish.
+TEST(Concurrency, OneSessionsCallsBeyondItsShareWaitWithoutHoldingThreads) {
+  ServerOptions o = TestOptions();
+  o.worker_threads = 2;
+  o.max_worker_threads = 8;
+  o.max_session_tasks = 3;
+  Server server(o);
+  Turnstile t;
+  ASSERT_TRUE(server.AddTool(HoldTool(t)).ok());
+  ASSERT_TRUE(server.AddTool(EchoTool()).ok());
+  MemoryClient a(server), b(server);
+  a.Initialize();
+  b.Initialize();
+  for (int i = 0; i < 10; ++i) a.SendRequest("a" + std::to_string(i), "tools/call", HoldCall(i));
+  ASSERT_TRUE(t.WaitStarted(3));
+  std::this_thread::sleep_for(100ms);  // a fourth would have started by now
+  {
+    std::lock_guard lock(t.mu);
+    EXPECT_EQ(t.started, 3);
+  }
+  // Pings are answered on the reader thread, not the pool: still quick.
+  EXPECT_EQ(a.Request("ping", Json::object(), 2s)["result"], Json::object());
+  EXPECT_EQ(FirstText(b.Request("tools/call", EchoCall("b"), 2s)), "b");
+  t.Open();
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(FirstText(a.WaitResponse("a" + std::to_string(i))), std::to_string(i));
+  EXPECT_EQ(t.peak, 3);
+}
+
+// Blocked calls hold their threads; the pool grows past worker_threads instead of making
+// the next call (of any session) wait for one of them.
+TEST(Concurrency, ThePoolGrowsWhenEveryThreadIsHeldByABlockedCall) {
+  ServerOptions o = TestOptions();
+  o.worker_threads = 2;
+  o.max_worker_threads = 16;
+  o.max_session_tasks = 0;  // no per-session limit: only the pool's growth helps here
+  Server server(o);
+  Turnstile t;
+  ASSERT_TRUE(server.AddTool(HoldTool(t)).ok());
+  ASSERT_TRUE(server.AddTool(EchoTool()).ok());
+  MemoryClient a(server), b(server);
+  a.Initialize();
+  b.Initialize();
+  for (int i = 0; i < 6; ++i) a.SendRequest("a" + std::to_string(i), "tools/call", HoldCall(i));
+  EXPECT_TRUE(t.WaitStarted(6));  // six at once on a pool that started with two threads
+  EXPECT_EQ(FirstText(b.Request("tools/call", EchoCall("b"), 2s)), "b");
+  EXPECT_EQ(FirstText(a.Request("tools/call", EchoCall("a"), 2s)), "a");
+  t.Open();
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(FirstText(a.WaitResponse("a" + std::to_string(i))), std::to_string(i));
+}
+
+// A session closed with calls still waiting for its share: they never start, and the
+// session closes cleanly (no hang, nothing leaked: the ASan pass checks).
+TEST(Concurrency, CallsWaitingForTheSessionsShareNeverStartOnceItIsClosed) {
+  ServerOptions o = TestOptions();
+  o.max_session_tasks = 1;
+  Server server(o);
+  Turnstile t;
+  ASSERT_TRUE(server.AddTool(HoldTool(t)).ok());
+  MemoryClient a(server);
+  a.Initialize();
+  for (int i = 0; i < 5; ++i) a.SendRequest(i, "tools/call", HoldCall(i));
+  ASSERT_TRUE(t.WaitStarted(1));
+  auto sessions = server.Sessions();
+  ASSERT_EQ(sessions.size(), 1u);
+  sessions[0]->CloseAsync();
+  t.Open();  // the running one ends (its answer goes nowhere)
+  EXPECT_TRUE(sessions[0]->WaitFor(5s));
+  std::lock_guard lock(t.mu);
+  EXPECT_EQ(t.started, 1);
 }
 
 }  // namespace
