@@ -1,6 +1,7 @@
 // Cell init's request loop: one request at a time, children reaped through a signalfd.
 #include "sandbox/init/control_loop.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -10,7 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <ctime>
 #include <map>
+#include <set>
 
 #include "sandbox/control/protocol.h"
 #include "sandbox/control/unique_fd.h"
@@ -43,6 +47,8 @@ class ControlLoop {
   void HandleExec(const ExecRequest& request, std::vector<UniqueFd>& fds);
   void HandleSignal(const SignalRequest& request);
   void ReapChildren();
+  size_t StopLeftovers(int signo);
+  Result<pid_t> StartExecAtTheLimit(const ExecRequest& request, const int stdio[3]);
   void Send(const Message& message);
   void SendError(uint64_t id, const Error& error) {
     Send(ErrorReply{id, error.err, error.message});
@@ -83,10 +89,83 @@ void ControlLoop::Send(const Message& message) {
 void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& fds) {
   const int stdio[3] = {fds[0].get(), fds[1].get(), fds[2].get()};
   Result<pid_t> pid = StartExec(request, stdio, ctx_);
+  if (!pid.ok() && pid.error().err == EAGAIN) pid = StartExecAtTheLimit(request, stdio);
   fds.clear();  // the child has its copies; init must not hold pipe ends open
   if (!pid.ok()) return SendError(request.request_id, pid.error());
   execs_[*pid] = request.request_id;
   Send(ExecStarted{request.request_id, *pid});
+}
+
+// Sends signo to every process of the cell that belongs to no exec in progress: processes
+// that calls which have ended left running (a background job, a fork bomb that put itself
+// in the background). Returns how many it signalled; signo 0 counts them, zombies included
+// (they hold their pid until reaped).
+size_t ControlLoop::StopLeftovers(int signo) {
+  std::set<pid_t> live_groups;
+  for (const auto& [pid, exec_id] : execs_) live_groups.insert(pid);  // leader pid = group id
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return 0;
+  size_t signalled = 0;
+  while (dirent* entry = ::readdir(proc)) {
+    char* end = nullptr;
+    long pid = std::strtol(entry->d_name, &end, 10);
+    if (*end != '\0' || pid <= 1) continue;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) continue;  // gone already
+    char stat[512];
+    ssize_t n = ::read(fd.get(), stat, sizeof stat - 1);
+    if (n <= 0) continue;
+    stat[n] = '\0';
+    // "pid (comm) state ppid pgrp ...": comm may hold anything, so parse after the last ')'.
+    const char* close = std::strrchr(stat, ')');
+    char state = 0;
+    long ppid = 0, pgrp = 0;
+    if (!close || std::sscanf(close + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3) continue;
+    if (live_groups.count(static_cast<pid_t>(pgrp))) continue;
+    if (signo == 0) {
+      ++signalled;
+      continue;
+    }
+    if (state == 'Z') continue;
+    if (signo == SIGSTOP && state == 'T') continue;  // stopped in an earlier round
+    if (::kill(static_cast<pid_t>(pid), signo) == 0) ++signalled;
+  }
+  ::closedir(proc);
+  return signalled;
+}
+
+// fork said EAGAIN: the cell is at its process limit (pids.max). A session whose earlier
+// call left processes that fill it (a self-backgrounding fork bomb) would otherwise be
+// unable to run anything until it ends. Processes of execs in progress are spared; the
+// leftovers are stopped first (a stopped process cannot fork into the slot a killed one
+// frees), then killed and reaped, and the exec is tried again.
+Result<pid_t> ControlLoop::StartExecAtTheLimit(const ExecRequest& request, const int stdio[3]) {
+  size_t stopped = 0;
+  for (int round = 0; round < 64; ++round) {
+    size_t n = StopLeftovers(SIGSTOP);
+    stopped += n;
+    if (n == 0) break;
+  }
+  if (stopped == 0) {
+    return Error{
+        "fork: the cell is at its process limit and every process in it belongs to a "
+        "call still running",
+        EAGAIN};
+  }
+  size_t killed = StopLeftovers(SIGKILL);
+  Log("at the process limit: killed " + std::to_string(killed) +
+      " process(es) left running by calls that had ended");
+  // The killed processes hold their pids until reaped (they end up init's orphans): wait
+  // for all of them (at most a second), so the call finds the cell's pids free, not one.
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    ReapChildren();
+    if (StopLeftovers(0) == 0) break;
+    timespec pause{0, 5'000'000};
+    ::nanosleep(&pause, nullptr);
+  }
+  return StartExec(request, stdio, ctx_);
 }
 
 void ControlLoop::HandleSignal(const SignalRequest& request) {

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <string>
+#include <thread>
 
 #include "sandbox/linux/seccomp.h"
 #include "tests/integration/cell_fixture.h"
@@ -193,6 +194,43 @@ TEST_F(ConfinementTest, ForkBombStopsAtThePidsLimit) {
   ASSERT_TRUE(u.ok()) << u.error().message;
   EXPECT_GE(u->pids_limit_hits, 1u);
   EXPECT_EQ(Probe(*cell, {"rlimits"}).exit_code, 0) << "the cell must survive the bomb";
+}
+
+// A fork bomb that puts itself in the background outlives its call and keeps the cell at
+// pids.max. The next exec's fork fails; init then kills what calls that have ended left
+// running (never a running call's processes) and the exec goes ahead.
+TEST_F(ConfinementTest, LeftoversFillingThePidsLimitAreKilledForTheNextExec) {
+  auto cell = NewCell(CgroupLimits{256ull << 20, 32, 0});
+  ASSERT_TRUE(cell);
+  if (!HasCgroupOrReportsWhy(*cell)) GTEST_SKIP() << "no cgroup: limits not enforced (reported)";
+  // Python: a failed fork is an exception it retries, so the bomb takes every pid freed.
+  ProbeRun bomb = RunInCell(*cell, {"/usr/bin/python3", "-c",
+                                    "import os, sys, time\n"
+                                    "if os.fork() == 0:\n"
+                                    "    os.setsid()\n"
+                                    "    while True:\n"
+                                    "        try:\n"
+                                    "            if os.fork() == 0:\n"
+                                    "                time.sleep(1000)\n"
+                                    "                os._exit(0)\n"
+                                    "        except OSError:\n"
+                                    "            time.sleep(0.005)\n"
+                                    "print('started')\n"});
+  ASSERT_TRUE(bomb.ok) << bomb.error;
+  EXPECT_EQ(bomb.out, "started\n");
+  // Wait until the bomb holds every pid: the cgroup counts limit hits.
+  for (int i = 0; i < 200; ++i) {
+    Result<CgroupUsage> u = cell->Usage();
+    ASSERT_TRUE(u.ok()) << u.error().message;
+    if (u->pids_limit_hits > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ProbeRun after =
+      RunInCell(*cell, {"/bin/sh", "-c", "echo recovered; ps -e -o comm= | sort | uniq -c"});
+  ASSERT_TRUE(after.ok) << after.error;
+  EXPECT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_THAT(after.out, HasSubstr("recovered\n"));
+  EXPECT_THAT(after.out, Not(HasSubstr("sleep"))) << "the bomb's processes are gone";
 }
 
 TEST_F(ConfinementTest, CpuQuotaHolds) {
