@@ -17,11 +17,10 @@ bool Enabled(const policies::PackagesPolicy& p, Registry r) {
 }  // namespace
 
 std::vector<std::string> PackageCellEnv(const policies::PackagesPolicy& p) {
-  std::vector<std::string> env = {
-      std::string("NODE_PATH=") + kNodeModulesDir,
-  };
+  std::vector<std::string> env;
   // Only when the service serves the registry: otherwise pip and npm keep their defaults,
-  // which reach a registry only if the network allowlist lets them (docs/packages.md).
+  // which reach a registry only if the network allowlist lets them (docs/packages.md), and
+  // nothing in the workspace (a mounted project's node_modules/.bin, say) enters PATH.
   if (Enabled(p, Registry::kPypi)) {
     env.push_back(std::string("PIP_INDEX_URL=") + packages::kPypiIndexUrl);
     // Plain http is fine here: it never leaves the host (cell -> its proxy -> the service),
@@ -36,6 +35,7 @@ std::vector<std::string> PackageCellEnv(const policies::PackagesPolicy& p) {
   }
   if (Enabled(p, Registry::kNpm)) {
     env.push_back(std::string("npm_config_registry=") + packages::kNpmRegistryUrl);
+    env.push_back(std::string("NODE_PATH=") + kNodeModulesDir);
     env.push_back("npm_config_audit=false");
     env.push_back("npm_config_fund=false");
     env.push_back("npm_config_update_notifier=false");
@@ -45,7 +45,11 @@ std::vector<std::string> PackageCellEnv(const policies::PackagesPolicy& p) {
 }
 
 void AddPackageEnv(const policies::PackagesPolicy& packages, sandbox::CellSpec& spec) {
-  const std::string front = std::string(kVenvDir) + "/bin:" + kNodeModulesDir + "/.bin:";
+  std::string front;
+  if (!packages::CheckRegistryEnabled(packages, Registry::kPypi))
+    front += std::string(kVenvDir) + "/bin:";
+  if (!packages::CheckRegistryEnabled(packages, Registry::kNpm))
+    front += std::string(kNodeModulesDir) + "/.bin:";
   auto path = std::find_if(spec.env.begin(), spec.env.end(),
                            [](const std::string& e) { return e.rfind("PATH=", 0) == 0; });
   if (path == spec.env.end()) {

@@ -7,9 +7,10 @@
 //        unless packages.allow_sdist, no version check, no local cache (the server caches);
 //   npm: npm_config_registry = the service's registry, npm_config_ignore_scripts=true
 //        unless packages.allow_install_scripts, no audit/fund/update-notifier requests;
-// and always PATH with the session's virtual environment's bin first and NODE_PATH at the
-// workspace's node_modules, so run_code and run_command see what pip_install and
-// npm_install put there in later calls without any flag.
+// and, with them, PATH with the session's virtual environment's bin (pip) and
+// node_modules/.bin (npm) first and NODE_PATH at the workspace's node_modules, so run_code
+// and run_command see what pip_install and npm_install put there in later calls without
+// any flag. A disabled registry adds nothing.
 //
 // The virtual environment is /workspace/.venv: the workspace lives as long as the session
 // (longer when persistent) and the sandbox user can write it; it is made lazily by
@@ -35,7 +36,8 @@ inline constexpr char kSystemPython[] = "/usr/bin/python3";
 // not among them: AddPackageEnv rewrites the spec's own.
 std::vector<std::string> PackageCellEnv(const policies::PackagesPolicy& packages);
 
-// Adds PackageCellEnv to `spec.env` and puts the venv's bin first in its PATH.
+// Adds PackageCellEnv to `spec.env` and puts the venv's bin and node_modules/.bin (each
+// when its registry is enabled) first in its PATH.
 void AddPackageEnv(const policies::PackagesPolicy& packages, sandbox::CellSpec& spec);
 
 // One line for session_info and the tools' messages: "online: pypi (https://…/simple/), npm

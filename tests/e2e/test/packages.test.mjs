@@ -367,8 +367,10 @@ describe('package tools: offline from a wheelhouse, and disabled', () => {
       assert.equal(r.isError, true, tool);
       assert.match(text(r), /packages are disabled by policy pkg-off \(packages\.mode = "disabled"\)/);
     }
-    const env = await call('run_command', { command: 'echo "[$PIP_INDEX_URL]"' });
-    assert.equal(env.structuredContent.stdout, '[]\n', 'no package service, no index setting');
+    const env = await call('run_command', { command: 'echo "[$PIP_INDEX_URL][$NODE_PATH]"; echo "$PATH"' });
+    const [vars, pathVar] = env.structuredContent.stdout.split('\n');
+    assert.equal(vars, '[][]', 'no package service, no index setting');
+    assert.ok(!pathVar.includes('/workspace'), pathVar);
     const info = await call('session_info', {});
     assert.match(info.structuredContent.packages, /^disabled/);
   });

@@ -68,12 +68,17 @@ TEST(PackageCellEnv, OnlyTheEnabledRegistriesAndNothingWhenDisabled) {
   auto env = PackageCellEnv(pypi_only);
   EXPECT_TRUE(HasName(env, "PIP_INDEX_URL"));
   EXPECT_FALSE(HasName(env, "npm_config_registry"));
+  EXPECT_FALSE(HasName(env, "NODE_PATH"));
   PackagesPolicy off = Online();
   off.mode = PackagesMode::kDisabled;
   env = PackageCellEnv(off);
   EXPECT_FALSE(HasName(env, "PIP_INDEX_URL"));
   EXPECT_FALSE(HasName(env, "npm_config_registry"));
-  EXPECT_TRUE(HasName(env, "NODE_PATH"));  // harmless, and keeps earlier installs usable
+  EXPECT_TRUE(env.empty());
+  sandbox::CellSpec spec = sandbox::DefaultCellSpec("c1", "/tmp/state");
+  const std::vector<std::string> before = spec.env;
+  AddPackageEnv(off, spec);
+  EXPECT_EQ(spec.env, before) << "a disabled policy changes nothing, PATH included";
 }
 
 TEST(AddPackageEnv, PutsTheVenvFirstInTheOnePath) {
@@ -90,6 +95,17 @@ TEST(AddPackageEnv, PutsTheVenvFirstInTheOnePath) {
   }
   EXPECT_EQ(paths, 1);
   EXPECT_TRUE(Has(spec.env, "PIP_ONLY_BINARY=:all:"));
+  PackagesPolicy npm_only = Online();
+  npm_only.registries = {"npm"};
+  npm_only.allow = {"npm:tiny*"};
+  npm_only.deny = {};
+  sandbox::CellSpec npm_spec = sandbox::DefaultCellSpec("c2", "/tmp/state");
+  AddPackageEnv(npm_only, npm_spec);
+  for (const auto& e : npm_spec.env) {
+    if (e.rfind("PATH=", 0) == 0) {
+      EXPECT_EQ(e.rfind("PATH=/workspace/node_modules/.bin:/usr/", 0), 0u) << e;
+    }
+  }
 }
 
 TEST(PackagesSummary, SaysTheModeRegistriesAndSafetySwitches) {
