@@ -89,6 +89,8 @@ function buildFixtures(dir) {
   f.alpha = wheel({ name: 'tinyalpha', version: '1.0', value: 'alpha-1', requires: ['tinybeta>=1'] });
   f.beta = wheel({ name: 'tinybeta', version: '1.2', value: 'beta-1.2' });
   f.gamma = wheel({ name: 'tinygamma', version: '0.3', value: 'gamma' });
+  f.delta1 = wheel({ name: 'tinydelta', version: '1.0', value: 'delta-1' });
+  f.delta2 = wheel({ name: 'tinydelta', version: '2.0', value: 'delta-2' });
   f.evil = wheel({ name: 'evilpkg', version: '6.6.6', value: 'evil' });
   f.tamper = wheel({ name: 'tinytamper', version: '1.0', value: 'tamper' });
   // The upstream promises the real wheel's hash and serves other bytes.
@@ -126,7 +128,8 @@ describe('package tools: online through the server\'s cache', () => {
     dir = mkdtempSync(path.join(tmpdir(), 'mcpcell-pkg-e2e-'));
     stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-pkg-state-'));
     fx = fixtures();
-    pypi = await startPypiIndex([fx.alpha, fx.beta, fx.gamma, fx.evil, fx.tamper, fx.sdist]);
+    pypi = await startPypiIndex([fx.alpha, fx.beta, fx.gamma, fx.evil, fx.tamper, fx.sdist,
+      fx.delta1, fx.delta2]);
     npm = await startNpmRegistry([fx.npm, fx.npmScript]);
     policyFile = path.join(dir, 'online.toml');
     writeFileSync(policyFile, policyToml({ name: 'pkg-online', mode: 'online',
@@ -182,6 +185,18 @@ describe('package tools: online through the server\'s cache', () => {
     assert.equal(r.isError ?? false, false, text(r));
     assert.deepEqual(r.structuredContent.installed, []);
     assert.match(text(r), /nothing new to install/);
+  });
+
+  it('upgrade: true moves an installed package to the newest version; without it nothing changes', async () => {
+    const old = await call('pip_install', { packages: ['tinydelta==1.0'] });
+    assert.deepEqual(old.structuredContent.installed.map((p) => `${p.name} ${p.version}`), ['tinydelta 1.0'], text(old));
+    const same = await call('pip_install', { packages: ['tinydelta'] });
+    assert.deepEqual(same.structuredContent.installed, [], text(same));
+    const up = await call('pip_install', { packages: ['tinydelta'], upgrade: true });
+    assert.equal(up.isError ?? false, false, text(up));
+    assert.deepEqual(up.structuredContent.installed.map((p) => `${p.name} ${p.version}`), ['tinydelta 2.0'], text(up));
+    const imp = await call('run_code', { language: 'python', code: 'import tinydelta; print(tinydelta.VALUE)' });
+    assert.equal(imp.structuredContent.stdout, 'delta-2\n', text(imp));
   });
 
   it('run_command "pip install" goes through the same service and rules', async () => {
