@@ -136,14 +136,12 @@ print(json.dumps(result))`, { timeout_s: 60 });
     await assertHealthy(b);
   });
 
-  // KNOWN GAP (reported, not fixed): a bomb that puts itself in the background returns at
-  // once and leaves the cell at pids.max. Processes left running are allowed to outlive a
-  // call (nohup ... &), so nothing kills them, and from then on every exec of the session
-  // fails in its fork (EAGAIN) until the session ends; the file tools (no fork) still work.
-  // Other sessions are not affected. The test states what should hold.
-  it('a fork bomb that backgrounds itself leaves its session able to run commands', {
-    todo: 'the bomb outlives its call; every later exec of the session fails with fork: EAGAIN until the session ends',
-  }, async (t) => {
+  // A bomb that puts itself in the background returns at once and leaves the cell at
+  // pids.max. Processes may outlive a call (nohup ... &), so nothing kills them then; but
+  // when the next exec's fork fails, cell init stops, kills and reaps every process that
+  // belongs to no call still running, and the exec goes ahead. Other sessions are not
+  // affected.
+  it('a fork bomb that backgrounds itself leaves its session able to run commands', async (t) => {
     if (cgroupSkip()) return t.skip(cgroupSkip());
     const c = await server.session();
     try {
@@ -170,14 +168,11 @@ print('started')`);
     }
   });
 
-  // KNOWN GAP (reported, not fixed): tool calls block a thread of the server's worker pool
-  // (mcp::ServerOptions::worker_threads, 16) for as long as they run, and nothing limits
-  // one session's share of it (HTTP tenants can have max_concurrent_calls; sessions without
-  // a token have no limit). A session with more calls in flight than there are workers
-  // makes every other session wait for a free one: measured here, B's `true` took 3.8 s
-  // behind 40 of A's `sleep 2` calls, 5.8 s behind 100, 12 s behind 200.
+  // A tool call holds a thread of the server's worker pool while it runs. The pool grows
+  // when every thread is held (mcp::ServerOptions::max_worker_threads) and one session runs
+  // at most max_session_tasks calls at once (the rest wait in its own queue, holding no
+  // thread), so A's flood of calls does not make B wait for a thread.
   it('many concurrent calls in one session do not starve another session', {
-    todo: 'one session can fill the shared worker pool (16 threads); other sessions wait seconds',
     // The pool is the same in desktop mode; the root variant measures it (suite time).
     skip: isRoot ? false : 'measured by the root variant: the worker pool does not depend on the mode',
   }, async (t) => {
