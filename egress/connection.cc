@@ -163,34 +163,29 @@ void Connection::Decide() {
       if (request_.is_connect || request_.port() != 80)
         return Deny("the server's service " + route.host +
                     " is reached with plain http:// (port 80)");
-      return DecideInternal(route);
+      if (!Admit("the server's own service " + route.host)) return;
+      internal_ = &route;
+      candidates_.push_back(route.address);
+      return ConnectNext();
     }
   }
   const AllowEntry* entry = cell_->cfg.allowlist.Match(request_.target.host, request_.port());
   if (!entry) return Deny("not in the policy's allowlist");
-  uint64_t active = cell_->counters.active.load();
-  if (active >= cell_->cfg.max_connections)
-    return Deny("the cell has " + std::to_string(active) + " connections open (limit " +
-                std::to_string(cell_->cfg.max_connections) + ")");
-  cell_->counters.active++;
-  counted_active_ = true;
-  decision_ = "allow";
-  reason_ = "allowed by " + entry->text;
-  Resolve();
+  if (Admit("allowed by " + entry->text)) Resolve();
 }
 
-void Connection::DecideInternal(const InternalRoute& route) {
+bool Connection::Admit(const std::string& reason) {
   uint64_t active = cell_->counters.active.load();
-  if (active >= cell_->cfg.max_connections)
-    return Deny("the cell has " + std::to_string(active) + " connections open (limit " +
-                std::to_string(cell_->cfg.max_connections) + ")");
+  if (active >= cell_->cfg.max_connections) {
+    Deny("the cell has " + std::to_string(active) + " connections open (limit " +
+         std::to_string(cell_->cfg.max_connections) + ")");
+    return false;
+  }
   cell_->counters.active++;
   counted_active_ = true;
   decision_ = "allow";
-  reason_ = "the server's own service " + route.host;
-  internal_ = &route;
-  candidates_.push_back(route.address);
-  ConnectNext();
+  reason_ = reason;
+  return true;
 }
 
 void Connection::Resolve() {

@@ -90,7 +90,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadHead();
   void OnHead();
   void Decide();
-  void DecideInternal(const InternalRoute& route);  // to a service of the server
+  // Counts the connection against the cell's limit and records the decision; false (and a
+  // 403 on its way) when the cell is at its limit.
+  bool Admit(const std::string& reason);
   void Resolve();
   void OnResolved(Result<std::vector<IpAddress>> addresses);
   void ConnectNext();
