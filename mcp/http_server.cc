@@ -12,6 +12,7 @@
 #include <httplib.h>
 #include <openssl/rand.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,12 +20,14 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "mcp/http_task_queue.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
@@ -36,7 +39,15 @@ namespace {
 
 constexpr auto kKeepAlive = std::chrono::seconds(15);
 constexpr auto kInitTimeout = std::chrono::seconds(30);
+// What a stream keeps for resumption (Last-Event-ID), and what waits for a slow reader: the
+// newest events up to both bounds (the newest one always). A client that never reads loses
+// the oldest events instead of growing the server.
 constexpr size_t kMaxEventsPerStream = 1024;
+constexpr size_t kMaxBytesPerStream = 1 << 20;
+// How often a POST stream's connection is probed while its calls run: a client gone
+// mid-call is noticed within about two probes (the first write after the peer closed
+// still succeeds).
+constexpr auto kPostProbe = std::chrono::seconds(1);
 
 std::string RandomHex(size_t bytes) {
   std::vector<unsigned char> buf(bytes);
@@ -106,13 +117,18 @@ bool IsLoopbackHost(const std::string& host) {
 
 struct Stream {
   int id = 0;
-  bool standalone = false;        // the GET stream
-  std::set<std::string> pending;  // request id keys still unanswered (POST streams)
+  bool standalone = false;              // the GET stream
+  std::map<std::string, Json> pending;  // id key -> id of requests still unanswered (POST)
   std::deque<std::pair<int, std::string>> events;  // seq -> SSE "data" payload
+  size_t event_bytes = 0;                          // of events' payloads
   int next_seq = 1;
   int first_seq = 1;        // seq of events.front()
   bool attached = false;    // an HTTP connection is writing it
   uint64_t attach_gen = 0;  // a newer connection displaces an older one
+  // Housekeeping of a POST stream without a connection (the client went away): since when
+  // (0 = attached), and whether its unanswered requests were cancelled.
+  int64_t unattached_since_ms = 0;
+  bool cancelled = false;
   bool finished() const { return !standalone && pending.empty(); }
 };
 
@@ -153,7 +169,10 @@ struct HttpChannel {
   }
   void Push(Stream& s, const std::string& data) {
     s.events.emplace_back(s.next_seq++, data);
-    while (s.events.size() > kMaxEventsPerStream) {
+    s.event_bytes += data.size();
+    while (s.events.size() > 1 &&
+           (s.events.size() > kMaxEventsPerStream || s.event_bytes > kMaxBytesPerStream)) {
+      s.event_bytes -= s.events.front().second.size();
       s.events.pop_front();
       s.first_seq = s.events.front().first;
     }
@@ -229,6 +248,21 @@ struct HttpChannel {
       by_progress.erase(p->second);
       progress_of.erase(p);
     }
+  }
+
+  // Per the spec a cancelled request gets no response, so nothing would ever finish its
+  // stream: forget the requests that `items` cancel (their POST streams then end, and a
+  // late answer is dropped).
+  void ForgetCancelled(const std::vector<Json>& items) {
+    std::lock_guard lock(mu);
+    for (const Json& v : items) {
+      if (!v.is_object() || v.value("method", "") != "notifications/cancelled") continue;
+      const Json* params = v.contains("params") ? &v["params"] : nullptr;
+      if (params && params->is_object() && params->contains("requestId")) {
+        ForgetRequest(jsonrpc::IdKey((*params)["requestId"]));
+      }
+    }
+    cv.notify_all();
   }
 
   size_t InFlight() {
@@ -308,6 +342,7 @@ struct HttpServer::Impl {
   std::mutex hk_mu;
   std::condition_variable hk_cv;
   size_t max_body = 0;
+  int listen_fd = -1;  // the listening socket cpp-httplib made (its last one that bound)
 
   Impl(Server& s, HttpOptions o) : server(s), opts(std::move(o)) {}
 
@@ -447,8 +482,10 @@ struct HttpServer::Impl {
         sink.done();
         return;
       }
-      // A legacy session ends with its stream: probe it often so a gone client is noticed.
-      auto probe = ch->legacy ? std::chrono::seconds(1) : kKeepAlive;
+      // A legacy session ends with its stream, and a POST stream's calls are cancelled when
+      // its client is gone for good (Housekeep): probe those often so a gone client is
+      // noticed; the standalone GET stream only needs keep-alives.
+      auto probe = ch->legacy || !st->standalone ? kPostProbe : kKeepAlive;
       if (!ch->cv.wait_for(lock, probe, [&] {
             return st->attach_gen != gen || ch->closed || stopping || st->finished() ||
                    (!st->events.empty() && st->events.back().first >= next);
@@ -565,15 +602,41 @@ struct HttpServer::Impl {
     } done{*entry};
     std::vector<std::string> keys;
     for (const Json& v : items) {
-      if (v.contains("method") && v.contains("id")) keys.push_back(jsonrpc::IdKey(v["id"]));
+      if (v.contains("method") && v.contains("id")) {
+        // The answer to a request is routed to its stream by id. An id the session cannot
+        // echo (it answers id null) or one already in flight would leave this POST waiting
+        // for an answer that never comes to it.
+        const Json& rid = v["id"];
+        if (!jsonrpc::IsValidId(rid)) {
+          JsonError(
+              res, 400,
+              "Invalid Request: a request id must be a string or an integer, got " + rid.dump());
+          return;
+        }
+        keys.push_back(jsonrpc::IdKey(rid));
+      }
       if (v.value("method", "") == "initialize") {
         JsonError(res, 400, "Invalid Request: this session is already initialized");
         return;
       }
     }
     auto& ch = entry->channel;
+    {
+      std::lock_guard lock(ch->mu);
+      std::set<std::string> seen;
+      for (const std::string& key : keys) {
+        if (ch->by_request.count(key) || !seen.insert(key).second) {
+          JsonError(res, 409,
+                    "Conflict: request id " + key +
+                        " is already in use by a request in flight in this session; use a new "
+                        "id for each request");
+          return;
+        }
+      }
+    }
     if (keys.empty()) {  // notifications and responses only
       Deliver(*ch, req.body);
+      ch->ForgetCancelled(items);
       res.status = 202;
       return;
     }
@@ -594,7 +657,7 @@ struct HttpServer::Impl {
       for (const Json& v : items) {
         if (!v.contains("method") || !v.contains("id")) continue;
         std::string key = jsonrpc::IdKey(v["id"]);
-        st->pending.insert(key);
+        st->pending[key] = v["id"];
         ch->by_request[key] = st->id;
         const Json* params = v.contains("params") ? &v["params"] : nullptr;
         if (params && params->is_object() && params->contains("_meta") &&
@@ -608,6 +671,7 @@ struct HttpServer::Impl {
     bool priming = entry->session->protocol_version() >= "2025-11-25";
     ServeSse(res, entry, st, 1, priming);
     Deliver(*ch, req.body);
+    ch->ForgetCancelled(items);
   }
 
   void Deliver(HttpChannel& ch, const std::string& text) {
@@ -648,7 +712,7 @@ struct HttpServer::Impl {
     {
       std::lock_guard lock(entry->channel->mu);
       st = entry->channel->NewStream(false);
-      st->pending.insert(key);
+      st->pending[key] = body["id"];
       entry->channel->by_request[key] = st->id;
     }
     entry->session = server.Connect(std::make_unique<HttpSessionTransport>(entry->channel),
@@ -854,7 +918,67 @@ struct HttpServer::Impl {
       }
       lock.unlock();
       for (auto& [e, why] : doomed) CloseSession(e, why);
+      ReapUnattachedStreams();
       lock.lock();
+    }
+  }
+
+  // POST streams whose connection is gone: kept opts.resume_grace for the client to resume
+  // them (GET with Last-Event-ID); after that, their unanswered requests are cancelled (as
+  // if the client had sent notifications/cancelled: a running command is killed) and,
+  // once answered, the streams and their events are dropped.
+  void ReapUnattachedStreams() {
+    std::vector<std::shared_ptr<HttpSessionEntry>> all;
+    {
+      std::lock_guard l(mu);
+      for (auto& [id, e] : sessions) all.push_back(e);
+    }
+    const int64_t now = NowMs();
+    const int64_t grace = opts.resume_grace.count();
+    for (auto& e : all) {
+      HttpChannel& ch = *e->channel;
+      std::vector<Json> cancels;
+      {
+        std::lock_guard l(ch.mu);
+        if (ch.legacy) continue;  // one stream, which ends the session
+        for (auto it = ch.streams.begin(); it != ch.streams.end();) {
+          Stream& st = *it->second;
+          if (st.standalone || st.attached) {
+            st.unattached_since_ms = 0;
+            ++it;
+            continue;
+          }
+          if (st.unattached_since_ms == 0) st.unattached_since_ms = now;
+          if (now - st.unattached_since_ms < grace) {
+            ++it;
+            continue;
+          }
+          if (!st.cancelled && !st.pending.empty()) {
+            st.cancelled = true;
+            for (const auto& [key, id] : st.pending) cancels.push_back(id);
+          }
+          if (st.finished()) {
+            ch.Retire(st.id);
+            it = ch.streams.erase(it);
+          } else {
+            ++it;
+          }
+        }
+      }
+      for (const Json& id : cancels) {
+        Json note = {{"jsonrpc", "2.0"},
+                     {"method", "notifications/cancelled"},
+                     {"params",
+                      {{"requestId", id},
+                       {"reason",
+                        "the client's connection closed and the stream was not "
+                        "resumed within " +
+                            std::to_string(grace / 1000) + " s"}}}};
+        log::Info("http: session " + e->session->id() + ": cancelling request " + id.dump() +
+                  " (its client went away)");
+        Deliver(ch, note.dump());
+        ch.ForgetCancelled({note});
+      }
     }
   }
 };
@@ -881,8 +1005,17 @@ Status HttpServer::Bind() {
     m.http = std::make_unique<httplib::Server>();
   }
   size_t threads = m.opts.threads;
-  m.http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  m.http->new_task_queue = [threads] {
+    return new ElasticTaskQueue(std::min<size_t>(8, threads), threads, std::chrono::seconds(30));
+  };
   m.max_body = m.opts.default_tenant.max_body_bytes;
+  // cpp-httplib 0.11 listens with a backlog of 5: a burst of clients connecting at once
+  // (a hundred agents after a restart) overflows it and the extra connections wait for SYN
+  // retransmits or fail. Remember the socket so Bind can listen again with a real backlog.
+  m.http->set_socket_options([&m](int sock) {
+    httplib::default_socket_options(sock);
+    m.listen_fd = sock;
+  });
   // The largest any tenant may send is checked per tenant in HandlePost; this only stops
   // absurd bodies before they are read.
   m.http->set_payload_max_length(std::max<size_t>(m.max_body, 64u << 20));  // = hard_limit
@@ -924,6 +1057,11 @@ Status HttpServer::Bind() {
                            " (in use, or not a local address?)");
     }
     m.bound_port = m.opts.port;
+  }
+  // listen(2) on a listening socket only changes its backlog (capped by somaxconn).
+  if (m.listen_fd >= 0 && ::listen(m.listen_fd, SOMAXCONN) != 0) {
+    log::Warn(std::string("http: listen(backlog ") + std::to_string(SOMAXCONN) +
+              ") failed: " + std::strerror(errno) + "; keeping cpp-httplib's backlog of 5");
   }
   return Status::Ok();
 }

@@ -69,7 +69,14 @@ struct HttpOptions {
   // Optional TLS (PEM files); both empty = plain HTTP.
   std::string tls_cert_file;
   std::string tls_key_file;
-  size_t threads = 64;  // concurrent HTTP connections (each open SSE stream holds one)
+  // Connections served at once: each holds a thread while open (every session's GET stream,
+  // every call in flight, idle keep-alive connections). Threads are made on demand up to
+  // this; connections beyond it wait for one to close.
+  size_t threads = 1024;
+  // A POST stream whose connection dropped before its calls were answered may be resumed
+  // (GET with Last-Event-ID) for this long; then its calls are cancelled (a running
+  // command is killed) and its events dropped.
+  std::chrono::milliseconds resume_grace{10000};
   // Called once per session that ends (DELETE, expiry, client gone, shutdown), after its
   // requests have finished, with the mcp::Session id, the tenant and the reason.
   std::function<void(const std::string& session_id, const std::string& tenant,

@@ -79,6 +79,9 @@ struct ServeOptions {
   size_t keep_bytes = 0;
   // Cells kept ready per policy profile so a session's first call does not wait for one.
   size_t warm_cells = 1;
+  // --http-resume-grace: how long a dropped POST stream may be resumed before its calls
+  // are cancelled.
+  int64_t resume_grace_s = 10;
   std::string package_cache_size = "4GiB";  // --package-cache-size
   uint64_t package_cache_bytes = 4ull << 30;
   std::string package_ca_file;  // --package-ca-file
@@ -207,6 +210,7 @@ int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const
   }
   http.port = static_cast<int>(n);
   http.idle_timeout = idle;
+  http.resume_grace = std::chrono::seconds(opts.resume_grace_s);
   http.default_tenant.max_body_bytes = opts.max_message_bytes;
   auto config = std::make_shared<HttpConfig>(opts.http_settings);
   // A tenant's HTTP session expires after its own policy's idle time.
@@ -399,6 +403,12 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
       "stdio");
   cmd->add_flag("--stdio", opts->stdio, "Serve over stdin/stdout (the default; for Claude Desktop)")
       ->excludes(http_opt);
+  cmd->add_option("--http-resume-grace", opts->resume_grace_s,
+                  "Seconds a client whose connection dropped mid-call has to resume its stream "
+                  "(Last-Event-ID) before the call is cancelled and its command killed")
+      ->check(CLI::Range(int64_t{1}, int64_t{3600}))
+      ->capture_default_str()
+      ->needs(http_opt);
   cmd->add_option("--http-config", opts->http_config,
                   "HTTP config (TOML): bearer-token hashes -> tenants, quotas, allowed "
                   "hosts/origins, TLS")

@@ -1,7 +1,8 @@
 // mcp::HttpServer over real loopback sockets, driven by cpp-httplib's client: the session
 // lifecycle (initialize -> Mcp-Session-Id -> SSE answers with event ids -> DELETE -> 404),
 // bearer-token tenants and their isolation, the standalone GET stream, idle expiry, and
-// the bad-input answers.
+// the bad-input answers; more open streams than a fixed pool would serve, and the
+// cancellation of a call whose client dropped its connection.
 #include "mcp/http_server.h"
 
 #include <httplib.h>
@@ -9,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -372,6 +374,158 @@ TEST(HttpLoopback, RecognizesLoopbackNames) {
   EXPECT_TRUE(IsLoopbackHost("[::1]"));
   EXPECT_FALSE(IsLoopbackHost("0.0.0.0"));
   EXPECT_FALSE(IsLoopbackHost("example.com"));
+}
+
+// The fault tests' HTTP transport fixes (tests/faults): streams beyond a fixed thread pool,
+// and calls whose client went away.
+class HttpServerFaultTest : public HttpServerTest {
+ protected:
+  // A server whose "gate" tool counts its callers and waits (up to 20 s) until `want` of
+  // them run at once, and whose "block" tool runs until cancelled.
+  void StartWithTools(HttpOptions options, int want) {
+    server_ = std::make_unique<Server>(TestOptions());
+    Tool gate;
+    gate.name = "gate";
+    gate.input_schema = {{"type", "object"}};
+    gate.handler = [this, want](const Json&, Context&) {
+      std::unique_lock lock(gate_mu_);
+      ++inside_;
+      gate_cv_.notify_all();
+      bool all = gate_cv_.wait_for(lock, std::chrono::seconds(20), [&] { return inside_ >= want; });
+      return ToolResult::Text(all ? "all inside" : "only " + std::to_string(inside_) + " inside");
+    };
+    ASSERT_TRUE(server_->AddTool(gate));
+    Tool block;
+    block.name = "block";
+    block.input_schema = {{"type", "object"}};
+    block.handler = [this](const Json&, Context& ctx) {
+      std::unique_lock lock(gate_mu_);
+      ++blocked_;
+      gate_cv_.notify_all();
+      ctx.OnCancel([this] {
+        std::lock_guard l(gate_mu_);
+        ++cancelled_;
+        gate_cv_.notify_all();
+      });
+      gate_cv_.wait_for(lock, std::chrono::seconds(30), [&] { return ctx.cancelled(); });
+      return ToolResult::Text("unblocked");
+    };
+    ASSERT_TRUE(server_->AddTool(block));
+    http_ = std::make_unique<HttpServer>(*server_, options);
+    Status st = http_->Bind();
+    ASSERT_TRUE(st) << st.message();
+    thread_ = std::thread([this] { http_->Run(); });
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", http_->port());
+    client_->set_read_timeout(30, 0);
+  }
+  Json Call(int id, const std::string& tool) {
+    return {{"jsonrpc", "2.0"},
+            {"id", id},
+            {"method", "tools/call"},
+            {"params", {{"name", tool}, {"arguments", Json::object()}}}};
+  }
+
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  int inside_ = 0;
+  int blocked_ = 0;
+  int cancelled_ = 0;
+};
+
+// Every open stream holds a connection thread; with a fixed pool of 64 the 65th call never
+// started (and every other session stalled). 100 calls in flight at once (10 sessions of 10:
+// a session runs at most ServerOptions::max_session_tasks at once), all answered.
+TEST_F(HttpServerFaultTest, MoreStreamsThanAFixedPoolAreAllServed) {
+  constexpr int kSessions = 10;
+  constexpr int kCalls = 100;
+  StartWithTools({}, kCalls);
+  std::vector<std::string> ids;
+  for (int i = 0; i < kSessions; ++i) ids.push_back(Open());
+  std::vector<std::string> bodies(kCalls);
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kCalls; ++i) {
+    callers.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", http_->port());
+      c.set_read_timeout(60, 0);
+      auto r =
+          c.Post("/mcp",
+                 {{"Accept", kAccept}, {"Mcp-Session-Id", ids[static_cast<size_t>(i % kSessions)]}},
+                 Call(100 + i, "gate").dump(), "application/json");
+      bodies[static_cast<size_t>(i)] = r ? r->body : "no answer";
+    });
+  }
+  for (auto& t : callers) t.join();
+  for (const std::string& body : bodies) {
+    EXPECT_NE(body.find("all inside"), std::string::npos)
+        << body.substr(body.size() > 300 ? body.size() - 300 : 0);
+  }
+}
+
+// A client that drops its connection mid-call and does not resume the stream within the
+// grace gets its call cancelled; one that is still connected does not.
+TEST_F(HttpServerFaultTest, ADroppedCallIsCancelledAfterTheResumeGrace) {
+  HttpOptions o;
+  o.resume_grace = std::chrono::milliseconds(300);
+  StartWithTools(o, 1);
+  std::string id = Open();
+  {
+    httplib::Client quitter("127.0.0.1", http_->port());
+    quitter.set_read_timeout(1, 0);  // gives up (closes the connection) after 1 s
+    auto r = quitter.Post("/mcp", {{"Accept", kAccept}, {"Mcp-Session-Id", id}},
+                          Call(7, "block").dump(), "application/json");
+    EXPECT_FALSE(r);
+  }
+  std::unique_lock lock(gate_mu_);
+  EXPECT_TRUE(gate_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return cancelled_ == 1; }))
+      << "blocked " << blocked_ << ", cancelled " << cancelled_;
+  lock.unlock();
+  // The session still serves, and a connected caller's call runs until it is answered.
+  auto r = Post({{"jsonrpc", "2.0"}, {"id", 8}, {"method", "ping"}}, {{"Mcp-Session-Id", id}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("\"result\""), std::string::npos) << r->body;
+}
+
+// A request whose id the session cannot echo, or whose id is already in flight, is refused at
+// once: its answer could never be routed to its stream, and the POST would wait forever.
+TEST_F(HttpServerFaultTest, UnroutableRequestIdsAreRefusedNotLeftWaiting) {
+  StartWithTools({}, 1);
+  std::string id = Open();
+  httplib::Headers h = {{"Mcp-Session-Id", id}};
+  for (const char* bad : {R"({"a":1})", "1.5", "null", "true", "[1]"}) {
+    Json call = Call(0, "gate");
+    call["id"] = Json::parse(bad);
+    auto r = Post(call, h);
+    ASSERT_TRUE(r) << bad;
+    EXPECT_EQ(r->status, 400) << bad << ": " << r->body;
+    EXPECT_NE(r->body.find("request id must be a string or an integer"), std::string::npos)
+        << r->body;
+  }
+  // Id 9 in flight (blocking), then again: 409.
+  std::string first;
+  std::thread holder([&] {
+    httplib::Client c("127.0.0.1", http_->port());
+    c.set_read_timeout(30, 0);
+    auto r = c.Post("/mcp", {{"Accept", kAccept}, {"Mcp-Session-Id", id}}, Call(9, "block").dump(),
+                    "application/json");
+    first = r ? r->body : "no answer";
+  });
+  {
+    std::unique_lock lock(gate_mu_);
+    ASSERT_TRUE(gate_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return blocked_ == 1; }));
+  }
+  auto dup = Post(Call(9, "gate"), h);
+  ASSERT_TRUE(dup);
+  EXPECT_EQ(dup->status, 409) << dup->body;
+  EXPECT_NE(dup->body.find("already in use"), std::string::npos) << dup->body;
+  auto cancel = Post(
+      {{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 9}}}},
+      h);
+  EXPECT_EQ(cancel->status, 202);
+  // A cancelled request gets no response, and its POST stream ends instead of waiting.
+  holder.join();
+  EXPECT_NE(first, "no answer");
+  EXPECT_EQ(first.find("\"result\""), std::string::npos) << first;
 }
 
 }  // namespace
