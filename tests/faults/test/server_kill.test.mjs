@@ -46,8 +46,10 @@ describe('kill -9 of the server with 20 live sessions, then a restart', () => {
     }
     tenants.push({ name: 'eph', maxSessions: kEphemeral });
     const config = writeHttpConfig(dir, tenants);
+    // --warm-cells 0: every cell in the state dir belongs to a session, so the snapshot below
+    // never catches a pool cell half made, and the restart must reap exactly those.
     const args = ['serve', '--http', '127.0.0.1:0', '--http-config', config, '--state-dir',
-      stateDir];
+      stateDir, '--warm-cells', '0'];
     const first = await startHttpServer('mcpcell', args);
     servers.push(first);
 
@@ -74,6 +76,7 @@ describe('kill -9 of the server with 20 live sessions, then a restart', () => {
     // What exists now: every cell with its init, namespaces and cgroups.
     const cells = cellsOf(stateDir);
     const ids = cells.map((c) => c.id);
+    assert.equal(cells.length, sessions.length, `one cell per session: ${ids}`);
     for (const s of sessions) assert.ok(ids.includes(s.cellId), `cell ${s.cellId} in the state dir`);
     const inodes = new Set();
     for (const c of cells) {
@@ -106,7 +109,7 @@ describe('kill -9 of the server with 20 live sessions, then a restart', () => {
       for (const cg of c.cgroups) assert.ok(existsSync(cg), `cgroup ${cg} left by the killed server`);
     }
 
-    const second = await startHttpServer('mcpcell', [...args, '--warm-cells', '0']);
+    const second = await startHttpServer('mcpcell', args);
     servers.push(second);
     assert.match(second.stderr(), new RegExp(`reaped ${cells.length} cell\\(s\\)`),
       `the restart reports what it reaped:\n${second.stderr()}`);
