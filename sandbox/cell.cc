@@ -19,6 +19,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <ctime>
+#include <fstream>
 #include <mutex>
 
 #include "sandbox/cell_channel.h"
@@ -643,13 +645,26 @@ Result<std::vector<std::string>> ReapOrphans(const std::string& state_dir) {
   for (const std::string& id : ids) {
     if (Status s = RemoveCellDir(cells + "/" + id); !s) return s.error().Wrap("reap cell " + id);
   }
-  // Every id range claim now belongs to no cell (a crash between claim and cell dir, or
-  // between removing the dir and the claim, leaves one): release them all.
+  // Release the id range claims of cells that no longer exist (the orphans just reaped, or
+  // a crash between claim and cell dir or between removing the dir and the claim). A claim
+  // names its cell; claims of cells still in cells/ belong to another live server sharing
+  // this state dir and must stay, or a new cell here would get the same host uids as its
+  // live cell. An empty claim younger than a minute is a claim being written right now.
   const std::string ranges = state_dir + "/idranges";
   if (DIR* r = ::opendir(ranges.c_str())) {
     while (struct dirent* e = ::readdir(r)) {
       std::string name = e->d_name;
       if (name == "." || name == "..") continue;
+      std::string owner;
+      std::ifstream(ranges + "/" + name) >> owner;
+      struct stat st;
+      bool fresh = ::fstatat(::dirfd(r), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                   ::time(nullptr) - st.st_mtime < 60;
+      if (owner.empty() ? fresh
+                        : owner.find('/') == std::string::npos && owner != "." && owner != ".." &&
+                              ::access((cells + "/" + owner).c_str(), F_OK) == 0) {
+        continue;
+      }
       if (::unlinkat(::dirfd(r), name.c_str(), 0) != 0 && errno != ENOENT) {
         Error err = Error::Sys("unlink(\"" + ranges + "/" + name + "\")");
         ::closedir(r);

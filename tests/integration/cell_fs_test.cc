@@ -383,6 +383,13 @@ TEST_F(CellFsTest, CellsOfAnotherLiveServerAreNotReaped) {
   EXPECT_TRUE(reaped->empty()) << "reaped a live server's cell";
   EXPECT_TRUE((*cell)->alive());
   EXPECT_TRUE((*cell)->channel().alive());
+  // Its uid/gid range stays claimed (as root), or a cell made here next would share its
+  // host uids.
+  const int slot = (*cell)->id_map().slot;
+  if (slot >= 0) {
+    EXPECT_TRUE(std::filesystem::exists(state_.path() + "/idranges/" + std::to_string(slot)))
+        << "released a live cell's id range claim";
+  }
 
   // Once the owner is gone, the same cell is an orphan.
   kill_other.Now();
