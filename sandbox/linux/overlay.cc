@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -198,9 +199,14 @@ Result<std::string> PrepareHostTemplate(const std::string& state_dir) {
   if (Status s = MakeDirs(templates, 0755); !s) return s.error().Wrap("prepare template");
   // Cell init of a root server runs as an unprivileged host uid and must traverse this.
   if (::chmod(templates.c_str(), 0755) != 0) return Error::Sys("chmod(\"" + templates + "\")");
-  char tmp_name[64];
-  std::snprintf(tmp_name, sizeof tmp_name, "/.building-%d-%ld", static_cast<int>(::getpid()),
-                static_cast<long>(::time(nullptr)));
+  // Unique per call, not only per process: two threads of one server (two warm pools
+  // filling at once) built into the same directory, and one's rename could publish the
+  // other's half-built tree (a template without /workspace: every later cell failed).
+  static std::atomic<uint64_t> serial{0};
+  char tmp_name[96];
+  std::snprintf(tmp_name, sizeof tmp_name, "/.building-%d-%ld-%llu", static_cast<int>(::getpid()),
+                static_cast<long>(::time(nullptr)),
+                static_cast<unsigned long long>(serial.fetch_add(1)));
   std::string tmp = templates + tmp_name;
   (void)RemoveTree(tmp);
   if (Status s = BuildSkeleton(tmp); !s) {
