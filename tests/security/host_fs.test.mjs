@@ -361,9 +361,11 @@ print(json.dumps({
     assert.deepEqual([etcAfter.uid, etcAfter.gid, etcAfter.mode], [etcBefore.uid, etcBefore.gid, etcBefore.mode]);
     const dirStat = statSync(dir);
     assert.equal(dirStat.uid, process.getuid(), 'the test directory behind a planted link keeps its owner');
+    // The cell may set the setuid bit on its own copy; re-owning the workspace for a cell
+    // with another host uid range clears it (chown does), so whether it is still set depends
+    // on which range the second cell got. Either way the file is never root's.
     const sh = statSync(path.join(wsDir, 'sh'));
-    assert.ok(sh.mode & 0o4000, 'the cell could set the setuid bit on its own copy');
-    if (isRoot) assert.notEqual(sh.uid, 0, 'but the file belongs to the cell\'s host uid, never root');
+    if (isRoot) assert.notEqual(sh.uid, 0, 'the file belongs to the cell\'s host uid, never root');
     else assert.equal(sh.uid, process.getuid());
   });
 
