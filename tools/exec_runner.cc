@@ -19,17 +19,6 @@ namespace {
 using sandbox::CellChannel;
 using sandbox::OutputStream;
 
-std::string CallId() {
-  static std::atomic<uint64_t> counter{0};
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%lld-%llu",
-                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                           std::chrono::system_clock::now().time_since_epoch())
-                                           .count()),
-                static_cast<unsigned long long>(counter.fetch_add(1)));
-  return buf;
-}
-
 // Saves one stream's full output in the cell once it outgrows what the result keeps.
 // Until then it only buffers (most outputs are small and never touch the disk).
 class OutputSaver {
@@ -170,6 +159,17 @@ mcp::ToolResult BuildResult(const ExecCall& call, const sandbox::ExecResult& r,
 
 }  // namespace
 
+std::string NewCallId() {
+  static std::atomic<uint64_t> counter{0};
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%lld-%llu",
+                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count()),
+                static_cast<unsigned long long>(counter.fetch_add(1)));
+  return buf;
+}
+
 mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall& call) {
   // The session's own limits: the schema allows the largest maximum of any policy served.
   const CellToolsConfig* session_config = SessionConfig(env, ctx);
@@ -204,7 +204,7 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   std::stop_callback on_close(lease.stop_token(), [stop] { stop->request_stop(); });
 
   const uint64_t refusals_before = env.egress ? env.egress->RefusalCursor(lease.cell().id()) : 0;
-  const std::string id = CallId();
+  const std::string id = NewCallId();
   const std::string dir = std::string(kOutputDir) + "/" + call.tool + "-" + id;
   OutputCapture out(config.keep_bytes_per_stream), err(config.keep_bytes_per_stream);
   OutputSaver out_saver(channel, dir + ".stdout", config.keep_bytes_per_stream,

@@ -31,6 +31,10 @@ struct ExecCall {
 
 mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall& call);
 
+// A server-unique id for one call (time in ms and a process-wide counter): names its saved
+// output and temporary files in the cell. One counter for every tool, so ids never repeat.
+std::string NewCallId();
+
 // The outputSchema of run_code and run_command.
 mcp::Json ExecOutputSchema();
 // Shared input schema pieces.

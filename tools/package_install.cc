@@ -6,6 +6,7 @@
 
 #include "sandbox/cell_channel.h"
 #include "tools/egress_registry.h"
+#include "tools/exec_runner.h"
 #include "tools/package_env.h"
 
 namespace mcpcell::tools {
@@ -13,17 +14,6 @@ namespace {
 
 // Output kept in the result: pip and npm say what failed at the end.
 constexpr size_t kKeptOutputBytes = 12 * 1024;
-
-std::string NewCallId() {
-  static std::atomic<uint64_t> counter{0};
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%lld-%llu",
-                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                           std::chrono::system_clock::now().time_since_epoch())
-                                           .count()),
-                static_cast<unsigned long long>(counter.fetch_add(1)));
-  return buf;
-}
 
 std::string RegistryKey(packages::Registry r) { return std::string(packages::RegistryName(r)); }
 
