@@ -17,7 +17,7 @@
 
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -125,6 +125,8 @@ function steps(i) {
 async function main() {
   const ownState = !opts.stateDir;
   const stateDir = opts.stateDir ?? mkdtempSync(path.join(tmpdir(), 'mcpcell-soak-'));
+  // A --state-dir that does not exist yet is made (the server wants it to exist, owned by us).
+  mkdirSync(stateDir, { recursive: true });
   chmodSync(stateDir, 0o755);
   const server = await startServer(stateDir);
   const pid = server.proc.pid;
