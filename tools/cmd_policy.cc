@@ -53,7 +53,7 @@ int Show(const PolicyArgs& a) {
 }
 
 const bool kRegistered = RegisterCommand("policy", [](CLI::App& parent, int* exit_code) {
-  CLI::App* cmd = parent.add_subcommand("policy", "Check and show sandbox policies (profiles)");
+  CLI::App* cmd = parent.add_subcommand("policy", kPolicySummary);
   cmd->require_subcommand(1);
   auto check_args = std::make_shared<PolicyArgs>();
   CLI::App* check = cmd->add_subcommand(

@@ -388,8 +388,7 @@ int RunServe(const ServeOptions& opts) {
 const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit_code) {
   auto opts = std::make_shared<ServeOptions>();
   opts->state_dir = sandbox::DefaultStateDir();
-  CLI::App* cmd = parent.add_subcommand(
-      "serve", "Serve MCP over stdio; every client session gets its own sandboxed cell");
+  CLI::App* cmd = parent.add_subcommand("serve", kServeSummary);
   cmd->add_option("--log-level", opts->log_level,
                   "Diagnostics on stderr: debug, info, notice, warning, error, critical, "
                   "alert, emergency or off")

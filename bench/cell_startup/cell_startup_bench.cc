@@ -10,6 +10,10 @@
 // issue sets as targets: mcpcell /bin/true <= 0.7x bwrap, mcpcell python <= 1.15x bare
 // python (the latter says how much a cell adds to a real, if small, program).
 //
+// --baseline PATH adds two rows, the same commands under another `mcpcell run` (an older
+// build, with its own mcpcell-init next to it), so a change is measured side by side with
+// what it replaces, in the same rounds.
+//
 // Two more rows run the same commands in one warm cell through CellChannel::Exec, the way
 // an MCP session uses its cell for every call after the first: they show the per-call
 // cost of a cell apart from its creation.
@@ -140,22 +144,25 @@ double Percentile(std::vector<double> v, double p) {
 int main(int argc, char** argv) {
   int rounds = 30;
   std::string mcpcell = SelfDir() + "/mcpcell";
+  std::string baseline;  // another mcpcell (an older build, say) run in the same rounds
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc) {
       rounds = std::atoi(argv[++i]);
     } else if (a == "--mcpcell" && i + 1 < argc) {
       mcpcell = argv[++i];
+    } else if (a == "--baseline" && i + 1 < argc) {
+      baseline = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--rounds N] [--mcpcell PATH]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--rounds N] [--mcpcell PATH] [--baseline PATH]\n", argv[0]);
       return 2;
     }
   }
   if (rounds < 1) rounds = 1;
   const std::vector<std::string> t = {"/bin/true"};
   const std::vector<std::string> py = {"/usr/bin/python3", "-c", "print(1)"};
-  auto run = [&](std::vector<std::string> cmd) {
-    std::vector<std::string> v = {mcpcell, "run", "--"};
+  auto run = [&](std::vector<std::string> cmd, const std::string& bin) {
+    std::vector<std::string> v = {bin, "run", "--"};
     v.insert(v.end(), cmd.begin(), cmd.end());
     return v;
   };
@@ -189,13 +196,17 @@ int main(int argc, char** argv) {
     };
   };
   std::vector<Config> configs = {{"bare true", t, {}, {}},
-                                 {"mcpcell true", run(t), {}, {}},
+                                 {"mcpcell true", run(t, mcpcell), {}, {}},
                                  {"bwrap true", Bwrap(t), {}, {}},
                                  {"bare python", py, {}, {}},
-                                 {"mcpcell python", run(py), {}, {}},
+                                 {"mcpcell python", run(py, mcpcell), {}, {}},
                                  {"bwrap python", Bwrap(py), {}, {}},
                                  {"warm-cell true", {}, {}, warm(t)},
                                  {"warm-cell python", {}, {}, warm(py)}};
+  if (!baseline.empty()) {
+    configs.push_back({"baseline true", run(t, baseline), {}, {}});
+    configs.push_back({"baseline python", run(py, baseline), {}, {}});
+  }
   for (Config& c : configs) RunOnce(c);  // warm-up: template, page cache
   for (int r = 0; r < rounds; ++r) {
     for (size_t k = 0; k < configs.size(); ++k) {
@@ -220,6 +231,12 @@ int main(int argc, char** argv) {
               median(6) / median(0));
   std::printf("  warm-cell python / bare python = %.2f  (per call in an existing cell)\n",
               median(7) / median(3));
+  if (!baseline.empty()) {
+    std::printf("  mcpcell true   / baseline true   = %.2f  (%s)\n", median(1) / median(8),
+                baseline.c_str());
+    std::printf("  mcpcell python / baseline python = %.2f\n", median(4) / median(9));
+    std::printf("  baseline true  / bwrap true      = %.2f\n", median(8) / median(2));
+  }
   (void)(*cell)->Destroy();
   std::filesystem::remove_all(state);
   return 0;

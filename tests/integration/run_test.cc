@@ -31,10 +31,8 @@ struct Outcome {
   std::string out, err;
 };
 
-// Runs `mcpcell run --state-dir <state> <args...>` with `input` on its stdin.
-Outcome RunMcpcell(const std::string& state, std::vector<std::string> args,
-                   const std::string& input = "") {
-  args.insert(args.begin(), {MCPCELL_BIN, "run", "--state-dir", state});
+// Runs argv (argv[0] a path) with `input` on its stdin; collects its status and output.
+Outcome RunProgram(std::vector<std::string> args, const std::string& input = "") {
   int in[2], out[2], err[2];
   EXPECT_EQ(pipe2(in, O_CLOEXEC) | pipe2(out, O_CLOEXEC) | pipe2(err, O_CLOEXEC), 0);
   pid_t pid = fork();
@@ -75,6 +73,19 @@ Outcome RunMcpcell(const std::string& state, std::vector<std::string> args,
   waitpid(pid, &status, 0);
   o.status = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
   return o;
+}
+
+// Runs `mcpcell run --state-dir <state> <args...>` with `input` on its stdin.
+Outcome RunMcpcell(const std::string& state, std::vector<std::string> args,
+                   const std::string& input = "") {
+  args.insert(args.begin(), {MCPCELL_BIN, "run", "--state-dir", state});
+  return RunProgram(args, input);
+}
+
+// mcpcell-server, installed next to mcpcell (tools/command.h).
+std::string ServerBin() {
+  std::string bin = MCPCELL_BIN;
+  return bin.substr(0, bin.rfind('/') + 1) + "mcpcell-server";
 }
 
 class RunTest : public ::testing::Test {
@@ -147,6 +158,91 @@ TEST_F(RunTest, EachRunGetsAFreshCell) {
   Outcome o = Run({"--", "/bin/sh", "-c", "ls /tmp /workspace"});
   EXPECT_EQ(o.status, 0);
   EXPECT_THAT(o.out, ::testing::Not(HasSubstr("mark")));
+}
+
+// The front delegates the commands it does not link to mcpcell-server (tools/command.h):
+// both list the same commands with the same summaries, whichever answers --help.
+TEST(RunFrontTest, HelpListsEveryCommand) {
+  Outcome front = RunProgram({MCPCELL_BIN, "--help"});
+  Outcome server = RunProgram({ServerBin(), "--help"});
+  ASSERT_EQ(front.status, 0) << front.err;
+  ASSERT_EQ(server.status, 0) << server.err;
+  // The same text but for the usage line, which names argv[0].
+  auto without_usage = [](std::string text) {
+    const size_t at = text.find("\nUsage: ");
+    if (at != std::string::npos) text.erase(at, text.find('\n', at + 1) - at);
+    return text;
+  };
+  EXPECT_EQ(without_usage(front.out), without_usage(server.out));
+  for (const char* command : {"run", "doctor", "serve", "policy"}) {
+    EXPECT_THAT(front.out, HasSubstr(std::string("\n  ") + command + " ")) << front.out;
+  }
+}
+
+TEST(RunFrontTest, DelegatedCommandsRunInTheServer) {
+  Outcome serve = RunProgram({MCPCELL_BIN, "serve", "--help"});
+  EXPECT_EQ(serve.status, 0) << serve.err;
+  EXPECT_THAT(serve.out, HasSubstr("--http")) << "serve's own options, from mcpcell-server";
+  Outcome policy = RunProgram({MCPCELL_BIN, "policy", "show", "default"});
+  EXPECT_EQ(policy.status, 0) << policy.err;
+  EXPECT_THAT(policy.out, HasSubstr("# shipped profiles:"));
+  // Exit statuses and errors come through unchanged.
+  Outcome bad = RunProgram({MCPCELL_BIN, "policy", "check", "/nonexistent/p.toml"});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_THAT(bad.err, HasSubstr("mcpcell policy check: "));
+  EXPECT_THAT(bad.err, HasSubstr("/nonexistent/p.toml"));
+}
+
+TEST(RunFrontTest, AMissingServerIsNamed) {
+  char tmpl[] = "/tmp/mcpcell-front-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::filesystem::copy_file(MCPCELL_BIN, dir + "/mcpcell");
+  Outcome o = RunProgram({dir + "/mcpcell", "serve"});
+  EXPECT_EQ(o.status, 127);
+  EXPECT_THAT(o.err, HasSubstr("mcpcell serve: this command runs in mcpcell-server"));
+  EXPECT_THAT(o.err, HasSubstr(dir + "/mcpcell-server"));
+  // Its own commands need nothing else (the cell init it then looks for is another matter).
+  Outcome version = RunProgram({dir + "/mcpcell", "--version"});
+  EXPECT_EQ(version.status, 0) << version.err;
+  EXPECT_THAT(version.out, HasSubstr("mcpcell 0.1.0"));
+  std::filesystem::remove_all(dir);
+}
+
+// What `mcpcell run` maps while its command runs: none of the HTTP stack (cpp-httplib,
+// OpenSSL, brotli, toml++), whose loading cost every run ~5 ms before main.
+TEST_F(RunTest, TheFrontLoadsNoHttpStack) {
+  std::vector<std::string> args = {MCPCELL_BIN, "run",     "--state-dir", state_,
+                                   "--",        "/bin/sh", "-c",          "echo up; read x; true"};
+  int in[2], out[2];
+  ASSERT_EQ(pipe2(in, O_CLOEXEC) | pipe2(out, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(99);
+  }
+  close(in[0]);
+  close(out[1]);
+  char buf[8] = {};
+  ASSERT_EQ(read(out[0], buf, 3), 3) << "the command never started";
+  EXPECT_STREQ(buf, "up\n");
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::stringstream text;
+  text << maps.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("/mcpcell")) << "not the maps of mcpcell";
+  for (const char* lib : {"httplib", "libssl", "libcrypto", "brotli", "tomlplusplus"}) {
+    EXPECT_THAT(text.str(), ::testing::Not(HasSubstr(lib))) << text.str();
+  }
+  close(in[1]);  // `read x` ends
+  close(out[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 }  // namespace
