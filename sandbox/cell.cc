@@ -27,6 +27,7 @@
 #include "sandbox/control/protocol.h"
 #include "sandbox/init/setup.h"
 #include "sandbox/linux/overlay.h"
+#include "sandbox/linux/seccomp.h"
 #include "sandbox/linux/user.h"
 #include "sandbox/state_dir.h"
 
@@ -58,16 +59,14 @@ class ServerSteps {
 // makes raw syscalls on these (no allocation: it is a copy of a multi-threaded process).
 struct ChildArgs {
   const char* init_path;
-  int sync_fd;   // read end: 'g' once the parent wrote the maps; later 'c' (cgroup joined),
-                 // read by cell init as kInitSyncFd
+  int sync_fd;   // read end: 'g' once the parent wrote the maps; later 'c' (the cell's
+                 // cgroup, HandOverCgroup), read by cell init as kInitSyncFd
   int error_fd;  // write end, CLOEXEC: "errno step" if the child fails before execve
   int dev_null;
   int stderr_fd;
   int spec_fd;
   int control_fd;
   bool single_mapping;
-  const int* cgroup_join_fds;  // v1: the controllers' `tasks` files, opened by the server
-  size_t cgroup_join_count;
 };
 
 [[noreturn]] void ChildFail(const ChildArgs& a, int step, int err) {
@@ -77,13 +76,11 @@ struct ChildArgs {
   _exit(127);
 }
 
-enum ChildStep { kStepSync = 1, kStepCgroup, kStepCredentials, kStepFds, kStepExec };
+enum ChildStep { kStepSync = 1, kStepCredentials, kStepFds, kStepExec };
 const char* ChildStepName(int step) {
   switch (step) {
     case kStepSync:
       return "waiting for the id maps";
-    case kStepCgroup:
-      return "joining the cell's v1 cgroup";
     case kStepCredentials:
       return "keeping capabilities for cell init";
     case kStepFds:
@@ -101,12 +98,6 @@ int PlaceFd(int from, int to) {
 }
 
 [[noreturn]] void ChildMain(const ChildArgs& a) {
-  // First of all, into the cell's cgroup (v1): this thread moves itself, which skips the
-  // kernel's global threadgroup lock and its RCU grace period (cgroup.h).
-  if (a.cgroup_join_count > 0) {
-    int r = JoinCgroupFromChild(a.cgroup_join_fds, a.cgroup_join_count);
-    if (r != 0) ChildFail(a, kStepCgroup, r);
-  }
   char go = 0;
   ssize_t n;
   do {
@@ -155,18 +146,78 @@ Result<UniqueFd> SpecMemfd(const CellSpec& spec) {
   return owned;
 }
 
+// Sends the hand-over of setup.h on the sync socket: the tag, the seccomp program, and the
+// cgroup join fds (SCM_RIGHTS, attached to the first byte).
+Status SendHandover(int sock, const std::vector<UniqueFd>& fds, const SeccompProgram* seccomp) {
+  if (fds.size() > kMaxCgroupJoinFds) {
+    return Error::Msg(std::to_string(fds.size()) + " cgroup join fds, more than cell init takes");
+  }
+  const uint32_t count = seccomp ? static_cast<uint32_t>(seccomp->filter.size()) : 0;
+  std::string bytes(1, kHandoverTag);
+  bytes.append(reinterpret_cast<const char*>(&count), sizeof count);
+  if (count > 0) {
+    bytes.append(reinterpret_cast<const char*>(seccomp->filter.data()),
+                 count * sizeof(sock_filter));
+  }
+  struct iovec iov = {bytes.data(), bytes.size()};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxCgroupJoinFds)] = {};
+  if (!fds.empty()) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    for (size_t i = 0; i < fds.size(); ++i) {
+      const int fd = fds[i].get();
+      std::memcpy(CMSG_DATA(cm) + i * sizeof(int), &fd, sizeof fd);
+    }
+  }
+  ssize_t n;
+  do {
+    n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  size_t done = n > 0 ? static_cast<size_t>(n) : 0;
+  while (n >= 0 && done < bytes.size()) {  // a large program may go in several parts
+    n = ::send(sock, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) n = 0;
+    if (n > 0) done += static_cast<size_t>(n);
+  }
+  if (n < 0) return Error::Sys("sendmsg(sync socket, hand-over)");
+  return Ok();
+}
+
+// The default seccomp program, compiled once per process on first use (thread-safe): every
+// cell of a server installs the same one.
+Result<const SeccompProgram*> DefaultSeccompProgram(bool& compiled_now) {
+  static std::once_flag once;
+  static Result<SeccompProgram> program = Error::Msg("not compiled");
+  compiled_now = false;
+  std::call_once(once, [&compiled_now] {
+    program = CompileDefaultSeccompFilter();
+    compiled_now = true;
+  });
+  if (!program) return program.error();
+  return &*program;
+}
+
 }  // namespace
 
 struct Cell::Impl {
   static Status MakeDirs(Cell& c, const CellCreateOptions& options);
   static Status ClaimIds(Cell& c);
   static Status PrepareWorkspace(Cell& c);
+  static bool CgroupBeforeClone(const CellCreateOptions& options);
   static Status CreateCgroupFor(Cell& c, bool skip);
   static Status WriteMapsFor(Cell& c);
   struct Launch;
   static Status PrepareLaunch(Cell& c, const CellCreateOptions& options, Launch& l);
   static Status CloneChild(Cell& c, const CellCreateOptions& options, const Launch& l);
-  static Status ReleaseChild(Cell& c, Launch& l, ServerSteps& steps);
+  static Status HandOver(Cell& c, Launch& l, ServerSteps& steps);
+  static Status WaitExec(Launch& l);
   static Status StartInit(Cell& c, const CellCreateOptions& options, ServerSteps& steps,
                           UniqueFd& control);
   static Status WaitReady(Cell& c, const CellCreateOptions& options, int control_fd);
@@ -216,9 +267,13 @@ Result<std::unique_ptr<Cell>> Cell::Create(const CellSpec& spec, const CellCreat
   if (Status s = Impl::ClaimIds(*c); !s) return fail(s.error(), "id range");
   if (Status s = Impl::PrepareWorkspace(*c); !s) return fail(s.error(), "workspace");
   steps.Mark("cell_dir");
-  if (Status s = Impl::CreateCgroupFor(*c, options.skip_cgroup); !s)
-    return fail(s.error(), "cgroup");
-  steps.Mark("cgroup");
+  // v2: the child is cloned straight into its cgroup, which must exist first. Otherwise
+  // StartInit creates it while cell init execs and builds its filesystem.
+  if (Impl::CgroupBeforeClone(options)) {
+    if (Status s = Impl::CreateCgroupFor(*c, options.skip_cgroup); !s)
+      return fail(s.error(), "cgroup");
+    steps.Mark("cgroup");
+  }
   UniqueFd control;
   if (Status s = Impl::StartInit(*c, options, steps, control); !s) return fail(s.error(), "start");
   const Clock::time_point ready_start = Clock::now();
@@ -309,13 +364,24 @@ Status Cell::Impl::PrepareWorkspace(Cell& c) {
   return Ok();
 }
 
+namespace {
+const CgroupHost& Host() {
+  static std::once_flag once;
+  static CgroupHost host;
+  std::call_once(once, [] { host = DetectCgroupHost(); });
+  return host;
+}
+}  // namespace
+
+bool Cell::Impl::CgroupBeforeClone(const CellCreateOptions& options) {
+  return !options.skip_cgroup && Host().can_create && Host().mode == CgroupMode::kV2;
+}
+
 Status Cell::Impl::CreateCgroupFor(Cell& c, bool skip) {
   if (skip) {
     c.cgroup_missing_reason_ = "cgroup disabled by the caller";
   } else {
-    static std::once_flag once;
-    static CgroupHost host;
-    std::call_once(once, [] { host = DetectCgroupHost(); });
+    const CgroupHost& host = Host();
     if (host.can_create) {
       Result<std::unique_ptr<Cgroup>> cg = CreateCellCgroup(c.spec_.id, c.spec_.limits);
       if (!cg) return cg.error();
@@ -343,9 +409,6 @@ Status Cell::Impl::WriteMapsFor(Cell& c) {
 struct Cell::Impl::Launch {
   std::string init_path;
   UniqueFd spec, control_server, control_child, sync_child, sync_server, err_rd, err_wr, dev_null;
-  std::vector<UniqueFd> join_fds;  // v1: the controllers' `tasks` files for the child
-  std::vector<int> join_fd_numbers;
-  bool v1_cgroup = false;
 };
 
 Status Cell::Impl::PrepareLaunch(Cell& c, const CellCreateOptions& options, Launch& l) {
@@ -375,16 +438,6 @@ Status Cell::Impl::PrepareLaunch(Cell& c, const CellCreateOptions& options, Laun
   l.err_wr.Reset(errp[1]);
   l.dev_null.Reset(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!l.dev_null) return Error::Sys("open(\"/dev/null\")");
-  // v1 cgroup: the child joins by itself through these fds; if they cannot be opened, the
-  // server attaches it (slower) while cell init builds its filesystem.
-  l.v1_cgroup = c.cgroup_ && c.cgroup_->DirFd() < 0;
-  if (l.v1_cgroup) {
-    Result<std::vector<int>> fds = c.cgroup_->OpenJoinFds();
-    if (fds) {
-      for (int fd : *fds) l.join_fds.emplace_back(fd);
-      l.join_fd_numbers = *fds;
-    }
-  }
   return Ok();
 }
 
@@ -396,9 +449,7 @@ Status Cell::Impl::CloneChild(Cell& c, const CellCreateOptions& options, const L
                  options.init_stderr_fd >= 0 ? options.init_stderr_fd : 2,
                  l.spec.get(),
                  l.control_child.get(),
-                 c.id_map_.single,
-                 l.join_fd_numbers.data(),
-                 l.join_fd_numbers.size()};
+                 c.id_map_.single};
   // clone3 with fork semantics: the child gets a copy of this (multi-threaded) process and
   // only makes raw syscalls before execve. CLONE_NEWCGROUP is left to cell init, which
   // unshares it once the child is inside the cell's cgroup.
@@ -430,26 +481,43 @@ Status Cell::Impl::CloneChild(Cell& c, const CellCreateOptions& options, const L
   return Ok();
 }
 
-Status Cell::Impl::ReleaseChild(Cell& c, Launch& l, ServerSteps& steps) {
-  if (Status s = WriteInitRecord(c.dir_, c.init_pid_); !s) return s;
-  if (Status s = Impl::WriteMapsFor(c); !s) return s;
-  steps.Mark("id_maps");
-  // 'g': exec cell init now. 'c': the cell is in its cgroup (at once with v2 or the child's
-  // own v1 join; otherwise after a server-side attach that then overlaps init's setup).
-  // Init waits for 'c' before it creates its cgroup namespace and before anything can
-  // run in the cell, so no process of the cell escapes the cgroup.
-  const bool attach_later = l.v1_cgroup && l.join_fd_numbers.empty();
-  const int sync = l.sync_server.get();
-  if (::send(sync, attach_later ? "g" : "gc", attach_later ? 1 : 2, MSG_NOSIGNAL) < 1) {
-    return Error::Sys("send(sync socket)");
+// The hand-over (setup.h) tells cell init that it is in the cell's cgroup or how to get
+// there, and gives it the seccomp program. Init waits for it before it creates its cgroup
+// namespace, before anything can run in the cell, so no process of the cell escapes the
+// cgroup. v2: init was cloned into it. v1: the hand-over carries the controllers' `tasks`
+// fds and init moves itself (JoinCgroupFromChild, cgroup.h: no global lock, no RCU grace
+// period); if they cannot be opened, the server attaches it (slower). No cgroup: nothing to
+// join (warnings() says so). The program is compiled here, while init builds its filesystem,
+// once per process.
+Status Cell::Impl::HandOver(Cell& c, Launch& l, ServerSteps& steps) {
+  std::vector<UniqueFd> join;
+  if (c.cgroup_ && c.cgroup_->DirFd() < 0) {
+    Result<std::vector<int>> fds = c.cgroup_->OpenJoinFds();
+    if (fds) {
+      for (int fd : *fds) join.emplace_back(fd);
+    } else {
+      if (Status s = c.cgroup_->AddProcess(c.init_pid_); !s) return s.error().Wrap("cgroup");
+      steps.Mark("cgroup_attach");
+    }
   }
-  if (attach_later) {
-    if (Status s = c.cgroup_->AddProcess(c.init_pid_); !s) return s;
-    // EPIPE here means init already died; its exec error or SetupFailed says why.
-    (void)::send(sync, "c", 1, MSG_NOSIGNAL);
-    steps.Mark("cgroup_attach");
+  const SeccompProgram* seccomp = nullptr;
+  if (c.spec_.seccomp) {
+    bool compiled_now = false;
+    Result<const SeccompProgram*> program = DefaultSeccompProgram(compiled_now);
+    if (!program) return program.error().Wrap("seccomp");
+    seccomp = *program;
+    if (compiled_now) steps.Mark("seccomp_compile");
   }
+  Status sent = SendHandover(l.sync_server.get(), join, seccomp);
+  // EPIPE means init already died; its exec error or SetupFailed says why.
+  if (!sent && sent.error().err != EPIPE) return sent;
   l.sync_server.Reset();
+  return Ok();
+}
+
+// Returns once cell init's execve succeeded (EOF on the CLOEXEC error pipe), or the step of
+// the child that failed and why.
+Status Cell::Impl::WaitExec(Launch& l) {
   int report[2] = {0, 0};
   ssize_t n;
   do {
@@ -463,6 +531,9 @@ Status Cell::Impl::ReleaseChild(Cell& c, Launch& l, ServerSteps& steps) {
   return Ok();
 }
 
+// Clone, id maps, then 'g' (exec cell init now). The cgroup (unless v2 made it before the
+// clone) and the seccomp program are made after 'g', while init execs and builds its
+// filesystem on the other core, and handed over.
 Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSteps& steps,
                              UniqueFd& control) {
   Launch launch;
@@ -474,8 +545,18 @@ Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSt
   launch.control_child.Reset();
   launch.sync_child.Reset();
   launch.err_wr.Reset();
-  launch.join_fds.clear();
-  if (Status s = ReleaseChild(c, launch, steps); !s) return s;
+  if (Status s = WriteInitRecord(c.dir_, c.init_pid_); !s) return s;
+  if (Status s = Impl::WriteMapsFor(c); !s) return s;
+  steps.Mark("id_maps");
+  if (::send(launch.sync_server.get(), "g", 1, MSG_NOSIGNAL) != 1) {
+    return Error::Sys("send(sync socket, 'g')");
+  }
+  if (!CgroupBeforeClone(options)) {
+    if (Status s = CreateCgroupFor(c, options.skip_cgroup); !s) return s.error().Wrap("cgroup");
+    steps.Mark("cgroup");
+  }
+  if (Status s = HandOver(c, launch, steps); !s) return s;
+  if (Status s = WaitExec(launch); !s) return s;
   steps.Mark("exec_init");
   control = std::move(launch.control_server);
   return Ok();

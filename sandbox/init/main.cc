@@ -1,10 +1,11 @@
 // mcpcell-init: pid 1 of a cell. Freshly exec'd by the server's cloned child (never a fork
 // of the multi-threaded server), single-threaded, built without exceptions.
 //
-// It reads the CellSpec from fd 3, builds the cell (setup.h), compiles the seccomp filter
-// once, tells the server Ready{timings} or SetupFailed{message} on the control socket
-// (fd 4), and then serves the server's requests (control_loop.h) until the server closes
-// the socket. If init exits, the kernel kills every process of the pid namespace.
+// It reads the CellSpec from fd 3, builds the cell (setup.h), takes the seccomp program the
+// server compiled and the cell's cgroup (the hand-over), tells the server Ready{timings} or
+// SetupFailed{message} on the control socket (fd 4), and then serves the server's requests
+// (control_loop.h) until the server closes the socket. If init exits, the kernel kills every
+// process of the pid namespace.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -40,14 +41,17 @@ namespace {
   Result<CellRoot> root = SetupCell(*spec, timer);
   if (!root) FailSetup(root.error().message);
 
-  // Compiled once here, before the control loop forks anything (seccomp.h).
-  static SeccompProgram seccomp;
-  if (spec->seccomp) {
-    Result<SeccompProgram> compiled = CompileDefaultSeccompFilter();
-    if (!compiled) FailSetup(compiled.error().Wrap("seccomp").message);
-    seccomp = std::move(compiled).value();
-    timer.Mark("seccomp_compile");
+  // The cell's cgroup and the seccomp program, which the server made while init built the
+  // filesystem (setup.h). The program is installed by each exec'd child (seccomp.h).
+  Result<ServerHandover> handover = ReceiveHandover(timer);
+  if (!handover) FailSetup(handover.error().Wrap("hand-over").message);
+  if (spec->seccomp == handover->seccomp.filter.empty()) {
+    FailSetup(spec->seccomp ? "hand-over: no seccomp program, but the spec enables seccomp"
+                            : "hand-over: a seccomp program, but the spec disables seccomp");
   }
+  static SeccompProgram seccomp;
+  seccomp = std::move(handover->seccomp);
+  if (Status s = EnterCellCgroup(*handover, timer); !s) FailSetup(s.error().message);
   // Once for every process the cell will run, which inherit it through fork: default
   // signal dispositions (an ignored signal survives execve, and the server's are unknown),
   // empty bounding and ambient capability sets and locked securebits (caps.h). Init keeps

@@ -5,12 +5,15 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
+#include "sandbox/linux/cgroup.h"
 #include "sandbox/linux/devices.h"
 #include "sandbox/linux/hostname.h"
 #include "sandbox/linux/mounts.h"
@@ -32,19 +35,31 @@ Status Step(const char* name, Status status, StepTimer& timer) {
   return Ok();
 }
 
-Status EnterCgroupNamespace() {
-  // Nothing of the cell may run before the server confirms that init is in the cell's
-  // cgroup; from then on that cgroup is "/" for every process of the cell.
-  char c = 0;
-  ssize_t n;
-  do {
-    n = ::read(kInitSyncFd, &c, 1);
-  } while (n < 0 && errno == EINTR);
-  ::close(kInitSyncFd);
-  if (n != 1 || c != 'c') {
-    return Error::Msg("the server did not confirm the cell's cgroup (sync pipe closed)");
+Status EnterCgroupNamespace(ServerHandover& handover) {
+  // Nothing of the cell may run before init is in the cell's cgroup; from then on that
+  // cgroup is "/" for every process of the cell.
+  if (!handover.cgroup_join_fds.empty()) {
+    int fds[kMaxCgroupJoinFds];
+    size_t count = 0;
+    for (UniqueFd& fd : handover.cgroup_join_fds) fds[count++] = fd.Release();
+    handover.cgroup_join_fds.clear();
+    if (int err = JoinCgroupFromChild(fds, count); err != 0) {
+      return Error::Sys("joining the cell's v1 cgroup: write(tasks, \"0\")", err);
+    }
   }
   if (::unshare(CLONE_NEWCGROUP) != 0) return Error::Sys("unshare(CLONE_NEWCGROUP)");
+  return Ok();
+}
+
+// Reads exactly `size` bytes from the sync socket.
+Status ReadFully(int fd, void* buf, size_t size) {
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::read(fd, static_cast<char*>(buf) + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Error::Sys("read(sync socket)", n < 0 ? errno : EPIPE);
+    done += static_cast<size_t>(n);
+  }
   return Ok();
 }
 
@@ -167,12 +182,58 @@ Result<CellRoot> SetupCell(const CellSpec& spec, StepTimer& timer) {
   if (Status s = Step("net", BringUpLoopback(), timer); !s) return s.error();
   if (Status s = Step("pivot_root", PivotRoot(root), timer); !s) return s.error();
   if (::chdir("/workspace") != 0) return Error::Sys("chdir(\"/workspace\")").Wrap("pivot_root");
-  if (Status s = Step("cgroupns", EnterCgroupNamespace(), timer); !s) return s.error();
-  if (Status s = Step("harden", Harden(), timer); !s) return s.error();
   CellRoot result;
   result.root_fd = UniqueFd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!result.root_fd) return Error::Sys("open(\"/\", O_PATH)");
   return result;
+}
+
+Result<ServerHandover> ReceiveHandover(StepTimer& timer) {
+  ServerHandover handover;
+  char head[1 + sizeof(uint32_t)];
+  struct iovec iov = {head, sizeof head};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxCgroupJoinFds)];
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = ::recvmsg(kInitSyncFd, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  } while (n < 0 && errno == EINTR);
+  if (n > 0) {
+    for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+      const size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < k; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+        handover.cgroup_join_fds.emplace_back(fd);
+      }
+    }
+  }
+  timer.Mark("cgroup_wait");  // how long init waited for the server, if at all
+  Status result = Ok();
+  uint32_t count = 0;
+  if (n != static_cast<ssize_t>(sizeof head) || head[0] != kHandoverTag) {
+    result = Error::Msg("the server did not hand over the cell's cgroup (sync socket closed)");
+  } else if (msg.msg_flags & MSG_CTRUNC) {
+    result = Error::Msg("hand-over: more cgroup fds than " + std::to_string(kMaxCgroupJoinFds));
+  } else if (std::memcpy(&count, head + 1, sizeof count), count > BPF_MAXINSNS) {
+    result = Error::Msg("hand-over: " + std::to_string(count) + " seccomp instructions");
+  } else if (count > 0) {
+    handover.seccomp.filter.resize(count);
+    result = ReadFully(kInitSyncFd, handover.seccomp.filter.data(), count * sizeof(sock_filter));
+  }
+  ::close(kInitSyncFd);
+  if (!result) return result.error();
+  return handover;
+}
+
+Status EnterCellCgroup(ServerHandover& handover, StepTimer& timer) {
+  if (Status s = Step("cgroupns", EnterCgroupNamespace(handover), timer); !s) return s;
+  return Step("harden", Harden(), timer);
 }
 
 }  // namespace mcpcell::sandbox

@@ -2,8 +2,8 @@
 // it was exec'd and before it serves the control socket.
 //
 // The server's child has already entered new user, mount, pid, net, ipc and uts namespaces,
-// been put into the cell's cgroup and received its uid/gid maps (sandbox/cell.cc). Init
-// then runs SetupCell, an ordered list of small steps, each one timed:
+// and received its uid/gid maps (sandbox/cell.cc). Init then runs SetupCell, an ordered list
+// of small steps, each one timed:
 //   mount_ns   make every mount private, so nothing propagates back to the host;
 //   rootfs     tmpfs for the per-cell uppers, overlay "/" on the skeleton, overlays on the
 //              system dirs (/usr), synthesized /etc/{passwd,group,hosts,hostname};
@@ -13,13 +13,17 @@
 //   tmpfs      /tmp and /run with their size limits;
 //   hostname   sethostname in the new uts namespace;
 //   net        `lo` up in the new network namespace (the only interface);
-//   pivot_root into the new root, old root detached, cwd /workspace;
-//   cgroupns   wait for the server's 'c' (cell init is in the cell's cgroup; the server
-//              attaches it in parallel with the steps above), then unshare
-//              CLONE_NEWCGROUP so that cgroup is "/" for every process of the cell;
+//   pivot_root into the new root, old root detached, cwd /workspace.
+// Then ReceiveHandover waits for what the server made in parallel with the steps above (the
+// cell's cgroup, the seccomp program; "cgroup_wait" is how long init waited), and
+// EnterCellCgroup:
+//   cgroupns   with v1, init moves itself into the cgroup through the `tasks` fds of the
+//              hand-over (with v2 it was born there); then unshare CLONE_NEWCGROUP so that
+//              cgroup is "/" for every process of the cell;
 //   harden     no longer dumpable (the sandbox user cannot read init's memory or fds).
 // Mount steps happen before pivot_root because they need host paths (template, workspace);
-// pivot_root comes after every mount so nothing of the host stays reachable.
+// pivot_root comes after every mount so nothing of the host stays reachable. No process of
+// the cell but init exists before EnterCellCgroup returns.
 //
 // Built without exceptions; single-threaded; called once.
 #pragma once
@@ -31,6 +35,7 @@
 
 #include "sandbox/cell_spec.h"
 #include "sandbox/control/unique_fd.h"
+#include "sandbox/linux/seccomp.h"
 #include "sandbox/status.h"
 
 namespace mcpcell::sandbox {
@@ -38,9 +43,14 @@ namespace mcpcell::sandbox {
 // File descriptors cell init inherits from the server (Cell::Create puts them there).
 inline constexpr int kInitSpecFd = 3;     // memfd holding EncodeCellSpec(spec)
 inline constexpr int kInitControlFd = 4;  // the cell's end of the control socketpair
-// Cell init's end of the server's sync socket: 'c' arrives once the server has put cell init in the
-// cell's cgroup (it does that while init builds the filesystem); EOF means it gave up.
+// Cell init's end of the server's sync socket. The hand-over arrives on it once the server
+// has made the cell's cgroup (while init builds the filesystem): 'c', a uint32 (host order)
+// count of seccomp instructions, that many sock_filter (0 when the spec disables seccomp),
+// and attached to the first byte (SCM_RIGHTS) up to kMaxCgroupJoinFds fds of v1 `tasks`
+// files for init to join. EOF means the server gave up.
 inline constexpr int kInitSyncFd = 5;
+inline constexpr size_t kMaxCgroupJoinFds = 8;
+inline constexpr char kHandoverTag = 'c';
 
 // Records how long each step took, in order (sent to the server in Ready).
 class StepTimer {
@@ -63,8 +73,23 @@ struct CellRoot {
   UniqueFd root_fd;  // O_PATH fd of "/" after pivot_root
 };
 
-// Runs every step above; the error names the step ("rootfs: mount(\"overlay\", ...): ...").
-// The scratch tmpfs is mounted on <state_dir>/mnt (see state_dir.h), the new root inside it.
+// Runs the steps up to pivot_root; the error names the step ("rootfs: mount(\"overlay\",
+// ...): ..."). The scratch tmpfs is mounted on <state_dir>/mnt (see state_dir.h), the new
+// root inside it.
 Result<CellRoot> SetupCell(const CellSpec& spec, StepTimer& timer);
+
+// What the server hands over (above).
+struct ServerHandover {
+  std::vector<UniqueFd> cgroup_join_fds;  // v1; empty with v2 or without a cgroup
+  SeccompProgram seccomp;                 // compiled by the server; empty: seccomp disabled
+};
+
+// Waits for the hand-over on kInitSyncFd (closes it). Checks the framing and sizes; the
+// server is trusted, but a truncated or oversized message is an error, not a filter.
+Result<ServerHandover> ReceiveHandover(StepTimer& timer);
+
+// cgroupns and harden (above): call after SetupCell, before anything of the cell runs.
+// Consumes the hand-over's cgroup fds.
+Status EnterCellCgroup(ServerHandover& handover, StepTimer& timer);
 
 }  // namespace mcpcell::sandbox

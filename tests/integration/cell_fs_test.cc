@@ -279,6 +279,29 @@ void ExpectNoTraces(const HostTraces& t, const std::string& state_dir) {
   }
 }
 
+// Cell init is in every one of the cell's cgroups by the time Create returns (with v1 it
+// moves itself in with the fds of the server's hand-over, sandbox/init/setup.h), and so is
+// every process the cell runs.
+TEST_F(CellFsTest, InitAndItsProcessesAreInTheCellsCgroup) {
+  auto cell = NewCell();
+  ASSERT_TRUE(cell);
+  if (!cell->cgroup())
+    GTEST_SKIP() << "no cgroup here: " << ::testing::PrintToString(cell->warnings());
+  std::thread sleeper([&] { RunProbe(*cell, {"sleep", "30"}); });
+  for (const std::string& dir : cell->cgroup()->Paths()) {
+    std::string procs;
+    for (int i = 0; i < 500; ++i) {  // until the sleeper has started (up to 5 s)
+      procs = ReadHostFile(dir + "/cgroup.procs");
+      if (std::count(procs.begin(), procs.end(), '\n') >= 2) break;
+      ::usleep(10000);
+    }
+    EXPECT_THAT("\n" + procs, HasSubstr("\n" + std::to_string(cell->init_pid()) + "\n")) << dir;
+    EXPECT_GE(std::count(procs.begin(), procs.end(), '\n'), 2) << dir << ": " << procs;
+  }
+  EXPECT_TRUE(cell->Destroy().ok());
+  sleeper.join();
+}
+
 TEST_F(CellFsTest, DestroyLeavesNothingBehind) {
   auto cell = NewCell();
   ASSERT_TRUE(cell);
