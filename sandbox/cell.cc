@@ -352,6 +352,10 @@ Status Cell::Impl::PrepareWorkspace(Cell& c) {
                                     c.id_map_.host_uid_base + c.spec_.sandbox_uid,
                                     c.id_map_.host_gid_base + c.spec_.sandbox_gid);
   }
+  // An ephemeral workspace with a size limit is a tmpfs of the cell's own (init's binds
+  // step): nothing of it on the host, so nothing to make or remove here (on a disk
+  // mounted with discard, removing the directory cost 1-8 ms per cell).
+  if (c.spec_.tmpfs.workspace_bytes > 0) return Ok();
   std::string ws = c.dir_ + "/workspace";
   if (::mkdir(ws.c_str(), 0755) != 0) return Error::Sys("mkdir(\"" + ws + "\")");
   if (c.id_map_.single) return Ok();  // already ours, and ours is the sandbox user's

@@ -42,6 +42,7 @@ struct RunOptions {
   std::string cwd;
   std::vector<std::string> env;
   std::string memory;
+  std::string disk = "1G";
   uint64_t pids = 0;
   uint32_t cpu_millicores = 0;
   double timeout_s = 0;
@@ -74,6 +75,9 @@ void PrintTimings(const Cell& cell, uint64_t exec_us, uint64_t run_us, uint64_t 
   std::fprintf(stderr, "  %-18s %8llu\n  %-18s %8llu\n", "command",
                static_cast<unsigned long long>(run_us), "destroy",
                static_cast<unsigned long long>(destroy_us));
+  for (const auto& [step, us] : cell.destroy_timings().steps_us) {
+    std::fprintf(stderr, "    %-16s %8llu\n", step.c_str(), static_cast<unsigned long long>(us));
+  }
 }
 
 // Forwards terminal and termination signals to the command's process group: the command
@@ -119,6 +123,14 @@ sandbox::Result<sandbox::CellSpec> BuildSpec(const RunOptions& o) {
   if (!skeleton.ok()) return skeleton.error().Wrap("template");
   spec.rootfs.skeleton_dir = *skeleton;
   spec.workspace_host_dir = o.workspace;
+  if (o.workspace.empty()) {
+    // A fresh workspace is a tmpfs of the cell's own, as under serve's default policy: it
+    // vanishes with the cell and has a real size limit, and the host keeps no directory
+    // to make and remove.
+    spec.tmpfs.workspace_bytes = ParseBytes(o.disk);
+    if (spec.tmpfs.workspace_bytes == 0)
+      return sandbox::Error::Msg("--disk: \"" + o.disk + "\" is not a size like 1G");
+  }
   // Nothing of the host's environment enters the cell but TERM, so that interactive
   // programs draw on the terminal they were given.
   if (const char* term = std::getenv("TERM"); term && *term)
@@ -210,7 +222,10 @@ const bool kRegistered = RegisterCommand("run", [](CLI::App& parent, int* exit_c
   sub->add_option("--state-dir", opts->state_dir, "State dir for cells and the template")
       ->capture_default_str();
   sub->add_option("--workspace", opts->workspace,
-                  "Host directory bound at /workspace (default: a fresh one)");
+                  "Host directory bound at /workspace (default: a fresh tmpfs, see --disk)");
+  sub->add_option("--disk", opts->disk,
+                  "Size of the fresh /workspace, a tmpfs that counts against --memory")
+      ->capture_default_str();
   sub->add_option("--cwd", opts->cwd, "Working directory inside the cell (default /workspace)");
   sub->add_option("-e,--env", opts->env, "KEY=VALUE added to the environment (repeatable)");
   sub->add_option("--memory", opts->memory, "Memory limit, e.g. 512M (swap off)");

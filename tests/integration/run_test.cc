@@ -142,6 +142,9 @@ TEST_F(RunTest, SignalsTimeoutsAndMissingCommands) {
   Outcome bad = Run({"--memory", "lots", "--", "/bin/true"});
   EXPECT_EQ(bad.status, 125);
   EXPECT_THAT(bad.err, HasSubstr("--memory"));
+  bad = Run({"--disk", "0", "--", "/bin/true"});
+  EXPECT_EQ(bad.status, 125);
+  EXPECT_THAT(bad.err, HasSubstr("--disk"));
 }
 
 TEST_F(RunTest, TimingsListEveryStep) {
@@ -151,6 +154,33 @@ TEST_F(RunTest, TimingsListEveryStep) {
                            "create total", "exec", "destroy"}) {
     EXPECT_THAT(o.err, HasSubstr(step)) << o.err;
   }
+}
+
+// The fresh workspace is a tmpfs of --disk's size, not a directory of the host.
+TEST_F(RunTest, TheFreshWorkspaceIsASizedTmpfs) {
+  Outcome o = Run({"--disk", "8M", "--", "/bin/sh", "-c",
+                   "stat -f -c '%T %b %S' /workspace; ls -a /workspace | wc -l; "
+                   "head -c 9000000 /dev/zero > /workspace/big; echo rc=$?"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  std::istringstream lines(o.out);
+  std::string type, blocks, size, entries, rc;
+  lines >> type >> blocks >> size >> entries >> rc;
+  EXPECT_EQ(type, "tmpfs") << o.out;
+  EXPECT_EQ(std::stoull(blocks) * std::stoull(size), 8ull << 20) << o.out;
+  EXPECT_EQ(entries, "2") << "a fresh workspace is empty: " << o.out;
+  EXPECT_EQ(rc, "rc=1") << "writing past --disk fails (ENOSPC): " << o.out << o.err;
+  EXPECT_THAT(o.err, HasSubstr("No space left on device"));
+  // With a host directory, that directory is the workspace.
+  const std::string host_ws = state_ + "-ws";
+  std::filesystem::create_directories(host_ws);
+  ::chmod(host_ws.c_str(), 0777);
+  o = Run({"--workspace", host_ws, "--", "/bin/sh", "-c", "echo hi > /workspace/f"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  std::ifstream f(host_ws + "/f");
+  std::string word;
+  f >> word;
+  EXPECT_EQ(word, "hi");
+  std::filesystem::remove_all(host_ws);
 }
 
 TEST_F(RunTest, EachRunGetsAFreshCell) {
