@@ -36,7 +36,8 @@ struct InitContext {
   std::vector<std::string> env_defaults;  // "KEY=VALUE"; an ExecRequest's env overlays it
   std::string workspace = "/workspace";   // default cwd, base of relative file op paths
   RlimitSpec rlimits;
-  // Compiled once before the loop forks anything; nullptr = seccomp disabled by the spec
+  // Compiled once and installed on init itself before Ready (ApplySeccompToInit), so every
+  // fork inherits it; nullptr = seccomp disabled by the spec
   // (A's init reports that in Ready, never silently).
   const SeccompProgram* seccomp = nullptr;
   // fd of the cell's root directory ("/" after pivot_root); -1 = ServeControl opens "/".

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/close_range.h>
+#include <linux/seccomp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -124,11 +125,10 @@ std::string ResolveProgram(const ChildPlan& plan, int err_fd) {
   std::string program = ResolveProgram(plan, err_fd);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     ChildFailSys(err_fd, "prctl(PR_SET_NO_NEW_PRIVS)");
-  // Last step before execve: from here on the filter applies to every syscall we make.
-  if (ctx.seccomp != nullptr) {
-    if (Status s = InstallSeccompFilter(*ctx.seccomp); !s.ok()) {
-      ChildFail(err_fd, s.error().Wrap("seccomp"));
-    }
+  // Last check before execve: the filter init installed on itself (ApplySeccompToInit)
+  // came with the fork. A program must never run without it.
+  if (ctx.seccomp != nullptr && ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != SECCOMP_MODE_FILTER) {
+    ChildFail(err_fd, "seccomp: the cell's filter is not in effect in cell init", EPERM);
   }
   ::execve(program.c_str(), plan.argv_ptrs.data(), plan.env_ptrs.data());
   ChildFailSys(err_fd, "execve(\"" + program + "\")");
@@ -173,6 +173,17 @@ Result<bool> ReadChildReport(int fd, pid_t pid) {
 }
 
 }  // namespace
+
+Status ApplySeccompToInit(const InitContext& ctx) {
+  if (ctx.seccomp == nullptr) return Ok();
+  // Required to install a filter without CAP_SYS_ADMIN, and inherited by every child (which
+  // sets it again in step 9). Init never execs, so it changes nothing for init itself.
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    return Error::Sys("prctl(PR_SET_NO_NEW_PRIVS)").Wrap("seccomp");
+  }
+  if (Status s = InstallSeccompFilter(*ctx.seccomp); !s.ok()) return s.error().Wrap("seccomp");
+  return Ok();
+}
 
 std::vector<std::string> MergeEnvironment(const std::vector<std::string>& defaults,
                                           const std::vector<std::string>& overlay) {

@@ -15,7 +15,12 @@
 //   7. ClearPermittedCaps (B): permitted/effective/inheritable empty, verified;
 //   8. chdir(cwd) and PATH search as the sandbox user (permission checks are its own);
 //   9. PR_SET_NO_NEW_PRIVS;
-//  10. seccomp installed LAST (B), then execve.
+//  10. seccomp checked LAST (PR_GET_SECCOMP is filter mode), then execve.
+// The filter itself is installed once on init (ApplySeccompToInit, before Ready) and comes
+// with every fork: loading it per exec made the kernel convert it, JIT it and build its
+// action cache each time (~130 us of a ~1 ms exec here). The child's steps 1-9 therefore
+// run under it; the filter denies none of the calls they make (it is a deny-list of
+// calls no setup step uses), and the program runs under it from its first instruction.
 // A failing step writes "step: error" to a CLOEXEC pipe and _exits 127; the parent reads
 // that pipe until EOF (EOF alone means execve succeeded) and returns the error, so a bad
 // argv[0] or cwd is an ErrorReply, not an exit status.
@@ -34,6 +39,12 @@
 #include "sandbox/status.h"
 
 namespace mcpcell::sandbox {
+
+// Sets no_new_privs on cell init and installs ctx.seccomp on it (nothing when the spec
+// disabled seccomp). Called once by init's main after setup and before Ready: from then
+// on init's own calls and every process it forks are under the cell's filter. An error
+// (the kernel refused the filter) must fail the cell's setup.
+Status ApplySeccompToInit(const InitContext& ctx);
 
 // Merges `overlay` ("KEY=VALUE") onto `defaults`: a key in overlay replaces the default.
 std::vector<std::string> MergeEnvironment(const std::vector<std::string>& defaults,

@@ -16,6 +16,7 @@
 
 #include "sandbox/control/protocol.h"
 #include "sandbox/init/control_loop.h"
+#include "sandbox/init/exec.h"
 #include "sandbox/init/setup.h"
 #include "sandbox/linux/caps.h"
 #include "sandbox/linux/net.h"
@@ -70,6 +71,8 @@ namespace {
   ctx.rlimits = spec->rlimits;
   ctx.seccomp = spec->seccomp ? &seccomp : nullptr;
   ctx.root_fd = root->root_fd.Release();
+  // Once, on init itself: every exec inherits it through fork (exec.h).
+  if (Status s = ApplySeccompToInit(ctx); !s) FailSetup(s.error().message);
 
   // The egress proxy's listening socket: opened here, in the cell's network namespace,
   // handed to the server with Ready and closed here, so no process of the cell holds it.
