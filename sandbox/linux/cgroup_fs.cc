@@ -213,12 +213,29 @@ Result<CgroupUsage> ReadV2Usage(const std::string& dir) {
   return u;
 }
 
-Result<uint64_t> ReadV2OomKills(const std::string& dir) {
-  return OptionalKeyed(dir, "memory.events", "oom_kill");
+KeyedCounterFile::KeyedCounterFile(std::string dir, std::string file, std::string key)
+    : path_(dir + "/" + file), key_(std::move(key)) {}
+
+KeyedCounterFile::~KeyedCounterFile() {
+  if (fd_ >= 0) close(fd_);
 }
 
-Result<uint64_t> ReadV1OomKills(const std::string& memory_dir) {
-  return OptionalKeyed(memory_dir, "memory.oom_control", "oom_kill");
+Result<uint64_t> KeyedCounterFile::Read() const {
+  std::lock_guard lock(mu_);
+  if (fd_ < 0) {
+    fd_ = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0 && errno == ENOENT) return uint64_t{0};
+    if (fd_ < 0) return Error::Sys("open(\"" + path_ + "\")");
+  }
+  char buf[4096];
+  ssize_t n;
+  do {
+    n = pread(fd_, buf, sizeof buf, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return Error::Sys("pread(\"" + path_ + "\")");
+  // These files are a few short lines; a full buffer would mean a format we do not know.
+  if (n == static_cast<ssize_t>(sizeof buf)) return Error::Msg(path_ + ": longer than 4 KiB");
+  return ParseKeyed(std::string(buf, n), key_, path_);
 }
 
 Result<CgroupUsage> ReadV1Usage(const std::string& memory_dir, const std::string& pids_dir,

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,11 +50,28 @@ std::vector<V1Write> V1LimitWrites(const CgroupLimits& limits, bool memsw_presen
 // Usage from a v2 cgroup directory / from v1 per-controller directories. Files of
 // controllers that are not there read as zero (v2 without the memory controller).
 Result<CgroupUsage> ReadV2Usage(const std::string& dir);
-// Only the oom_kill counter (memory.events / memory.oom_control); zero without the file.
-Result<uint64_t> ReadV2OomKills(const std::string& dir);
-Result<uint64_t> ReadV1OomKills(const std::string& memory_dir);
 Result<CgroupUsage> ReadV1Usage(const std::string& memory_dir, const std::string& pids_dir,
                                 const std::string& cpuacct_dir);
+
+// One counter of a flat keyed file that is read again and again: memory.events' (v2) or
+// memory.oom_control's (v1) oom_kill, read before and after every exec. The file is opened
+// at the first read and kept; each read is one pread at offset 0, which makes cgroupfs
+// generate the file afresh (instead of a path walk, open, read, read and close, which
+// were about a third of the server's CPU per exec). Thread-safe. A file that does not
+// exist reads as zero (and is looked for again next time).
+class KeyedCounterFile {
+ public:
+  KeyedCounterFile(std::string dir, std::string file, std::string key);
+  ~KeyedCounterFile();
+  KeyedCounterFile(const KeyedCounterFile&) = delete;
+  KeyedCounterFile& operator=(const KeyedCounterFile&) = delete;
+  Result<uint64_t> Read() const;
+
+ private:
+  const std::string path_, key_;
+  mutable std::mutex mu_;
+  mutable int fd_ = -1;  // under mu_
+};
 
 // Sends SIGKILL to every pid in dir/cgroup.procs; returns how many were listed.
 Result<size_t> KillListed(const std::string& dir);

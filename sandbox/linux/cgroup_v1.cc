@@ -40,7 +40,10 @@ std::vector<std::string> UniqueDirs(const Dirs& dirs) {
 
 class CgroupV1 final : public Cgroup {
  public:
-  CgroupV1(Dirs dirs, CgroupLimits limits) : dirs_(std::move(dirs)), limits_(limits) {}
+  CgroupV1(Dirs dirs, CgroupLimits limits)
+      : dirs_(std::move(dirs)),
+        limits_(limits),
+        oom_kills_(DirOf(dirs_, "memory"), "memory.oom_control", "oom_kill") {}
 
   Status AddProcess(pid_t pid) override {
     for (const std::string& d : UniqueDirs(dirs_)) {
@@ -56,7 +59,8 @@ class CgroupV1 final : public Cgroup {
                                  DirOf(dirs_, "cpuacct"));
   }
   Result<uint64_t> OomKillCount() const override {
-    return cgroupfs::ReadV1OomKills(DirOf(dirs_, "memory"));
+    // memory.oom_control has "oom_kill N" since 4.13.
+    return oom_kills_.Read();
   }
 
   // Freeze, kill what is listed, thaw: frozen tasks cannot fork or exit, so the list is
@@ -143,6 +147,7 @@ class CgroupV1 final : public Cgroup {
 
   Dirs dirs_;
   CgroupLimits limits_;
+  cgroupfs::KeyedCounterFile oom_kills_;  // memory.oom_control: read around every exec
   bool destroyed_ = false;
 };
 

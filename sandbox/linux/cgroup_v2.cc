@@ -19,7 +19,10 @@ constexpr int kDrainTimeoutMs = 5000;
 class CgroupV2 final : public Cgroup {
  public:
   CgroupV2(std::string dir, int dir_fd, CgroupLimits limits)
-      : dir_(std::move(dir)), dir_fd_(dir_fd), limits_(limits) {}
+      : dir_(std::move(dir)),
+        dir_fd_(dir_fd),
+        limits_(limits),
+        oom_kills_(dir_, "memory.events", "oom_kill") {}
   ~CgroupV2() override {
     if (dir_fd_ >= 0) close(dir_fd_);
   }
@@ -29,7 +32,7 @@ class CgroupV2 final : public Cgroup {
   }
 
   Result<CgroupUsage> Usage() const override { return cgroupfs::ReadV2Usage(dir_); }
-  Result<uint64_t> OomKillCount() const override { return cgroupfs::ReadV2OomKills(dir_); }
+  Result<uint64_t> OomKillCount() const override { return oom_kills_.Read(); }
 
   Status KillAll() override {
     if (access(dir_.c_str(), F_OK) != 0) return Ok();  // already removed
@@ -74,6 +77,7 @@ class CgroupV2 final : public Cgroup {
   std::string dir_;
   int dir_fd_;
   CgroupLimits limits_;
+  cgroupfs::KeyedCounterFile oom_kills_;  // memory.events: read around every exec
   bool destroyed_ = false;
 };
 

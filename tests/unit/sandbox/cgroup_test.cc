@@ -125,7 +125,11 @@ TEST_F(FakeTree, V2Usage) {
   EXPECT_EQ(u->oom_kill_count, 1u);
   EXPECT_EQ(u->pids_current, 3u);
   EXPECT_EQ(u->pids_limit_hits, 9u);
-  EXPECT_EQ(cgroupfs::ReadV2OomKills(root_).value(), 1u);
+  cgroupfs::KeyedCounterFile oom_kills(root_, "memory.events", "oom_kill");
+  EXPECT_EQ(oom_kills.Read().value(), 1u);
+  // Read again through the same open file: the new content, not the first one.
+  Spit(root_ + "/memory.events", "low 0\nhigh 0\nmax 5\noom 3\noom_kill 3\n");
+  EXPECT_EQ(oom_kills.Read().value(), 3u);
 
   Spit(root_ + "/memory.current", "garbage\n");
   Result<CgroupUsage> bad = cgroupfs::ReadV2Usage(root_);
@@ -140,7 +144,8 @@ TEST_F(FakeTree, V2UsageWithoutControllersIsZero) {
   EXPECT_EQ(u->cpu_usage_ns, 7000u);
   EXPECT_EQ(u->memory_current_bytes, 0u);
   EXPECT_EQ(u->oom_kill_count, 0u);
-  EXPECT_EQ(cgroupfs::ReadV2OomKills(root_).value(), 0u);  // no memory controller: zero
+  // No memory controller: zero.
+  EXPECT_EQ(cgroupfs::KeyedCounterFile(root_, "memory.events", "oom_kill").Read().value(), 0u);
 }
 
 TEST_F(FakeTree, V1Usage) {
@@ -160,9 +165,12 @@ TEST_F(FakeTree, V1Usage) {
   EXPECT_EQ(u->oom_kill_count, 2u);
   EXPECT_EQ(u->pids_current, 5u);
   EXPECT_EQ(u->pids_limit_hits, 4u);
-  EXPECT_EQ(cgroupfs::ReadV1OomKills(root_ + "/memory").value(), 2u);
+  cgroupfs::KeyedCounterFile oom_kills(root_ + "/memory", "memory.oom_control", "oom_kill");
+  EXPECT_EQ(oom_kills.Read().value(), 2u);
   Spit(root_ + "/memory/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\n");
-  EXPECT_FALSE(cgroupfs::ReadV1OomKills(root_ + "/memory").ok()) << "a file without the key";
+  Result<uint64_t> missing = oom_kills.Read();
+  ASSERT_FALSE(missing.ok()) << "a file without the key";
+  EXPECT_NE(missing.error().message.find("memory.oom_control"), std::string::npos);
 }
 
 TEST_F(FakeTree, V2CreateRefusesMissingControllerAndLeavesNothing) {
