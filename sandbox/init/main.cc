@@ -43,7 +43,7 @@ namespace {
   if (!root) FailSetup(root.error().message);
 
   // The cell's cgroup and the seccomp program, which the server made while init built the
-  // filesystem (setup.h). The program is installed by each exec'd child (seccomp.h).
+  // filesystem (setup.h). The program is installed on init below and inherited by every exec.
   Result<ServerHandover> handover = ReceiveHandover(timer);
   if (!handover) FailSetup(handover.error().Wrap("hand-over").message);
   if (spec->seccomp == handover->seccomp.filter.empty()) {

@@ -1,10 +1,10 @@
 // The default seccomp filter of a cell: what it refuses, compiled once, installed last.
 //
-// Cell init compiles the filter once with libseccomp (CompileDefaultSeccompFilter), before it
-// forks any child, and keeps the BPF program. Each forked child installs it with
-// InstallSeccompFilter as the very last step before execve, after rlimits, the uid change,
-// dropping capabilities and no_new_privs (bubblewrap/crun order: "as close to execve as
-// possible", so setup itself never runs under the filter).
+// The filter is compiled once per cell with libseccomp (CompileDefaultSeccompFilter) and
+// kept as a BPF program. Cell init installs it on itself with InstallSeccompFilter after
+// setup (no_new_privs first), and every process it forks inherits it: programs run under
+// it from their first instruction, and the per-exec load (conversion, JIT and action
+// cache build in the kernel) is paid once per cell instead of once per exec.
 //
 // The filter is a deny-list on top of the other layers (no capabilities, user namespace,
 // no_new_privs): denied calls fail with EPERM so programs get an explainable error; calls
@@ -13,7 +13,7 @@
 //
 // Threading: CompileDefaultSeccompFilter allocates and may be called from any thread.
 // InstallSeccompFilter makes no allocation on its success path and only calls prctl and
-// seccomp, so it is safe in a child forked from single-threaded cell init.
+// seccomp.
 #pragma once
 
 #include <linux/filter.h>
