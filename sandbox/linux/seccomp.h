@@ -1,4 +1,4 @@
-// The default seccomp filter of a cell: what it refuses, compiled once, installed last.
+// The default seccomp filter of a cell: what it refuses, compiled once, installed once on init.
 //
 // The filter is compiled once per cell with libseccomp (CompileDefaultSeccompFilter) and
 // kept as a BPF program. Cell init installs it on itself with InstallSeccompFilter after
