@@ -216,8 +216,12 @@ Result<ServerHandover> ReceiveHandover(StepTimer& timer) {
   timer.Mark("cgroup_wait");  // how long init waited for the server, if at all
   Status result = Ok();
   uint32_t count = 0;
-  if (n != static_cast<ssize_t>(sizeof head) || head[0] != kHandoverTag) {
-    result = Error::Msg("the server did not hand over the cell's cgroup (sync socket closed)");
+  if (n <= 0) {
+    result = n == 0 ? Error::Msg("the server closed the sync socket without a hand-over")
+                    : Error::Sys("recvmsg(sync socket)");
+  } else if (n != static_cast<ssize_t>(sizeof head) || head[0] != kHandoverTag) {
+    result = Error::Msg("malformed hand-over from the server (" + std::to_string(n) +
+                        " bytes; a server and cell init of different builds?)");
   } else if (msg.msg_flags & MSG_CTRUNC) {
     result = Error::Msg("hand-over: more cgroup fds than " + std::to_string(kMaxCgroupJoinFds));
   } else if (std::memcpy(&count, head + 1, sizeof count), count > BPF_MAXINSNS) {
