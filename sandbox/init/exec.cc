@@ -1,4 +1,4 @@
-// The fork in cell init and the child's path to execve. The order of the child's steps is
+// The clone in cell init and the child's path to execve. The order of the child's steps is
 // the point of this file; exec.h lists it and says why.
 #include "sandbox/init/exec.h"
 
@@ -6,14 +6,16 @@
 #include <grp.h>
 #include <linux/close_range.h>
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
-#include "sandbox/control/unique_fd.h"
 #include "sandbox/linux/caps.h"
 
 namespace mcpcell::sandbox {
@@ -22,33 +24,64 @@ namespace {
 constexpr int kStdioBase = 100;  // stdio fds are parked here before dup2 onto 0..2
 constexpr int kExecFailedStatus = 127;
 
-// Everything the child needs, prepared before fork so the child only makes syscalls.
+// Everything the child needs, prepared before the clone: the child shares init's memory
+// (CLONE_VM), so it must not allocate (a buffer alive at execve would leak in init) and
+// only makes syscalls and fills fixed buffers.
 struct ChildPlan {
   std::vector<std::string> argv;
   std::vector<std::string> env;
   std::vector<char*> argv_ptrs;
   std::vector<char*> env_ptrs;
   std::string cwd;
-  std::string path_var;  // PATH of the merged environment
+  // argv[0] as is when it has a '/', else every PATH candidate "dir/argv[0]" in order.
+  std::vector<std::string> candidates;
+  bool is_path = false;
+  std::string not_found;  // the message when no candidate is executable
+  std::string setresgid_step, setresuid_step, chdir_step;
   bool may_setgroups = true;
 };
 
-// The child's failure report: errno, then "step: message", through the CLOEXEC pipe.
-[[noreturn]] void ChildFail(int err_fd, const std::string& what, int err) {
-  char buffer[1024];
-  std::memcpy(buffer, &err, sizeof(err));
-  size_t n = std::min(what.size(), sizeof(buffer) - sizeof(err));
-  std::memcpy(buffer + sizeof(err), what.data(), n);
-  ssize_t ignored = ::write(err_fd, buffer, sizeof(err) + n);
-  (void)ignored;
+// The child's failure, written into init's memory (shared until execve or _exit). Read by
+// the parent once the clone returns; `failed` stays false when execve succeeded.
+struct ChildReport {
+  bool failed = false;
+  bool sys = false;  // append errno's name and text, as Error::Sys does
+  int err = 0;
+  char what[1024] = {};
+};
+
+struct ChildArgs {
+  const ChildPlan* plan;
+  const int* stdio;
+  const InitContext* ctx;
+  ChildReport* report;
+};
+
+// Bounded concatenation into the report, without allocating.
+void Append(ChildReport& r, const char* text) {
+  size_t used = std::strlen(r.what);
+  size_t room = sizeof(r.what) - 1 - used;
+  size_t n = std::min(std::strlen(text), room);
+  std::memcpy(r.what + used, text, n);
+  r.what[used + n] = '\0';
+}
+
+[[noreturn]] void ChildFail(ChildReport& r, const char* what, const char* more, int err, bool sys) {
+  r.what[0] = '\0';
+  Append(r, what);
+  Append(r, more);
+  r.err = err;
+  r.sys = sys;
+  r.failed = true;
   _exit(kExecFailedStatus);
 }
-[[noreturn]] void ChildFail(int err_fd, const Error& error) {
-  ChildFail(err_fd, error.message, error.err);
+[[noreturn]] void ChildFailSys(ChildReport& r, const char* what, const char* more = "") {
+  ChildFail(r, what, more, errno, true);
 }
-[[noreturn]] void ChildFailSys(int err_fd, const std::string& what) {
-  int e = errno;
-  ChildFail(err_fd, Error::Sys(what, e).message, e);
+// An Error made by a shared helper (rlimits, caps). Only on a path that should never be
+// taken: its message buffer is not freed (the child _exits without unwinding).
+[[noreturn]] void ChildFailWith(ChildReport& r, const char* step, const Error& error) {
+  ChildFail(r, step, error.message.c_str(), error.err, false);
 }
 
 // /proc/self/setgroups is "deny" in a user namespace whose gid map was written without
@@ -63,75 +96,97 @@ bool SetgroupsAllowed() {
 }
 
 // Steps 2 and 3: clean signal state and exactly three inherited fds.
-void ResetSignalsAndFds(const int stdio[3], int err_fd) {
+void ResetSignalsAndFds(const int stdio[3], ChildReport& r) {
   sigset_t all;
   sigemptyset(&all);
-  if (sigprocmask(SIG_SETMASK, &all, nullptr) != 0) ChildFailSys(err_fd, "sigprocmask");
+  if (sigprocmask(SIG_SETMASK, &all, nullptr) != 0) ChildFailSys(r, "sigprocmask");
   // Init reset every disposition at start (main.cc) and changed only these since.
   for (int sig : kInitIgnoredSignals) ::signal(sig, SIG_DFL);
   // Park the three fds above 2 first: one of them may itself be 0, 1 or 2.
   int parked[3];
   for (int i = 0; i < 3; ++i) {
     parked[i] = ::fcntl(stdio[i], F_DUPFD_CLOEXEC, kStdioBase);
-    if (parked[i] < 0) ChildFailSys(err_fd, "fcntl(F_DUPFD stdio)");
+    if (parked[i] < 0) ChildFailSys(r, "fcntl(F_DUPFD stdio)");
   }
   for (int i = 0; i < 3; ++i) {
-    if (::dup2(parked[i], i) < 0) ChildFailSys(err_fd, "dup2(stdio)");
+    if (::dup2(parked[i], i) < 0) ChildFailSys(r, "dup2(stdio)");
   }
-  // Everything else closes at execve (not now: err_fd must survive until then).
-  if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) ChildFailSys(err_fd, "close_range");
+  // Everything else closes at execve.
+  if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) ChildFailSys(r, "close_range");
 }
 
 // Step 6: become the sandbox user. Groups first: after setresuid we could not change them.
-void BecomeSandboxUser(const InitContext& ctx, bool may_setgroups, int err_fd) {
-  if (may_setgroups && ::setgroups(1, &ctx.sandbox_gid) != 0) ChildFailSys(err_fd, "setgroups");
+void BecomeSandboxUser(const ChildPlan& plan, const InitContext& ctx, ChildReport& r) {
+  if (plan.may_setgroups && ::setgroups(1, &ctx.sandbox_gid) != 0) ChildFailSys(r, "setgroups");
   if (::setresgid(ctx.sandbox_gid, ctx.sandbox_gid, ctx.sandbox_gid) != 0) {
-    ChildFailSys(err_fd, "setresgid(" + std::to_string(ctx.sandbox_gid) + ")");
+    ChildFailSys(r, plan.setresgid_step.c_str());
   }
   if (::setresuid(ctx.sandbox_uid, ctx.sandbox_uid, ctx.sandbox_uid) != 0) {
-    ChildFailSys(err_fd, "setresuid(" + std::to_string(ctx.sandbox_uid) + ")");
+    ChildFailSys(r, plan.setresuid_step.c_str());
   }
 }
 
-// Step 8b: the program to run. A name without '/' is searched in PATH, checked with
-// access(X_OK) as the sandbox user (real ids are the user's by now).
-std::string ResolveProgram(const ChildPlan& plan, int err_fd) {
-  const std::string& name = plan.argv[0];
-  if (name.find('/') != std::string::npos) return name;
-  std::string path = plan.path_var.empty() ? "/usr/local/bin:/usr/bin:/bin" : plan.path_var;
+// Step 8b: the program to run: the first PATH candidate the sandbox user may execute
+// (access(X_OK) with the real ids, which are the user's by now).
+const char* ResolveProgram(const ChildPlan& plan, ChildReport& r) {
+  if (plan.is_path) return plan.candidates[0].c_str();  // execve says what is wrong with it
   int last_errno = ENOENT;
-  for (size_t pos = 0; pos <= path.size();) {
-    size_t end = path.find(':', pos);
-    if (end == std::string::npos) end = path.size();
-    std::string dir = path.substr(pos, end - pos);
-    pos = end + 1;
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  for (const std::string& candidate : plan.candidates) {
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.c_str();
     if (errno != ENOENT && errno != ENOTDIR) last_errno = errno;
   }
-  ChildFail(err_fd, "not found in PATH (" + path + ")", last_errno);
+  ChildFail(r, plan.not_found.c_str(), "", last_errno, false);
 }
 
-[[noreturn]] void ChildMain(const ChildPlan& plan, const int stdio[3], const InitContext& ctx,
-                            int err_fd) {
-  if (::setpgid(0, 0) != 0) ChildFailSys(err_fd, "setpgid");
-  ResetSignalsAndFds(stdio, err_fd);
-  if (Status s = ApplyRlimits(ctx.rlimits); !s.ok()) ChildFail(err_fd, s.error().Wrap("rlimits"));
+// The child, on its own stack in init's memory; init is suspended until execve or _exit.
+int ChildMain(void* raw) {
+  const ChildArgs& a = *static_cast<const ChildArgs*>(raw);
+  const ChildPlan& plan = *a.plan;
+  const InitContext& ctx = *a.ctx;
+  ChildReport& r = *a.report;
+  if (::setpgid(0, 0) != 0) ChildFailSys(r, "setpgid");
+  ResetSignalsAndFds(a.stdio, r);
+  if (Status s = ApplyRlimits(ctx.rlimits); !s.ok()) ChildFailWith(r, "rlimits: ", s.error());
   // The bounding and ambient sets were emptied and the securebits locked by init at start
-  // (main.cc), and a fork inherits them; what is left is permitted/effective/inheritable.
-  BecomeSandboxUser(ctx, plan.may_setgroups, err_fd);
-  if (Status s = ClearPermittedCaps(); !s.ok()) ChildFail(err_fd, s.error().Wrap("caps"));
-  if (::chdir(plan.cwd.c_str()) != 0) ChildFailSys(err_fd, "chdir(\"" + plan.cwd + "\")");
-  std::string program = ResolveProgram(plan, err_fd);
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-    ChildFailSys(err_fd, "prctl(PR_SET_NO_NEW_PRIVS)");
+  // (main.cc), and a clone inherits them; what is left is permitted/effective/inheritable.
+  BecomeSandboxUser(plan, ctx, r);
+  if (Status s = ClearPermittedCaps(); !s.ok()) ChildFailWith(r, "caps: ", s.error());
+  if (::chdir(plan.cwd.c_str()) != 0) ChildFailSys(r, plan.chdir_step.c_str());
+  const char* program = ResolveProgram(plan, r);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFailSys(r, "prctl(PR_SET_NO_NEW_PRIVS)");
   // Last check before execve: the filter init installed on itself (ApplySeccompToInit)
-  // came with the fork. A program must never run without it.
+  // came with the clone. A program must never run without it.
   if (ctx.seccomp != nullptr && ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != SECCOMP_MODE_FILTER) {
-    ChildFail(err_fd, "seccomp: the cell's filter is not in effect in cell init", EPERM);
+    ChildFail(r, "seccomp: the cell's filter is not in effect in cell init", "", EPERM, false);
   }
-  ::execve(program.c_str(), plan.argv_ptrs.data(), plan.env_ptrs.data());
-  ChildFailSys(err_fd, "execve(\"" + program + "\")");
+  ::execve(program, plan.argv_ptrs.data(), plan.env_ptrs.data());
+  const int e = errno;
+  r.what[0] = '\0';
+  Append(r, "execve(\"");
+  Append(r, program);
+  Append(r, "\")");
+  r.err = e;
+  r.sys = true;
+  r.failed = true;
+  _exit(kExecFailedStatus);
+}
+
+// The child's stack: made once, reused by every exec (init is single-threaded and is
+// suspended while a child runs on it). A guard page below catches an overflow.
+Result<char*> ChildStackTop() {
+  constexpr size_t kStackBytes = 256 * 1024;
+  static char* top = nullptr;
+  if (top != nullptr) return top;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  void* base = ::mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (base == MAP_FAILED) return Error::Sys("mmap(exec child stack)");
+  if (::mprotect(base, page, PROT_NONE) != 0) {
+    ::munmap(base, kStackBytes + page);
+    return Error::Sys("mprotect(exec child stack guard)");
+  }
+  top = static_cast<char*>(base) + page + kStackBytes;
+  return top;
 }
 
 Status ValidateRequest(const control::ExecRequest& request) {
@@ -153,23 +208,6 @@ Status ValidateRequest(const control::ExecRequest& request) {
     return Error::Msg("cwd: must be an absolute path");
   }
   return Ok();
-}
-
-// Reads the child's failure report; EOF without data means execve succeeded.
-Result<bool> ReadChildReport(int fd, pid_t pid) {
-  char buffer[1024];
-  ssize_t n;
-  do {
-    n = ::read(fd, buffer, sizeof(buffer));
-  } while (n < 0 && errno == EINTR);
-  if (n == 0) return true;
-  int status;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (n < static_cast<ssize_t>(sizeof(int))) return Error::Sys("read(exec report pipe)");
-  int err;
-  std::memcpy(&err, buffer, sizeof(err));
-  return Error{std::string(buffer + sizeof(err), n - sizeof(err)), err};
 }
 
 }  // namespace
@@ -210,29 +248,52 @@ Result<pid_t> StartExec(const control::ExecRequest& request, const int stdio[3],
   plan.argv = request.argv;
   plan.env = MergeEnvironment(ctx.env_defaults, request.env);
   plan.cwd = request.cwd.empty() ? ctx.workspace : request.cwd;
+  std::string path_var;
   for (std::string& a : plan.argv) plan.argv_ptrs.push_back(a.data());
   plan.argv_ptrs.push_back(nullptr);
   for (std::string& e : plan.env) {
     plan.env_ptrs.push_back(e.data());
-    if (e.rfind("PATH=", 0) == 0) plan.path_var = e.substr(5);
+    if (e.rfind("PATH=", 0) == 0) path_var = e.substr(5);
   }
   plan.env_ptrs.push_back(nullptr);
+  const std::string& name = plan.argv[0];
+  if (name.find('/') != std::string::npos) {
+    plan.candidates.push_back(name);
+    plan.is_path = true;
+  } else {
+    if (path_var.empty()) path_var = "/usr/local/bin:/usr/bin:/bin";
+    for (size_t pos = 0; pos <= path_var.size();) {
+      size_t end = path_var.find(':', pos);
+      if (end == std::string::npos) end = path_var.size();
+      std::string dir = path_var.substr(pos, end - pos);
+      pos = end + 1;
+      plan.candidates.push_back((dir.empty() ? "." : dir) + "/" + name);
+    }
+    plan.not_found = "not found in PATH (" + path_var + ")";
+  }
+  plan.setresgid_step = "setresgid(" + std::to_string(ctx.sandbox_gid) + ")";
+  plan.setresuid_step = "setresuid(" + std::to_string(ctx.sandbox_uid) + ")";
+  plan.chdir_step = "chdir(\"" + plan.cwd + "\")";
   static const bool may_setgroups = SetgroupsAllowed();
   plan.may_setgroups = may_setgroups;
 
-  int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) return Error::Sys("pipe2(exec report)");
-  UniqueFd report_read(report[0]), report_write(report[1]);
-  pid_t pid = ::fork();
-  if (pid < 0) return Error::Sys("fork");
-  if (pid == 0) ChildMain(plan, stdio, ctx, report_write.get());
+  Result<char*> stack = ChildStackTop();
+  if (!stack.ok()) return stack.error();
+  ChildReport report;
+  ChildArgs args{&plan, stdio, &ctx, &report};
+  // CLONE_VM | CLONE_VFORK, as posix_spawn does: no copy of init's page tables, and the
+  // clone returns once the child has exec'd (or failed and exited), so `report` is final.
+  pid_t pid = ::clone(ChildMain, *stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  if (pid < 0) return Error::Sys("clone(CLONE_VM | CLONE_VFORK)");
   // Also from the parent, so a signal to the group sent right after ExecStarted cannot
   // miss a child that has not run its own setpgid yet. EACCES after its execve is fine.
   ::setpgid(pid, pid);
-  report_write.Reset();
-  Result<bool> report_result = ReadChildReport(report_read.get(), pid);
-  if (!report_result.ok()) return report_result.error();
-  return pid;
+  if (!report.failed) return pid;
+  int status;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (report.sys) return Error::Sys(report.what, report.err);
+  return Error{report.what, report.err};
 }
 
 }  // namespace mcpcell::sandbox

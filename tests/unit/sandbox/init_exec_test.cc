@@ -1,10 +1,12 @@
 // Cell init's exec path outside a cell: the seccomp filter is installed once on init
-// (ApplySeccompToInit) and inherited by every exec, and an exec refuses to start a program
-// when that filter is not in effect. Each case runs in a forked child of this test, so the
+// (ApplySeccompToInit) and inherited by every exec, an exec refuses to start a program
+// when that filter is not in effect, and the CLONE_VM child reports start failures and
+// leaves init's heap alone. Each case runs in a forked child of this test, so the
 // test process itself never gets a filter or another identity.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/seccomp.h>
+#include <malloc.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -133,6 +135,61 @@ TEST(InitExec, AMissingProgramIsAnErrorNamingIt) {
   error = StartAndWait(ContextWith(nullptr), {"/no/such/program"});
   EXPECT_NE(error.find("execve(\"/no/such/program\")"), std::string::npos) << error;
   EXPECT_NE(error.find("No such file"), std::string::npos) << error;
+}
+
+TEST(InitExec, ABadWorkingDirectoryIsAnErrorNamingIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (setgroups/setresuid to another user)";
+  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  const int stdio[3] = {null_fd, null_fd, null_fd};
+  control::ExecRequest request;
+  request.request_id = 1;
+  request.argv = {"/bin/true"};
+  request.cwd = "/no/such/dir";
+  Result<pid_t> pid = StartExec(request, stdio, ContextWith(nullptr));
+  ::close(null_fd);
+  ASSERT_FALSE(pid.ok());
+  EXPECT_NE(pid.error().message.find("chdir(\"/no/such/dir\"): ENOENT"), std::string::npos)
+      << pid.error().message;
+  EXPECT_EQ(pid.error().err, ENOENT);
+}
+
+TEST(InitExec, TheProgramGetsTheStdioItWasGiven) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (setgroups/setresuid to another user)";
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  const int stdio[3] = {null_fd, out[1], null_fd};
+  control::ExecRequest request;
+  request.request_id = 1;
+  request.argv = {"sh", "-c", "echo hello from $(id -u)"};  // found in PATH
+  request.cwd = "/";
+  Result<pid_t> pid = StartExec(request, stdio, ContextWith(nullptr));
+  ::close(out[1]);
+  ::close(null_fd);
+  ASSERT_TRUE(pid.ok()) << pid.error().message;
+  char buffer[64] = {};
+  ssize_t n = ::read(out[0], buffer, sizeof buffer - 1);
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(*pid, &status, 0);
+  EXPECT_EQ(std::string(buffer, n > 0 ? n : 0), "hello from 65534\n");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// The child shares init's memory until execve: anything it allocated and still held there
+// would stay allocated in init for good, once per exec.
+TEST(InitExec, TheChildLeavesInitsHeapAsItFoundIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (setgroups/setresuid to another user)";
+  const InitContext ctx = ContextWith(nullptr);
+  ASSERT_EQ(StartAndWait(ctx, {"true"}), "");  // warm up: lazy statics, the child stack
+  ASSERT_EQ(StartAndWait(ctx, {"/no/such/program"}).empty(), false);
+  const size_t before = ::mallinfo2().uordblks;
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(StartAndWait(ctx, {"true"}), "");                  // PATH search, long names
+    ASSERT_EQ(StartAndWait(ctx, {"/usr/bin/env", "true"}), "");  // a path
+  }
+  const size_t after = ::mallinfo2().uordblks;
+  EXPECT_LT(after, before + 1024) << "init's heap grew by " << after - before << " bytes";
 }
 
 }  // namespace
