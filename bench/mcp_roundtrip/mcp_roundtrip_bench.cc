@@ -9,7 +9,11 @@
 // and prints p50, p95 and the ratios the tools issue targets: round trip <= 1.5x bare
 // fork+exec, first call <= bare + 10 ms, python <= 1.15x bare.
 //
-// Usage: mcp_roundtrip_bench [--rounds N] [--fresh N] [--mcpcell PATH]
+// With --baseline PATH (another build's mcpcell), a second server of that build gets the
+// same warm calls in the same rounds, so two builds are compared under the same noise
+// (this machine's timings drift by 2x within minutes when other work runs).
+//
+// Usage: mcp_roundtrip_bench [--rounds N] [--fresh N] [--mcpcell PATH] [--baseline PATH]
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -24,6 +28,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -154,6 +159,7 @@ std::string SelfDir() {
 int main(int argc, char** argv) {
   int rounds = 200, fresh = 20;
   std::string binary = SelfDir() + "/mcpcell";
+  std::string baseline;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--rounds")
@@ -162,8 +168,12 @@ int main(int argc, char** argv) {
       fresh = std::atoi(argv[i + 1]);
     else if (flag == "--mcpcell")
       binary = argv[i + 1];
+    else if (flag == "--baseline")
+      baseline = argv[i + 1];
     else {
-      std::fprintf(stderr, "usage: %s [--rounds N] [--fresh N] [--mcpcell PATH]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--rounds N] [--fresh N] [--mcpcell PATH] [--baseline PATH]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -175,20 +185,33 @@ int main(int argc, char** argv) {
     Row first{"first call of a new session", {}};
     const std::vector<std::string> kTrue = {"/bin/true"};
     const std::vector<std::string> kPy = {"/usr/bin/python3", "-c", "print(1)"};
+    Row base_warm{"baseline: run_command true (warm)", {}};
+    Row base_py{"baseline: run_code python (warm)", {}};
     Server server(binary, state_dir);
     server.Call("run_command", {{"command", "true"}});  // creates the cell
-    for (int i = 0; i < rounds; ++i) {
+    std::unique_ptr<Server> base;
+    if (!baseline.empty()) {
+      base = std::make_unique<Server>(baseline, state_dir);
+      base->Call("run_command", {{"command", "true"}});
+    }
+    auto timed = [](Server& s, const char* tool, const Json& args, Row& row) {
       auto t0 = Clock::now();
-      server.Call("run_command", {{"command", "true"}});
-      warm.ms.push_back(Ms(Clock::now() - t0));
+      s.Call(tool, args);
+      row.ms.push_back(Ms(Clock::now() - t0));
+    };
+    const Json kTrueArgs = {{"command", "true"}};
+    const Json kPyArgs = {{"language", "python"}, {"code", "print(1)"}};
+    for (int i = 0; i < rounds; ++i) {
+      timed(server, "run_command", kTrueArgs, warm);
       bare.ms.push_back(SpawnAndWait(kTrue));
+      if (base) timed(*base, "run_command", kTrueArgs, base_warm);
       if (i % 4 == 0) {
-        t0 = Clock::now();
-        server.Call("run_code", {{"language", "python"}, {"code", "print(1)"}});
-        py.ms.push_back(Ms(Clock::now() - t0));
+        timed(server, "run_code", kPyArgs, py);
         bare_py.ms.push_back(SpawnAndWait(kPy));
+        if (base) timed(*base, "run_code", kPyArgs, base_py);
       }
     }
+    base.reset();
     for (int i = 0; i < fresh; ++i) {
       Server s(binary, state_dir);
       auto t0 = Clock::now();
@@ -206,6 +229,16 @@ int main(int argc, char** argv) {
                 py.Pct(0.5) / bare_py.Pct(0.5));
     std::printf("  first call - bare /bin/true     %+.2f ms (target <= +10 ms)\n",
                 first.Pct(0.5) - bare.Pct(0.5));
+    if (!baseline.empty()) {
+      std::printf("\nbaseline %s, same rounds:\n", baseline.c_str());
+      for (const Row* r : {&base_warm, &base_py})
+        std::printf("%-36s %9.2f %9.2f %6zu\n", r->name.c_str(), r->Pct(0.5), r->Pct(0.95),
+                    r->ms.size());
+      std::printf("  baseline round trip / bare      %.2fx\n", base_warm.Pct(0.5) / bare.Pct(0.5));
+      std::printf("  baseline python / bare python   %.2fx\n", base_py.Pct(0.5) / bare_py.Pct(0.5));
+      std::printf("  round trip this / baseline      %.2fx (p50), %.2fx (p95)\n",
+                  warm.Pct(0.5) / base_warm.Pct(0.5), warm.Pct(0.95) / base_warm.Pct(0.95));
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mcp_roundtrip_bench: %s\n", e.what());
     std::filesystem::remove_all(state_dir);
