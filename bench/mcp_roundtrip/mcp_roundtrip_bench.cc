@@ -212,11 +212,16 @@ int main(int argc, char** argv) {
       }
     }
     base.reset();
+    Row base_first{"baseline: first call of a new session", {}};
     for (int i = 0; i < fresh; ++i) {
-      Server s(binary, state_dir);
-      auto t0 = Clock::now();
-      s.Call("run_command", {{"command", "true"}});
-      first.ms.push_back(Ms(Clock::now() - t0));
+      {
+        Server s(binary, state_dir);
+        timed(s, "run_command", kTrueArgs, first);
+      }
+      if (!baseline.empty()) {
+        Server s(baseline, state_dir);
+        timed(s, "run_command", kTrueArgs, base_first);
+      }
     }
     std::printf("%-36s %9s %9s %6s\n", "", "p50 ms", "p95 ms", "n");
     for (const Row* r : {&warm, &bare, &py, &bare_py, &first})
@@ -231,13 +236,15 @@ int main(int argc, char** argv) {
                 first.Pct(0.5) - bare.Pct(0.5));
     if (!baseline.empty()) {
       std::printf("\nbaseline %s, same rounds:\n", baseline.c_str());
-      for (const Row* r : {&base_warm, &base_py})
+      for (const Row* r : {&base_warm, &base_py, &base_first})
         std::printf("%-36s %9.2f %9.2f %6zu\n", r->name.c_str(), r->Pct(0.5), r->Pct(0.95),
                     r->ms.size());
       std::printf("  baseline round trip / bare      %.2fx\n", base_warm.Pct(0.5) / bare.Pct(0.5));
       std::printf("  baseline python / bare python   %.2fx\n", base_py.Pct(0.5) / bare_py.Pct(0.5));
       std::printf("  round trip this / baseline      %.2fx (p50), %.2fx (p95)\n",
                   warm.Pct(0.5) / base_warm.Pct(0.5), warm.Pct(0.95) / base_warm.Pct(0.95));
+      std::printf("  first call this - baseline      %+.2f ms (p50)\n",
+                  first.Pct(0.5) - base_first.Pct(0.5));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mcp_roundtrip_bench: %s\n", e.what());
