@@ -26,6 +26,7 @@
 #include "sandbox/cell_channel.h"
 #include "sandbox/control/protocol.h"
 #include "sandbox/init/setup.h"
+#include "sandbox/linux/devices.h"
 #include "sandbox/linux/overlay.h"
 #include "sandbox/linux/seccomp.h"
 #include "sandbox/linux/user.h"
@@ -212,6 +213,7 @@ struct Cell::Impl {
   static Status PrepareWorkspace(Cell& c);
   static bool CgroupBeforeClone(const CellCreateOptions& options);
   static Status CreateCgroupFor(Cell& c, bool skip);
+  static std::string MakeDeviceNodes(Cell& c);
   static Status WriteMapsFor(Cell& c);
   struct Launch;
   static Status PrepareLaunch(Cell& c, const CellCreateOptions& options, Launch& l);
@@ -267,6 +269,8 @@ Result<std::unique_ptr<Cell>> Cell::Create(const CellSpec& spec, const CellCreat
   if (Status s = Impl::ClaimIds(*c); !s) return fail(s.error(), "id range");
   if (Status s = Impl::PrepareWorkspace(*c); !s) return fail(s.error(), "workspace");
   steps.Mark("cell_dir");
+  const std::string dev_warning = Impl::MakeDeviceNodes(*c);
+  steps.Mark("dev_nodes");
   // v2: the child is cloned straight into its cgroup, which must exist first. Otherwise
   // StartInit creates it while cell init execs and builds its filesystem.
   if (Impl::CgroupBeforeClone(options)) {
@@ -293,6 +297,7 @@ Result<std::unique_ptr<Cell>> Cell::Create(const CellSpec& spec, const CellCreat
         "single uid mapping (server not root): the sandbox user owns the cell's root "
         "filesystem (its writes stay in the cell) and the cell is the server's user on the host");
   }
+  if (!dev_warning.empty()) c->warnings_.push_back(dev_warning);
   c->timings_.total_us = MicrosSince(start);
   return c;
 }
@@ -396,6 +401,26 @@ Status Cell::Impl::CreateCgroupFor(Cell& c, bool skip) {
   }
   c.warnings_.push_back("limits not enforced: " + c.cgroup_missing_reason_);
   return Ok();
+}
+
+// The cell's own /dev nodes where the server may make them; otherwise cell init binds the
+// host's, and the returned warning says what that shares (never a broken /dev, never
+// silently).
+std::string Cell::Impl::MakeDeviceNodes(Cell& c) {
+  c.spec_.device_dir.clear();
+  std::string reason = DeviceNodesUnavailableReason();
+  if (reason.empty()) {
+    const std::string dir = c.dir_ + "/dev";
+    Status made = MakeCellDeviceNodes(dir);
+    if (made) {
+      c.spec_.device_dir = dir;
+      return "";
+    }
+    reason = made.error().message;
+  }
+  return "device nodes shared with the host: /dev/null, zero, full, random, urandom and tty "
+         "are the host's own inodes (" +
+         reason + "), so flock/fcntl locks on them are seen by other cells and host programs";
 }
 
 Status Cell::Impl::WriteMapsFor(Cell& c) {

@@ -177,6 +177,9 @@ Status ValidateCellSpec(const CellSpec& spec) {
   if (!spec.workspace_host_dir.empty()) {
     if (Status s = CheckCleanAbsolute("workspace_host_dir", spec.workspace_host_dir); !s) return s;
   }
+  if (!spec.device_dir.empty()) {
+    if (Status s = CheckCleanAbsolute("device_dir", spec.device_dir); !s) return s;
+  }
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
     if (Status s = CheckMount("mounts[" + std::to_string(i) + "]", spec.mounts[i]); !s) return s;
   }

@@ -72,6 +72,10 @@ struct CellSpec {
   // kIdRangeBase + slot * 65536 + sandbox_uid, so the caller must make it writable for
   // that uid if the cell should write (Cell::id_map() tells the base).
   std::string workspace_host_dir;
+  // Host directory holding the cell's own /dev/null, zero, full, random, urandom and tty
+  // (sandbox/linux/devices.h). Set by Cell::Create, which overrides any caller's value:
+  // empty when the server cannot make device nodes, and cell init then binds the host's.
+  std::string device_dir;
   std::vector<CellMount> mounts;
   CgroupLimits limits;
   RlimitSpec rlimits;
@@ -103,7 +107,7 @@ Status ValidateCellSpec(const CellSpec& spec);
 
 // Wire form for cell init. Decode rejects truncation, trailing bytes, lengths above the
 // caps below and unknown versions.
-inline constexpr uint32_t kCellSpecWireVersion = 2;
+inline constexpr uint32_t kCellSpecWireVersion = 3;
 inline constexpr size_t kMaxCellSpecBytes = 1 << 20;
 inline std::string EncodeCellSpec(const CellSpec& spec);
 inline Result<CellSpec> DecodeCellSpec(std::string_view bytes);
@@ -196,6 +200,7 @@ inline std::string EncodeCellSpec(const CellSpec& spec) {
   w.Str(spec.rootfs.skeleton_dir);
   w.StrList(spec.rootfs.system_dirs);
   w.Str(spec.workspace_host_dir);
+  w.Str(spec.device_dir);
   w.U32(static_cast<uint32_t>(spec.mounts.size()));
   for (const CellMount& m : spec.mounts) {
     w.Str(m.host_path);
@@ -236,6 +241,7 @@ inline Result<CellSpec> DecodeCellSpec(std::string_view bytes) {
   s.rootfs.skeleton_dir = r.Str("rootfs.skeleton_dir");
   s.rootfs.system_dirs = r.StrList("rootfs.system_dirs");
   s.workspace_host_dir = r.Str("workspace_host_dir");
+  s.device_dir = r.Str("device_dir");
   uint32_t mounts = r.Count("mounts");
   for (uint32_t i = 0; i < mounts && r.error.empty(); ++i) {
     CellMount m;

@@ -175,7 +175,8 @@ Result<CellRoot> SetupCell(const CellSpec& spec, StepTimer& timer) {
   if (Status s = Step("rootfs", rootfs, timer); !s) return s.error();
   if (Status s = Step("binds", BindCellMounts(spec, root), timer); !s) return s.error();
   if (Status s = Step("proc", MountProc(root + "/proc"), timer); !s) return s.error();
-  Status dev = MountMinimalDev(root + "/dev", spec.tmpfs.shm_bytes);
+  const std::string nodes = spec.device_dir.empty() ? "/dev" : spec.device_dir;
+  Status dev = MountMinimalDev(root + "/dev", nodes, spec.tmpfs.shm_bytes);
   if (Status s = Step("dev", dev, timer); !s) return s.error();
   if (Status s = Step("tmpfs", MountRunAndTmp(spec, root), timer); !s) return s.error();
   if (Status s = Step("hostname", SetHostname(hostname), timer); !s) return s.error();

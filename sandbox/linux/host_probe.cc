@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "sandbox/linux/cgroup.h"
+#include "sandbox/linux/devices.h"
 #include "sandbox/linux/seccomp.h"
 
 namespace mcpcell::sandbox {
@@ -317,6 +318,60 @@ ProbeResult ProbeCloneIntoCgroup() {
   return r;
 }
 
+ProbeResult ProbeDeviceNodes(const std::string& dir) {
+  ProbeResult r{"device nodes", ProbeVerdict::kOk, "", ""};
+  std::string reason = DeviceNodesUnavailableReason();
+  if (reason.empty()) {
+    std::string scratch = dir + "/.mcpcell-devprobe-XXXXXX";
+    if (mkdtemp(scratch.data()) == nullptr) {
+      reason = "mkdtemp(\"" + scratch + "\"): " + strerror(errno);
+    } else {
+      Status made = MakeCellDeviceNodes(scratch + "/dev");
+      if (made) made = RemoveCellDeviceNodes(scratch + "/dev");
+      rmdir(scratch.c_str());
+      if (made) {
+        r.detail = "mknod works in " + dir;
+        r.consequence =
+            "each cell gets its own /dev/null, zero, full, random, urandom and tty (locks on "
+            "them stay in the cell)";
+        return r;
+      }
+      reason = made.error().message;
+    }
+  }
+  r.verdict = ProbeVerdict::kDegraded;
+  r.detail = reason;
+  r.consequence =
+      "cells bind the host's /dev/null, zero, full, random, urandom and tty: those inodes are "
+      "shared with the host and every cell, so flock/fcntl locks on them cross cells (a covert "
+      "channel; a cell can block a host program that locks /dev/null); each cell says so in "
+      "its warnings";
+  return r;
+}
+
+namespace {
+// The state dir a server started now would use by default (state_dir.h), or its nearest
+// existing ancestor: the filesystem the cells' device nodes would live on.
+std::string DefaultStateDirOrAncestor() {
+  std::string dir;
+  if (const char* env = std::getenv("MCPCELL_STATE_DIR"); env && *env == '/') {
+    dir = env;
+  } else if (geteuid() == 0) {
+    dir = "/run/mcpcell";
+  } else if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg == '/') {
+    dir = std::string(xdg) + "/mcpcell";
+  } else {
+    dir = "/tmp/mcpcell-" + std::to_string(geteuid());
+  }
+  struct stat st;
+  while (dir.size() > 1 && (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
+    const size_t slash = dir.rfind('/');
+    dir = slash == 0 ? "/" : dir.substr(0, slash);
+  }
+  return dir;
+}
+}  // namespace
+
 HostReport ProbeHost() {
   HostReport report;
   report.root = geteuid() == 0;
@@ -328,8 +383,14 @@ HostReport ProbeHost() {
   report.cells_possible = userns.verdict != ProbeVerdict::kMissing &&
                           overlay.verdict == ProbeVerdict::kOk &&
                           seccomp.verdict == ProbeVerdict::kOk;
-  report.probes = {ProbePrivilege(),      userns, overlay, ProbeCgroups(), seccomp, ProbeOpenat2(),
-                   ProbeCloneIntoCgroup()};
+  report.probes = {ProbePrivilege(),
+                   userns,
+                   overlay,
+                   ProbeCgroups(),
+                   seccomp,
+                   ProbeOpenat2(),
+                   ProbeCloneIntoCgroup(),
+                   ProbeDeviceNodes(DefaultStateDirOrAncestor())};
   return report;
 }
 

@@ -40,6 +40,10 @@ ProbeResult ProbeCgroups();
 ProbeResult ProbeSeccomp();
 ProbeResult ProbeOpenat2();
 ProbeResult ProbeCloneIntoCgroup();
+// Whether cells get their own /dev/null, zero, ... (devices.h): tries to make them in a
+// scratch directory under `dir` (an existing directory on the state dir's filesystem),
+// removed again; degraded when cells must share the host's nodes, saying why.
+ProbeResult ProbeDeviceNodes(const std::string& dir);
 
 HostReport ProbeHost();
 

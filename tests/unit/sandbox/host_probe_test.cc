@@ -90,8 +90,15 @@ TEST(HostProbe, Openat2MatchesADirectCall) {
 }
 
 TEST(HostProbe, ReportListsEveryProbeWithItsConsequence) {
+  // The device-node probe makes (and removes) a scratch directory on the state dir's
+  // filesystem: here a temporary one, never the host's default.
+  std::string state = ::testing::TempDir() + "mcpcell-probe-state-XXXXXX";
+  ASSERT_NE(mkdtemp(state.data()), nullptr);
+  ASSERT_EQ(setenv("MCPCELL_STATE_DIR", state.c_str(), 1), 0);
   HostReport report = ProbeHost();
-  ASSERT_EQ(report.probes.size(), 7u);
+  unsetenv("MCPCELL_STATE_DIR");
+  EXPECT_EQ(rmdir(state.c_str()), 0) << "the probe left something in " << state;
+  ASSERT_EQ(report.probes.size(), 8u);
   const std::string text = FormatHostReport(report);
   for (const ProbeResult& p : report.probes) {
     EXPECT_NE(text.find(p.name), std::string::npos) << p.name;
