@@ -157,6 +157,13 @@ std::vector<std::string> ParseControllerList(const std::string& text) {
   return out;
 }
 
+CpuBandwidth CpuBandwidthFor(uint32_t millicores) {
+  const uint64_t m = std::max<uint32_t>(millicores, 1);
+  const uint64_t shortest = (kMinCpuQuotaUs * 1000 + m - 1) / m;  // quota >= the minimum
+  const uint64_t period = std::clamp(shortest, kCpuPeriodUs, kMaxCpuPeriodUs);
+  return {std::max(kMinCpuQuotaUs, m * period / 1000), period};
+}
+
 std::vector<std::pair<std::string, std::string>> V2LimitWrites(const CgroupLimits& limits,
                                                                bool swap_file_present) {
   std::vector<std::pair<std::string, std::string>> w;
@@ -168,8 +175,8 @@ std::vector<std::pair<std::string, std::string>> V2LimitWrites(const CgroupLimit
   }
   if (limits.pids_max != 0) w.emplace_back("pids.max", std::to_string(limits.pids_max));
   if (limits.cpu_millicores != 0) {
-    const uint64_t quota = std::max<uint64_t>(1000, limits.cpu_millicores * kCpuPeriodUs / 1000);
-    w.emplace_back("cpu.max", std::to_string(quota) + " " + std::to_string(kCpuPeriodUs));
+    const CpuBandwidth cpu = CpuBandwidthFor(limits.cpu_millicores);
+    w.emplace_back("cpu.max", std::to_string(cpu.quota_us) + " " + std::to_string(cpu.period_us));
   }
   return w;
 }
@@ -185,9 +192,10 @@ std::vector<V1Write> V1LimitWrites(const CgroupLimits& limits, bool memsw_presen
   }
   if (limits.pids_max != 0) w.push_back({"pids", "pids.max", std::to_string(limits.pids_max)});
   if (limits.cpu_millicores != 0) {
-    const uint64_t quota = std::max<uint64_t>(1000, limits.cpu_millicores * kCpuPeriodUs / 1000);
-    w.push_back({"cpu", "cpu.cfs_period_us", std::to_string(kCpuPeriodUs)});
-    w.push_back({"cpu", "cpu.cfs_quota_us", std::to_string(quota)});
+    const CpuBandwidth cpu = CpuBandwidthFor(limits.cpu_millicores);
+    // A fresh cgroup's quota is -1 (unlimited), so the period can go first.
+    w.push_back({"cpu", "cpu.cfs_period_us", std::to_string(cpu.period_us)});
+    w.push_back({"cpu", "cpu.cfs_quota_us", std::to_string(cpu.quota_us)});
   }
   return w;
 }

@@ -18,8 +18,26 @@
 
 namespace mcpcell::sandbox::cgroupfs {
 
-// The CFS period used for cpu limits (v1 cpu.cfs_period_us, v2 cpu.max's second field).
-inline constexpr uint64_t kCpuPeriodUs = 100000;
+// The CFS bandwidth period of cpu limits (v1 cpu.cfs_period_us, v2 cpu.max's second
+// field): 10 ms, not the kernel's default 100 ms. Within a period a cell may use its whole
+// quota at once on every CPU and is then stalled until the period ends, so the period is
+// how long a cell at its limit can hold all CPUs. With 100 ms, a fork bomb at a 1-CPU
+// quota on a 2-CPU host held both CPUs for ~50 ms at a time, and another session's
+// `run_command true` waited behind it (bench/isolation_under_attack: p99 up to 18x quiet);
+// with 10 ms the bursts are ~5 ms. The average a cell gets is the same.
+inline constexpr uint64_t kCpuPeriodUs = 10000;
+// The kernel's bounds: quota >= 1 ms, period <= 1 s.
+inline constexpr uint64_t kMinCpuQuotaUs = 1000;
+inline constexpr uint64_t kMaxCpuPeriodUs = 1000000;
+
+// The quota and period for `millicores` (> 0): kCpuPeriodUs, lengthened where the quota
+// would fall below the kernel's minimum, so small shares stay exact (10 millicores: 1 ms
+// per 100 ms) instead of being rounded up.
+struct CpuBandwidth {
+  uint64_t quota_us;
+  uint64_t period_us;
+};
+CpuBandwidth CpuBandwidthFor(uint32_t millicores);
 
 // Writes `value` to dir/file (no O_CREAT: a missing file means a missing controller).
 Status WriteFile(const std::string& dir, const std::string& file, const std::string& value);

@@ -55,10 +55,31 @@ TEST(CgroupFormats, V2LimitWrites) {
   EXPECT_EQ(w[0], std::make_pair(std::string("memory.max"), std::string("268435456")));
   EXPECT_EQ(w[1], std::make_pair(std::string("memory.swap.max"), std::string("0")));
   EXPECT_EQ(w[2], std::make_pair(std::string("pids.max"), std::string("64")));
-  EXPECT_EQ(w[3], std::make_pair(std::string("cpu.max"), std::string("150000 100000")));
+  EXPECT_EQ(w[3], std::make_pair(std::string("cpu.max"), std::string("15000 10000")));
   EXPECT_TRUE(cgroupfs::V2LimitWrites(CgroupLimits{}, true).empty());
-  // A tiny CPU share still gets the kernel's minimum quota (1 ms).
-  EXPECT_EQ(cgroupfs::V2LimitWrites(CgroupLimits{0, 0, 1}, true)[0].second, "1000 100000");
+  // A tiny CPU share gets the kernel's minimum quota (1 ms) over a longer period.
+  EXPECT_EQ(cgroupfs::V2LimitWrites(CgroupLimits{0, 0, 1}, true)[0].second, "1000 1000000");
+}
+
+// 10 ms periods (short bursts at the quota), lengthened only where the quota would fall
+// below the kernel's 1 ms; the share itself is exact either way.
+TEST(CgroupFormats, CpuBandwidthKeepsTheShareWithShortPeriods) {
+  EXPECT_EQ(cgroupfs::kCpuPeriodUs, 10000u);
+  for (uint32_t m : {10u, 33u, 99u, 100u, 250u, 1000u, 1500u, 4000u, 1024000u}) {
+    const cgroupfs::CpuBandwidth b = cgroupfs::CpuBandwidthFor(m);
+    EXPECT_GE(b.quota_us, cgroupfs::kMinCpuQuotaUs) << m;
+    EXPECT_GE(b.period_us, cgroupfs::kCpuPeriodUs) << m;
+    EXPECT_LE(b.period_us, cgroupfs::kMaxCpuPeriodUs) << m;
+    // quota/period within 1% of the share asked for
+    const double share = static_cast<double>(b.quota_us) * 1000 / static_cast<double>(b.period_us);
+    EXPECT_NEAR(share, m, m * 0.01) << m;
+    if (m >= 100) {
+      EXPECT_EQ(b.period_us, cgroupfs::kCpuPeriodUs) << m;
+    }
+  }
+  EXPECT_EQ(cgroupfs::CpuBandwidthFor(10).period_us, 100000u);
+  EXPECT_EQ(cgroupfs::CpuBandwidthFor(10).quota_us, 1000u);
+  EXPECT_EQ(cgroupfs::CpuBandwidthFor(1000).quota_us, 10000u);
 }
 
 TEST(CgroupFormats, V1LimitWritesMemoryBeforeMemsw) {
@@ -69,7 +90,8 @@ TEST(CgroupFormats, V1LimitWritesMemoryBeforeMemsw) {
   EXPECT_EQ(w[1].value, w[0].value);
   EXPECT_EQ(w[2].controller, "pids");
   EXPECT_EQ(w[3].file, "cpu.cfs_period_us");
-  EXPECT_EQ(w[4].value, "50000");
+  EXPECT_EQ(w[3].value, "10000");
+  EXPECT_EQ(w[4].value, "5000");
   EXPECT_EQ(cgroupfs::V1LimitWrites(CgroupLimits{1 << 20, 0, 0}, false).size(), 1u);
 }
 
@@ -350,14 +372,15 @@ TEST_F(RealCgroup, CreateWritesLimitsAndDestroyRemovesEverything) {
         EXPECT_EQ(Slurp(p + "/pids.max"), "32\n");
       }
       if (Exists(p + "/cpu.cfs_quota_us")) {
-        EXPECT_EQ(Slurp(p + "/cpu.cfs_quota_us"), "25000\n");
+        EXPECT_EQ(Slurp(p + "/cpu.cfs_quota_us"), "2500\n");
+        EXPECT_EQ(Slurp(p + "/cpu.cfs_period_us"), "10000\n");
       }
     }
     EXPECT_EQ((*cg)->DirFd(), -1);
   } else {
     EXPECT_EQ(Slurp(paths[0] + "/memory.max"), "67108864\n");
     EXPECT_EQ(Slurp(paths[0] + "/pids.max"), "32\n");
-    EXPECT_EQ(Slurp(paths[0] + "/cpu.max"), "25000 100000\n");
+    EXPECT_EQ(Slurp(paths[0] + "/cpu.max"), "2500 10000\n");
     EXPECT_GE((*cg)->DirFd(), 0);
   }
   ASSERT_TRUE((*cg)->Destroy().ok());
