@@ -29,6 +29,7 @@
 #include "sandbox/linux/devices.h"
 #include "sandbox/linux/overlay.h"
 #include "sandbox/linux/seccomp.h"
+#include "sandbox/linux/self_exe.h"
 #include "sandbox/linux/user.h"
 #include "sandbox/state_dir.h"
 
@@ -226,13 +227,10 @@ struct Cell::Impl {
 };
 
 Result<std::string> FindCellInit() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n < 0) return Error::Sys("readlink(\"/proc/self/exe\")");
-  std::string exe(buf, static_cast<size_t>(n));
-  std::string path = exe.substr(0, exe.rfind('/') + 1) + "mcpcell-init";
-  if (::access(path.c_str(), X_OK) != 0) {
-    return Error::Sys("cell init not found next to the server: access(\"" + path + "\", X_OK)");
+  Result<std::string> path = SiblingExecutable("mcpcell-init");
+  if (!path) return path.error().Wrap("find cell init");
+  if (::access(path->c_str(), X_OK) != 0) {
+    return Error::Sys("cell init not found next to the server: access(\"" + *path + "\", X_OK)");
   }
   return path;
 }

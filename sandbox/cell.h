@@ -135,7 +135,8 @@ Result<std::vector<std::string>> ReapOrphans(const std::string& state_dir);
 // root server made (owners inside mcpcell's id-range space only; symlinks not followed).
 Status AdoptPersistentWorkspace(const std::string& dir, uid_t uid, gid_t gid);
 
-// Path of <dir of /proc/self/exe>/mcpcell-init, or an error when it is missing.
+// Path of mcpcell-init next to the running executable (SiblingExecutable), or an error
+// when it is missing or not executable.
 Result<std::string> FindCellInit();
 
 }  // namespace mcpcell::sandbox

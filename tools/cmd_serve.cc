@@ -32,6 +32,7 @@
 #include "sandbox/cell.h"
 #include "sandbox/cell_session.h"
 #include "sandbox/linux/overlay.h"
+#include "sandbox/linux/self_exe.h"
 #include "sandbox/state_dir.h"
 #include "tools/cell_tools.h"
 #include "tools/command.h"
@@ -87,10 +88,10 @@ struct ServeOptions {
   std::string package_ca_file;  // --package-ca-file
 };
 
-std::string SelfPath() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("mcpcell");
+// The path a client should launch: this server's front (mcpcell), else the name alone.
+std::string FrontPath() {
+  sandbox::Result<std::string> front = sandbox::SiblingExecutable("mcpcell");
+  return front ? *front : std::string("mcpcell");
 }
 
 // Makes the state dir usable: created, orphans reaped, the template prepared. Returns the
@@ -363,7 +364,7 @@ int RunServe(const ServeOptions& opts) {
       std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
       return 2;
     }
-    std::string self = SelfPath();
+    std::string self = FrontPath();
     if (!opts.http.empty()) {
       rc = ServeOverHttp(
           server, cells, opts,

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "sandbox/linux/self_exe.h"
 #include "tools/command.h"
 
 namespace mcpcell::tools {
@@ -39,20 +40,16 @@ const char* CommandName(int argc, char** argv) {
 // Replaces this process with `executable` from the directory of /proc/self/exe, argv and
 // environment unchanged (same pid, same stdio). Returns only on failure, with the status.
 int ExecSibling(const char* command, const std::string& executable, char** argv) {
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) {
-    std::fprintf(stderr, "mcpcell %s: readlink(\"/proc/self/exe\"): %s\n", command,
-                 std::strerror(errno));
+  sandbox::Result<std::string> path = sandbox::SiblingExecutable(executable);
+  if (!path) {
+    std::fprintf(stderr, "mcpcell %s: %s\n", command, path.error().message.c_str());
     return 127;
   }
-  std::string path(self, static_cast<size_t>(n));
-  path = path.substr(0, path.rfind('/') + 1) + executable;
-  ::execv(path.c_str(), argv);
+  ::execv(path->c_str(), argv);
   std::fprintf(stderr,
                "mcpcell %s: this command runs in %s, installed next to mcpcell: "
                "execv(\"%s\"): %s\n",
-               command, executable.c_str(), path.c_str(), std::strerror(errno));
+               command, executable.c_str(), path->c_str(), std::strerror(errno));
   return 127;
 }
 }  // namespace

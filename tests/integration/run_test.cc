@@ -31,8 +31,14 @@ struct Outcome {
   std::string out, err;
 };
 
-// Runs argv (argv[0] a path) with `input` on its stdin; collects its status and output.
-Outcome RunProgram(std::vector<std::string> args, const std::string& input = "") {
+// A started program: its pid and the parent's ends of its stdin, stdout and stderr.
+struct Started {
+  pid_t pid = -1;
+  int in = -1, out = -1, err = -1;
+};
+
+// Forks and execs argv (argv[0] a path) with its stdio on fresh pipes.
+Started Start(std::vector<std::string> args) {
   int in[2], out[2], err[2];
   EXPECT_EQ(pipe2(in, O_CLOEXEC) | pipe2(out, O_CLOEXEC) | pipe2(err, O_CLOEXEC), 0);
   pid_t pid = fork();
@@ -49,11 +55,17 @@ Outcome RunProgram(std::vector<std::string> args, const std::string& input = "")
   close(in[0]);
   close(out[1]);
   close(err[1]);
-  ssize_t ignored = write(in[1], input.data(), input.size());
+  return {pid, in[1], out[0], err[0]};
+}
+
+// Runs argv (argv[0] a path) with `input` on its stdin; collects its status and output.
+Outcome RunProgram(std::vector<std::string> args, const std::string& input = "") {
+  Started child = Start(std::move(args));
+  ssize_t ignored = write(child.in, input.data(), input.size());
   (void)ignored;
-  close(in[1]);
+  close(child.in);
   Outcome o;
-  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  pollfd fds[2] = {{child.out, POLLIN, 0}, {child.err, POLLIN, 0}};
   int open_fds = 2;
   while (open_fds > 0 && poll(fds, 2, 60000) > 0) {
     for (int i = 0; i < 2; ++i) {
@@ -70,7 +82,7 @@ Outcome RunProgram(std::vector<std::string> args, const std::string& input = "")
     }
   }
   int status;
-  waitpid(pid, &status, 0);
+  waitpid(child.pid, &status, 0);
   o.status = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
   return o;
 }
@@ -244,22 +256,10 @@ TEST(RunFrontTest, AMissingServerIsNamed) {
 TEST_F(RunTest, TheFrontLoadsNoHttpStack) {
   std::vector<std::string> args = {MCPCELL_BIN, "run",     "--state-dir", state_,
                                    "--",        "/bin/sh", "-c",          "echo up; read x; true"};
-  int in[2], out[2];
-  ASSERT_EQ(pipe2(in, O_CLOEXEC) | pipe2(out, O_CLOEXEC), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(99);
-  }
-  close(in[0]);
-  close(out[1]);
+  Started child = Start(std::move(args));
+  pid_t pid = child.pid;
   char buf[8] = {};
-  ASSERT_EQ(read(out[0], buf, 3), 3) << "the command never started";
+  ASSERT_EQ(read(child.out, buf, 3), 3) << "the command never started";
   EXPECT_STREQ(buf, "up\n");
   std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
   std::stringstream text;
@@ -268,10 +268,11 @@ TEST_F(RunTest, TheFrontLoadsNoHttpStack) {
   for (const char* lib : {"httplib", "libssl", "libcrypto", "brotli", "tomlplusplus"}) {
     EXPECT_THAT(text.str(), ::testing::Not(HasSubstr(lib))) << text.str();
   }
-  close(in[1]);  // `read x` ends
-  close(out[0]);
+  close(child.in);  // `read x` ends
+  close(child.out);
   int status = 0;
   waitpid(pid, &status, 0);
+  close(child.err);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
