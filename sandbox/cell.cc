@@ -238,7 +238,9 @@ Result<std::string> FindCellInit() {
 Status Cell::Impl::MakeDirs(Cell& c, const CellCreateOptions&) {
   if (Status s = EnsureStateDir(c.spec_.state_dir); !s) return s;
   std::string dir = c.spec_.state_dir + "/cells/" + c.spec_.id;
-  if (::mkdir(dir.c_str(), 0755) != 0) {
+  // A destroyed cell's emptied dir if there is one (state_dir.h: no directory to make now
+  // nor to remove at destroy), else a new one.
+  if (!ClaimSpareCellDir(c.spec_.state_dir, dir) && ::mkdir(dir.c_str(), 0755) != 0) {
     if (errno == EEXIST) return Error::Msg("cell dir " + dir + " exists: id already in use");
     return Error::Sys("mkdir(\"" + dir + "\")");
   }
@@ -409,7 +411,18 @@ std::string Cell::Impl::MakeDeviceNodes(Cell& c) {
   std::string reason = DeviceNodesUnavailableReason();
   if (reason.empty()) {
     const std::string dir = c.dir_ + "/dev";
-    Status made = MakeCellDeviceNodes(dir);
+    Status made = Ok();
+    struct stat st;
+    if (::lstat(dir.c_str(), &st) == 0) {
+      // A reused cell dir's nodes: checked, remade if anything about them changed.
+      made = CheckCellDeviceNodes(dir);
+      if (!made) {
+        (void)RemoveCellDeviceNodes(dir);
+        made = MakeCellDeviceNodes(dir);
+      }
+    } else {
+      made = MakeCellDeviceNodes(dir);
+    }
     if (made) {
       c.spec_.device_dir = dir;
       return "";
@@ -685,12 +698,14 @@ Status Cell::Destroy() {
   if (channel_) channel_->Close();
   steps.Mark("close_channel");
   // 3. Reap init. Its exit completes only after every process of its namespace is gone.
+  bool reaped = pidfd_ < 0;  // no init ever started: nothing of the cell ran
   if (pidfd_ >= 0) {
     siginfo_t info;
     int r;
     do {
       r = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_), &info, WEXITED);
     } while (r < 0 && errno == EINTR);
+    reaped = r == 0;
     if (r != 0 && errno != ECHILD) keep(Error::Sys("waitid(cell init)"), "reap");
     ::close(pidfd_);
     pidfd_ = -1;
@@ -700,9 +715,12 @@ Status Cell::Destroy() {
   // 4. The cgroup, now empty.
   if (cgroup_) keep(cgroup_->Destroy(), "cgroup");
   steps.Mark("cgroup");
-  // 5. The cell dir (mount points, workspace unless the spec named one, init record) and
-  //    the id range claim.
-  if (!dir_.empty()) keep(RemoveCellDir(dir_), "cell dir");
+  // 5. The cell dir (workspace unless the spec named one, records), emptied and kept as a
+  //    spare with its device nodes for a later cell (state_dir.h) once no process of this
+  //    one exists, and the id range claim.
+  if (!dir_.empty()) {
+    keep(reaped ? RecycleCellDir(spec_.state_dir, dir_, "dev") : RemoveCellDir(dir_), "cell dir");
+  }
   if (id_map_.slot >= 0) {
     keep(ReleaseIdRangeSlot(spec_.state_dir + "/idranges", id_map_.slot), "id range");
     id_map_.slot = -1;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -102,6 +103,62 @@ Status RemoveCellDir(const std::string& dir) {
   Status s = RemoveAt(parent_fd, dir.substr(slash + 1), dir);
   ::close(parent_fd);
   return s;
+}
+
+namespace {
+// Where the next claim or recycle starts looking, so a busy server does not try the same
+// taken slots every time.
+std::atomic<unsigned> spare_hint{0};
+
+std::string SparePath(const std::string& state_dir, unsigned k) {
+  return state_dir + "/spare/" + std::to_string(k % kSpareCellDirs);
+}
+}  // namespace
+
+bool ClaimSpareCellDir(const std::string& state_dir, const std::string& dir) {
+  const unsigned start = spare_hint.load(std::memory_order_relaxed);
+  for (unsigned i = 0; i < kSpareCellDirs; ++i) {
+    const std::string spare = SparePath(state_dir, start + i);
+    if (::renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, dir.c_str(), RENAME_NOREPLACE) == 0) {
+      spare_hint.store(start + i + 1, std::memory_order_relaxed);
+      return true;
+    }
+    // ENOENT: this slot is free (or there is no spare dir yet); anything else (EEXIST: the
+    // id is taken, EXDEV, EPERM): the caller's mkdir reports the real problem.
+    if (errno != ENOENT) return false;
+  }
+  return false;
+}
+
+Status RecycleCellDir(const std::string& state_dir, const std::string& dir, const char* keep) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? Ok() : Error::Sys("open(\"" + dir + "\")");
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    return Error::Sys("fdopendir(\"" + dir + "\")");
+  }
+  Status emptied;
+  while (struct dirent* e = ::readdir(d)) {
+    const std::string child = e->d_name;
+    if (child == "." || child == ".." || child == keep) continue;
+    emptied = RemoveAt(::dirfd(d), child, dir + "/" + child);
+    if (!emptied) break;
+  }
+  ::closedir(d);
+  if (!emptied) return emptied;
+  const std::string spares = state_dir + "/spare";
+  const unsigned start = spare_hint.load(std::memory_order_relaxed);
+  for (unsigned i = 0; i < kSpareCellDirs; ++i) {
+    const std::string spare = SparePath(state_dir, start + i);
+    int r = ::renameat2(AT_FDCWD, dir.c_str(), AT_FDCWD, spare.c_str(), RENAME_NOREPLACE);
+    if (r != 0 && errno == ENOENT && ::mkdir(spares.c_str(), 0700) == 0) {
+      r = ::renameat2(AT_FDCWD, dir.c_str(), AT_FDCWD, spare.c_str(), RENAME_NOREPLACE);
+    }
+    if (r == 0) return Ok();
+    if (errno != EEXIST) break;
+  }
+  return RemoveCellDir(dir);
 }
 
 std::string ProcStartTime(pid_t pid) {

@@ -25,14 +25,24 @@ std::string DeviceName(const struct stat& st) {
   return std::to_string(major(st.st_rdev)) + ":" + std::to_string(minor(st.st_rdev));
 }
 
-// One node: a copy of the host's /dev/<name> (character device, owner, mode).
-Status MakeNode(const std::string& dir, const char* name) {
+// The host's /dev/<name>, which a cell's node copies (type, major:minor, owner, mode).
+Status StatHostNode(const char* name, struct stat& st) {
   const std::string host = std::string("/dev/") + name;
-  const std::string path = dir + "/" + name;
-  struct stat st;
   if (::stat(host.c_str(), &st) != 0) return Error::Sys("stat(\"" + host + "\")");
   if (!S_ISCHR(st.st_mode)) return Error::Msg(host + " is not a character device");
-  const mode_t mode = st.st_mode & 07777 & ~static_cast<mode_t>(S_ISUID | S_ISGID | S_ISVTX);
+  return Ok();
+}
+
+mode_t NodeMode(const struct stat& host) {
+  return host.st_mode & 07777 & ~static_cast<mode_t>(S_ISUID | S_ISGID | S_ISVTX);
+}
+
+// One node: a copy of the host's /dev/<name> (character device, owner, mode).
+Status MakeNode(const std::string& dir, const char* name) {
+  const std::string path = dir + "/" + name;
+  struct stat st;
+  if (Status s = StatHostNode(name, st); !s) return s;
+  const mode_t mode = NodeMode(st);
   if (::mknod(path.c_str(), S_IFCHR | 0600, st.st_rdev) != 0) {
     return Error::Sys("mknod(\"" + path + "\", S_IFCHR, " + DeviceName(st) + ")");
   }
@@ -128,6 +138,20 @@ Status MakeCellDeviceNodes(const std::string& dir) {
   if (made) made = CheckNodesOpen(dir);
   if (!made) (void)RemoveCellDeviceNodes(dir);
   return made;
+}
+
+Status CheckCellDeviceNodes(const std::string& dir) {
+  for (const char* node : kCellDeviceNodes) {
+    const std::string path = dir + "/" + node;
+    struct stat host, st;
+    if (Status s = StatHostNode(node, host); !s) return s;
+    if (::lstat(path.c_str(), &st) != 0) return Error::Sys("lstat(\"" + path + "\")");
+    if (!S_ISCHR(st.st_mode) || st.st_rdev != host.st_rdev || st.st_uid != host.st_uid ||
+        st.st_gid != host.st_gid || (st.st_mode & 07777) != NodeMode(host)) {
+      return Error::Msg(path + " differs from /dev/" + node);
+    }
+  }
+  return CheckNodesOpen(dir);
 }
 
 Status RemoveCellDeviceNodes(const std::string& dir) {

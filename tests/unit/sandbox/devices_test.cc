@@ -10,6 +10,7 @@
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -95,6 +96,33 @@ TEST(CellDeviceNodes, AreCopiesOfTheHostsOnTheirOwnInodes) {
   ::close(again);
   ::close(null_fd);
   EXPECT_EQ(MakeCellDeviceNodes(dir).ok(), false) << "an existing dir is not reused";
+}
+
+// A reused cell dir's nodes (state_dir.h) are taken only while they still copy the host's.
+TEST(CellDeviceNodes, CheckAcceptsIntactNodesAndNamesAChangedOne) {
+  if (!CanMakeNodes()) GTEST_SKIP() << "cannot mknod here: " << DeviceNodesUnavailableReason();
+  TempDir tmp;
+  ASSERT_FALSE(tmp.path().empty());
+  const std::string dir = tmp.path() + "/dev";
+  Status made = MakeCellDeviceNodes(dir);
+  ASSERT_TRUE(made.ok()) << made.error().message;
+  Status ok = CheckCellDeviceNodes(dir);
+  EXPECT_TRUE(ok.ok()) << ok.error().message;
+  ASSERT_EQ(::chmod((dir + "/zero").c_str(), 0600), 0);
+  Status changed = CheckCellDeviceNodes(dir);
+  ASSERT_FALSE(changed.ok());
+  EXPECT_NE(changed.error().message.find(dir + "/zero differs from /dev/zero"), std::string::npos)
+      << changed.error().message;
+  ASSERT_EQ(::unlink((dir + "/tty").c_str()), 0);
+  ASSERT_EQ(::chmod((dir + "/zero").c_str(), 0666), 0);
+  Status missing = CheckCellDeviceNodes(dir);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("lstat(\"" + dir + "/tty\")"), std::string::npos)
+      << missing.error().message;
+  ASSERT_EQ(::mknod((dir + "/tty").c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+  EXPECT_FALSE(CheckCellDeviceNodes(dir).ok()) << "a node of another device is refused";
+  EXPECT_TRUE(RemoveCellDeviceNodes(dir).ok());
+  EXPECT_FALSE(CheckCellDeviceNodes(dir).ok());
 }
 
 TEST(CellDeviceNodes, RefusedWithoutPrivilegeLeavingNothing) {
