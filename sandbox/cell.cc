@@ -496,8 +496,9 @@ Status Cell::Impl::CloneChild(Cell& c, const CellCreateOptions& options, const L
   int pidfd = -1;
   struct clone_args ca;
   std::memset(&ca, 0, sizeof ca);
-  ca.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-             CLONE_NEWUTS | CLONE_PIDFD;
+  // CLONE_NEWNET neither: the most expensive namespace to make, it is made by a child of
+  // cell init in parallel with init's filesystem setup (sandbox/linux/net.h).
+  ca.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD;
   ca.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   ca.exit_signal = SIGCHLD;
   if (c.cgroup_ && c.cgroup_->DirFd() >= 0) {
@@ -508,7 +509,7 @@ Status Cell::Impl::CloneChild(Cell& c, const CellCreateOptions& options, const L
   if (pid == 0) ChildMain(args);
   if (pid < 0) {
     int e = errno;
-    Error err = Error::Sys("clone3(CLONE_NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS)", e);
+    Error err = Error::Sys("clone3(CLONE_NEWUSER|NEWNS|NEWPID|NEWIPC|NEWUTS)", e);
     if (e == EPERM || e == ENOSPC || e == EACCES) {
       // The usual causes: user namespaces disabled or restricted (Ubuntu's AppArmor
       // restriction, kernel.unprivileged_userns_clone=0, user.max_user_namespaces).

@@ -1,7 +1,8 @@
 // mcpcell-init: pid 1 of a cell. Freshly exec'd by the server's cloned child (never a fork
 // of the multi-threaded server), single-threaded, built without exceptions.
 //
-// It reads the CellSpec from fd 3, builds the cell (setup.h), takes the seccomp program the
+// It starts the child that makes its network namespace (net.h), reads the CellSpec from
+// fd 3, builds the cell (setup.h), takes the seccomp program the
 // server compiled and the cell's cgroup (the hand-over), tells the server Ready{timings} or
 // SetupFailed{message} on the control socket (fd 4), and then serves the server's requests
 // (control_loop.h) until the server closes the socket. If init exits, the kernel kills every
@@ -36,10 +37,14 @@ namespace {
   // A session of our own and no controlling terminal: /dev/tty in the cell cannot reach
   // the terminal the server was started from.
   if (::setsid() < 0) FailSetup(Error::Sys("setsid()").message);
+  // First, so that the network namespace is made on the other CPU while init works (net.h).
+  Result<LoopbackNamespaceChild> net = StartLoopbackNamespace();
+  if (!net) FailSetup(net.error().Wrap("net").message);
+  timer.Mark("net_start");
   Result<CellSpec> spec = ReadSpecFromFd(kInitSpecFd);
   if (!spec) FailSetup(spec.error().Wrap("spec").message);
   timer.Mark("spec");
-  Result<CellRoot> root = SetupCell(*spec, timer);
+  Result<CellRoot> root = SetupCell(*spec, *net, timer);
   if (!root) FailSetup(root.error().message);
 
   // The cell's cgroup and the seccomp program, which the server made while init built the

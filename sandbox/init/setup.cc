@@ -163,7 +163,7 @@ Result<CellSpec> ReadSpecFromFd(int fd) {
   return DecodeCellSpec(bytes);
 }
 
-Result<CellRoot> SetupCell(const CellSpec& spec, StepTimer& timer) {
+Result<CellRoot> SetupCell(const CellSpec& spec, LoopbackNamespaceChild& net, StepTimer& timer) {
   // Every cell mounts its scratch tmpfs on the same host directory, each in its own mount
   // namespace. The host never removes a directory another namespace has mounts on, which
   // would cost an RCU grace period per mount point at destroy.
@@ -180,7 +180,7 @@ Result<CellRoot> SetupCell(const CellSpec& spec, StepTimer& timer) {
   if (Status s = Step("dev", dev, timer); !s) return s.error();
   if (Status s = Step("tmpfs", MountRunAndTmp(spec, root), timer); !s) return s.error();
   if (Status s = Step("hostname", SetHostname(hostname), timer); !s) return s.error();
-  if (Status s = Step("net", BringUpLoopback(), timer); !s) return s.error();
+  if (Status s = Step("net", JoinLoopbackNamespace(net), timer); !s) return s.error();
   if (Status s = Step("pivot_root", PivotRoot(root), timer); !s) return s.error();
   if (::chdir("/workspace") != 0) return Error::Sys("chdir(\"/workspace\")").Wrap("pivot_root");
   CellRoot result;

@@ -1,9 +1,10 @@
 // The in-namespace half of cell creation, run by cell init (pid 1 of the cell) right after
 // it was exec'd and before it serves the control socket.
 //
-// The server's child has already entered new user, mount, pid, net, ipc and uts namespaces,
-// and received its uid/gid maps (sandbox/cell.cc). Init then runs SetupCell, an ordered list
-// of small steps, each one timed:
+// The server's child has already entered new user, mount, pid, ipc and uts namespaces, and
+// received its uid/gid maps (sandbox/cell.cc). Init first starts the child that makes the
+// cell's network namespace in parallel (net.h), then runs SetupCell, an ordered list of
+// small steps, each one timed:
 //   mount_ns   make every mount private, so nothing propagates back to the host;
 //   rootfs     tmpfs for the per-cell uppers, overlay "/" on the skeleton, overlays on the
 //              system dirs (/usr), synthesized /etc/{passwd,group,hosts,hostname};
@@ -12,7 +13,8 @@
 //   dev        tmpfs /dev with null zero full random urandom tty, devpts, /dev/shm;
 //   tmpfs      /tmp and /run with their size limits;
 //   hostname   sethostname in the new uts namespace;
-//   net        `lo` up in the new network namespace (the only interface);
+//   net        join the network namespace the child made, `lo` up (the only interface),
+//              and reap the child: it made the namespace while the steps above ran;
 //   pivot_root into the new root, old root detached, cwd /workspace.
 // Then ReceiveHandover waits for what the server made in parallel with the steps above (the
 // cell's cgroup, the seccomp program; "cgroup_wait" is how long init waited), and
@@ -23,7 +25,8 @@
 //   harden     no longer dumpable (the sandbox user cannot read init's memory or fds).
 // Mount steps happen before pivot_root because they need host paths (template, workspace);
 // pivot_root comes after every mount so nothing of the host stays reachable. No process of
-// the cell but init exists before EnterCellCgroup returns.
+// the cell but init (and, until the net step, its namespace child running init's own code)
+// exists before EnterCellCgroup returns.
 //
 // Built without exceptions; single-threaded; called once.
 #pragma once
@@ -35,6 +38,7 @@
 
 #include "sandbox/cell_spec.h"
 #include "sandbox/control/unique_fd.h"
+#include "sandbox/linux/net.h"
 #include "sandbox/linux/seccomp.h"
 #include "sandbox/status.h"
 
@@ -76,7 +80,7 @@ struct CellRoot {
 // Runs the steps up to pivot_root; the error names the step ("rootfs: mount(\"overlay\",
 // ...): ..."). The scratch tmpfs is mounted on <state_dir>/mnt (see state_dir.h), the new
 // root inside it.
-Result<CellRoot> SetupCell(const CellSpec& spec, StepTimer& timer);
+Result<CellRoot> SetupCell(const CellSpec& spec, LoopbackNamespaceChild& net, StepTimer& timer);
 
 // What the server hands over (above).
 struct ServerHandover {

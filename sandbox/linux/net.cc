@@ -2,37 +2,77 @@
 #include "sandbox/linux/net.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/sched.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <string>
 
 namespace mcpcell::sandbox {
+namespace {
 
-Status BringUpLoopback() {
+enum NamespaceStep : int { kStepUnshare = 1, kStepSocket, kStepIoctl };
+
+const char* NamespaceStepName(int step) {
+  switch (step) {
+    case kStepUnshare:
+      return "unshare(CLONE_NEWNET)";
+    case kStepSocket:
+      return "socket(AF_INET, SOCK_DGRAM)";
+    case kStepIoctl:
+      return "ioctl(\"lo\", SIOCGIFFLAGS/SIOCSIFFLAGS, IFF_UP)";
+  }
+  return "unknown step";
+}
+
+// `lo` up with raw calls only (the child reports a step and errno, not a Status).
+int LoopbackUpStep() {
   int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Error::Sys("socket(AF_INET, SOCK_DGRAM)");
+  if (fd < 0) return kStepSocket;
   struct ifreq req;
   std::memset(&req, 0, sizeof req);
   std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
+  int step = 0;
   if (::ioctl(fd, SIOCGIFFLAGS, &req) != 0) {
-    Error e = Error::Sys("ioctl(\"lo\", SIOCGIFFLAGS)");
-    ::close(fd);
-    return e;
+    step = kStepIoctl;
+  } else {
+    req.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (::ioctl(fd, SIOCSIFFLAGS, &req) != 0) step = kStepIoctl;
   }
-  req.ifr_flags |= IFF_UP | IFF_RUNNING;
-  if (::ioctl(fd, SIOCSIFFLAGS, &req) != 0) {
-    Error e = Error::Sys("ioctl(\"lo\", SIOCSIFFLAGS, IFF_UP)");
-    ::close(fd);
-    return e;
-  }
+  const int err = errno;
   ::close(fd);
-  return Ok();
+  errno = err;
+  return step;
 }
+
+[[noreturn]] void NamespaceChildMain(int report_fd) {
+  // Nothing of init's (control socket, spec, sync socket) stays open in the child.
+  if (report_fd > 0) syscall(SYS_close_range, 0, report_fd - 1, 0);
+  syscall(SYS_close_range, report_fd + 1, ~0U, 0);
+  int report[2] = {0, 0};
+  if (::unshare(CLONE_NEWNET) != 0) {
+    report[0] = kStepUnshare;
+  } else {
+    report[0] = LoopbackUpStep();
+  }
+  report[1] = report[0] != 0 ? errno : 0;
+  if (::write(report_fd, report, sizeof report) != sizeof report) _exit(1);
+  // The namespace lives as long as a process is in it: wait here until init, now in it
+  // too, kills us (or init dies and the pid namespace with it).
+  for (;;) ::pause();
+}
+
+}  // namespace
 
 Result<int> ListenOnLoopback(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -56,6 +96,63 @@ Result<int> ListenOnLoopback(uint16_t port) {
     return e;
   }
   return fd;
+}
+
+Result<LoopbackNamespaceChild> StartLoopbackNamespace() {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Error::Sys("pipe2(network namespace report)");
+  int pidfd = -1;
+  struct clone_args ca;
+  std::memset(&ca, 0, sizeof ca);
+  ca.flags = CLONE_PIDFD;
+  ca.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  ca.exit_signal = SIGCHLD;
+  long pid = syscall(SYS_clone3, &ca, sizeof ca);
+  if (pid == 0) NamespaceChildMain(pipe_fds[1]);
+  const int err = errno;
+  ::close(pipe_fds[1]);
+  if (pid < 0) {
+    ::close(pipe_fds[0]);
+    return Error::Sys("clone3(CLONE_PIDFD) for the network namespace", err);
+  }
+  LoopbackNamespaceChild child;
+  child.pidfd = pidfd;
+  child.report_fd = pipe_fds[0];
+  return child;
+}
+
+Status JoinLoopbackNamespace(LoopbackNamespaceChild& child) {
+  if (child.pidfd < 0) return Error::Msg("no network namespace child was started");
+  int report[2] = {0, 0};
+  ssize_t n;
+  do {
+    n = ::read(child.report_fd, report, sizeof report);
+  } while (n < 0 && errno == EINTR);
+  Status result = Ok();
+  if (n != static_cast<ssize_t>(sizeof report)) {
+    result = n < 0 ? Error::Sys("read(network namespace report)")
+                   : Error::Msg("the network namespace child died before reporting");
+  } else if (report[0] != 0) {
+    result = Error::Sys(std::string("network namespace child: ") + NamespaceStepName(report[0]),
+                        report[1]);
+  } else if (::setns(child.pidfd, CLONE_NEWNET) != 0) {
+    result = Error::Sys("setns(network namespace child's pidfd, CLONE_NEWNET)");
+  }
+  ::close(child.report_fd);
+  child.report_fd = -1;
+  if (syscall(SYS_pidfd_send_signal, child.pidfd, SIGKILL, nullptr, 0) != 0 && errno != ESRCH &&
+      result) {
+    result = Error::Sys("pidfd_send_signal(network namespace child, SIGKILL)");
+  }
+  siginfo_t info;
+  int r;
+  do {
+    r = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(child.pidfd), &info, WEXITED);
+  } while (r != 0 && errno == EINTR);
+  if (r != 0 && result) result = Error::Sys("waitid(network namespace child)");
+  ::close(child.pidfd);
+  child.pidfd = -1;
+  return result;
 }
 
 }  // namespace mcpcell::sandbox

@@ -2,8 +2,19 @@
 // cell init. Nothing routes out; the server reaches the cell through fds (control socket,
 // the egress proxy's listening socket), never through an interface.
 //
-// Called by cell init inside the new network namespace; no exceptions.
+// Making a network namespace is the most expensive namespace (~0.6 ms of `setup_net`:
+// per-namespace sysctls, `lo`, ...), so it is not made by the server's clone, on the
+// critical path: cell init starts a child of its own first thing (StartLoopbackNamespace),
+// which unshares CLONE_NEWNET (owned by the cell's user namespace, like the others) and
+// brings `lo` up on the other CPU while init reads its spec and builds the filesystem;
+// before pivot_root init joins it (JoinLoopbackNamespace: setns through the child's pidfd)
+// and kills and reaps the child. The child runs only this code, holds no fd of init's but
+// its report pipe, and is gone before anything of the cell runs.
+//
+// Called by cell init (single-threaded); no exceptions.
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 
@@ -11,8 +22,19 @@
 
 namespace mcpcell::sandbox {
 
-// ioctl(SIOCSIFFLAGS) IFF_UP on "lo" (it starts down in a new namespace).
-Status BringUpLoopback();
+// The child making the namespace. pidfd < 0: nothing started.
+struct LoopbackNamespaceChild {
+  int pidfd = -1;
+  int report_fd = -1;  // read end: 8 bytes {step, errno}, all zero on success
+};
+
+// Forks the child (clone3 with CLONE_PIDFD, no CLONE_VM: it runs concurrently with init).
+Result<LoopbackNamespaceChild> StartLoopbackNamespace();
+
+// Waits for the child's report (the namespace made and `lo`, down in a new namespace, up
+// with SIOCSIFFLAGS IFF_UP), moves the calling process into its network namespace,
+// then SIGKILLs and reaps it (also on error). The error names the child's failed step.
+Status JoinLoopbackNamespace(LoopbackNamespaceChild& child);
 
 // A listening TCP socket (CLOEXEC) on 127.0.0.1:<port> of the current network namespace:
 // the egress proxy's door inside a cell. The caller owns the returned fd.
