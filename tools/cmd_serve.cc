@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "mcp/http_server.h"
@@ -31,6 +32,7 @@
 #include "policies/units.h"
 #include "sandbox/cell.h"
 #include "sandbox/cell_session.h"
+#include "sandbox/linux/cgroup.h"
 #include "sandbox/linux/overlay.h"
 #include "sandbox/linux/self_exe.h"
 #include "sandbox/state_dir.h"
@@ -80,6 +82,10 @@ struct ServeOptions {
   size_t keep_bytes = 0;
   // Cells kept ready per policy profile so a session's first call does not wait for one.
   size_t warm_cells = 1;
+  // CPU weights of the server's own cgroup and of its cells' parent (sandbox/linux/cgroup.h
+  // PlaceServerAboveCells); server weight 0 leaves the server where it was started.
+  uint32_t server_cpu_weight = sandbox::CpuWeights{}.server;
+  uint32_t cells_cpu_weight = sandbox::CpuWeights{}.cells;
   // --http-resume-grace: how long a dropped POST stream may be resumed before its calls
   // are cancelled.
   int64_t resume_grace_s = 10;
@@ -275,6 +281,20 @@ int RunServe(const ServeOptions& opts) {
     return 2;
   }
 
+  // The server's threads get a cgroup of their own, weighted above its cells, so a cell at
+  // its CPU quota does not make requests wait for a CPU; undone after the cells are gone.
+  std::optional<sandbox::ServerPlacement> placement;
+  if (opts.server_cpu_weight != 0) {
+    auto placed = sandbox::PlaceServerAboveCells({opts.server_cpu_weight, opts.cells_cpu_weight});
+    if (placed) {
+      placement = std::move(*placed);
+      mcp::log::Info("cpu placement: " + placement->Describe());
+    } else {
+      mcp::log::Warn(placed.error().message +
+                     "; the server's requests compete for CPU with busy cells");
+    }
+  }
+
   // The package service starts before the proxy (which routes to its port) and outlives
   // it; its refusals reach the registry through the relay while the registry exists.
   auto relay = std::make_shared<RefusalRelay>();
@@ -383,6 +403,11 @@ int RunServe(const ServeOptions& opts) {
     server.Shutdown();  // handlers done before the cells go
   }
   cells.CloseAll();
+  if (placement) {
+    if (sandbox::Status st = sandbox::UnplaceServer(*placement); !st) {
+      mcp::log::Warn("undo cpu placement: " + st.error().message);
+    }
+  }
   return rc;
 }
 
@@ -453,6 +478,17 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
                   "does not wait for one (0: make each on demand; off by itself for a "
                   "persistent workspace)")
       ->check(CLI::Range(size_t{0}, size_t{16}));
+  cmd->add_option("--server-cpu-weight", opts->server_cpu_weight,
+                  "CPU weight (cgroup v2 cpu.weight units) of the cgroup the server moves "
+                  "into, <own cgroup>/mcpcell-server, so busy cells do not delay requests; 0 "
+                  "leaves the server where it started")
+      ->check(CLI::Range(uint32_t{0}, uint32_t{10000}))
+      ->capture_default_str();
+  cmd->add_option("--cells-cpu-weight", opts->cells_cpu_weight,
+                  "CPU weight of <own cgroup>/mcpcell, the parent of every cell (all cells "
+                  "together; each cell's own quota still applies)")
+      ->check(CLI::Range(uint32_t{1}, uint32_t{10000}))
+      ->capture_default_str();
   cmd->add_option("--pids", opts->pids, "Process limit per cell")
       ->check(CLI::Range(uint64_t{8}, uint64_t{1} << 22));
   cmd->add_option("--cpu-millicores", opts->cpu_millicores, "CPU limit per cell (1000 = 1 CPU)")

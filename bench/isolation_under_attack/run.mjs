@@ -4,6 +4,7 @@
 // the quiet phase (target: p99 ≤ 3× quiet). Performance numbers: not a ctest.
 //
 //   node bench/isolation_under_attack/run.mjs [bin dir, default build/bin] [calls, default 200]
+//        [phases, comma-separated names or prefixes, default all: e.g. "fork"]
 // Needs root (real cells, cgroup limits) and `npm ci` in tests/e2e (the official SDK).
 
 import { spawn } from 'node:child_process';
@@ -16,6 +17,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const binDir = process.argv[2] ?? path.join(root, 'build', 'bin');
 const kCalls = Number(process.argv[3] ?? 200);
+const kPhases = (process.argv[4] ?? '').split(',').filter((p) => p !== '');
 const sdk = (p) => import(pathToFileURL(createRequire(path.join(root, 'tests', 'e2e', 'package.json'))
   .resolve(`@modelcontextprotocol/sdk/${p}`)).href);
 const { Client } = await sdk('client/index.js');
@@ -36,8 +38,13 @@ const kAttacks = {
 };
 
 async function startServer(stateDir) {
+  // SERVE_ARGS: extra `mcpcell serve` flags (e.g. "--server-cpu-weight 0" for the old
+  // placement); DETACH=1 starts the server in a session of its own, as a daemon would be
+  // (otherwise it shares this client's session and so, on v1 hosts, its autogroup).
+  const extra = (process.env.SERVE_ARGS ?? '').split(' ').filter((a) => a !== '');
   const proc = spawn(path.join(binDir, 'mcpcell'), ['serve', '--http', '127.0.0.1:0', '--state-dir',
-    stateDir, '--log-level', 'error'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    stateDir, '--log-level', 'error', ...extra], { stdio: ['ignore', 'ignore', 'pipe'],
+    detached: !!process.env.DETACH });
   let err = '';
   const url = await new Promise((resolve, reject) => {
     proc.stderr.on('data', (c) => {
@@ -84,6 +91,7 @@ try {
   console.log(`  quiet          p50 ${quiet.p50.toFixed(1)} ms  p99 ${quiet.p99.toFixed(1)} ms`);
   let worst = 0;
   for (const [name, command] of Object.entries(kAttacks)) {
+    if (kPhases.length && !kPhases.some((p) => name.startsWith(p))) continue;
     const abort = new AbortController();
     const attack = a.callTool({ name: 'run_command', arguments: { command, timeout_s: 600 },
       _meta: { progressToken: name } }, undefined,

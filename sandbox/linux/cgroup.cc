@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <map>
 #include <mutex>
@@ -81,10 +82,13 @@ std::map<std::string, std::string> OwnCgroupPaths(const std::string& proc_self_c
 
 // The directory of our own cgroup on `m`, or "" if it is not below the mount's root.
 std::string OwnDir(const Mount& m, std::string own) {
-  if (own.size() > sizeof(kServerLeaf) &&
+  // sizeof counts the NUL, which stands for the '/' before the leaf's name. At the root of
+  // a hierarchy ("/mcpcell-server", v1's cpu on a host like this one) the parent is "/".
+  if (own.size() >= sizeof(kServerLeaf) &&
       own.compare(own.size() - sizeof(kServerLeaf), std::string::npos,
                   std::string("/") + kServerLeaf) == 0) {
     own.resize(own.size() - sizeof(kServerLeaf));
+    if (own.empty()) own = "/";
   }
   std::string rel;
   if (m.root == "/") {
@@ -168,9 +172,31 @@ Status ValidateCellId(const std::string& id) {
   return Ok();
 }
 
-Status MkdirIfMissing(const std::string& dir) {
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Error::Sys("mkdir(\"" + dir + "\")");
+Status MkdirIfMissing(const std::string& dir, bool* created = nullptr) {
+  const bool made = mkdir(dir.c_str(), 0755) == 0;
+  if (!made && errno != EEXIST) return Error::Sys("mkdir(\"" + dir + "\")");
+  if (created != nullptr) *created = made;
   return Ok();
+}
+
+// The cells' weight of the active placement (0: none), applied again when the cells'
+// parent is created anew (another server sharing it removed it when it became empty).
+std::atomic<uint32_t> active_cells_weight{0};
+
+Status ApplyCellsWeight(CgroupMode mode, const std::string& cells_dir) {
+  const uint32_t weight = active_cells_weight.load();
+  if (weight == 0) return Ok();
+  const auto [file, value] = cgroupfs::CpuWeightWrite(mode, weight);
+  return cgroupfs::WriteFile(cells_dir, file, value);
+}
+
+// rmdir that leaves a cgroup someone still uses (tasks or children: EBUSY; ENOTEMPTY on a
+// plain directory) in place; only other failures are errors.
+Status RemoveIfUnused(const std::string& dir, bool* removed = nullptr) {
+  const bool ok = rmdir(dir.c_str()) == 0 || errno == ENOENT;
+  if (removed != nullptr) *removed = ok;
+  if (ok || errno == EBUSY || errno == ENOTEMPTY) return Ok();
+  return Error::Sys("rmdir(\"" + dir + "\")");
 }
 
 // v2: controllers must be on in our own cgroup's subtree_control and in mcpcell/'s.
@@ -186,8 +212,10 @@ Status PrepareV2Parent(const std::string& cells_dir) {
     s = cgroupfs::EnableControllers(own, controllers);
   }
   if (!s.ok()) return s;
-  if (Status m = MkdirIfMissing(cells_dir); !m.ok()) return m;
-  return cgroupfs::EnableControllers(cells_dir, controllers);
+  bool created = false;
+  if (Status m = MkdirIfMissing(cells_dir, &created); !m.ok()) return m;
+  if (Status m = cgroupfs::EnableControllers(cells_dir, controllers); !m.ok()) return m;
+  return created ? ApplyCellsWeight(CgroupMode::kV2, cells_dir) : Ok();
 }
 
 }  // namespace
@@ -259,28 +287,36 @@ Result<std::unique_ptr<Cgroup>> CreateCellCgroup(const std::string& cell_id,
   // idempotent but not atomic, so both run under one lock; the cell's own cgroup does not.
   static std::mutex mu;
   static CgroupHost* cached = nullptr;
-  CgroupHost host;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (cached == nullptr) cached = new CgroupHost(DetectCgroupHost());
-    host = *cached;
-    if (host.mode == CgroupMode::kNone || !host.can_create) {
-      return Error::Msg("cannot create a cgroup for cell " + cell_id + ": " + host.detail);
-    }
-    if (host.mode == CgroupMode::kV2) {
-      if (Status s = PrepareV2Parent(host.cell_parents[0].second); !s.ok()) {
-        return s.error().Wrap("prepare " + host.cell_parents[0].second + " for cell " + cell_id);
+  // The parents are shared with other servers under the same cgroup, and one that shuts
+  // down removes them when they are empty (UnplaceServer): a parent that vanished between
+  // preparing it and the cell's mkdir (ENOENT) is made again.
+  for (int attempt = 1;; ++attempt) {
+    CgroupHost host;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (cached == nullptr) cached = new CgroupHost(DetectCgroupHost());
+      host = *cached;
+      if (host.mode == CgroupMode::kNone || !host.can_create) {
+        return Error::Msg("cannot create a cgroup for cell " + cell_id + ": " + host.detail);
       }
-    } else {
-      for (const auto& [controller, dir] : host.cell_parents) {
-        if (Status s = MkdirIfMissing(dir); !s.ok()) return s.error().Wrap("cell " + cell_id);
+      if (host.mode == CgroupMode::kV2) {
+        if (Status s = PrepareV2Parent(host.cell_parents[0].second); !s.ok()) {
+          return s.error().Wrap("prepare " + host.cell_parents[0].second + " for cell " + cell_id);
+        }
+      } else {
+        for (const auto& [controller, dir] : host.cell_parents) {
+          bool created = false;
+          Status s = MkdirIfMissing(dir, &created);
+          if (s.ok() && created && controller == "cpu") s = ApplyCellsWeight(host.mode, dir);
+          if (!s.ok()) return s.error().Wrap("cell " + cell_id);
+        }
       }
     }
+    Result<std::unique_ptr<Cgroup>> cg =
+        host.mode == CgroupMode::kV2 ? CreateCgroupV2(host.cell_parents[0].second, cell_id, limits)
+                                     : CreateCgroupV1(host.cell_parents, cell_id, limits);
+    if (cg.ok() || cg.error().err != ENOENT || attempt == 3) return cg;
   }
-  if (host.mode == CgroupMode::kV2) {
-    return CreateCgroupV2(host.cell_parents[0].second, cell_id, limits);
-  }
-  return CreateCgroupV1(host.cell_parents, cell_id, limits);
 }
 
 Status ReapStaleCgroups(const std::function<bool(const std::string&)>& is_live) {
@@ -308,6 +344,114 @@ Status ReapStaleCgroups(const std::function<bool(const std::string&)>& is_live) 
                                      : cgroupfs::OpenExistingV1(dirs);
     Status s = cg->Destroy();
     if (!s.ok() && first.ok()) first = s.error().Wrap("reap stale cgroup of cell " + id);
+  }
+  return first;
+}
+
+Status ValidateCpuWeights(const CpuWeights& weights) {
+  for (auto [name, w] : {std::pair{"server", weights.server}, {"cells", weights.cells}}) {
+    if (w < 1 || w > 10000) {
+      return Error::Msg(std::string("cpu weight of the ") + name + ": " + std::to_string(w) +
+                        " is outside [1, 10000] (cgroup v2 cpu.weight units, default 100)");
+    }
+  }
+  return Ok();
+}
+
+std::string ServerPlacement::Describe() const {
+  return std::string("server in ") + server_dir + ", cells under " + cells_dir + " (cgroup " +
+         CgroupModeName(mode) + ")";
+}
+
+namespace cgroupfs {
+
+Result<ServerPlacement> PlaceServerIn(CgroupMode mode, const std::string& own, pid_t pid,
+                                      const CpuWeights& weights) {
+  if (Status s = ValidateCpuWeights(weights); !s.ok()) return s.error();
+  if (mode == CgroupMode::kNone) return Error::Msg("no cgroup hierarchy to place the server in");
+  ServerPlacement p;
+  p.mode = mode;
+  p.own_dir = own;
+  p.server_dir = own + "/" + kServerLeaf;
+  p.cells_dir = own + "/" + kCellsDir;
+  const auto [file, server_value] = CpuWeightWrite(mode, weights.server);
+  const std::string cells_value = CpuWeightWrite(mode, weights.cells).second;
+  const std::vector<std::string> controllers(std::begin(kV2Controllers), std::end(kV2Controllers));
+  // v2: the server leaves `own` before its controllers go on (no internal processes) and
+  // the weight file exists only once cpu is on; v1: the weight is set before moving in.
+  Status s = MkdirIfMissing(p.server_dir);
+  if (s.ok() && mode == CgroupMode::kV1) s = WriteFile(p.server_dir, file, server_value);
+  if (s.ok()) s = WriteFile(p.server_dir, "cgroup.procs", std::to_string(pid));
+  if (s.ok() && mode == CgroupMode::kV2) s = EnableControllers(own, controllers, &p.enabled);
+  if (s.ok() && mode == CgroupMode::kV2) s = WriteFile(p.server_dir, file, server_value);
+  if (s.ok()) s = MkdirIfMissing(p.cells_dir);
+  if (s.ok() && mode == CgroupMode::kV2) s = EnableControllers(p.cells_dir, controllers);
+  if (s.ok()) s = WriteFile(p.cells_dir, file, cells_value);
+  if (!s.ok()) {
+    Error e = s.error().Wrap("place the server above its cells in " + own);
+    (void)UnplaceServerFrom(p, pid);  // best effort: the first error is the one to report
+    return e;
+  }
+  return p;
+}
+
+Status UnplaceServerFrom(const ServerPlacement& p, pid_t pid) {
+  // The cells' parent goes if no cell (of another server sharing it) is left; v2's
+  // controllers can only be turned off again once it is gone, and must be before the
+  // server may move back into `own`.
+  bool cells_removed = false;
+  if (Status s = RemoveIfUnused(p.cells_dir, &cells_removed); !s.ok()) return s;
+  if (p.mode == CgroupMode::kV2) {
+    if (!cells_removed && !p.enabled.empty()) {
+      return Error::Msg(p.cells_dir + " is still in use (cells of another server?): the server " +
+                        "stays in " + p.server_dir + " until it exits");
+    }
+    for (auto it = p.enabled.rbegin(); it != p.enabled.rend(); ++it) {
+      if (Status s = WriteFile(p.own_dir, "cgroup.subtree_control", "-" + *it); !s.ok()) {
+        return s.error().Wrap("the server stays in " + p.server_dir);
+      }
+    }
+  }
+  if (Status s = WriteFile(p.own_dir, "cgroup.procs", std::to_string(pid)); !s.ok()) return s;
+  return RemoveIfUnused(p.server_dir);  // another server may still be in it
+}
+
+}  // namespace cgroupfs
+
+namespace {
+// The cpu entry of a detected host: v2's single directory, v1's cpu controller.
+std::string CellsParentForCpu(const CgroupHost& host) {
+  for (const auto& [controller, dir] : host.cell_parents) {
+    if (controller == "unified" || controller == "cpu") return dir;
+  }
+  return "";
+}
+}  // namespace
+
+Result<ServerPlacement> PlaceServerAboveCells(const CpuWeights& weights) {
+  if (Status s = ValidateCpuWeights(weights); !s.ok()) return s.error();
+  const CgroupHost host = DetectCgroupHost();
+  if (host.mode == CgroupMode::kNone || !host.can_create) {
+    return Error::Msg("cannot place the server above its cells: " + host.detail);
+  }
+  const std::string cells = CellsParentForCpu(host);
+  const std::string own = cells.substr(0, cells.rfind('/'));
+  Result<ServerPlacement> p = cgroupfs::PlaceServerIn(host.mode, own, getpid(), weights);
+  if (p.ok()) active_cells_weight.store(weights.cells);
+  return p;
+}
+
+Status UnplaceServer(const ServerPlacement& placement) {
+  active_cells_weight.store(0);
+  Status first = cgroupfs::UnplaceServerFrom(placement, getpid());
+  // v1: the other controllers' cells parents (memory, pids, freezer, cpuacct), made at the
+  // first cell, go too once empty.
+  const CgroupHost host = DetectCgroupHost();
+  if (host.mode == CgroupMode::kV1) {
+    for (const auto& [controller, dir] : host.cell_parents) {
+      Status s = RemoveIfUnused(dir);
+      if (!s.ok() && first.ok()) first = s;
+    }
   }
   return first;
 }

@@ -117,4 +117,37 @@ Result<std::unique_ptr<Cgroup>> CreateCgroupV1(
 // runs in it first: cgroups left by a crashed predecessor.
 Status ReapStaleCgroups(const std::function<bool(const std::string&)>& is_live);
 
+// CPU weights of the server's own threads and of all its cells together, in cgroup v2
+// cpu.weight units (1..10000, the kernel's default 100); v1 cpu.shares get weight*1024/100.
+struct CpuWeights {
+  uint32_t server = 1000;
+  uint32_t cells = 100;
+};
+Status ValidateCpuWeights(const CpuWeights& weights);
+
+// What PlaceServerAboveCells did, for UnplaceServer and the log.
+struct ServerPlacement {
+  CgroupMode mode = CgroupMode::kNone;
+  std::string own_dir;               // the cgroup the server was in (v1: of the cpu controller)
+  std::string server_dir;            // <own>/mcpcell-server, where it is now
+  std::string cells_dir;             // <own>/mcpcell, the parent of its cells
+  std::vector<std::string> enabled;  // v2: controllers it turned on in own's subtree_control
+  std::string Describe() const;
+};
+
+// Puts the server's CPU scheduling above its cells': moves this whole process into
+// <own>/mcpcell-server with cpu weight `weights.server` and gives <own>/mcpcell (the
+// parent of every cell) `weights.cells`, creating both. Under CFS/EEVDF group scheduling a
+// group's weight is split across CPUs by where its load is, so a cell running at its quota
+// on every CPU made the server's group (and, on v1 hosts, its autogroup) light on the CPU
+// where a request's thread woke; with its own heavier group the server's threads run
+// first. v2: the server and the cells' parent are siblings (no-internal-process rule);
+// v1: only the cpu hierarchy changes (memory, pids, freezer stay where they were).
+// Fails, with the reason, when the host offers no writable cgroup (unprivileged without
+// delegation): the server then runs where it is and says so.
+Result<ServerPlacement> PlaceServerAboveCells(const CpuWeights& weights);
+// At shutdown, once the cells are gone: moves the server back to where it was and removes
+// what placement created and nobody else uses (another server or its cells keep them).
+Status UnplaceServer(const ServerPlacement& placement);
+
 }  // namespace mcpcell::sandbox

@@ -308,15 +308,25 @@ Status RemoveDir(const std::string& dir, int timeout_ms) {
   }
 }
 
-Status EnableControllers(const std::string& dir, const std::vector<std::string>& controllers) {
+Status EnableControllers(const std::string& dir, const std::vector<std::string>& controllers,
+                         std::vector<std::string>* enabled) {
   Result<std::string> text = ReadFile(dir, "cgroup.subtree_control");
   if (!text.ok()) return text.error();
   const std::vector<std::string> on = ParseControllerList(*text);
   for (const std::string& c : controllers) {
     if (std::find(on.begin(), on.end(), c) != on.end()) continue;
     if (Status s = WriteFile(dir, "cgroup.subtree_control", "+" + c); !s.ok()) return s;
+    if (enabled != nullptr) enabled->push_back(c);
   }
   return Ok();
+}
+
+std::pair<std::string, std::string> CpuWeightWrite(CgroupMode mode, uint32_t weight) {
+  if (mode == CgroupMode::kV2) return {"cpu.weight", std::to_string(weight)};
+  // v1 cpu.shares: 1024 is the default as 100 is for cpu.weight; the kernel's range is
+  // [2, 262144].
+  const uint64_t shares = std::clamp<uint64_t>(uint64_t{weight} * 1024 / 100, 2, 262144);
+  return {"cpu.shares", std::to_string(shares)};
 }
 
 }  // namespace mcpcell::sandbox::cgroupfs

@@ -107,7 +107,18 @@ std::unique_ptr<Cgroup> OpenExistingV1(std::vector<std::pair<std::string, std::s
 // directories they point to are still looked at: cgroup.controllers, write access).
 CgroupHost DetectCgroupHostFrom(const std::string& mountinfo, const std::string& proc_self_cgroup);
 
-// Turns on `controllers` in dir/cgroup.subtree_control (those not on yet).
-Status EnableControllers(const std::string& dir, const std::vector<std::string>& controllers);
+// Turns on `controllers` in dir/cgroup.subtree_control (those not on yet); `enabled`, if
+// given, receives the ones this call turned on.
+Status EnableControllers(const std::string& dir, const std::vector<std::string>& controllers,
+                         std::vector<std::string>* enabled = nullptr);
+
+// PlaceServerAboveCells / UnplaceServer against given directories: `own` is the server's
+// cgroup (v2) or its cpu cgroup (v1), `pid` the process to move. Works on a fake tree whose
+// files exist (tests); the real ones run against the host's cgroupfs.
+Result<ServerPlacement> PlaceServerIn(CgroupMode mode, const std::string& own, pid_t pid,
+                                      const CpuWeights& weights);
+Status UnplaceServerFrom(const ServerPlacement& placement, pid_t pid);
+// The weight file and value of a cpu weight (v2 cpu.weight; v1 cpu.shares, scaled).
+std::pair<std::string, std::string> CpuWeightWrite(CgroupMode mode, uint32_t weight);
 
 }  // namespace mcpcell::sandbox::cgroupfs

@@ -223,6 +223,11 @@ TEST_F(FakeTree, DetectsPureV2WithDelegationAndTheServerLeaf) {
                                         "0::/system.slice/mcpcell.service/mcpcell-server\n");
   ASSERT_EQ(host.cell_parents.size(), 1u);
   EXPECT_EQ(host.cell_parents[0].second, own + "/mcpcell");
+  // ... also when the server's cgroup is the root one (its leaf at the top).
+  Spit(root_ + "/cg/cgroup.controllers", "cpu memory pids\n");
+  host = cgroupfs::DetectCgroupHostFrom(mountinfo, "0::/mcpcell-server\n");
+  ASSERT_EQ(host.cell_parents.size(), 1u) << host.detail;
+  EXPECT_EQ(host.cell_parents[0].second, root_ + "/cg/mcpcell");
 }
 
 TEST_F(FakeTree, V2WithoutControllersFallsBackToV1InAContainer) {
@@ -258,6 +263,103 @@ TEST_F(FakeTree, V2WithoutControllersFallsBackToV1InAContainer) {
   EXPECT_EQ(host.mode, CgroupMode::kNone);
   EXPECT_FALSE(host.can_create);
   EXPECT_NE(host.detail.find("not mounted"), std::string::npos) << host.detail;
+}
+
+// Placement of the server above its cells, against fake trees whose files exist (a plain
+// directory accepts the writes cgroupfs would): what is written where, in which units.
+void MakeFakeCgroup(const std::string& dir, std::initializer_list<const char*> files) {
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "'").c_str()), 0);
+  for (const char* f : files) Spit(dir + "/" + f, "");
+}
+
+TEST_F(FakeTree, V2PlacementMovesTheServerIntoASiblingOfTheCellsWithWeights) {
+  const std::string own = root_ + "/system.slice/mcpcell.service";
+  MakeFakeCgroup(own, {"cgroup.procs", "cgroup.subtree_control"});
+  Spit(own + "/cgroup.subtree_control", "pids\n");  // on before us: must stay on after
+  MakeFakeCgroup(own + "/mcpcell-server", {"cgroup.procs", "cpu.weight"});
+  MakeFakeCgroup(own + "/mcpcell", {"cgroup.subtree_control", "cpu.weight"});
+  Result<ServerPlacement> p = cgroupfs::PlaceServerIn(CgroupMode::kV2, own, 4242, {700, 30});
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->server_dir, own + "/mcpcell-server");
+  EXPECT_EQ(p->cells_dir, own + "/mcpcell");
+  EXPECT_EQ(Slurp(own + "/mcpcell-server/cgroup.procs"), "4242");
+  EXPECT_EQ(Slurp(own + "/mcpcell-server/cpu.weight"), "700");
+  EXPECT_EQ(Slurp(own + "/mcpcell/cpu.weight"), "30");
+  // Only what we turned on is turned off again at shutdown.
+  EXPECT_EQ(p->enabled, (std::vector<std::string>{"memory", "cpu"}));
+  EXPECT_NE(p->Describe().find(own + "/mcpcell-server"), std::string::npos) << p->Describe();
+
+  // Shutdown: the cells' parent is gone (a plain directory with files reads as in use here,
+  // so empty it as the kernel would), the controllers go off, the server moves back.
+  ASSERT_EQ(std::system(("rm -rf '" + own + "/mcpcell'").c_str()), 0);
+  Spit(own + "/cgroup.subtree_control", "");
+  ASSERT_TRUE(cgroupfs::UnplaceServerFrom(*p, 4242).ok());
+  EXPECT_EQ(Slurp(own + "/cgroup.subtree_control"), "-memory");  // the last of "-cpu", "-memory"
+  EXPECT_EQ(Slurp(own + "/cgroup.procs"), "4242");
+}
+
+TEST_F(FakeTree, V2UnplaceKeepsTheServerWhereItIsWhileCellsRemain) {
+  const std::string own = root_ + "/own";
+  MakeFakeCgroup(own, {"cgroup.procs", "cgroup.subtree_control"});
+  MakeFakeCgroup(own + "/mcpcell-server", {"cgroup.procs", "cpu.weight"});
+  MakeFakeCgroup(own + "/mcpcell/another-servers-cell", {"cgroup.subtree_control", "cpu.weight"});
+  Spit(own + "/mcpcell/cgroup.subtree_control", "");
+  Spit(own + "/mcpcell/cpu.weight", "");
+  Result<ServerPlacement> p = cgroupfs::PlaceServerIn(CgroupMode::kV2, own, 77, {});
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(Slurp(own + "/mcpcell-server/cpu.weight"), "1000");  // the defaults
+  EXPECT_EQ(Slurp(own + "/mcpcell/cpu.weight"), "100");
+  Status s = cgroupfs::UnplaceServerFrom(*p, 77);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("still in use"), std::string::npos) << s.error().message;
+  EXPECT_EQ(Slurp(own + "/cgroup.procs"), "") << "not moved back into a cgroup with children";
+  EXPECT_TRUE(Exists(own + "/mcpcell/another-servers-cell"));
+}
+
+TEST_F(FakeTree, V1PlacementUsesSharesAndOnlyTheCpuHierarchy) {
+  const std::string own = root_ + "/cpu";
+  MakeFakeCgroup(own, {"cgroup.procs"});
+  MakeFakeCgroup(own + "/mcpcell-server", {"cgroup.procs", "cpu.shares"});
+  MakeFakeCgroup(own + "/mcpcell", {"cpu.shares"});
+  Result<ServerPlacement> p = cgroupfs::PlaceServerIn(CgroupMode::kV1, own, 99, {1000, 50});
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(Slurp(own + "/mcpcell-server/cpu.shares"), "10240");
+  EXPECT_EQ(Slurp(own + "/mcpcell/cpu.shares"), "512");
+  EXPECT_EQ(Slurp(own + "/mcpcell-server/cgroup.procs"), "99");
+  EXPECT_TRUE(p->enabled.empty());
+  ASSERT_TRUE(cgroupfs::UnplaceServerFrom(*p, 99).ok());  // both still "in use": kept
+  EXPECT_EQ(Slurp(own + "/cgroup.procs"), "99");
+}
+
+TEST_F(FakeTree, PlacementFailsWithTheCauseAndLeavesTheServerWhereItWas) {
+  const std::string own = root_ + "/own";
+  MakeFakeCgroup(own, {"cgroup.procs", "cgroup.subtree_control"});
+  // The server's cgroup has no cpu.weight: the cpu controller is not available.
+  MakeFakeCgroup(own + "/mcpcell-server", {"cgroup.procs"});
+  Result<ServerPlacement> p = cgroupfs::PlaceServerIn(CgroupMode::kV2, own, 5, {});
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("mcpcell-server/cpu.weight"), std::string::npos)
+      << p.error().message;
+  EXPECT_EQ(Slurp(own + "/cgroup.procs"), "5") << "moved back";
+  // Nothing to create at all: no cgroupfs under own.
+  p = cgroupfs::PlaceServerIn(CgroupMode::kV2, root_ + "/missing/own", 5, {});
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("mkdir"), std::string::npos) << p.error().message;
+  EXPECT_FALSE(cgroupfs::PlaceServerIn(CgroupMode::kNone, own, 5, {}).ok());
+}
+
+TEST(Cgroup, CpuWeightsAreCheckedAndConverted) {
+  EXPECT_TRUE(ValidateCpuWeights({}).ok());
+  for (CpuWeights w : {CpuWeights{0, 100}, CpuWeights{100, 0}, CpuWeights{10001, 100}}) {
+    Status s = ValidateCpuWeights(w);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.error().message.find("outside [1, 10000]"), std::string::npos);
+  }
+  EXPECT_EQ(cgroupfs::CpuWeightWrite(CgroupMode::kV1, 100).second, "1024");
+  EXPECT_EQ(cgroupfs::CpuWeightWrite(CgroupMode::kV1, 1).second, "10");
+  EXPECT_EQ(cgroupfs::CpuWeightWrite(CgroupMode::kV1, 10000).second, "102400");
+  EXPECT_EQ(cgroupfs::CpuWeightWrite(CgroupMode::kV2, 250),
+            std::make_pair(std::string("cpu.weight"), std::string("250")));
 }
 
 TEST(Cgroup, BadCellIdsAreRefused) {
@@ -563,6 +665,50 @@ TEST_F(RealCgroup, ReapStaleRemovesOnlyTheDeadOnes) {
   for (const std::string& p : stale_paths) EXPECT_FALSE(Exists(p)) << p;
   for (const std::string& p : (*live)->Paths()) EXPECT_TRUE(Exists(p)) << p;
   ASSERT_TRUE((*live)->Destroy().ok());
+}
+
+// The real placement on this host: this test process is the "server". It moves into
+// <own>/mcpcell-server with the weight, a cell made meanwhile lands in <own>/mcpcell, and
+// undoing it puts the process back and leaves nothing of ours.
+TEST_F(RealCgroup, ServerPlacementAndUndo) {
+  const std::string before = Slurp("/proc/self/cgroup");
+  Result<ServerPlacement> p = PlaceServerAboveCells({800, 100});
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  const std::string during = Slurp("/proc/self/cgroup");
+  EXPECT_NE(during.find("/mcpcell-server\n"), std::string::npos) << during;
+  const auto [file, value] = cgroupfs::CpuWeightWrite(host_.mode, 800);
+  EXPECT_EQ(Slurp(p->server_dir + "/" + file), value + "\n");
+  EXPECT_NE(Slurp(p->server_dir + "/cgroup.procs").find(std::to_string(getpid()) + "\n"),
+            std::string::npos);
+  // Cells still go next to the server, not below it: detection run now (as a server that
+  // placed itself before its first cell does) and the cell made now.
+  const CgroupHost placed_host = DetectCgroupHost();
+  for (const auto& [controller, dir] : placed_host.cell_parents) {
+    if (controller == "cpu" || controller == "unified") {
+      EXPECT_EQ(dir, p->cells_dir) << controller;
+    }
+  }
+  auto cg = Create("placed", CgroupLimits{0, 16, 100});
+  ASSERT_TRUE(cg.ok()) << cg.error().message;
+  bool under_cells_dir = false;
+  for (const std::string& path : (*cg)->Paths()) {
+    under_cells_dir = under_cells_dir || path.rfind(p->cells_dir + "/", 0) == 0;
+  }
+  EXPECT_TRUE(under_cells_dir) << p->cells_dir;
+  ASSERT_TRUE((*cg)->Destroy().ok());
+
+  Status undo = UnplaceServer(*p);
+  // Other servers' cells on this host may keep the shared parents (v2: and us in our leaf).
+  if (!undo.ok()) {
+    EXPECT_NE(undo.error().message.find("still in use"), std::string::npos) << undo.error().message;
+    return;
+  }
+  EXPECT_EQ(Slurp("/proc/self/cgroup"), before);
+  // mcpcell-server is gone unless another process (a server) is in it.
+  if (Exists(p->server_dir)) {
+    EXPECT_EQ(Slurp(p->server_dir + "/cgroup.procs").find(std::to_string(getpid()) + "\n"),
+              std::string::npos);
+  }
 }
 
 // ---- v2 mechanics on a real cgroup2 mount -------------------------------------------------
