@@ -223,12 +223,15 @@ ProbeResult ProbeCgroups() {
   const CgroupHost host = DetectCgroupHost();
   r.detail = std::string("mode ") + CgroupModeName(host.mode) + ": " + host.detail;
   if (host.mode != CgroupMode::kNone && host.can_create) {
-    r.consequence = "memory (swap off), pids and cpu limits are enforced per cell";
+    r.consequence =
+        "memory (swap off), pids and cpu limits are enforced per cell; serve runs in "
+        "<own>/mcpcell-server, weighted above its cells for CPU";
   } else {
     r.verdict = ProbeVerdict::kDegraded;
     r.consequence =
-        "cells run without memory/pids/cpu limits and report \"limits not enforced\"; run as "
-        "root or in a delegated cgroup (systemd: Delegate=yes) to enforce them";
+        "cells run without memory/pids/cpu limits and report \"limits not enforced\", and "
+        "serve cannot weight itself above busy cells for CPU; run as root or in a delegated "
+        "cgroup (systemd: Delegate=yes) to enforce them";
   }
   return r;
 }
