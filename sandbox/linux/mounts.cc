@@ -89,12 +89,17 @@ Status PivotRoot(const std::string& new_root) {
 }
 
 Status MakeDirs(const std::string& path, mode_t mode) {
-  for (size_t pos = 1; pos <= path.size(); ++pos) {
-    if (pos != path.size() && path[pos] != '/') continue;
-    std::string prefix = path.substr(0, pos);
-    if (::mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) {
-      return Error::Sys("mkdir(" + Quote(prefix) + ")");
-    }
+  // The leaf first: its parents nearly always exist already (cell setup makes ~15 dirs
+  // under a few deep parents), so one mkdir instead of one per path component.
+  if (::mkdir(path.c_str(), mode) == 0 || errno == EEXIST) return Ok();
+  if (errno != ENOENT) return Error::Sys("mkdir(" + Quote(path) + ")");
+  const size_t slash = path.find_last_not_of('/') == std::string::npos
+                           ? std::string::npos
+                           : path.rfind('/', path.find_last_not_of('/'));
+  if (slash == std::string::npos || slash == 0) return Error::Sys("mkdir(" + Quote(path) + ")");
+  if (Status s = MakeDirs(path.substr(0, slash), mode); !s) return s;
+  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    return Error::Sys("mkdir(" + Quote(path) + ")");
   }
   return Ok();
 }

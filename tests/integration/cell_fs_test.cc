@@ -277,6 +277,15 @@ void ExpectNoTraces(const HostTraces& t, const std::string& state_dir) {
   if (std::filesystem::exists(state_dir + "/idranges")) {
     EXPECT_TRUE(std::filesystem::is_empty(state_dir + "/idranges")) << "uid range still claimed";
   }
+  // A recycled cell dir (state_dir.h) keeps its device nodes and nothing of the cell: no
+  // workspace, no records.
+  if (std::filesystem::exists(state_dir + "/spare")) {
+    for (const auto& spare : std::filesystem::directory_iterator(state_dir + "/spare")) {
+      for (const auto& e : std::filesystem::directory_iterator(spare.path())) {
+        EXPECT_EQ(e.path().filename(), "dev") << "left in a spare cell dir: " << e.path();
+      }
+    }
+  }
 }
 
 // Cell init is in every one of the cell's cgroups by the time Create returns (with v1 it

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "sandbox/linux/hostname.h"
+#include "sandbox/linux/mounts.h"
 #include "sandbox/linux/overlay.h"
 #include "sandbox/linux/user.h"
 #include "sandbox/state_dir.h"
@@ -290,6 +291,24 @@ TEST(RecycleCellDir, KeepsOnlyTheNamedEntryAndHandsTheDirToTheNextCell) {
   }
   EXPECT_FALSE(ClaimSpareCellDir(dir.path(), cells + "/more")) << "all spares taken";
   EXPECT_TRUE(fs::is_empty(dir.path() + "/spare"));
+}
+
+TEST(MakeDirs, MakesMissingParentsAndAcceptsWhatExists) {
+  TempDir dir;
+  namespace fs = std::filesystem;
+  const std::string deep = dir.path() + "/a/b/c/";
+  ASSERT_TRUE(MakeDirs(deep, 0750).ok());
+  EXPECT_TRUE(fs::is_directory(dir.path() + "/a/b/c"));
+  struct stat st;
+  ASSERT_EQ(::stat((dir.path() + "/a/b").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0750u & ~static_cast<unsigned>(::umask(022)));
+  EXPECT_TRUE(MakeDirs(dir.path() + "/a/b", 0755).ok()) << "an existing dir is fine";
+  EXPECT_TRUE(MakeDirs(dir.path() + "/a/b/d", 0755).ok());
+  EXPECT_TRUE(fs::is_directory(dir.path() + "/a/b/d"));
+  std::ofstream(dir.path() + "/file") << "x";
+  Status under_file = MakeDirs(dir.path() + "/file/x/y", 0755);
+  ASSERT_FALSE(under_file.ok());
+  EXPECT_THAT(under_file.error().message, HasSubstr("mkdir(\"" + dir.path() + "/file/x"));
 }
 
 TEST(InitRecord, RoundTripsAndMatchesStartTime) {
