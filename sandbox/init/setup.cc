@@ -180,9 +180,11 @@ Result<CellRoot> SetupCell(const CellSpec& spec, LoopbackNamespaceChild& net, St
   if (Status s = Step("dev", dev, timer); !s) return s.error();
   if (Status s = Step("tmpfs", MountRunAndTmp(spec, root), timer); !s) return s.error();
   if (Status s = Step("hostname", SetHostname(hostname), timer); !s) return s.error();
-  if (Status s = Step("net", JoinLoopbackNamespace(net), timer); !s) return s.error();
   if (Status s = Step("pivot_root", PivotRoot(root), timer); !s) return s.error();
   if (::chdir("/workspace") != 0) return Error::Sys("chdir(\"/workspace\")").Wrap("pivot_root");
+  // Last: the later init joins, the likelier the child is done. setns takes its pidfd, so
+  // pivot_root changes nothing for it.
+  if (Status s = Step("net", JoinLoopbackNamespace(net), timer); !s) return s.error();
   CellRoot result;
   result.root_fd = UniqueFd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!result.root_fd) return Error::Sys("open(\"/\", O_PATH)");

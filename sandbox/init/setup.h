@@ -13,9 +13,9 @@
 //   dev        tmpfs /dev with null zero full random urandom tty, devpts, /dev/shm;
 //   tmpfs      /tmp and /run with their size limits;
 //   hostname   sethostname in the new uts namespace;
+//   pivot_root into the new root, old root detached, cwd /workspace;
 //   net        join the network namespace the child made, `lo` up (the only interface),
-//              and reap the child: it made the namespace while the steps above ran;
-//   pivot_root into the new root, old root detached, cwd /workspace.
+//              and reap the child: it made the namespace while the steps above ran.
 // Then ReceiveHandover waits for what the server made in parallel with the steps above (the
 // cell's cgroup, the seccomp program; "cgroup_wait" is how long init waited), and
 // EnterCellCgroup:
