@@ -277,12 +277,17 @@ void ExpectNoTraces(const HostTraces& t, const std::string& state_dir) {
   if (std::filesystem::exists(state_dir + "/idranges")) {
     EXPECT_TRUE(std::filesystem::is_empty(state_dir + "/idranges")) << "uid range still claimed";
   }
-  // A recycled cell dir (state_dir.h) keeps its device nodes and nothing of the cell: no
-  // workspace, no records.
+  // A recycled cell dir (state_dir.h) keeps its device nodes and empty records, nothing of
+  // the cell: no workspace, no pids.
   if (std::filesystem::exists(state_dir + "/spare")) {
     for (const auto& spare : std::filesystem::directory_iterator(state_dir + "/spare")) {
       for (const auto& e : std::filesystem::directory_iterator(spare.path())) {
-        EXPECT_EQ(e.path().filename(), "dev") << "left in a spare cell dir: " << e.path();
+        const std::string name = e.path().filename();
+        if (name == "owner" || name == "init") {
+          EXPECT_EQ(std::filesystem::file_size(e.path()), 0u) << e.path();
+        } else {
+          EXPECT_EQ(name, "dev") << "left in a spare cell dir: " << e.path();
+        }
       }
     }
   }

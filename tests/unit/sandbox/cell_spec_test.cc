@@ -248,7 +248,8 @@ TEST(RemoveCellDir, RemovesWhatTheSandboxMadeUnreadable) {
   EXPECT_TRUE(RemoveCellDir(cell).ok()) << "removing a missing dir is fine";
 }
 
-// Destroyed cells' dirs are emptied but for `keep` and reused (state_dir.h): a claim takes
+// Destroyed cells' dirs are emptied but for `keep` and empty records, and reused
+// (state_dir.h): a claim takes
 // one whole, at most kSpareCellDirs wait, and beyond that a dir is removed.
 TEST(RecycleCellDir, KeepsOnlyTheNamedEntryAndHandsTheDirToTheNextCell) {
   TempDir dir;
@@ -274,7 +275,8 @@ TEST(RecycleCellDir, KeepsOnlyTheNamedEntryAndHandsTheDirToTheNextCell) {
     ++spares;
     std::set<std::string> names;
     for (const auto& f : fs::directory_iterator(e.path())) names.insert(f.path().filename());
-    EXPECT_EQ(names, std::set<std::string>{"dev"}) << e.path();
+    EXPECT_EQ(names, (std::set<std::string>{"dev", "init"})) << e.path();
+    EXPECT_EQ(fs::file_size(e.path() / "init"), 0u) << "records are kept empty";
   }
   EXPECT_EQ(spares, static_cast<size_t>(kSpareCellDirs)) << "the one past the limit was removed";
   EXPECT_TRUE(fs::is_empty(cells));
