@@ -206,7 +206,9 @@ void Session::Impl::Finish(const std::shared_ptr<RequestState>& state, Json resp
     if (it != in_flight.end() && it->second == state) in_flight.erase(it);
     // Per the spec a cancelled request gets no response.
     drop = state->cancelled.load() || phase == Phase::kClosed;
-    idle_cv.notify_all();
+    // Wait() and WaitFor() need the closed phase; until then a wake-up is wasted (the
+    // thread blocked in Wait() would run on every call just to sleep again).
+    if (phase == Phase::kClosed) idle_cv.notify_all();
   }
   // Erased before sending, so a client that reuses the id right after the response is not
   // told it is a duplicate.
@@ -379,7 +381,7 @@ void Session::Impl::TaskDone() {
   {
     std::lock_guard lock(mu);
     --running_tasks;
-    idle_cv.notify_all();
+    if (phase == Phase::kClosed) idle_cv.notify_all();  // see Finish
   }
   CloseIfDrained();
 }

@@ -68,12 +68,14 @@ int MillisUntil(Clock::time_point t) {
 struct CellChannel::Pending {
   std::deque<Message> inbox;  // under CellChannel::mu_
   std::condition_variable cv;
-  UniqueFd event;  // exec only: an eventfd that is readable when the inbox changes or on death
+  // Exec only: the exec thread's wake-up eventfd (ThreadWakeFd), written on the channel's
+  // death and on a stop request. Not owned.
+  int event = -1;
   void Wake() {
     cv.notify_all();
-    if (event) {
+    if (event >= 0) {
       uint64_t one = 1;
-      ssize_t ignored = ::write(event.get(), &one, sizeof(one));
+      ssize_t ignored = ::write(event, &one, sizeof(one));
       (void)ignored;
     }
   }
@@ -81,8 +83,21 @@ struct CellChannel::Pending {
 
 struct CellChannel::ExecPipes {
   UniqueFd stdin_write, stdout_read, stderr_read;  // the server's ends (capture mode)
+  UniqueFd events;                                 // the server's end of the event socket
   size_t stdin_offset = 0;
 };
+
+namespace {
+// One eventfd per thread that runs execs, made on its first exec and kept until the thread
+// ends: an exec's poll also waits on it for stop requests and the channel's death. A wake
+// meant for an earlier exec on this thread (written after that exec had stopped reading,
+// never after its Exec returned: the stop callback and the pending entry are gone by then)
+// only makes the next poll return once.
+int ThreadWakeFd() {
+  thread_local UniqueFd fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  return fd.get();
+}
+}  // namespace
 
 CellChannel::CellChannel(UniqueFd control_fd, Options options)
     : fd_(std::move(control_fd)), options_(std::move(options)) {
@@ -141,17 +156,28 @@ void CellChannel::ReaderLoop() {
       return Fail(Error::Msg(std::string(control::MessageName(m)) + " for request id " +
                              std::to_string(id) + " that was never sent"));
     }
-    std::lock_guard lock(mu_);
-    auto it = pending_.find(id);
-    if (it == pending_.end()) continue;  // a late answer to a call that gave up waiting
-    it->second->inbox.push_back(std::move(received->message));
-    it->second->Wake();
+    bool for_exec = false;
+    {
+      std::lock_guard lock(mu_);
+      auto it = pending_.find(id);
+      if (it == pending_.end()) continue;  // a late answer to a call that gave up waiting
+      for_exec = it->second->event >= 0;
+      if (!for_exec) {
+        it->second->inbox.push_back(std::move(received->message));
+        it->second->Wake();
+      }
+    }
+    if (for_exec) {
+      return Fail(Error::Msg(std::string(control::MessageName(m)) + " for exec " +
+                             std::to_string(id) +
+                             " on the control socket (an exec's events go to its own socket)"));
+    }
   }
 }
 
 std::shared_ptr<CellChannel::Pending> CellChannel::Register(uint64_t id, bool is_exec) {
   auto p = std::make_shared<Pending>();
-  if (is_exec) p->event.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (is_exec) p->event = ThreadWakeFd();
   std::lock_guard lock(mu_);
   pending_[id] = p;
   return p;
@@ -358,8 +384,8 @@ Result<ExecResult> CellChannel::Exec(const ExecOptions& options) {
   // The child's ends go to init over SCM_RIGHTS and are closed here right after, so the
   // server sees EOF on output once every process of the exec has let go of it.
   ExecPipes pipes;
-  UniqueFd child_ends[3];
-  int child_fds[3] = {options.stdin_fd, options.stdout_fd, options.stderr_fd};
+  UniqueFd child_ends[4];
+  int child_fds[4] = {options.stdin_fd, options.stdout_fd, options.stderr_fd, -1};
   for (int i = 0; i < 3; ++i) {
     if (child_fds[i] >= 0) continue;
     auto pipe = NonBlockingPipe(/*server_reads=*/i != 0);
@@ -373,24 +399,22 @@ Result<ExecResult> CellChannel::Exec(const ExecOptions& options) {
     }
     child_fds[i] = child_ends[i].get();
   }
+  auto events = control::CreateExecEventPair();
+  if (!events.ok()) return events.error().Wrap("exec");
+  pipes.events = std::move(events->first);
+  child_ends[3] = std::move(events->second);
+  child_fds[3] = child_ends[3].get();
+  if (ThreadWakeFd() < 0) return Error::Sys("exec: eventfd");
   const uint64_t id = NextId();
-  auto pending = Register(id, true);
-  if (!pending->event) {
-    Unregister(id);
-    return Error::Sys("eventfd");
-  }
-  const auto start = Clock::now();
+  auto pending = Register(id, true);  // so Close() and Fail() wake this thread
   Status sent = control::SendMessage(
       fd_.get(), control::ExecRequest{id, options.argv, options.env, options.cwd}, child_fds);
   for (UniqueFd& end : child_ends) end.Reset();
-  Result<Message> started =
-      sent.ok() ? Wait(pending, start + kStartTimeout) : Result<Message>(sent.error());
-  auto ok = As<control::ExecStarted>(std::move(started), "ExecRequest");
-  if (!ok.ok()) {
+  if (!sent.ok()) {
     Unregister(id);
-    return ok.error().Wrap("exec \"" + options.argv[0] + "\"");
+    std::lock_guard lock(mu_);
+    return (death_ ? *death_ : sent.error()).Wrap("exec \"" + options.argv[0] + "\"");
   }
-  if (options.on_started) options.on_started(id, ok->pid);
   ExecResult result;
   Status pumped = PumpExec(options, pipes, pending, id, result);
   Unregister(id);
@@ -436,58 +460,92 @@ void FeedStdin(UniqueFd& fd, const std::string& data, size_t& offset) {
 }
 }  // namespace
 
-Result<bool> CellChannel::TakeExecExit(Pending& pending, Clock::time_point start,
-                                       ExecResult& result) {
-  uint64_t counter;
-  ssize_t ignored = ::read(pending.event.get(), &counter, sizeof(counter));
-  (void)ignored;
-  std::lock_guard lock(mu_);
-  bool exited = false;
-  while (!pending.inbox.empty()) {
-    Message m = std::move(pending.inbox.front());
-    pending.inbox.pop_front();
-    auto* e = std::get_if<control::ExecExited>(&m);
-    if (e == nullptr) return Error::Msg(std::string("unexpected ") + control::MessageName(m));
-    exited = true;
-    result.signaled = e->signaled != 0;
-    result.exit_code = e->exit_code;
-    result.signo = e->signo;
-    result.user_cpu = std::chrono::microseconds(e->user_cpu_us);
-    result.system_cpu = std::chrono::microseconds(e->system_cpu_us);
-    result.peak_memory_bytes = e->max_rss_bytes;
-    result.wall_time = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+// One frame from an exec's event socket, checked against what may come next.
+struct CellChannel::ExecEvent {
+  enum Kind { kNone, kStarted, kExited } kind = kNone;
+  pid_t pid = 0;                 // kStarted
+  control::ExecExited exited{};  // kExited
+};
+
+Result<CellChannel::ExecEvent> CellChannel::TakeExecEvent(int events_fd, uint64_t id,
+                                                          bool started) {
+  Result<control::Received> received = control::ReceiveMessage(events_fd);
+  if (!received.ok()) {
+    if (received.error().err == EINTR || received.error().err == EAGAIN) return ExecEvent{};
+    {
+      std::lock_guard lock(mu_);
+      if (death_) return *death_;  // init died: the reader has seen the control socket close
+    }
+    Error e = received.error().err == 0 && received.error().message == "control channel closed"
+                  ? Error::Msg(std::string("cell init closed the exec's event socket before ") +
+                               (started ? "it reported the program's exit"
+                                        : "it reported the program's start") +
+                               " (init exited?)")
+                  : received.error().Wrap(
+                        "malformed frame from cell init on the exec's event "
+                        "socket");
+    Fail(e);  // init is gone or broken: the cell is unusable either way
+    return Error{"cell init is gone: " + e.message, e.err};
   }
-  if (!exited && death_) return *death_;
-  return exited;
+  Message& m = received->message;
+  const uint64_t got = control::RequestIdOf(m);
+  const bool expected = got == id && (started ? std::holds_alternative<control::ExecExited>(m)
+                                              : std::holds_alternative<control::ExecStarted>(m) ||
+                                                    std::holds_alternative<control::ErrorReply>(m));
+  if (!expected) {
+    Error e = Error::Msg(std::string("cell init sent ") + control::MessageName(m) +
+                         " for request " + std::to_string(got) + " on the event socket of exec " +
+                         std::to_string(id) + (started ? " after ExecStarted" : ""));
+    Fail(e);
+    return Error{"cell init is gone: " + e.message, e.err};
+  }
+  if (auto* e = std::get_if<control::ErrorReply>(&m)) return FromReply(*e);
+  if (auto* st = std::get_if<control::ExecStarted>(&m)) {
+    return ExecEvent{ExecEvent::kStarted, st->pid, {}};
+  }
+  return ExecEvent{ExecEvent::kExited, 0, std::get<control::ExecExited>(m)};
 }
 
 Status CellChannel::PumpExec(const ExecOptions& options, ExecPipes& pipes,
                              const std::shared_ptr<Pending>& pending, uint64_t id,
                              ExecResult& result) {
-  const auto start = Clock::now();
-  const auto deadline =
-      options.timeout.count() > 0 ? start + options.timeout : Clock::time_point::max();
+  const auto sent_at = Clock::now();
+  const int wake_fd = pending->event;
+  Clock::time_point start{}, deadline = Clock::time_point::max();
   std::stop_callback on_stop(options.stop, [&] { pending->Wake(); });
-  bool exited = false;
+  bool started = false, exited = false;
   std::optional<Clock::time_point> killed_at, exited_at;
   auto kill_group = [&](bool* flag) {
     *flag = true;
     if (killed_at) return;
     killed_at = Clock::now();
-    Status s = SignalExec(id, SIGKILL);  // ESRCH: it ended meanwhile, fine
+    // Init serves requests in order, so this finds the exec even when its ExecStarted is
+    // still on the way. ESRCH: it ended (or never started) meanwhile, fine.
+    Status s = SignalExec(id, SIGKILL);
     (void)s;
   };
   for (;;) {
     if (exited && !pipes.stdout_read && !pipes.stderr_read) return Ok();
-    if (!exited && Clock::now() >= deadline) kill_group(&result.timed_out);
+    const auto now = Clock::now();
+    if (!started && now - sent_at > kStartTimeout) {
+      return Error::Msg("cell init did not start the program within " +
+                        std::to_string(kStartTimeout.count()) + " s");
+    }
+    if (started && !exited && now >= deadline) kill_group(&result.timed_out);
     if (!exited && options.stop.stop_requested()) kill_group(&result.cancelled);
-    if (!exited && killed_at && Clock::now() - *killed_at > kKillGrace) {
+    if (!exited && killed_at && now - *killed_at > kKillGrace) {
       return Error::Msg("the process group did not exit within 10 s of SIGKILL");
     }
-    if (exited && Clock::now() - *exited_at > kDrainMax) return Ok();  // a leftover keeps writing
-    pollfd fds[4];
+    if (exited && now - *exited_at > kDrainMax) return Ok();  // a leftover keeps writing
+    if (!exited && dead_.load()) {
+      std::lock_guard lock(mu_);
+      return *death_;  // closed by the server, or init gone
+    }
+    pollfd fds[5];
     int n = 0;
-    fds[n++] = {pending->event.get(), POLLIN, 0};
+    fds[n++] = {wake_fd, POLLIN, 0};
+    const int events_index = pipes.events ? n : -1;
+    if (pipes.events) fds[n++] = {pipes.events.get(), POLLIN, 0};
     const int out_index = pipes.stdout_read ? n : -1;
     if (pipes.stdout_read) fds[n++] = {pipes.stdout_read.get(), POLLIN, 0};
     const int err_index = pipes.stderr_read ? n : -1;
@@ -503,11 +561,31 @@ Status CellChannel::PumpExec(const ExecOptions& options, ExecPipes& pipes,
     if (ready == 0 && exited) return Ok();  // output went quiet after the exit
     if (ready <= 0) continue;
     if (fds[0].revents & POLLIN) {
-      Result<bool> now_exited = TakeExecExit(*pending, start, result);
-      if (!now_exited.ok()) return now_exited.error();
-      if (*now_exited && !exited) {
+      uint64_t counter;
+      ssize_t ignored = ::read(wake_fd, &counter, sizeof(counter));
+      (void)ignored;
+    }
+    if (events_index >= 0 && fds[events_index].revents) {
+      Result<ExecEvent> event = TakeExecEvent(pipes.events.get(), id, started);
+      if (!event.ok()) return event.error();
+      if (event->kind == ExecEvent::kStarted) {
+        started = true;
+        start = Clock::now();
+        if (options.timeout.count() > 0) deadline = start + options.timeout;
+        if (options.on_started) options.on_started(id, event->pid);
+      } else if (event->kind == ExecEvent::kExited) {
+        const control::ExecExited& e = event->exited;
         exited = true;
         exited_at = Clock::now();
+        result.signaled = e.signaled != 0;
+        result.exit_code = e.exit_code;
+        result.signo = e.signo;
+        result.user_cpu = std::chrono::microseconds(e.user_cpu_us);
+        result.system_cpu = std::chrono::microseconds(e.system_cpu_us);
+        result.peak_memory_bytes = e.max_rss_bytes;
+        result.wall_time =
+            std::chrono::duration_cast<std::chrono::microseconds>(*exited_at - start);
+        pipes.events.Reset();  // init sends nothing after ExecExited
       }
     }
     if (out_index >= 0 && fds[out_index].revents)

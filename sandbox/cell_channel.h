@@ -7,16 +7,20 @@
 // run at once from different threads.
 //
 // Exec: the server creates the stdio pipes itself and passes the child's ends to init, so
-// output flows from the program to the server directly, never through init. The calling
-// thread polls the read ends: each chunk goes to `on_output` as it comes and at most
+// output flows from the program to the server directly, never through init. Init reports
+// the exec's start and exit on a socket of that exec alone (protocol.h, "Exec events"),
+// so the calling thread polls that socket and the read ends together and nothing else is
+// on the path: init's ExecStarted and ExecExited wake the calling thread directly, not
+// through the reader thread. Each output chunk goes to `on_output` as it comes and at most
 // `keep_bytes` per stream are kept; the rest is counted and dropped, so a program writing
 // gigabytes cannot grow the server's memory. A wall-clock timeout or a stop request sends
 // SIGKILL to the whole process group. Passthrough mode (mcpcell run) hands the caller's
 // own fds to the program instead.
 //
-// Death of init: when the socket closes or a frame from init is malformed, the channel
-// becomes dead: every pending and future call fails with an error that says so (never a
-// hang), and `on_closed` (if set) is called once, from the reader thread.
+// Death of init: when the socket closes or a frame from init is malformed (on the control
+// socket or an exec's event socket), the channel becomes dead: every pending and future
+// call fails with an error that says so (never a hang), and `on_closed` (if set) is called
+// once, from the thread that found out (the reader, or an exec's calling thread).
 #pragma once
 
 #include <sys/types.h>
@@ -84,7 +88,8 @@ class CellChannel {
   struct Options {
     // Returns the cell cgroup's OOM-kill counter; used to set ExecResult::oom_killed.
     std::function<Result<uint64_t>()> oom_kill_count;
-    // Called once from the reader thread when the channel dies (init exited, bad frame).
+    // Called once when the channel dies (init exited, bad frame), from the thread that saw
+    // it: the reader thread or an exec's calling thread. It must not destroy the channel.
     std::function<void(const Error&)> on_closed;
   };
 
@@ -148,8 +153,10 @@ class CellChannel {
   void Unregister(uint64_t id);
   Result<control::Message> Wait(const std::shared_ptr<Pending>& pending,
                                 std::chrono::steady_clock::time_point deadline);
-  Result<bool> TakeExecExit(Pending& pending, std::chrono::steady_clock::time_point start,
-                            ExecResult& result);
+  struct ExecEvent;
+  // Receives the next frame of an exec's event socket. An error: the exec could not start
+  // (init's ErrorReply), or init is gone or broke the protocol (then the channel is dead).
+  Result<ExecEvent> TakeExecEvent(int events_fd, uint64_t id, bool started);
   Status PumpExec(const ExecOptions& options, ExecPipes& pipes,
                   const std::shared_ptr<Pending>& pending, uint64_t id, ExecResult& result);
 

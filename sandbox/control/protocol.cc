@@ -341,7 +341,7 @@ uint64_t RequestIdOf(const Message& message) {
 }
 
 uint32_t RequiredFdCount(const Message& message) {
-  if (std::holds_alternative<ExecRequest>(message)) return 3;
+  if (std::holds_alternative<ExecRequest>(message)) return 4;
   if (auto* ready = std::get_if<Ready>(&message)) return ready->egress_listener ? 1 : 0;
   return 0;
 }
@@ -500,6 +500,14 @@ Result<std::pair<UniqueFd, UniqueFd>> CreateControlSocketPair() {
     }
   }
   return pair;
+}
+
+Result<std::pair<UniqueFd, UniqueFd>> CreateExecEventPair() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return Error::Sys("socketpair(AF_UNIX, SOCK_SEQPACKET) for the exec's events");
+  }
+  return std::pair<UniqueFd, UniqueFd>{UniqueFd(sv[0]), UniqueFd(sv[1])};
 }
 
 }  // namespace mcpcell::sandbox::control

@@ -13,9 +13,16 @@
 // naming the field, and the fds it carried are closed.
 //
 // Request/reply: every request carries a `request_id` chosen by the server; the reply
-// (a *Reply message, or ErrorReply) echoes it. ExecExited is unsolicited: it names the
-// request_id of the ExecRequest that started the process. Ready/SetupFailed are the
-// first frame init sends after its setup.
+// (a *Reply message, or ErrorReply) echoes it. Ready/SetupFailed are the first frame init
+// sends after its setup.
+//
+// Exec events: an ExecRequest brings its own event socket (one end of a SEQPACKET
+// socketpair, CreateExecEventPair), and init answers that request there, never on the
+// control socket: ErrorReply (it could not start), or ExecStarted and later ExecExited
+// (the leader reaped), each with the ExecRequest's request_id; then it closes the socket.
+// So the thread that runs the exec waits on its own socket and the program's pipes in one
+// poll, and init's events wake it directly (no hand-off through the control socket's
+// reader). End of stream before ExecExited means init is gone.
 //
 // Thread-safety: the functions are stateless; callers serialise sends on one fd
 // themselves (SEQPACKET frames never interleave, so concurrent senders are safe too).
@@ -46,7 +53,7 @@ inline constexpr uint32_t kMaxEnv = 1024;               // env entries
 inline constexpr uint32_t kMaxStringBytes = 64 * 1024;  // one argv/env entry, messages
 inline constexpr uint32_t kMaxDirEntries = 1024;        // entries in one ListDirReply
 inline constexpr uint32_t kMaxTimings = 64;             // Ready step timings
-inline constexpr uint32_t kMaxFdsPerFrame = 3;
+inline constexpr uint32_t kMaxFdsPerFrame = 4;
 
 // ---- Init -> server, once, after setup ----
 struct Ready {
@@ -61,7 +68,8 @@ struct SetupFailed {
 
 // ---- Server -> init requests ----
 // Starts argv[0] (absolute, or searched in PATH of the merged env) in its own process
-// group as the sandbox user. Carries exactly 3 fds: the child's stdin, stdout, stderr.
+// group as the sandbox user. Carries exactly 4 fds: the child's stdin, stdout, stderr, and
+// the exec's event socket (see "Exec events" above), which the child never gets.
 struct ExecRequest {
   uint64_t request_id = 0;
   std::vector<std::string> argv;
@@ -230,5 +238,8 @@ Result<Received> ReceiveMessage(int fd);
 
 // A SOCK_SEQPACKET|SOCK_CLOEXEC socketpair with buffers big enough for kMaxFrameBytes.
 Result<std::pair<UniqueFd, UniqueFd>> CreateControlSocketPair();
+// The event socket of one exec: a SOCK_SEQPACKET|SOCK_CLOEXEC socketpair with the default
+// buffers (its three small frames fit). first: the server's end; second: init's.
+Result<std::pair<UniqueFd, UniqueFd>> CreateExecEventPair();
 
 }  // namespace mcpcell::sandbox::control

@@ -45,6 +45,9 @@ class ControlLoop {
   void HandleFrame();
   void Dispatch(Received& received);
   void HandleExec(const ExecRequest& request, std::vector<UniqueFd>& fds);
+  // An event of one exec, on its own event socket. A failure (the server gave up on the
+  // exec and closed its end: EPIPE) concerns that exec alone: the event is dropped.
+  static void SendEvent(int events_fd, const Message& message);
   void HandleSignal(const SignalRequest& request);
   void ReapChildren();
   size_t StopLeftovers(int signo);
@@ -73,7 +76,11 @@ class ControlLoop {
   int fd_;
   const InitContext& ctx_;
   FileOpContext files_;
-  std::map<pid_t, uint64_t> execs_;  // running exec leader pid -> its ExecRequest id
+  struct RunningExec {
+    uint64_t request_id = 0;
+    UniqueFd events;  // the exec's event socket: ExecExited goes here
+  };
+  std::map<pid_t, RunningExec> execs_;  // by the running exec leader's pid
   uint64_t children_reaped_ = 0;
 };
 
@@ -86,14 +93,23 @@ void ControlLoop::Send(const Message& message) {
   }
 }
 
+void ControlLoop::SendEvent(int events_fd, const Message& message) {
+  Status s = SendMessage(events_fd, message);
+  (void)s;
+}
+
 void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& fds) {
   const int stdio[3] = {fds[0].get(), fds[1].get(), fds[2].get()};
+  UniqueFd events = std::move(fds[3]);
   Result<pid_t> pid = StartExec(request, stdio, ctx_);
   if (!pid.ok() && pid.error().err == EAGAIN) pid = StartExecAtTheLimit(request, stdio);
   fds.clear();  // the child has its copies; init must not hold pipe ends open
-  if (!pid.ok()) return SendError(request.request_id, pid.error());
-  execs_[*pid] = request.request_id;
-  Send(ExecStarted{request.request_id, *pid});
+  if (!pid.ok()) {
+    const Error& e = pid.error();
+    return SendEvent(events.get(), ErrorReply{request.request_id, e.err, e.message});
+  }
+  SendEvent(events.get(), ExecStarted{request.request_id, *pid});
+  execs_[*pid] = RunningExec{request.request_id, std::move(events)};
 }
 
 // Sends signo to every process of the cell that belongs to no exec in progress: processes
@@ -102,7 +118,7 @@ void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& 
 // (they hold their pid until reaped).
 size_t ControlLoop::StopLeftovers(int signo) {
   std::set<pid_t> live_groups;
-  for (const auto& [pid, exec_id] : execs_) live_groups.insert(pid);  // leader pid = group id
+  for (const auto& [pid, exec] : execs_) live_groups.insert(pid);  // leader pid = group id
   DIR* proc = ::opendir("/proc");
   if (!proc) return 0;
   size_t signalled = 0;
@@ -173,8 +189,8 @@ void ControlLoop::HandleSignal(const SignalRequest& request) {
     return SendError(request.request_id, Error::Msg("signo " + std::to_string(request.signo) +
                                                     ": not a signal number"));
   }
-  for (const auto& [pid, exec_id] : execs_) {
-    if (exec_id != request.exec_request_id) continue;
+  for (const auto& [pid, exec] : execs_) {
+    if (exec.request_id != request.exec_request_id) continue;
     // The group id is the leader's pid (setpgid in exec.cc); the leader is not reaped yet,
     // so the id cannot have been reused.
     if (::kill(-pid, request.signo) != 0) {
@@ -238,15 +254,15 @@ void ControlLoop::ReapChildren() {
     auto it = execs_.find(pid);
     if (it == execs_.end()) continue;  // an orphan reparented to pid 1
     ExecExited exited;
-    exited.request_id = it->second;
+    exited.request_id = it->second.request_id;
     exited.signaled = WIFSIGNALED(status) ? 1 : 0;
     exited.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
     exited.signo = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     exited.user_cpu_us = usage.ru_utime.tv_sec * 1000000ull + usage.ru_utime.tv_usec;
     exited.system_cpu_us = usage.ru_stime.tv_sec * 1000000ull + usage.ru_stime.tv_usec;
     exited.max_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
-    execs_.erase(it);
-    Send(exited);
+    SendEvent(it->second.events.get(), exited);
+    execs_.erase(it);  // closes the event socket: the exec's last event was sent
   }
 }
 

@@ -49,6 +49,11 @@ class FakeInit {
     Status s = SendMessage(init_end_.get(), m);
     ASSERT_TRUE(s.ok()) << s.error().message;
   }
+  // On an exec's event socket (the 4th fd of its ExecRequest).
+  static void SendOn(const UniqueFd& events, const Message& m) {
+    Status s = SendMessage(events.get(), m);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+  }
   void SendRaw(const std::vector<uint8_t>& bytes) {
     ASSERT_EQ(::send(init_end_.get(), bytes.data(), bytes.size(), 0),
               static_cast<ssize_t>(bytes.size()))
@@ -123,15 +128,16 @@ TEST(CellChannel, ExecStreamsFromPipesAndBoundsWhatItKeeps) {
   init.Serve([](FakeInit& i, Received& r) {
     auto* m = std::get_if<ExecRequest>(&r.message);
     if (m == nullptr) return;
-    ASSERT_EQ(r.fds.size(), 3u);
-    i.Send(ExecStarted{m->request_id, 7});
+    ASSERT_EQ(r.fds.size(), 4u);
+    UniqueFd events = std::move(r.fds[3]);
+    i.SendOn(events, ExecStarted{m->request_id, 7});
     char in[64] = {};
     ssize_t n = ::read(r.fds[0].get(), in, sizeof in);  // stdin the channel fed us
     std::string big(100000, 'o');
     ASSERT_EQ(::write(r.fds[1].get(), big.data(), big.size()), static_cast<ssize_t>(big.size()));
     ASSERT_EQ(::write(r.fds[2].get(), in, n), n);
     r.fds.clear();  // the "program" exits: pipes close
-    i.Send(ExecExited{m->request_id, 0, 5, 0, 1000, 2000, 4096});
+    i.SendOn(events, ExecExited{m->request_id, 0, 5, 0, 1000, 2000, 4096});
   });
   auto ch = Connect(init);
   ExecOptions o;
@@ -158,16 +164,18 @@ TEST(CellChannel, TimeoutSendsSigkillToTheGroup) {
   std::atomic<int> signalled{0};
   FakeInit init;
   std::vector<UniqueFd> held;
+  UniqueFd events;
   init.Serve([&](FakeInit& i, Received& r) {
     if (auto* m = std::get_if<ExecRequest>(&r.message)) {
+      events = std::move(r.fds[3]);
       held = std::move(r.fds);  // a program that never exits and keeps its pipes open
-      return i.Send(ExecStarted{m->request_id, 9});
+      return i.SendOn(events, ExecStarted{m->request_id, 9});
     }
     if (auto* s = std::get_if<SignalRequest>(&r.message)) {
       signalled = s->signo;
       i.Send(OkReply{s->request_id});
       held.clear();
-      i.Send(ExecExited{s->exec_request_id, 1, 0, SIGKILL, 0, 0, 0});
+      i.SendOn(events, ExecExited{s->exec_request_id, 1, 0, SIGKILL, 0, 0, 0});
     }
   });
   auto ch = Connect(init);
@@ -186,7 +194,7 @@ TEST(CellChannel, StartErrorsAreErrors) {
   FakeInit init;
   init.Serve([](FakeInit& i, Received& r) {
     if (auto* m = std::get_if<ExecRequest>(&r.message)) {
-      i.Send(ErrorReply{m->request_id, ENOENT, "execve(\"/nope\"): ENOENT"});
+      i.SendOn(r.fds[3], ErrorReply{m->request_id, ENOENT, "execve(\"/nope\"): ENOENT"});
     }
   });
   auto ch = Connect(init);
@@ -237,6 +245,161 @@ TEST(CellChannel, HostileInitKillsTheChannel) {
         i.Send(ExecRequest{id, {"/bin/sh"}, {}, ""});
       },
       "malformed frame");  // a request type with no fds fails decoding already
+}
+
+// A stop request (the client's cancel) kills the group and ends the exec at once, also
+// when it comes before ExecStarted: init serves requests in order, so the SignalRequest
+// finds the exec.
+TEST(CellChannel, StopRequestKillsTheGroupPromptly) {
+  for (bool before_started : {false, true}) {
+    std::atomic<int> signalled{0};
+    std::vector<UniqueFd> held;
+    UniqueFd events;
+    std::promise<void> requested;
+    auto requested_future = requested.get_future();
+    FakeInit init;
+    init.Serve([&](FakeInit& i, Received& r) {
+      if (auto* m = std::get_if<ExecRequest>(&r.message)) {
+        events = std::move(r.fds[3]);
+        held = std::move(r.fds);
+        if (before_started) {
+          requested.set_value();
+          return;  // ExecStarted goes out only with the SignalRequest's answer
+        }
+        return i.SendOn(events, ExecStarted{m->request_id, 9});
+      }
+      if (auto* s = std::get_if<SignalRequest>(&r.message)) {
+        signalled = s->signo;
+        if (before_started) i.SendOn(events, ExecStarted{s->exec_request_id, 9});
+        i.Send(OkReply{s->request_id});
+        held.clear();
+        i.SendOn(events, ExecExited{s->exec_request_id, 1, 0, SIGKILL, 0, 0, 0});
+      }
+    });
+    auto ch = Connect(init);
+    std::stop_source stop;
+    ExecOptions o;
+    o.argv = {"/bin/sleep", "1000"};
+    o.stop = stop.get_token();
+    if (!before_started) o.on_started = [&](uint64_t, pid_t) { requested.set_value(); };
+    std::thread canceller([&] {
+      requested_future.wait();
+      std::this_thread::sleep_for(50ms);
+      stop.request_stop();
+    });
+    const auto start = std::chrono::steady_clock::now();
+    auto r = ch->Exec(o);
+    canceller.join();
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_TRUE(r->cancelled) << before_started;
+    EXPECT_TRUE(r->signaled);
+    EXPECT_EQ(signalled.load(), SIGKILL);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 900ms);  // not the 1 s poll period
+    EXPECT_TRUE(ch->alive());
+  }
+}
+
+// Closing the channel (the session ends) fails an exec in progress at once, even when
+// init never answers again.
+TEST(CellChannel, CloseFailsARunningExecPromptly) {
+  std::vector<UniqueFd> held;
+  std::promise<void> started;
+  FakeInit init;
+  init.Serve([&](FakeInit& i, Received& r) {
+    if (auto* m = std::get_if<ExecRequest>(&r.message)) {
+      held = std::move(r.fds);
+      i.SendOn(held[3], ExecStarted{m->request_id, 9});
+    }
+  });
+  auto ch = Connect(init);
+  ExecOptions o;
+  o.argv = {"/bin/sleep", "1000"};
+  o.on_started = [&](uint64_t, pid_t) { started.set_value(); };
+  std::thread closer([&] {
+    started.get_future().wait();
+    std::this_thread::sleep_for(50ms);
+    ch->Close();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto r = ch->Exec(o);
+  closer.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, HasSubstr("closed by the server"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 900ms);
+}
+
+// Every way init can break an exec's event socket fails that exec promptly with an error
+// that says init is gone, kills the channel and reports the death once.
+void ExpectExecDeathFrom(std::function<void(FakeInit&, uint64_t, std::vector<UniqueFd>&)> misbehave,
+                         const std::string& why) {
+  std::atomic<bool> done{false};
+  std::vector<UniqueFd> held;
+  FakeInit init;
+  init.Serve([&](FakeInit& i, Received& r) {
+    if (std::holds_alternative<ExecRequest>(r.message) && !done.exchange(true)) {
+      held = std::move(r.fds);
+      misbehave(i, RequestIdOf(r.message), held);
+    }
+  });
+  std::atomic<int> closed{0};
+  std::string reason;
+  CellChannel::Options options;
+  options.on_closed = [&](const Error& e) {
+    reason = e.message;
+    ++closed;
+  };
+  auto ch = Connect(init, options);
+  ExecOptions o;
+  o.argv = {"/bin/prog"};
+  const auto start = std::chrono::steady_clock::now();
+  auto r = ch->Exec(o);
+  ASSERT_FALSE(r.ok()) << why;
+  EXPECT_THAT(r.error().message, HasSubstr("cell init is gone")) << why;
+  EXPECT_THAT(r.error().message, HasSubstr(why));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s) << why;
+  EXPECT_FALSE(ch->alive()) << why;
+  EXPECT_FALSE(ch->Exec(o).ok()) << why;  // later calls fail at once too
+  held.clear();
+  ch.reset();
+  EXPECT_EQ(closed.load(), 1) << why;
+  EXPECT_THAT(reason, HasSubstr(why));
+}
+
+TEST(CellChannel, HostileInitOnTheExecEventSocketKillsTheChannel) {
+  ExpectExecDeathFrom([](FakeInit&, uint64_t, std::vector<UniqueFd>& fds) { fds[3].Reset(); },
+                      "closed the exec's event socket before it reported the program's start");
+  ExpectExecDeathFrom(
+      [](FakeInit&, uint64_t id, std::vector<UniqueFd>& fds) {
+        FakeInit::SendOn(fds[3], ExecStarted{id, 5});
+        fds.clear();  // pipes and events close without an ExecExited
+      },
+      "closed the exec's event socket before it reported the program's exit");
+  ExpectExecDeathFrom(
+      [](FakeInit&, uint64_t id, std::vector<UniqueFd>& fds) {
+        FakeInit::SendOn(fds[3], ExecStarted{id + 1, 5});
+      },
+      "on the event socket of exec");
+  ExpectExecDeathFrom(
+      [](FakeInit&, uint64_t id, std::vector<UniqueFd>& fds) {
+        FakeInit::SendOn(fds[3], ExecExited{id, 0, 0, 0, 0, 0, 0});  // before ExecStarted
+      },
+      "sent ExecExited for request");
+  ExpectExecDeathFrom(
+      [](FakeInit&, uint64_t id, std::vector<UniqueFd>& fds) {
+        FakeInit::SendOn(fds[3], ExecStarted{id, 5});
+        FakeInit::SendOn(fds[3], ExecStarted{id, 5});
+      },
+      "after ExecStarted");
+  ExpectExecDeathFrom(
+      [](FakeInit&, uint64_t, std::vector<UniqueFd>& fds) {
+        ASSERT_EQ(::send(fds[3].get(), "junk", 4, 0), 4);
+      },
+      "malformed frame from cell init on the exec's event socket");
+  ExpectExecDeathFrom(
+      [](FakeInit& i, uint64_t id, std::vector<UniqueFd>&) {
+        i.Send(ExecStarted{id, 5});
+      },
+      "on the control socket");
 }
 
 TEST(CellChannel, ListDirThatMakesNoProgressIsAnError) {

@@ -104,7 +104,7 @@ TEST(ProtocolCodec, EveryMessageRoundTrips) {
     EXPECT_EQ(back->index(), m.index());
     EXPECT_EQ(EncodeFrame(*back, 0), frame) << MessageName(m);  // byte-identical re-encode
   }
-  Result<Message> exec = DecodeFrame(EncodeFrame(SampleExec(), 3), 3);
+  Result<Message> exec = DecodeFrame(EncodeFrame(SampleExec(), 4), 4);
   ASSERT_TRUE(exec.ok()) << exec.error().message;
   EXPECT_EQ(std::get<ExecRequest>(*exec).argv, SampleExec().argv);
   EXPECT_EQ(std::get<ExecRequest>(*exec).cwd, "/workspace/sub");
@@ -127,12 +127,12 @@ TEST(ProtocolCodec, ReadyCarriesTheEgressListenerOnlyWhenDeclared) {
 }
 
 TEST(ProtocolCodec, EveryTruncationIsRejected) {
-  std::vector<uint8_t> frame = EncodeFrame(SampleExec(), 3);
+  std::vector<uint8_t> frame = EncodeFrame(SampleExec(), 4);
   for (size_t len = 0; len < frame.size(); ++len) {
     std::vector<uint8_t> cut(frame.begin(), frame.begin() + len);
     // Keep the header's payload_len consistent so the field decoder itself is exercised.
     if (len >= 12) PutU32(cut, 8, static_cast<uint32_t>(len - 12));
-    Result<Message> r = DecodeFrame(cut, 3);
+    Result<Message> r = DecodeFrame(cut, 4);
     EXPECT_FALSE(r.ok()) << "prefix of " << len << " bytes decoded";
   }
 }
@@ -161,13 +161,13 @@ TEST(ProtocolCodec, OversizedStringLengthNamesTheField) {
 }
 
 TEST(ProtocolCodec, OversizedCountsAreRejectedBeforeAllocating) {
-  std::vector<uint8_t> frame = EncodeFrame(SampleExec(), 3);
+  std::vector<uint8_t> frame = EncodeFrame(SampleExec(), 4);
   PutU32(frame, 12 + 8, kMaxArgs + 1);  // argv count
-  Result<Message> r = DecodeFrame(frame, 3);
+  Result<Message> r = DecodeFrame(frame, 4);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message, HasSubstr("ExecRequest.argv: count 4097 exceeds cap"));
   PutU32(frame, 12 + 8, 4000);  // under the cap, but more items than bytes left
-  r = DecodeFrame(frame, 3);
+  r = DecodeFrame(frame, 4);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message, HasSubstr("runs past the end"));
 }
@@ -202,7 +202,7 @@ TEST(ProtocolCodec, BadTypesMagicTrailingBytesAndFlags) {
 
 TEST(ProtocolCodec, FdCountMustMatchTheMessage) {
   EXPECT_THAT(DecodeFrame(EncodeFrame(SampleExec(), 0), 0).error().message,
-              HasSubstr("ExecRequest: needs 3 fds, got 0"));
+              HasSubstr("ExecRequest: needs 4 fds, got 0"));
   EXPECT_THAT(DecodeFrame(EncodeFrame(OkReply{1}, 1), 1).error().message,
               HasSubstr("OkReply: needs 0 fds, got 1"));
   EXPECT_THAT(DecodeFrame(EncodeFrame(OkReply{1}, 1), 0).error().message,
@@ -225,11 +225,11 @@ TEST(ProtocolCodec, RandomMutationsNeverCrash) {
 TEST_F(SocketPair, FdsTravelWithTheirFrame) {
   int p[2];
   ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
-  int stdio[3] = {p[0], p[1], p[1]};
-  ASSERT_TRUE(SendMessage(a_.get(), SampleExec(), stdio).ok());
+  int stdio_and_events[4] = {p[0], p[1], p[1], p[0]};
+  ASSERT_TRUE(SendMessage(a_.get(), SampleExec(), stdio_and_events).ok());
   Result<Received> r = ReceiveMessage(b_.get());
   ASSERT_TRUE(r.ok()) << r.error().message;
-  ASSERT_EQ(r->fds.size(), 3u);
+  ASSERT_EQ(r->fds.size(), 4u);
   ASSERT_EQ(write(r->fds[1].get(), "hi", 2), 2);  // the received write end is the pipe's
   char buf[2];
   ASSERT_EQ(read(p[0], buf, 2), 2);
@@ -244,16 +244,16 @@ TEST_F(SocketPair, TooManyFdsAreRejectedAndClosed) {
   SendRaw(a_.get(), EncodeFrame(OkReply{1}, 5), 5);
   Result<Received> r = ReceiveMessage(b_.get());
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.error().message, HasSubstr("more than 3 fds"));
+  EXPECT_THAT(r.error().message, HasSubstr("more than 4 fds"));
   EXPECT_EQ(OpenFdCount(), before);
 }
 
 TEST_F(SocketPair, FdsOfAMalformedFrameAreClosed) {
   size_t before = OpenFdCount();
-  std::vector<uint8_t> frame = EncodeFrame(SampleExec(), 3);
+  std::vector<uint8_t> frame = EncodeFrame(SampleExec(), 4);
   frame.resize(frame.size() - 1);
   PutU32(frame, 8, static_cast<uint32_t>(frame.size() - 12));
-  SendRaw(a_.get(), frame, 3);
+  SendRaw(a_.get(), frame, 4);
   Result<Received> r = ReceiveMessage(b_.get());
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message, HasSubstr("ExecRequest.cwd"));
@@ -285,7 +285,7 @@ TEST_F(SocketPair, LargestLegalFrameFits) {
 TEST_F(SocketPair, SenderRefusesOversizedMessages) {
   ExecRequest r = SampleExec();
   r.argv.assign(10, std::string(60000, 'a'));
-  int fds[3] = {0, 1, 2};
+  int fds[4] = {0, 1, 2, 0};
   Status s = SendMessage(a_.get(), r, fds);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().err, EMSGSIZE);
