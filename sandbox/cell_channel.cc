@@ -48,14 +48,25 @@ Result<T> As(Result<Message> reply, const char* request) {
                     control::MessageName(*reply));
 }
 
-Result<std::pair<UniqueFd, UniqueFd>> NonBlockingPipe(bool server_reads) {
+// A pipe whose server end (the read end if `server_reads`, else the write end) is
+// non-blocking; `blocking_server_end` leaves it blocking (a stdin with nothing to write,
+// whose write end is closed at once). A new pipe end has no status flags, so F_SETFL needs
+// no F_GETFL first.
+Result<std::pair<UniqueFd, UniqueFd>> ServerPipe(bool server_reads, bool blocking_server_end) {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return Error::Sys("pipe2");
   UniqueFd r(p[0]), w(p[1]);
   int server = server_reads ? r.get() : w.get();
-  if (::fcntl(server, F_SETFL, ::fcntl(server, F_GETFL) | O_NONBLOCK) != 0)
+  if (!blocking_server_end && ::fcntl(server, F_SETFL, O_NONBLOCK) != 0)
     return Error::Sys("fcntl(O_NONBLOCK)");
   return std::make_pair(std::move(r), std::move(w));
+}
+
+// ExecStarted is asked for only when someone needs it: on_started, or the start timeout
+// of an exec that has no timeout of its own. Otherwise init sends one event less and the
+// exec's thread wakes once less.
+bool ReportStart(const ExecOptions& options) {
+  return options.on_started || options.timeout.count() == 0;
 }
 
 int MillisUntil(Clock::time_point t) {
@@ -94,7 +105,8 @@ namespace {
 // never after its Exec returned: the stop callback and the pending entry are gone by then)
 // only makes the next poll return once.
 int ThreadWakeFd() {
-  thread_local UniqueFd fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  thread_local UniqueFd fd;
+  if (!fd) fd.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));  // tried again after EMFILE
   return fd.get();
 }
 }  // namespace
@@ -116,14 +128,19 @@ CellChannel::~CellChannel() {
 }
 
 void CellChannel::Close() {
-  // shutdown() wakes the reader blocked in recvmsg; the fd itself stays valid until the
-  // destructor, so no other thread can see it reused.
+  // The death is recorded before the shutdown wakes the reader, so pending calls see this
+  // reason, not the reader's "control channel closed". shutdown() wakes the reader blocked
+  // in recvmsg; the fd itself stays valid until the destructor, so no other thread can
+  // see it reused.
+  {
+    std::lock_guard lock(mu_);
+    if (!death_) {
+      death_ = Error::Msg("cell channel closed by the server");
+      dead_ = true;
+      for (auto& [id, p] : pending_) p->Wake();
+    }
+  }
   ::shutdown(fd_.get(), SHUT_RDWR);
-  std::lock_guard lock(mu_);
-  if (death_) return;
-  death_ = Error::Msg("cell channel closed by the server");
-  dead_ = true;
-  for (auto& [id, p] : pending_) p->Wake();
 }
 
 void CellChannel::Fail(const Error& error) {
@@ -388,7 +405,8 @@ Result<ExecResult> CellChannel::Exec(const ExecOptions& options) {
   int child_fds[4] = {options.stdin_fd, options.stdout_fd, options.stderr_fd, -1};
   for (int i = 0; i < 3; ++i) {
     if (child_fds[i] >= 0) continue;
-    auto pipe = NonBlockingPipe(/*server_reads=*/i != 0);
+    auto pipe = ServerPipe(/*server_reads=*/i != 0,
+                           /*blocking_server_end=*/i == 0 && options.stdin_data.empty());
     if (!pipe.ok()) return pipe.error().Wrap("exec");
     if (i == 0) {
       child_ends[0] = std::move(pipe->first);
@@ -408,7 +426,9 @@ Result<ExecResult> CellChannel::Exec(const ExecOptions& options) {
   const uint64_t id = NextId();
   auto pending = Register(id, true);  // so Close() and Fail() wake this thread
   Status sent = control::SendMessage(
-      fd_.get(), control::ExecRequest{id, options.argv, options.env, options.cwd}, child_fds);
+      fd_.get(),
+      control::ExecRequest{id, options.argv, options.env, options.cwd, ReportStart(options)},
+      child_fds);
   for (UniqueFd& end : child_ends) end.Reset();
   if (!sent.ok()) {
     Unregister(id);
@@ -467,8 +487,8 @@ struct CellChannel::ExecEvent {
   control::ExecExited exited{};  // kExited
 };
 
-Result<CellChannel::ExecEvent> CellChannel::TakeExecEvent(int events_fd, uint64_t id,
-                                                          bool started) {
+Result<CellChannel::ExecEvent> CellChannel::TakeExecEvent(int events_fd, uint64_t id, bool started,
+                                                          bool report_start) {
   Result<control::Received> received = control::ReceiveMessage(events_fd);
   if (!received.ok()) {
     if (received.error().err == EINTR || received.error().err == EAGAIN) return ExecEvent{};
@@ -489,13 +509,20 @@ Result<CellChannel::ExecEvent> CellChannel::TakeExecEvent(int events_fd, uint64_
   }
   Message& m = received->message;
   const uint64_t got = control::RequestIdOf(m);
-  const bool expected = got == id && (started ? std::holds_alternative<control::ExecExited>(m)
-                                              : std::holds_alternative<control::ExecStarted>(m) ||
-                                                    std::holds_alternative<control::ErrorReply>(m));
+  // With report_start the order is ExecStarted (or ErrorReply), then ExecExited; without,
+  // ErrorReply or ExecExited alone.
+  const bool is_error = std::holds_alternative<control::ErrorReply>(m);
+  const bool expected =
+      got == id && (!started       ? std::holds_alternative<control::ExecStarted>(m) || is_error
+                    : report_start ? std::holds_alternative<control::ExecExited>(m)
+                                   : std::holds_alternative<control::ExecExited>(m) || is_error);
   if (!expected) {
-    Error e = Error::Msg(std::string("cell init sent ") + control::MessageName(m) +
-                         " for request " + std::to_string(got) + " on the event socket of exec " +
-                         std::to_string(id) + (started ? " after ExecStarted" : ""));
+    Error e =
+        Error::Msg(std::string("cell init sent ") + control::MessageName(m) + " for request " +
+                   std::to_string(got) + " on the event socket of exec " + std::to_string(id) +
+                   (!started       ? ""
+                    : report_start ? " after ExecStarted"
+                                   : " (the request asked for no ExecStarted)"));
     Fail(e);
     return Error{"cell init is gone: " + e.message, e.err};
   }
@@ -511,9 +538,12 @@ Status CellChannel::PumpExec(const ExecOptions& options, ExecPipes& pipes,
                              ExecResult& result) {
   const auto sent_at = Clock::now();
   const int wake_fd = pending->event;
-  Clock::time_point start{}, deadline = Clock::time_point::max();
+  // Without ExecStarted the program counts as started when the request went out.
+  const bool report_start = ReportStart(options);
+  bool started = !report_start, exited = false;
+  Clock::time_point start = sent_at, deadline = Clock::time_point::max();
+  if (started && options.timeout.count() > 0) deadline = start + options.timeout;
   std::stop_callback on_stop(options.stop, [&] { pending->Wake(); });
-  bool started = false, exited = false;
   std::optional<Clock::time_point> killed_at, exited_at;
   auto kill_group = [&](bool* flag) {
     *flag = true;
@@ -566,7 +596,7 @@ Status CellChannel::PumpExec(const ExecOptions& options, ExecPipes& pipes,
       (void)ignored;
     }
     if (events_index >= 0 && fds[events_index].revents) {
-      Result<ExecEvent> event = TakeExecEvent(pipes.events.get(), id, started);
+      Result<ExecEvent> event = TakeExecEvent(pipes.events.get(), id, started, report_start);
       if (!event.ok()) return event.error();
       if (event->kind == ExecEvent::kStarted) {
         started = true;

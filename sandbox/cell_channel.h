@@ -74,10 +74,11 @@ struct ExecResult {
   bool signaled = false;  // killed by `signo`; otherwise exited with `exit_code`
   int exit_code = 0;
   int signo = 0;
-  bool timed_out = false;                  // the wall-clock timeout fired and killed the group
-  bool cancelled = false;                  // the stop token fired
-  bool oom_killed = false;                 // the cell's cgroup recorded an OOM kill during the exec
-  std::chrono::microseconds wall_time{0};  // from ExecStarted to ExecExited
+  bool timed_out = false;   // the wall-clock timeout fired and killed the group
+  bool cancelled = false;   // the stop token fired
+  bool oom_killed = false;  // the cell's cgroup recorded an OOM kill during the exec
+  // From ExecStarted (or, when none was asked for, the request) to ExecExited.
+  std::chrono::microseconds wall_time{0};
   std::chrono::microseconds user_cpu{0}, system_cpu{0};  // of the process and its waited children
   uint64_t peak_memory_bytes = 0;                        // max RSS
   StreamCapture out, err;
@@ -156,7 +157,7 @@ class CellChannel {
   struct ExecEvent;
   // Receives the next frame of an exec's event socket. An error: the exec could not start
   // (init's ErrorReply), or init is gone or broke the protocol (then the channel is dead).
-  Result<ExecEvent> TakeExecEvent(int events_fd, uint64_t id, bool started);
+  Result<ExecEvent> TakeExecEvent(int events_fd, uint64_t id, bool started, bool report_start);
   Status PumpExec(const ExecOptions& options, ExecPipes& pipes,
                   const std::shared_ptr<Pending>& pending, uint64_t id, ExecResult& result);
 

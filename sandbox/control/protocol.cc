@@ -154,6 +154,7 @@ void Fields(V& v, ExecRequest& m) {
   StrList(v, m.argv, kMaxArgs, "argv");
   StrList(v, m.env, kMaxEnv, "env");
   v.Str(m.cwd, kMaxPathBytes, "cwd");
+  v.Num(m.report_start, "report_start");
 }
 template <typename V>
 void Fields(V& v, SignalRequest& m) {
@@ -285,6 +286,8 @@ Status ValidateDecoded(const Message& message) {
     return boolean(m->egress_listener, "Ready.egress_listener");
   if (auto* m = std::get_if<ExecExited>(&message))
     return boolean(m->signaled, "ExecExited.signaled");
+  if (auto* m = std::get_if<ExecRequest>(&message))
+    return boolean(m->report_start, "ExecRequest.report_start");
   if (auto* m = std::get_if<ReadFileReply>(&message)) return boolean(m->eof, "ReadFileReply.eof");
   if (auto* m = std::get_if<StatRequest>(&message))
     return boolean(m->follow_symlinks, "StatRequest.follow_symlinks");

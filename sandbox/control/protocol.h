@@ -18,8 +18,9 @@
 //
 // Exec events: an ExecRequest brings its own event socket (one end of a SEQPACKET
 // socketpair, CreateExecEventPair), and init answers that request there, never on the
-// control socket: ErrorReply (it could not start), or ExecStarted and later ExecExited
-// (the leader reaped), each with the ExecRequest's request_id; then it closes the socket.
+// control socket: ErrorReply (it could not start), or ExecStarted (unless the request
+// said report_start 0) and later ExecExited (the leader reaped), each with the
+// ExecRequest's request_id; then it closes the socket.
 // So the thread that runs the exec waits on its own socket and the program's pipes in one
 // poll, and init's events wake it directly (no hand-off through the control socket's
 // reader). End of stream before ExecExited means init is gone.
@@ -75,6 +76,10 @@ struct ExecRequest {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // "KEY=VALUE", overlaid on the cell's defaults
   std::string cwd;               // empty: the workspace
+  // 1: send ExecStarted once the program runs. 0: the server needs neither the pid nor the
+  // moment (it has a timeout of its own), so the only events are ErrorReply or ExecExited:
+  // one wake-up less for the server per exec.
+  uint8_t report_start = 1;
 };
 // Sends `signo` to the process group of the exec started by `exec_request_id`.
 struct SignalRequest {

@@ -108,7 +108,7 @@ void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& 
     const Error& e = pid.error();
     return SendEvent(events.get(), ErrorReply{request.request_id, e.err, e.message});
   }
-  SendEvent(events.get(), ExecStarted{request.request_id, *pid});
+  if (request.report_start) SendEvent(events.get(), ExecStarted{request.request_id, *pid});
   execs_[*pid] = RunningExec{request.request_id, std::move(events)};
 }
 

@@ -3,7 +3,8 @@
 // ServeControl owns the control socket and never returns normally: it polls the socket and
 // a signalfd for SIGCHLD, one request at a time (cell init is single-threaded).
 //   - ExecRequest: fork a child that becomes the sandbox user and execs (exec.h), reply
-//     ExecStarted{pid} or ErrorReply; when that child is reaped, send ExecExited. All
+//     ExecStarted{pid} (unless report_start is 0) or ErrorReply; when that child is
+//     reaped, send ExecExited. All
 //     three go to the request's own event socket (protocol.h, "Exec events"), which init
 //     closes after the last; a server that gave up on an exec costs init nothing.
 //   - SignalRequest: kill(-pgid, signo) for a running exec's process group.

@@ -167,9 +167,10 @@ TEST(CellChannel, TimeoutSendsSigkillToTheGroup) {
   UniqueFd events;
   init.Serve([&](FakeInit& i, Received& r) {
     if (auto* m = std::get_if<ExecRequest>(&r.message)) {
+      EXPECT_EQ(m->report_start, 0);  // a timeout and no on_started: no ExecStarted needed
       events = std::move(r.fds[3]);
       held = std::move(r.fds);  // a program that never exits and keeps its pipes open
-      return i.SendOn(events, ExecStarted{m->request_id, 9});
+      return;
     }
     if (auto* s = std::get_if<SignalRequest>(&r.message)) {
       signalled = s->signo;
@@ -188,6 +189,43 @@ TEST(CellChannel, TimeoutSendsSigkillToTheGroup) {
   EXPECT_TRUE(r->timed_out);
   EXPECT_EQ(signalled.load(), SIGKILL);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
+// An exec with a timeout and no on_started asks for no ExecStarted: ExecExited (or an
+// ErrorReply) alone ends it, and an ExecStarted that comes anyway breaks the protocol.
+TEST(CellChannel, ExecWithoutAStartReport) {
+  enum class Init { kExits, kFailsToStart, kSendsStartAnyway };
+  std::atomic<Init> mode{Init::kExits};
+  FakeInit init;
+  init.Serve([&](FakeInit& i, Received& r) {
+    auto* m = std::get_if<ExecRequest>(&r.message);
+    if (m == nullptr) return;
+    EXPECT_EQ(m->report_start, 0);
+    UniqueFd events = std::move(r.fds[3]);
+    r.fds.clear();
+    if (mode.load() == Init::kExits)
+      return i.SendOn(events, ExecExited{m->request_id, 0, 3, 0, 0, 0, 0});
+    if (mode.load() == Init::kFailsToStart)
+      return i.SendOn(events, ErrorReply{m->request_id, ENOENT, "execve: ENOENT"});
+    i.SendOn(events, ExecStarted{m->request_id, 5});
+  });
+  auto ch = Connect(init);
+  ExecOptions o;
+  o.argv = {"/bin/prog"};
+  o.timeout = 10s;
+  auto r = ch->Exec(o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->exit_code, 3);
+  mode = Init::kFailsToStart;
+  r = ch->Exec(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().err, ENOENT);
+  EXPECT_TRUE(ch->alive());
+  mode = Init::kSendsStartAnyway;
+  r = ch->Exec(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, HasSubstr("the request asked for no ExecStarted"));
+  EXPECT_FALSE(ch->alive());
 }
 
 TEST(CellChannel, StartErrorsAreErrors) {

@@ -188,6 +188,10 @@ TEST(ProtocolCodec, BadTypesMagicTrailingBytesAndFlags) {
   PutU32(bad, 8, static_cast<uint32_t>(bad.size() - 12));
   EXPECT_THAT(DecodeFrame(bad, 0).error().message, HasSubstr("1 trailing bytes"));
 
+  ExecRequest no_bool = SampleExec();
+  no_bool.report_start = 2;
+  EXPECT_THAT(DecodeFrame(EncodeFrame(no_bool, 4), 4).error().message,
+              HasSubstr("ExecRequest.report_start: must be 0 or 1"));
   bad = EncodeFrame(ExecExited{1, 2, 0, 0, 0, 0, 0}, 0);
   EXPECT_THAT(DecodeFrame(bad, 0).error().message,
               HasSubstr("ExecExited.signaled: must be 0 or 1"));
@@ -256,7 +260,7 @@ TEST_F(SocketPair, FdsOfAMalformedFrameAreClosed) {
   SendRaw(a_.get(), frame, 4);
   Result<Received> r = ReceiveMessage(b_.get());
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.error().message, HasSubstr("ExecRequest.cwd"));
+  EXPECT_THAT(r.error().message, HasSubstr("ExecRequest.report_start"));
   EXPECT_EQ(OpenFdCount(), before);
 }
 
