@@ -150,6 +150,12 @@ Status CheckCellDeviceNodes(const std::string& dir) {
         st.st_gid != host.st_gid || (st.st_mode & 07777) != NodeMode(host)) {
       return Error::Msg(path + " differs from /dev/" + node);
     }
+    // The earlier cell could read and write its nodes (mode 0666), which sets their access
+    // and modification times: renewed, so the next cell cannot learn when or how much.
+    const struct timespec now[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
+    if (::utimensat(AT_FDCWD, path.c_str(), now, AT_SYMLINK_NOFOLLOW) != 0) {
+      return Error::Sys("utimensat(\"" + path + "\", UTIME_NOW)");
+    }
   }
   return CheckNodesOpen(dir);
 }

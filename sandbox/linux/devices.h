@@ -37,8 +37,9 @@ inline constexpr const char* kCellDeviceNodes[] = {"null",   "zero",    "full",
 Status MakeCellDeviceNodes(const std::string& dir);
 // Ok when `dir` holds, for each kCellDeviceNodes entry, a node that is still what
 // MakeCellDeviceNodes makes now (character device, major:minor, owner and mode of the
-// host's node) and they open: the nodes of a reused cell dir (state_dir.h). Otherwise the
-// error names the first difference.
+// host's node) and they open: the nodes of a reused cell dir (state_dir.h). Their access
+// and modification times are set to now, so nothing of the cell that used them before
+// remains. Otherwise the error names the first difference.
 Status CheckCellDeviceNodes(const std::string& dir);
 // Removes what MakeCellDeviceNodes made (a cell's dir goes whole with RemoveCellDir).
 Status RemoveCellDeviceNodes(const std::string& dir);

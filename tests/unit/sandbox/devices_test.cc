@@ -106,8 +106,15 @@ TEST(CellDeviceNodes, CheckAcceptsIntactNodesAndNamesAChangedOne) {
   const std::string dir = tmp.path() + "/dev";
   Status made = MakeCellDeviceNodes(dir);
   ASSERT_TRUE(made.ok()) << made.error().message;
+  // An earlier cell's use shows in the nodes' times; a check for reuse renews them.
+  const struct timespec old_times[2] = {{1000, 0}, {2000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (dir + "/null").c_str(), old_times, 0), 0);
   Status ok = CheckCellDeviceNodes(dir);
   EXPECT_TRUE(ok.ok()) << ok.error().message;
+  struct stat renewed;
+  ASSERT_EQ(::lstat((dir + "/null").c_str(), &renewed), 0);
+  EXPECT_GT(renewed.st_atim.tv_sec, 2000) << "access time of the earlier cell kept";
+  EXPECT_GT(renewed.st_mtim.tv_sec, 2000) << "modification time of the earlier cell kept";
   ASSERT_EQ(::chmod((dir + "/zero").c_str(), 0600), 0);
   Status changed = CheckCellDeviceNodes(dir);
   ASSERT_FALSE(changed.ok());
