@@ -776,14 +776,15 @@ Result<std::vector<std::string>> ReapOrphans(const std::string& state_dir) {
   // a crash between claim and cell dir or between removing the dir and the claim). A claim
   // names its cell; claims of cells still in cells/ belong to another live server sharing
   // this state dir and must stay, or a new cell here would get the same host uids as its
-  // live cell. An empty claim younger than a minute is a claim being written right now.
+  // live cell. An empty claim younger than a minute is a claim being written right now
+  // (claim files of earlier versions; a symlink claim is never empty).
   const std::string ranges = state_dir + "/idranges";
   if (DIR* r = ::opendir(ranges.c_str())) {
     while (struct dirent* e = ::readdir(r)) {
       std::string name = e->d_name;
       if (name == "." || name == "..") continue;
-      std::string owner;
-      std::ifstream(ranges + "/" + name) >> owner;
+      const std::string claim = ReadIdRangeClaim(::dirfd(r), name.c_str());
+      std::string owner = claim.substr(0, claim.find_first_of(" \t\n"));
       struct stat st;
       bool fresh = ::fstatat(::dirfd(r), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                    ::time(nullptr) - st.st_mtime < 60;

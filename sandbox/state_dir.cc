@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -18,6 +19,45 @@ namespace {
 
 constexpr const char* kOwnerRecord = "owner";
 constexpr const char* kInitRecord = "init";
+
+// Every record is this many bytes, the text padded with spaces and ended by a newline, and
+// is written over in place: the file keeps its one data block for the life of the cell
+// dir (spares included), so writing a record never allocates, truncates or frees one.
+constexpr size_t kRecordBytes = 64;
+
+// Writes `text` (shorter than kRecordBytes) as the record `name` in `dir_fd`, created if
+// missing; "" blanks it. Returns the error of the step that failed.
+Status WriteRecordAt(int dir_fd, const char* name, const std::string& text) {
+  if (text.size() >= kRecordBytes) {
+    return Error::Msg(std::string("record ") + name + ": \"" + text + "\" too long");
+  }
+  char record[kRecordBytes];
+  std::memset(record, ' ', sizeof record);
+  std::memcpy(record, text.data(), text.size());
+  record[kRecordBytes - 1] = '\n';
+  int fd = ::openat(dir_fd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return Error::Sys(std::string("open(record \"") + name + "\")");
+  Status result;
+  struct stat st;
+  if (::pwrite(fd, record, sizeof record, 0) != static_cast<ssize_t>(sizeof record)) {
+    result = Error::Sys(std::string("write(record \"") + name + "\")");
+  } else if (::fstat(fd, &st) == 0 && st.st_size > static_cast<off_t>(kRecordBytes) &&
+             ::ftruncate(fd, kRecordBytes) != 0) {
+    // Longer than a record: not written by this version; cut so no old text follows.
+    result = Error::Sys(std::string("ftruncate(record \"") + name + "\")");
+  }
+  ::close(fd);
+  return result;
+}
+
+Status WriteRecord(const std::string& cell_dir, const char* name, const std::string& text) {
+  int dir_fd = ::open(cell_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return Error::Sys("open(\"" + cell_dir + "\")");
+  Status s = WriteRecordAt(dir_fd, name, text);
+  ::close(dir_fd);
+  if (!s) return s.error().Wrap(cell_dir);
+  return Ok();
+}
 
 Status MakeTraversable(const std::string& dir) {
   if (::mkdir(dir.c_str(), 0711) != 0 && errno != EEXIST)
@@ -146,14 +186,12 @@ Status RecycleCellDir(const std::string& state_dir, const std::string& dir, cons
     const std::string child = e->d_name;
     if (child == "." || child == ".." || child == keep) continue;
     if (child == kOwnerRecord || child == kInitRecord) {
-      // Kept, emptied: the next cell rewrites them in place, so no file is created per
-      // cell (on this host's ext4 a create cost up to ~0.5 ms). Empty records mean
-      // "orphaned" to ReapOrphans, which never looks into spares anyway.
-      int rec = ::openat(::dirfd(d), child.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
-      if (rec >= 0) {
-        ::close(rec);
-        continue;
-      }
+      // Kept, blanked in place: the next cell rewrites them in place, so no file is
+      // created, truncated or removed per cell (on this host's ext4 with discard, each of
+      // those waited for the disk: 0.75-0.87 ms median per cell for the records and the
+      // id range claim, 2.4-3.3 ms p90). A blank record means "orphaned" to ReapOrphans,
+      // which never looks into spares anyway.
+      if (WriteRecordAt(::dirfd(d), child.c_str(), "")) continue;
     }
     emptied = RemoveAt(::dirfd(d), child, dir + "/" + child);
     if (!emptied) break;
@@ -189,24 +227,14 @@ std::string ProcStartTime(pid_t pid) {
 }
 
 Status WriteInitRecord(const std::string& cell_dir, pid_t pid) {
-  std::string path = cell_dir + "/" + kInitRecord;
   std::string start = ProcStartTime(pid);
   if (start.empty()) return Error::Msg("cell init (pid " + std::to_string(pid) + ") vanished");
-  std::ofstream out(path, std::ios::trunc);
-  out << pid << " " << start << "\n";
-  out.close();
-  if (!out) return Error::Sys("write(\"" + path + "\")");
-  return Ok();
+  return WriteRecord(cell_dir, kInitRecord, std::to_string(pid) + " " + start);
 }
 
 Status WriteOwnerRecord(const std::string& cell_dir) {
-  std::string path = cell_dir + "/" + kOwnerRecord;
   pid_t self = ::getpid();
-  std::ofstream out(path, std::ios::trunc);
-  out << self << " " << ProcStartTime(self) << "\n";
-  out.close();
-  if (!out) return Error::Sys("write(\"" + path + "\")");
-  return Ok();
+  return WriteRecord(cell_dir, kOwnerRecord, std::to_string(self) + " " + ProcStartTime(self));
 }
 
 bool OwnedByAnotherLiveServer(const std::string& cell_dir) {

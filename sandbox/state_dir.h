@@ -40,7 +40,7 @@ Status RemoveCellDir(const std::string& dir);
 // Cell dirs are reused instead of made and removed: on a state dir on disk, removing a
 // directory frees its data block, which on ext4 mounted with `discard` (this kind of
 // host's /run) waits for a synchronous discard, 0.1-14 ms per directory measured here;
-// a rename takes microseconds. A spare keeps only its empty owner and init records and
+// a rename takes microseconds. A spare keeps only its blank owner and init records and
 // the entry named `keep` (the cell's device nodes, devices.h, which hold nothing of the
 // cell that used them: locks go with the last fd, and the cell can change neither their
 // owner nor their mode).
@@ -51,13 +51,15 @@ inline constexpr int kSpareCellDirs = 8;
 bool ClaimSpareCellDir(const std::string& state_dir, const std::string& dir);
 
 // Empties `dir` but for its entry `keep` and its owner and init records, which are kept
-// empty (everything else removed like RemoveCellDir), and moves it to a
+// and blanked in place (everything else removed like RemoveCellDir), and moves it to a
 // free <state_dir>/spare/<k>; when every slot is taken or the move fails, removes it
 // whole. Call only once no process of the cell exists.
 Status RecycleCellDir(const std::string& state_dir, const std::string& dir, const char* keep);
 
 // <cell_dir>/init: "<pid> <start time>" of cell init, so a later server can tell a live
-// orphan from a reused pid.
+// orphan from a reused pid. Records are 64 bytes, padded with spaces, written over in
+// place (never truncated: on a disk-backed state dir that frees a block, and with ext4's
+// discard option waits for the disk).
 struct InitRecord {
   pid_t pid = -1;
   std::string start_time;

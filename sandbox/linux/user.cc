@@ -48,25 +48,23 @@ Status WriteIdMaps(pid_t pid, const IdMapLine& uid, const IdMapLine& gid, bool d
 }
 
 Result<int> ClaimIdRangeSlot(const std::string& dir, const std::string& owner) {
+  // The owner is the claim's symlink target: a short one lives in the inode, never a
+  // path (the reaper compares it to the names in cells/).
+  if (owner.empty() || owner.size() > kMaxIdRangeOwner || owner.find('/') != std::string::npos ||
+      owner.find('\0') != std::string::npos) {
+    return Error::Msg("id range claim: owner \"" + owner + "\" is not a cell id of 1-" +
+                      std::to_string(kMaxIdRangeOwner) + " characters without '/'");
+  }
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return Error::Sys("mkdir(\"" + dir + "\")");
   }
   for (int slot = 0; slot < kMaxIdRangeSlots; ++slot) {
     std::string path = SlotPath(dir, slot);
-    // O_EXCL makes the claim atomic between concurrent Create calls and servers.
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      if (errno == EEXIST) continue;
-      return Error::Sys("open(\"" + path + "\", O_CREAT|O_EXCL)");
-    }
-    ssize_t n = ::write(fd, owner.data(), owner.size());
-    int saved = errno;
-    ::close(fd);
-    if (n != static_cast<ssize_t>(owner.size())) {
-      ::unlink(path.c_str());
-      return Error::Sys("write(\"" + path + "\")", n < 0 ? saved : EIO);
-    }
-    return slot;
+    // symlink(2) fails with EEXIST on a taken slot (atomic between concurrent Create calls
+    // and servers) and creates the claim with its owner in one step: no empty claim is
+    // ever visible, and no data block is allocated (or discarded when released).
+    if (::symlink(owner.c_str(), path.c_str()) == 0) return slot;
+    if (errno != EEXIST) return Error::Sys("symlink(\"" + owner + "\", \"" + path + "\")");
   }
   return Error::Msg("no free uid/gid range: all " + std::to_string(kMaxIdRangeSlots) +
                     " slots in " + dir + " are claimed");
@@ -79,17 +77,29 @@ Status ReleaseIdRangeSlot(const std::string& dir, int slot) {
   return Ok();
 }
 
-int FindIdRangeSlot(const std::string& dir, const std::string& owner) {
-  for (int slot = 0; slot < kMaxIdRangeSlots; ++slot) {
-    std::string path = SlotPath(dir, slot);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    char buf[128];
-    ssize_t n = ::read(fd, buf, sizeof buf);
+std::string ReadIdRangeClaim(int dir_fd, const char* name) {
+  char buf[kMaxIdRangeOwner + 1];
+  ssize_t n = ::readlinkat(dir_fd, name, buf, sizeof buf);
+  if (n < 0 && errno == EINVAL) {
+    // Not a symlink: a claim file of an earlier version, the owner as its content.
+    int fd = ::openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return "";
+    n = ::read(fd, buf, sizeof buf);
     ::close(fd);
-    if (n == static_cast<ssize_t>(owner.size()) && owner.compare(0, n, buf, n) == 0) return slot;
   }
-  return -1;
+  if (n <= 0 || n > static_cast<ssize_t>(kMaxIdRangeOwner)) return "";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+int FindIdRangeSlot(const std::string& dir, const std::string& owner) {
+  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return -1;
+  int found = -1;
+  for (int slot = 0; slot < kMaxIdRangeSlots && found < 0; ++slot) {
+    if (ReadIdRangeClaim(dir_fd, std::to_string(slot).c_str()) == owner) found = slot;
+  }
+  ::close(dir_fd);
+  return found;
 }
 
 int PrepareInitCredentials(bool single_mapping) {

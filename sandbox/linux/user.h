@@ -7,8 +7,9 @@
 //          process escaping one cell owns nothing of another or of the host;
 //   single (unprivileged, desktop): the sandbox uid/gid inside -> the server's own ids;
 //          setgroups must be denied first (the kernel requires it for an unprivileged writer).
-// Slots are claimed with O_EXCL files in <state_dir>/idranges, released at destroy and by
-// orphan reaping.
+// Slots are claimed with symlinks <state_dir>/idranges/<slot> -> <owner cell id> (atomic,
+// and on a disk-backed state dir no data block to allocate, nor to discard at release),
+// released at destroy and by orphan reaping.
 //
 // PrepareInitCredentials runs in the freshly cloned child of the multi-threaded server: it
 // only makes raw syscalls (async-signal-safe, no allocation).
@@ -37,12 +38,20 @@ struct IdMapLine {
 // (required when the writer lacks CAP_SETGID over the parent namespace).
 Status WriteIdMaps(pid_t pid, const IdMapLine& uid, const IdMapLine& gid, bool deny_setgroups);
 
-// Claims the lowest free range slot in `dir` (created if missing) for `owner` (a cell id).
+// Longest owner a claim holds: the longest cell id (cell_spec.h). The ids the server
+// makes have 17 characters, which ext4 keeps in the symlink's inode (under 60 bytes).
+inline constexpr size_t kMaxIdRangeOwner = 64;
+
+// Claims the lowest free range slot in `dir` (created if missing) for `owner` (a cell id:
+// 1-kMaxIdRangeOwner characters, no '/').
 Result<int> ClaimIdRangeSlot(const std::string& dir, const std::string& owner);
 // Removes the slot's claim; a missing claim is not an error.
 Status ReleaseIdRangeSlot(const std::string& dir, int slot);
 // The slot claimed by `owner`, or -1.
 int FindIdRangeSlot(const std::string& dir, const std::string& owner);
+// The owner named by the claim `name` in the directory `dir_fd` ("" when unreadable or
+// malformed); also reads the claim files (owner as content) of earlier versions.
+std::string ReadIdRangeClaim(int dir_fd, const char* name);
 
 // In the cloned child, after the parent wrote the maps and before execve of cell init:
 // makes sure cell init keeps its capabilities in the new user namespace across execve.

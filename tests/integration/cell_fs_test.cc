@@ -12,6 +12,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <thread>
 
@@ -277,14 +278,17 @@ void ExpectNoTraces(const HostTraces& t, const std::string& state_dir) {
   if (std::filesystem::exists(state_dir + "/idranges")) {
     EXPECT_TRUE(std::filesystem::is_empty(state_dir + "/idranges")) << "uid range still claimed";
   }
-  // A recycled cell dir (state_dir.h) keeps its device nodes and empty records, nothing of
+  // A recycled cell dir (state_dir.h) keeps its device nodes and blank records, nothing of
   // the cell: no workspace, no pids.
   if (std::filesystem::exists(state_dir + "/spare")) {
     for (const auto& spare : std::filesystem::directory_iterator(state_dir + "/spare")) {
       for (const auto& e : std::filesystem::directory_iterator(spare.path())) {
         const std::string name = e.path().filename();
         if (name == "owner" || name == "init") {
-          EXPECT_EQ(std::filesystem::file_size(e.path()), 0u) << e.path();
+          std::ifstream record(e.path());
+          const std::string text((std::istreambuf_iterator<char>(record)),
+                                 std::istreambuf_iterator<char>());
+          EXPECT_EQ(text, std::string(63, ' ') + "\n") << e.path();
         } else {
           EXPECT_EQ(name, "dev") << "left in a spare cell dir: " << e.path();
         }
@@ -424,7 +428,7 @@ TEST_F(CellFsTest, CellsOfAnotherLiveServerAreNotReaped) {
   // host uids.
   const int slot = (*cell)->id_map().slot;
   if (slot >= 0) {
-    EXPECT_TRUE(std::filesystem::exists(state_.path() + "/idranges/" + std::to_string(slot)))
+    EXPECT_TRUE(std::filesystem::is_symlink(state_.path() + "/idranges/" + std::to_string(slot)))
         << "released a live cell's id range claim";
   }
 

@@ -2,6 +2,7 @@
 // names, id range slots, the host template and cell dir removal. No cells, no privileges.
 #include "sandbox/cell_spec.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -201,6 +202,34 @@ TEST(IdRangeSlots, ClaimsAreExclusiveAndReleasable) {
   EXPECT_TRUE(ReleaseIdRangeSlot(ranges, 77).ok()) << "a missing claim is not an error";
 }
 
+TEST(IdRangeSlots, AClaimIsASymlinkNamingItsOwnerAndOldClaimFilesStillCount) {
+  TempDir dir;
+  std::string ranges = dir.path() + "/idranges";
+  Result<int> a = ClaimIdRangeSlot(ranges, "cell-a");
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  char target[80] = {};
+  ASSERT_EQ(::readlink((ranges + "/0").c_str(), target, sizeof target - 1), 6)
+      << "the claim is made whole in one step, owner included";
+  EXPECT_STREQ(target, "cell-a");
+  // A claim file of an earlier version (owner as its content) holds its slot and is found.
+  std::ofstream(ranges + "/1") << "cell-old";
+  EXPECT_EQ(FindIdRangeSlot(ranges, "cell-old"), 1);
+  Result<int> next = ClaimIdRangeSlot(ranges, "cell-b");
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, 2) << "an old claim file is not taken over";
+  int fd = ::open(ranges.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(ReadIdRangeClaim(fd, "0"), "cell-a");
+  EXPECT_EQ(ReadIdRangeClaim(fd, "1"), "cell-old");
+  EXPECT_EQ(ReadIdRangeClaim(fd, "9"), "") << "no claim";
+  ::close(fd);
+  for (const std::string& bad : {std::string(), std::string("a/b"), std::string(65, 'x')}) {
+    Result<int> refused = ClaimIdRangeSlot(ranges, bad);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_THAT(refused.error().message, HasSubstr("is not a cell id")) << bad;
+  }
+}
+
 TEST(HostTemplate, HasTheLayoutAndNoSecrets) {
   TempDir dir;
   Result<std::string> t = PrepareHostTemplate(dir.path());
@@ -276,7 +305,10 @@ TEST(RecycleCellDir, KeepsOnlyTheNamedEntryAndHandsTheDirToTheNextCell) {
     std::set<std::string> names;
     for (const auto& f : fs::directory_iterator(e.path())) names.insert(f.path().filename());
     EXPECT_EQ(names, (std::set<std::string>{"dev", "init"})) << e.path();
-    EXPECT_EQ(fs::file_size(e.path() / "init"), 0u) << "records are kept empty";
+    EXPECT_EQ(fs::file_size(e.path() / "init"), 64u) << "records are kept, blanked in place";
+    std::ifstream blank(e.path() / "init");
+    std::string word;
+    EXPECT_FALSE(blank >> word) << "a blank record holds nothing but spaces: " << word;
   }
   EXPECT_EQ(spares, static_cast<size_t>(kSpareCellDirs)) << "the one past the limit was removed";
   EXPECT_TRUE(fs::is_empty(cells));
@@ -322,6 +354,26 @@ TEST(InitRecord, RoundTripsAndMatchesStartTime) {
   EXPECT_EQ(r->start_time, ProcStartTime(::getpid()));
   EXPECT_FALSE(r->start_time.empty());
   EXPECT_EQ(ProcStartTime(0x3fffffff), "");
+}
+
+TEST(InitRecord, IsRewrittenInPlaceAtAFixedSize) {
+  TempDir dir;
+  const std::string path = dir.path() + "/init";
+  // A longer record of an earlier version: cut, so nothing of it follows the new one.
+  std::ofstream(path) << std::string(100, '7') << " 12345\n";
+  ASSERT_TRUE(WriteInitRecord(dir.path(), ::getpid()).ok());
+  struct stat before;
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  EXPECT_EQ(before.st_size, 64);
+  ASSERT_TRUE(WriteInitRecord(dir.path(), ::getpid()).ok());
+  struct stat after;
+  ASSERT_EQ(::stat(path.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino) << "written over in place, not replaced";
+  EXPECT_EQ(after.st_size, 64);
+  Result<InitRecord> r = ReadInitRecord(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->pid, ::getpid());
+  EXPECT_EQ(r->start_time, ProcStartTime(::getpid()));
 }
 
 TEST(StateDir, RefusesADirectoryOthersCouldWriteOrASymlink) {
