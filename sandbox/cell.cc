@@ -414,8 +414,9 @@ std::string Cell::Impl::MakeDeviceNodes(Cell& c) {
     Status made = Ok();
     struct stat st;
     if (::lstat(dir.c_str(), &st) == 0) {
-      // A reused cell dir's nodes: checked, remade if anything about them changed.
-      made = CheckCellDeviceNodes(dir);
+      // A reused cell dir's nodes: checked and renewed, remade if anything about them
+      // changed.
+      made = ReuseCellDeviceNodes(dir);
       if (!made) {
         (void)RemoveCellDeviceNodes(dir);
         made = MakeCellDeviceNodes(dir);

@@ -140,7 +140,7 @@ Status MakeCellDeviceNodes(const std::string& dir) {
   return made;
 }
 
-Status CheckCellDeviceNodes(const std::string& dir) {
+Status ReuseCellDeviceNodes(const std::string& dir) {
   for (const char* node : kCellDeviceNodes) {
     const std::string path = dir + "/" + node;
     struct stat host, st;

@@ -35,12 +35,13 @@ inline constexpr const char* kCellDeviceNodes[] = {"null",   "zero",    "full",
 // and the message says why ("... nodev ...", "mknod(...): EPERM ..."); the caller then
 // falls back to the host's nodes.
 Status MakeCellDeviceNodes(const std::string& dir);
-// Ok when `dir` holds, for each kCellDeviceNodes entry, a node that is still what
+// Readies the nodes of a reused cell dir (state_dir.h) for the next cell: checks that
+// `dir` holds, for each kCellDeviceNodes entry, a node that is still what
 // MakeCellDeviceNodes makes now (character device, major:minor, owner and mode of the
-// host's node) and they open: the nodes of a reused cell dir (state_dir.h). Their access
-// and modification times are set to now, so nothing of the cell that used them before
-// remains. Otherwise the error names the first difference.
-Status CheckCellDeviceNodes(const std::string& dir);
+// host's node) and that they open, and sets their access and modification times to now,
+// so nothing of the cell that used them before remains. Otherwise the error names the
+// first difference (the caller then makes new nodes).
+Status ReuseCellDeviceNodes(const std::string& dir);
 // Removes what MakeCellDeviceNodes made (a cell's dir goes whole with RemoveCellDir).
 Status RemoveCellDeviceNodes(const std::string& dir);
 
