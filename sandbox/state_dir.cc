@@ -149,8 +149,8 @@ Status RemoveCellDir(const std::string& dir) {
 }
 
 namespace {
-// Where the next claim or recycle starts looking, so a busy server does not try the same
-// taken slots every time.
+// Where the next recycle starts looking: the slot the last claim emptied, so a server
+// that makes and destroys cells in turn finds a free slot at the first try.
 std::atomic<unsigned> spare_hint{0};
 
 std::string SparePath(const std::string& state_dir, unsigned k) {
@@ -159,18 +159,27 @@ std::string SparePath(const std::string& state_dir, unsigned k) {
 }  // namespace
 
 bool ClaimSpareCellDir(const std::string& state_dir, const std::string& dir) {
-  const unsigned start = spare_hint.load(std::memory_order_relaxed);
-  for (unsigned i = 0; i < kSpareCellDirs; ++i) {
-    const std::string spare = SparePath(state_dir, start + i);
+  // The spares present, read in one go: a server making one cell (`mcpcell run`) would
+  // otherwise try every slot from the first, each failed rename a path walk of its own.
+  DIR* d = ::opendir((state_dir + "/spare").c_str());
+  if (!d) return false;  // no spare dir yet (or unreadable: the caller's mkdir says why)
+  bool claimed = false;
+  while (struct dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    const unsigned long k = std::strtoul(e->d_name, &end, 10);
+    if (e->d_name[0] < '0' || e->d_name[0] > '9' || *end != '\0' || k >= kSpareCellDirs) continue;
+    const std::string spare = SparePath(state_dir, static_cast<unsigned>(k));
     if (::renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, dir.c_str(), RENAME_NOREPLACE) == 0) {
-      spare_hint.store(start + i + 1, std::memory_order_relaxed);
-      return true;
+      spare_hint.store(static_cast<unsigned>(k), std::memory_order_relaxed);
+      claimed = true;
+      break;
     }
-    // ENOENT: this slot is free (or there is no spare dir yet); anything else (EEXIST: the
-    // id is taken, EXDEV, EPERM): the caller's mkdir reports the real problem.
-    if (errno != ENOENT) return false;
+    // ENOENT: another server took it just now; anything else (EEXIST: the id is taken,
+    // EXDEV, EPERM): the caller's mkdir reports the real problem.
+    if (errno != ENOENT) break;
   }
-  return false;
+  ::closedir(d);
+  return claimed;
 }
 
 Status RecycleCellDir(const std::string& state_dir, const std::string& dir, const char* keep) {
