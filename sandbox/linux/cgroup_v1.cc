@@ -94,6 +94,26 @@ class CgroupV1 final : public Cgroup {
 
   Status Destroy() override {
     if (destroyed_) return Ok();
+    // The usual case: the cell's pid 1 was reaped, so every dir is empty and goes at once
+    // (rmdir refuses a cgroup with tasks, EBUSY): no listing first. The freezer goes last,
+    // so a busy cgroup still has it for the kill below.
+    std::vector<std::string> dirs = UniqueDirs(dirs_);
+    const std::string freezer = DirOf(dirs_, "freezer");
+    std::stable_partition(dirs.begin(), dirs.end(),
+                          [&](const std::string& d) { return d != freezer; });
+    bool busy = false;
+    for (const std::string& d : dirs) {
+      if (rmdir(d.c_str()) == 0 || errno == ENOENT) continue;
+      if (errno != EBUSY) return Error::Sys("rmdir(\"" + d + "\")").Wrap("destroy cgroup");
+      busy = true;
+      break;
+    }
+    if (!busy) {
+      destroyed_ = true;
+      return Ok();
+    }
+    // Processes left (a cell whose init could not be reaped, a cgroup of the tests): kill
+    // them, wait until each dir is empty, then remove it.
     if (Status s = KillAll(); !s.ok()) return s.error().Wrap("destroy cgroup");
     for (const std::string& d : UniqueDirs(dirs_)) {
       if (Status s = cgroupfs::WaitEmpty(d, kDrainTimeoutMs); !s.ok()) {
