@@ -20,7 +20,8 @@ namespace mcpcell::sandbox {
 namespace {
 
 // Bump when the template's content rules change, so old templates are not reused.
-constexpr const char* kTemplateName = "host-v2";
+// v3: copies keep the host's modification times (v2 stamped them with the copy time).
+constexpr const char* kTemplateName = "host-v3";
 constexpr off_t kMaxCopiedFileBytes = 8 << 20;
 constexpr int kMaxCopyDepth = 4;
 
@@ -43,6 +44,19 @@ constexpr const char* kSkeletonDirs[] = {
 // Usual merged-/usr symlinks, created when the host has them as symlinks too.
 constexpr const char* kUsrSymlinks[] = {"bin", "lib", "lib32", "lib64", "libx32", "sbin"};
 
+// The copy gets the host entry's access and modification times. Python validates a
+// cached .pyc by its source's mtime and size: /usr/lib/python3.X/sitecustomize.py links
+// to /etc/python3.X/sitecustomize.py, and with a fresh mtime every interpreter start in a
+// cell recompiled it (and failed to write the .pyc to the read-only cache), ~10% of
+// `python3 -c 'print(1)'`.
+Status CopyTimes(const std::string& to, const struct stat& st) {
+  const struct timespec times[2] = {st.st_atim, st.st_mtim};
+  if (::utimensat(AT_FDCWD, to.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
+    return Error::Sys("utimensat(\"" + to + "\")");
+  }
+  return Ok();
+}
+
 Status CopyFile(const std::string& from, const std::string& to, const struct stat& st) {
   if (st.st_size > kMaxCopiedFileBytes) return Ok();  // nothing that big belongs in /etc
   int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -62,12 +76,13 @@ Status CopyFile(const std::string& from, const std::string& to, const struct sta
   }
   ::close(in);
   // Never carry setuid/setgid or write-for-others bits into the template.
-  return WriteWholeFile(to, data, st.st_mode & 0755);
+  if (Status s = WriteWholeFile(to, data, st.st_mode & 0755); !s) return s;
+  return CopyTimes(to, st);
 }
 
 Status CopyEntry(const std::string& from, const std::string& to, int depth);
 
-Status CopyDir(const std::string& from, const std::string& to, int depth) {
+Status CopyDir(const std::string& from, const std::string& to, const struct stat& st, int depth) {
   if (depth > kMaxCopyDepth) return Ok();
   if (Status s = MakeDirs(to, 0755); !s) return s;
   DIR* dir = ::opendir(from.c_str());
@@ -80,7 +95,8 @@ Status CopyDir(const std::string& from, const std::string& to, int depth) {
     if (!result) break;
   }
   ::closedir(dir);
-  return result;
+  if (!result) return result;
+  return CopyTimes(to, st);  // after the entries, whose creation set it to now
 }
 
 Status CopyEntry(const std::string& from, const std::string& to, int depth) {
@@ -93,12 +109,13 @@ Status CopyEntry(const std::string& from, const std::string& to, int depth) {
     ssize_t n = ::readlink(from.c_str(), target, sizeof target - 1);
     if (n < 0) return Error::Sys("readlink(\"" + from + "\")");
     target[n] = '\0';
-    if (::symlink(target, to.c_str()) != 0 && errno != EEXIST) {
+    if (::symlink(target, to.c_str()) != 0) {
+      if (errno == EEXIST) return Ok();
       return Error::Sys("symlink(\"" + std::string(target) + "\", \"" + to + "\")");
     }
-    return Ok();
+    return CopyTimes(to, st);
   }
-  if (S_ISDIR(st.st_mode)) return CopyDir(from, to, depth);
+  if (S_ISDIR(st.st_mode)) return CopyDir(from, to, st, depth);
   if (S_ISREG(st.st_mode)) return CopyFile(from, to, st);
   return Ok();  // devices, fifos, sockets: never part of a template
 }

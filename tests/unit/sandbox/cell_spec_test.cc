@@ -261,6 +261,30 @@ TEST(HostTemplate, HasTheLayoutAndNoSecrets) {
       1);
 }
 
+// Copies keep the host's modification times: Python checks a cached .pyc against its
+// source's mtime, and /usr/lib/python3.X/sitecustomize.py links into /etc/python3.X, so a
+// fresh mtime made every interpreter start in a cell recompile it.
+TEST(HostTemplate, CopiesKeepTheHostsModificationTimes) {
+  TempDir dir;
+  Result<std::string> t = PrepareHostTemplate(dir.path());
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  namespace fs = std::filesystem;
+  int compared = 0;
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(*t + "/etc")) {
+    const std::string copy = e.path().string();
+    const std::string host = "/etc" + copy.substr(t->size() + 4);
+    struct stat c, h;
+    // What the template makes itself rather than copies.
+    if (host == "/etc/resolv.conf" || host == "/etc/nsswitch.conf" || host == "/etc/ssl") continue;
+    ASSERT_EQ(::lstat(copy.c_str(), &c), 0) << copy;
+    if (::lstat(host.c_str(), &h) != 0) continue;
+    EXPECT_EQ(c.st_mtim.tv_sec, h.st_mtim.tv_sec) << copy;
+    EXPECT_EQ(c.st_mtim.tv_nsec, h.st_mtim.tv_nsec) << copy;
+    ++compared;
+  }
+  EXPECT_GT(compared, 0) << "no copied /etc entry found";
+}
+
 TEST(RemoveCellDir, RemovesWhatTheSandboxMadeUnreadable) {
   TempDir dir;
   namespace fs = std::filesystem;
