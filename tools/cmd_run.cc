@@ -92,28 +92,39 @@ class SignalForwarder {
     // sigwaitinfo below sees them.
     pthread_sigmask(SIG_BLOCK, &set_, nullptr);
   }
-  void Start(sandbox::CellChannel* channel) {
-    thread_ = std::thread([this, channel] {
+  // Started before the cell is made, so that making the thread is not on the way from the
+  // cell to the command; a signal before SetExec has no process group to go to.
+  void Start() {
+    thread_ = std::thread([this] {
       while (!stop_) {
         int sig = sigwaitinfo(&set_, nullptr);
         uint64_t id = exec_id_.load();
-        if (sig > 0 && sig != SIGUSR1 && id != 0) (void)channel->SignalExec(id, sig);
+        sandbox::CellChannel* channel = channel_.load();
+        if (sig > 0 && sig != SIGUSR1 && id != 0 && channel != nullptr)
+          (void)channel->SignalExec(id, sig);
       }
     });
   }
-  void SetExec(uint64_t id) { exec_id_ = id; }
-  ~SignalForwarder() {
+  // `channel` must outlive the thread: call Stop before the cell goes.
+  void SetExec(sandbox::CellChannel* channel, uint64_t id) {
+    channel_ = channel;
+    exec_id_ = id;
+  }
+  // Ends the thread; no signal is forwarded after it returns. Idempotent.
+  void Stop() {
     stop_ = true;
     if (thread_.joinable()) {
       pthread_kill(thread_.native_handle(), SIGUSR1);
       thread_.join();
     }
   }
+  ~SignalForwarder() { Stop(); }
 
  private:
   sigset_t set_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> exec_id_{0};
+  std::atomic<sandbox::CellChannel*> channel_{nullptr};
   std::thread thread_;
 };
 
@@ -155,6 +166,7 @@ int ExitStatusOf(const sandbox::ExecResult& r) {
 
 int RunCommand(const RunOptions& o) {
   SignalForwarder forwarder;  // first: blocks the signals before the cell's threads start
+  forwarder.Start();
   auto spec = BuildSpec(o);
   if (!spec.ok()) {
     std::fprintf(stderr, "mcpcell run: %s\n", spec.error().message.c_str());
@@ -169,7 +181,6 @@ int RunCommand(const RunOptions& o) {
   }
   for (const std::string& w : (*cell)->warnings())
     std::fprintf(stderr, "mcpcell run: warning: %s\n", w.c_str());
-  forwarder.Start(&(*cell)->channel());
 
   sandbox::ExecOptions exec;
   exec.argv = o.command;
@@ -186,11 +197,11 @@ int RunCommand(const RunOptions& o) {
   Clock::time_point started_at = exec_start;
   exec.on_started = [&](uint64_t id, pid_t) {
     started_at = Clock::now();
-    forwarder.SetExec(id);
+    forwarder.SetExec(&(*cell)->channel(), id);
   };
   auto result = (*cell)->channel().Exec(exec);
   const auto exec_end = Clock::now();
-  forwarder.SetExec(0);
+  forwarder.Stop();  // before the cell and its channel go
   sandbox::Status destroyed = (*cell)->Destroy();
   auto us = [](Clock::duration d) {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -157,6 +158,35 @@ TEST_F(RunTest, SignalsTimeoutsAndMissingCommands) {
   bad = Run({"--disk", "0", "--", "/bin/true"});
   EXPECT_EQ(bad.status, 125);
   EXPECT_THAT(bad.err, HasSubstr("--disk"));
+}
+
+// A terminal's SIGINT or a supervisor's SIGTERM reaches only `mcpcell run` (the command
+// runs in cell init's session): it is forwarded to the command's process group, and the
+// run ends with the command's 128+N.
+TEST_F(RunTest, SignalsToTheFrontReachTheCommand) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    Started run = Start({MCPCELL_BIN, "run", "--state-dir", state_, "--", "/bin/sh", "-c",
+                         "echo ready; exec sleep 100"});
+    close(run.in);
+    std::string out;
+    char buf[64];
+    pollfd pfd = {run.out, POLLIN, 0};
+    while (out.find("ready\n") == std::string::npos && poll(&pfd, 1, 30000) > 0) {
+      ssize_t n = read(run.out, buf, sizeof buf);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    ASSERT_EQ(out, "ready\n") << "the command did not start";
+    const auto sent = std::chrono::steady_clock::now();
+    ASSERT_EQ(kill(run.pid, sig), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(run.pid, &status, 0), run.pid);
+    EXPECT_LT(std::chrono::steady_clock::now() - sent, 10s) << "not forwarded: waited for sleep";
+    ASSERT_TRUE(WIFEXITED(status)) << "mcpcell run itself died of signal " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig);
+    close(run.out);
+    close(run.err);
+  }
 }
 
 TEST_F(RunTest, TimingsListEveryStep) {
