@@ -5,6 +5,7 @@
 // row alike:
 //   warm  run_command "true" in an existing session   vs  bare posix_spawn of /bin/true
 //   warm  run_code python print(1) in that session    vs  bare python3 -c 'print(1)'
+//   warm  run_command "python3 -c 'print(1)'" (what run_code adds over run_command)
 //   first call of a new session (initialize done; cell creation included) vs bare /bin/true
 // and prints p50, p95 and the ratios the tools issue targets: round trip <= 1.5x bare
 // fork+exec, first call <= bare + 10 ms, python <= 1.15x bare.
@@ -182,6 +183,7 @@ int main(int argc, char** argv) {
   try {
     Row warm{"run_command true (warm session)", {}}, bare{"bare fork+exec /bin/true", {}};
     Row py{"run_code python print(1) (warm)", {}}, bare_py{"bare python3 -c print(1)", {}};
+    Row cmd_py{"run_command python3 -c print(1)", {}};
     Row first{"first call of a new session", {}};
     const std::vector<std::string> kTrue = {"/bin/true"};
     const std::vector<std::string> kPy = {"/usr/bin/python3", "-c", "print(1)"};
@@ -201,6 +203,7 @@ int main(int argc, char** argv) {
     };
     const Json kTrueArgs = {{"command", "true"}};
     const Json kPyArgs = {{"language", "python"}, {"code", "print(1)"}};
+    const Json kCmdPyArgs = {{"command", "python3 -c 'print(1)'"}};
     for (int i = 0; i < rounds; ++i) {
       timed(server, "run_command", kTrueArgs, warm);
       bare.ms.push_back(SpawnAndWait(kTrue));
@@ -208,6 +211,7 @@ int main(int argc, char** argv) {
       if (i % 4 == 0) {
         timed(server, "run_code", kPyArgs, py);
         bare_py.ms.push_back(SpawnAndWait(kPy));
+        timed(server, "run_command", kCmdPyArgs, cmd_py);
         if (base) timed(*base, "run_code", kPyArgs, base_py);
       }
     }
@@ -224,7 +228,7 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("%-36s %9s %9s %6s\n", "", "p50 ms", "p95 ms", "n");
-    for (const Row* r : {&warm, &bare, &py, &bare_py, &first})
+    for (const Row* r : {&warm, &bare, &py, &bare_py, &cmd_py, &first})
       std::printf("%-36s %9.2f %9.2f %6zu\n", r->name.c_str(), r->Pct(0.5), r->Pct(0.95),
                   r->ms.size());
     std::printf("\nratios (p50):\n");
@@ -232,6 +236,7 @@ int main(int argc, char** argv) {
                 warm.Pct(0.5) / bare.Pct(0.5));
     std::printf("  run_code python / bare python   %.2fx  (target <= 1.15x)\n",
                 py.Pct(0.5) / bare_py.Pct(0.5));
+    std::printf("  run_command python / bare python %.2fx\n", cmd_py.Pct(0.5) / bare_py.Pct(0.5));
     std::printf("  first call - bare /bin/true     %+.2f ms (target <= +10 ms)\n",
                 first.Pct(0.5) - bare.Pct(0.5));
     if (!baseline.empty()) {
