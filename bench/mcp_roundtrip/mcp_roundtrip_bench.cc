@@ -14,7 +14,11 @@
 // same warm calls in the same rounds, so two builds are compared under the same noise
 // (this machine's timings drift by 2x within minutes when other work runs).
 //
-// Usage: mcp_roundtrip_bench [--rounds N] [--fresh N] [--mcpcell PATH] [--baseline PATH]
+// --python-every N runs the python pair every N rounds (default 4; 0: never), e.g. to
+// profile the server over warm run_command calls alone.
+//
+// Usage: mcp_roundtrip_bench [--rounds N] [--fresh N] [--python-every N] [--mcpcell PATH]
+//                            [--baseline PATH]
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -24,6 +28,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -142,6 +147,7 @@ struct Row {
   std::string name;
   std::vector<double> ms;
   double Pct(double p) const {
+    if (ms.empty()) return std::nan("");  // a row not run (--fresh 0, --python-every 0)
     std::vector<double> v = ms;
     std::sort(v.begin(), v.end());
     return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
@@ -158,7 +164,7 @@ std::string SelfDir() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int rounds = 200, fresh = 20;
+  int rounds = 200, fresh = 20, python_every = 4;
   std::string binary = SelfDir() + "/mcpcell";
   std::string baseline;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -167,13 +173,16 @@ int main(int argc, char** argv) {
       rounds = std::atoi(argv[i + 1]);
     else if (flag == "--fresh")
       fresh = std::atoi(argv[i + 1]);
+    else if (flag == "--python-every")
+      python_every = std::atoi(argv[i + 1]);
     else if (flag == "--mcpcell")
       binary = argv[i + 1];
     else if (flag == "--baseline")
       baseline = argv[i + 1];
     else {
       std::fprintf(stderr,
-                   "usage: %s [--rounds N] [--fresh N] [--mcpcell PATH] [--baseline PATH]\n",
+                   "usage: %s [--rounds N] [--fresh N] [--python-every N] [--mcpcell PATH] "
+                   "[--baseline PATH]\n",
                    argv[0]);
       return 2;
     }
@@ -208,7 +217,7 @@ int main(int argc, char** argv) {
       timed(server, "run_command", kTrueArgs, warm);
       bare.ms.push_back(SpawnAndWait(kTrue));
       if (base) timed(*base, "run_command", kTrueArgs, base_warm);
-      if (i % 4 == 0) {
+      if (python_every > 0 && i % python_every == 0) {
         timed(server, "run_code", kPyArgs, py);
         bare_py.ms.push_back(SpawnAndWait(kPy));
         timed(server, "run_command", kCmdPyArgs, cmd_py);
@@ -234,9 +243,11 @@ int main(int argc, char** argv) {
     std::printf("\nratios (p50):\n");
     std::printf("  round trip / bare fork+exec     %.2fx  (target <= 1.5x)\n",
                 warm.Pct(0.5) / bare.Pct(0.5));
-    std::printf("  run_code python / bare python   %.2fx  (target <= 1.15x)\n",
-                py.Pct(0.5) / bare_py.Pct(0.5));
-    std::printf("  run_command python / bare python %.2fx\n", cmd_py.Pct(0.5) / bare_py.Pct(0.5));
+    if (!py.ms.empty()) {
+      std::printf("  run_code python / bare python   %.2fx  (target <= 1.15x)\n",
+                  py.Pct(0.5) / bare_py.Pct(0.5));
+      std::printf("  run_command python / bare python %.2fx\n", cmd_py.Pct(0.5) / bare_py.Pct(0.5));
+    }
     std::printf("  first call - bare /bin/true     %+.2f ms (target <= +10 ms)\n",
                 first.Pct(0.5) - bare.Pct(0.5));
     if (!baseline.empty()) {

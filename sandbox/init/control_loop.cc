@@ -79,6 +79,10 @@ class ControlLoop {
   struct RunningExec {
     uint64_t request_id = 0;
     UniqueFd events;  // the exec's event socket: ExecExited goes here
+    // Init's copies of the program's stdout and stderr, closed right after ExecExited is
+    // sent: the server then sees the pipes' hang-up and the exit in one wake-up, not one
+    // at the program's exit (its own copies closing) and another at ExecExited.
+    UniqueFd stdout_copy, stderr_copy;
   };
   std::map<pid_t, RunningExec> execs_;  // by the running exec leader's pid
   uint64_t children_reaped_ = 0;
@@ -103,13 +107,17 @@ void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& 
   UniqueFd events = std::move(fds[3]);
   Result<pid_t> pid = StartExec(request, stdio, ctx_);
   if (!pid.ok() && pid.error().err == EAGAIN) pid = StartExecAtTheLimit(request, stdio);
-  fds.clear();  // the child has its copies; init must not hold pipe ends open
   if (!pid.ok()) {
+    fds.clear();  // no program: nothing may hold the pipes open
     const Error& e = pid.error();
     return SendEvent(events.get(), ErrorReply{request.request_id, e.err, e.message});
   }
   if (request.report_start) SendEvent(events.get(), ExecStarted{request.request_id, *pid});
-  execs_[*pid] = RunningExec{request.request_id, std::move(events)};
+  // stdout and stderr stay open in init until the program is reaped (ReapChildren); the
+  // rest (stdin's end) closes now: the child has its copies.
+  execs_[*pid] =
+      RunningExec{request.request_id, std::move(events), std::move(fds[1]), std::move(fds[2])};
+  fds.clear();
 }
 
 // Sends signo to every process of the cell that belongs to no exec in progress: processes
@@ -262,7 +270,10 @@ void ControlLoop::ReapChildren() {
     exited.system_cpu_us = usage.ru_stime.tv_sec * 1000000ull + usage.ru_stime.tv_usec;
     exited.max_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
     SendEvent(it->second.events.get(), exited);
-    execs_.erase(it);  // closes the event socket: the exec's last event was sent
+    // Closes the event socket (the exec's last event was sent) and init's copies of the
+    // output pipes, in this order: the server, woken by ExecExited, finds the pipes at EOF
+    // (unless processes the program left running still hold them).
+    execs_.erase(it);
   }
 }
 

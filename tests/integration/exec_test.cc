@@ -2,6 +2,7 @@
 // env/cwd/stdin, streaming, bounded output with a program that writes gigabytes, timeouts
 // and cancellation that kill the whole process group, concurrent execs, and the death of
 // cell init turning every call into an error instead of a hang.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -172,6 +173,36 @@ TEST_F(ExecTest, ABackgroundChildHoldingStdoutDoesNotHangTheExec) {
   EXPECT_EQ(r->out.data, "hi\n");
   EXPECT_LT(Clock::now() - start, 3s);
   EXPECT_EQ(CountProcesses("sleep"), 1);
+}
+
+TEST_F(ExecTest, OutputReachesEofOnlyOnceTheExitIsReported) {
+  // Cell init keeps its copies of a program's stdout and stderr until it has reaped the
+  // program and sent ExecExited, so the server wakes once at the end of an exec instead of
+  // at the pipes' hang-up and again at the exit. Seen from outside: a program that closes
+  // its output and runs on does not hang the pipe up until init has reaped it.
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  UniqueFd read_end(p[0]);
+  std::atomic<int> write_end{p[1]};
+  ExecOptions o;
+  o.argv = {"/bin/sh", "-c", "exec >&- 2>&-; sleep 0.3"};
+  o.stdout_fd = p[1];
+  o.timeout = 30s;
+  // Init has its copy once the program started: ours must go, or EOF never comes.
+  o.on_started = [&](uint64_t, pid_t) { ::close(write_end.exchange(-1)); };
+  auto exec = std::async(std::launch::async, [&] { return channel().Exec(o); });
+  char byte;
+  ssize_t n;
+  while ((n = ::read(read_end.get(), &byte, 1)) < 0 && errno == EINTR) {
+  }
+  EXPECT_EQ(n, 0);  // EOF
+  auto stats = channel().Stats();
+  ASSERT_TRUE(stats.ok()) << stats.error().message;
+  EXPECT_EQ(stats->running_execs, 0u) << "the pipe hung up while the program still ran";
+  auto r = exec.get();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->exit_code, 0);
+  if (int fd = write_end.exchange(-1); fd >= 0) ::close(fd);  // the exec failed to start
 }
 
 TEST_F(ExecTest, OrphansAreReapedByCellInit) {
