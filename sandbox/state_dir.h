@@ -1,6 +1,6 @@
 // The server's state dir as the cell mechanism lays it out:
 //
-//   <state_dir>/templates/host-v3/   the shared read-only skeleton (overlay.h)
+//   <state_dir>/templates/host-v4-<fingerprint>/  the shared read-only skeleton (overlay.h)
 //   <state_dir>/mnt/                 always empty on the host: every cell init mounts its
 //                                    scratch tmpfs (uppers, new root) here, each in its
 //                                    own mount namespace, so destroy never has to remove

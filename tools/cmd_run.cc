@@ -93,15 +93,20 @@ class SignalForwarder {
     pthread_sigmask(SIG_BLOCK, &set_, nullptr);
   }
   // Started before the cell is made, so that making the thread is not on the way from the
-  // cell to the command; a signal before SetExec has no process group to go to.
+  // cell to the command. A signal that comes before the command's process group is known
+  // (while the cell is made, or before init's ExecStarted reached us although the command
+  // already runs) is kept, the latest one, and forwarded as soon as it is.
   void Start() {
     thread_ = std::thread([this] {
       while (!stop_) {
-        int sig = sigwaitinfo(&set_, nullptr);
-        uint64_t id = exec_id_.load();
+        const int sig = sigwaitinfo(&set_, nullptr);
+        if (sig > 0 && sig != SIGUSR1) pending_ = sig;
+        const uint64_t id = exec_id_.load();
         sandbox::CellChannel* channel = channel_.load();
-        if (sig > 0 && sig != SIGUSR1 && id != 0 && channel != nullptr)
-          (void)channel->SignalExec(id, sig);
+        if (id == 0 || channel == nullptr) continue;
+        if (const int forward = pending_.exchange(0); forward != 0) {
+          (void)channel->SignalExec(id, forward);
+        }
       }
     });
   }
@@ -109,6 +114,8 @@ class SignalForwarder {
   void SetExec(sandbox::CellChannel* channel, uint64_t id) {
     channel_ = channel;
     exec_id_ = id;
+    // Forwarded by the thread, never from here (the caller may be inside the channel).
+    if (pending_.load() != 0 && thread_.joinable()) pthread_kill(thread_.native_handle(), SIGUSR1);
   }
   // Ends the thread; no signal is forwarded after it returns. Idempotent.
   void Stop() {
@@ -125,6 +132,7 @@ class SignalForwarder {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> exec_id_{0};
   std::atomic<sandbox::CellChannel*> channel_{nullptr};
+  std::atomic<int> pending_{0};
   std::thread thread_;
 };
 

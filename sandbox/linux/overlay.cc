@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -21,7 +22,8 @@ namespace {
 
 // Bump when the template's content rules change, so old templates are not reused.
 // v3: copies keep the host's modification times (v2 stamped them with the copy time).
-constexpr const char* kTemplateName = "host-v3";
+// v4: the name carries a fingerprint of the host entries copied (HostTemplateFingerprint).
+constexpr const char* kTemplateVersion = "host-v4";
 constexpr off_t kMaxCopiedFileBytes = 8 << 20;
 constexpr int kMaxCopyDepth = 4;
 
@@ -208,9 +210,50 @@ Status MakeMountTargets(const CellSpec& spec, const std::string& upper) {
 
 }  // namespace
 
+std::string HostTemplateFingerprint(const std::string& host_root) {
+  // FNV-1a, 64 bits: a name, not a defence (the host's /etc is the host admin's).
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  };
+  auto entry = [&](const std::string& path) {
+    mix(path.c_str(), path.size() + 1);
+    struct stat st;
+    if (::lstat((host_root + path).c_str(), &st) != 0) {
+      const int missing = -1;
+      mix(&missing, sizeof missing);
+      return;
+    }
+    // A replaced file (new inode: ldconfig, update-ca-certificates, dpkg), an edited one
+    // (size, mtime) and a directory that gained, lost or renamed an entry (its mtime).
+    const uint64_t fields[] = {static_cast<uint64_t>(st.st_mode), static_cast<uint64_t>(st.st_ino),
+                               static_cast<uint64_t>(st.st_size),
+                               static_cast<uint64_t>(st.st_mtim.tv_sec),
+                               static_cast<uint64_t>(st.st_mtim.tv_nsec)};
+    mix(fields, sizeof fields);
+  };
+  for (const char* link : kUsrSymlinks) entry(std::string("/") + link);
+  for (const char* f : kEtcFiles) entry(std::string("/etc/") + f);
+  for (const char* d : kEtcDirs) entry(std::string("/etc/") + d);
+  entry("/etc/python3");
+  char py[32];
+  for (int minor = 6; minor <= 20; ++minor) {
+    std::snprintf(py, sizeof py, "/etc/python3.%d", minor);
+    entry(py);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
 Result<std::string> PrepareHostTemplate(const std::string& state_dir) {
   std::string templates = state_dir + "/templates";
-  std::string final_dir = templates + "/" + kTemplateName;
+  // One template per state of the host's copied entries: after a host upgrade changes
+  // them (a new loader cache, CA certificates, alternatives), the next cell gets a new
+  // template instead of the stale copy. Cells made before keep theirs (their overlays
+  // hold it), so older templates are left in place.
+  std::string final_dir = templates + "/" + kTemplateVersion + "-" + HostTemplateFingerprint("");
   struct stat st;
   if (::stat(final_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return final_dir;
   if (Status s = MakeDirs(templates, 0755); !s) return s.error().Wrap("prepare template");

@@ -24,8 +24,15 @@
 
 namespace mcpcell::sandbox {
 
-// Returns <state_dir>/templates/host-v<N>, building it first when missing.
+// Returns <state_dir>/templates/host-v<N>-<fingerprint>, building it first when missing.
 Result<std::string> PrepareHostTemplate(const std::string& state_dir);
+
+// 16 hex digits that change when an entry the template copies from `host_root` ("" for
+// the host) is replaced, edited or (a directory) gains, loses or renames an entry: type,
+// inode, size and modification time of each, one level deep (~40 lstat calls). An edit
+// in place of a file inside a copied directory that leaves the directory's mtime alone is
+// not seen.
+std::string HostTemplateFingerprint(const std::string& host_root);
 
 // overlay mount at `target` (nosuid,nodev) with `lower` read-only and the given upper/work.
 Status MountOverlay(const std::string& lower, const std::string& upper, const std::string& work,

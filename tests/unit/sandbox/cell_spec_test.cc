@@ -261,6 +261,45 @@ TEST(HostTemplate, HasTheLayoutAndNoSecrets) {
       1);
 }
 
+// The template's name follows the host entries it copies: a host upgrade that replaces the
+// loader cache or the CA certificates gives later cells a new template, not a stale copy.
+TEST(HostTemplate, FingerprintFollowsTheCopiedHostEntries) {
+  TempDir root;
+  namespace fs = std::filesystem;
+  fs::create_directories(root.path() + "/etc/ssl/certs");
+  std::ofstream(root.path() + "/etc/ld.so.cache") << "cache v1";
+  std::ofstream(root.path() + "/etc/ssl/certs/a.pem") << "cert a";
+  const std::string first = HostTemplateFingerprint(root.path());
+  EXPECT_EQ(first.size(), 16u);
+  EXPECT_EQ(HostTemplateFingerprint(root.path()), first) << "stable while nothing changes";
+  std::ofstream(root.path() + "/etc/ld.so.cache", std::ios::app) << " and more";
+  const std::string edited = HostTemplateFingerprint(root.path());
+  EXPECT_NE(edited, first) << "an edited file";
+  // A directory that gains an entry (update-ca-certificates adds a link): its mtime moves.
+  const struct timespec past[2] = {{1000, 0}, {1000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (root.path() + "/etc/ssl/certs").c_str(), past, 0), 0);
+  const std::string before_add = HostTemplateFingerprint(root.path());
+  std::ofstream(root.path() + "/etc/ssl/certs/b.pem") << "cert b";
+  EXPECT_NE(HostTemplateFingerprint(root.path()), before_add) << "a directory with a new entry";
+  // A file replaced by rename (ldconfig's way): a new inode, even with the same size and time.
+  struct stat old_st;
+  ASSERT_EQ(::stat((root.path() + "/etc/ld.so.cache").c_str(), &old_st), 0);
+  const std::string before_replace = HostTemplateFingerprint(root.path());
+  std::ofstream(root.path() + "/etc/ld.so.cache.new") << "cache v1 and more";
+  const struct timespec same[2] = {old_st.st_atim, old_st.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (root.path() + "/etc/ld.so.cache.new").c_str(), same, 0), 0);
+  ASSERT_EQ(::rename((root.path() + "/etc/ld.so.cache.new").c_str(),
+                     (root.path() + "/etc/ld.so.cache").c_str()),
+            0);
+  EXPECT_NE(HostTemplateFingerprint(root.path()), before_replace) << "a replaced file";
+  EXPECT_NE(HostTemplateFingerprint(root.path() + "/elsewhere"), first);
+  // The host's template is named after the host's fingerprint.
+  TempDir state;
+  Result<std::string> t = PrepareHostTemplate(state.path());
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_THAT(*t, ::testing::EndsWith("-" + HostTemplateFingerprint("")));
+}
+
 // Copies keep the host's modification times: Python checks a cached .pyc against its
 // source's mtime, and /usr/lib/python3.X/sitecustomize.py links into /etc/python3.X, so a
 // fresh mtime made every interpreter start in a cell recompile it.
