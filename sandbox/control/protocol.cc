@@ -3,6 +3,7 @@
 #include "sandbox/control/protocol.h"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <memory>
@@ -329,9 +330,33 @@ Result<Message> DecodeAs(size_t index, Reader& reader) {
   }
 }
 
-void CloseAll(std::vector<UniqueFd>& fds) { fds.clear(); }
+void CloseAll(std::vector<UniqueFd>& fds) {
+  for (UniqueFd& fd : fds) DiscardPeerFd(fd);
+  fds.clear();
+}
 
 }  // namespace
+
+void DiscardPeerFd(UniqueFd& fd) {
+  if (!fd) return;
+  struct stat st;
+  if (::fstat(fd.get(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+    const struct linger at_once = {1, 0};
+    (void)::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &at_once, sizeof at_once);
+  }
+  fd.Reset();
+}
+
+Received& Received::operator=(Received&& other) {
+  if (this != &other) {
+    CloseAll(fds);
+    message = std::move(other.message);
+    fds = std::move(other.fds);
+  }
+  return *this;
+}
+
+Received::~Received() { CloseAll(fds); }
 
 const char* MessageName(const Message& message) { return kNames[message.index()]; }
 
@@ -474,6 +499,11 @@ Result<Received> ReceiveMessage(int fd) {
       foreign_cmsg = true;
     }
   }
+  // Every early return below discards what came with the frame.
+  struct DiscardUnlessKept {
+    std::vector<UniqueFd>& fds;
+    ~DiscardUnlessKept() { CloseAll(fds); }
+  } guard{fds};
   if (n == 0) return Error{"control channel closed", 0};
   if (msg.msg_flags & MSG_CTRUNC) {
     return Error::Msg("control frame carried more than " + std::to_string(kMaxFdsPerFrame) +

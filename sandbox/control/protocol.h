@@ -233,9 +233,26 @@ std::vector<uint8_t> EncodeFrame(const Message& message, uint32_t fd_count);
 // Decodes one whole frame; `fd_count` is how many fds arrived with it.
 Result<Message> DecodeFrame(std::span<const uint8_t> frame, uint32_t fd_count);
 
+// Closes an fd that came from the peer and will not be used without waiting for anything:
+// a socket is set to close at once (SO_LINGER 0) first. A peer (a hostile cell init) can
+// set SO_LINGER on a TCP socket with unsent data before sending it, and close() of the
+// last reference would then block the receiving thread until the data is acknowledged or
+// the linger time (up to hours) is up. Never for a socket that is kept: a listening
+// socket's setting passes to the connections it accepts.
+void DiscardPeerFd(UniqueFd& fd);
+
+// One frame as received. The fds a caller does not move out are discarded with the frame
+// (DiscardPeerFd).
 struct Received {
   Message message;
   std::vector<UniqueFd> fds;  // exactly RequiredFdCount(message) entries
+
+  Received(Message m, std::vector<UniqueFd> f) : message(std::move(m)), fds(std::move(f)) {}
+  Received(Received&&) = default;
+  Received& operator=(Received&& other);
+  Received(const Received&) = delete;
+  Received& operator=(const Received&) = delete;
+  ~Received();
 };
 
 // Sends one frame with `fds` attached (not closed). Retries EINTR; fails with EMSGSIZE

@@ -7,9 +7,12 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <random>
 
@@ -278,6 +281,56 @@ TEST_F(SocketPair, FdsOfAMalformedFrameAreClosed) {
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message, HasSubstr("ExecRequest.report_start"));
   EXPECT_EQ(OpenFdCount(), before);
+}
+
+// A TCP socket (over loopback) whose peer never reads, with unsent data and SO_LINGER set
+// to `linger_s`: closing its last reference would wait up to `linger_s`.
+UniqueFd LingeringTcpSocket(int linger_s, UniqueFd& listener, UniqueFd& accepted) {
+  listener = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  EXPECT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_EQ(::listen(listener.get(), 1), 0);
+  EXPECT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  UniqueFd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  (void)::connect(client.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  accepted = UniqueFd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  EXPECT_GE(accepted.get(), 0);
+  int small = 4096;  // fills sooner
+  ::setsockopt(accepted.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  std::string chunk(64 * 1024, 'x');
+  pollfd pfd = {client.get(), POLLOUT, 0};
+  while (poll(&pfd, 1, 200) > 0 && ::write(client.get(), chunk.data(), chunk.size()) > 0) {
+  }
+  const struct linger slow = {1, linger_s};
+  EXPECT_EQ(::setsockopt(client.get(), SOL_SOCKET, SO_LINGER, &slow, sizeof slow), 0);
+  return client;
+}
+
+// A socket that comes with a frame and is not used is closed at once, even when the peer
+// set SO_LINGER on it with data still unsent (a plain close() would wait out the linger
+// time on the receiving thread): both when the frame is rejected and when the caller
+// leaves the fds of a good frame in the Received.
+TEST_F(SocketPair, AnUnusedSocketFromThePeerIsClosedWithoutLingering) {
+  for (bool rejected : {true, false}) {
+    UniqueFd listener, accepted;
+    UniqueFd lingering = LingeringTcpSocket(30, listener, accepted);
+    const int fds[1] = {lingering.get()};
+    const Message message =
+        rejected ? Message(OkReply{1}) : Message(ExecExited{3, 0, 0, 0, 0, 0, 0, 1});
+    Status sent = SendMessage(a_.get(), message, fds);  // an OkReply carries no fd: rejected
+    ASSERT_TRUE(sent.ok()) << sent.error().message;
+    const auto start = std::chrono::steady_clock::now();
+    lingering.Reset();  // the copy in flight is now the last reference
+    {
+      Result<Received> r = ReceiveMessage(b_.get());
+      ASSERT_EQ(r.ok(), !rejected);
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5))
+        << (rejected ? "rejected frame" : "unused fd of a good frame");
+  }
 }
 
 TEST_F(SocketPair, OversizedDatagramIsRejected) {
