@@ -14,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 #include <string_view>
+#include <vector>
 
 #include "sandbox/linux/mounts.h"
 
@@ -45,6 +46,22 @@ constexpr const char* kSkeletonDirs[] = {
 };
 // Usual merged-/usr symlinks, created when the host has them as symlinks too.
 constexpr const char* kUsrSymlinks[] = {"bin", "lib", "lib32", "lib64", "libx32", "sbin"};
+
+// Every host path under /etc the template copies (when it exists), the same list for
+// BuildSkeleton and HostTemplateFingerprint: a source copied but not fingerprinted would
+// go stale unseen.
+const std::vector<std::string>& CopiedEtcEntries() {
+  static const auto* entries = [] {
+    auto* v = new std::vector<std::string>();
+    for (const char* f : kEtcFiles) v->push_back(std::string("/etc/") + f);
+    for (const char* d : kEtcDirs) v->push_back(std::string("/etc/") + d);
+    // Python's per-version config dirs (/etc/python3, /etc/python3.11).
+    v->push_back("/etc/python3");
+    for (int minor = 6; minor <= 20; ++minor) v->push_back("/etc/python3." + std::to_string(minor));
+    return v;
+  }();
+  return *entries;
+}
 
 // The copy gets the host entry's access and modification times. Python validates a
 // cached .pyc by its source's mtime and size: /usr/lib/python3.X/sitecustomize.py links
@@ -143,18 +160,8 @@ Status BuildSkeleton(const std::string& dir) {
       return Error::Sys("symlink(\"" + target + "\", \"" + dir + "/" + link + "\")");
     }
   }
-  for (const char* f : kEtcFiles) {
-    if (Status s = CopyEntry(std::string("/etc/") + f, dir + "/etc/" + f, 0); !s) return s;
-  }
-  for (const char* d : kEtcDirs) {
-    if (Status s = CopyEntry(std::string("/etc/") + d, dir + "/etc/" + d, 0); !s) return s;
-  }
-  // Python's per-version config dirs (/etc/python3, /etc/python3.11).
-  if (Status s = CopyEntry("/etc/python3", dir + "/etc/python3", 0); !s) return s;
-  char py[32];
-  for (int minor = 6; minor <= 20; ++minor) {
-    std::snprintf(py, sizeof py, "/etc/python3.%d", minor);
-    if (Status s = CopyEntry(py, dir + py, 0); !s) return s;
+  for (const std::string& path : CopiedEtcEntries()) {
+    if (Status s = CopyEntry(path, dir + path, 0); !s) return s;
   }
   if (Status s = WriteWholeFile(dir + "/etc/nsswitch.conf",
                                 "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
@@ -234,14 +241,7 @@ std::string HostTemplateFingerprint(const std::string& host_root) {
     mix(fields, sizeof fields);
   };
   for (const char* link : kUsrSymlinks) entry(std::string("/") + link);
-  for (const char* f : kEtcFiles) entry(std::string("/etc/") + f);
-  for (const char* d : kEtcDirs) entry(std::string("/etc/") + d);
-  entry("/etc/python3");
-  char py[32];
-  for (int minor = 6; minor <= 20; ++minor) {
-    std::snprintf(py, sizeof py, "/etc/python3.%d", minor);
-    entry(py);
-  }
+  for (const std::string& path : CopiedEtcEntries()) entry(path);
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
