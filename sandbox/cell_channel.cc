@@ -95,6 +95,12 @@ struct CellChannel::Pending {
 struct CellChannel::ExecPipes {
   UniqueFd stdin_write, stdout_read, stderr_read;  // the server's ends (capture mode)
   UniqueFd events;                                 // the server's end of the event socket
+  // The server's own copies of the program's ends of the output pipes, closed once
+  // ExecExited is read: until then the pipes cannot hang up, so the exec's thread wakes
+  // once at the end of an exec (the exit; the hang-up is then there at once) rather than
+  // once for each pipe's hang-up and again for the exit. Init closes its copies as soon as
+  // the program has started.
+  UniqueFd stdout_hold, stderr_hold;
   size_t stdin_offset = 0;
 };
 
@@ -398,8 +404,10 @@ Result<ExecResult> CellChannel::Exec(const ExecOptions& options) {
   if (options_.oom_kill_count) {
     if (auto n = options_.oom_kill_count(); n.ok()) oom_before = *n;
   }
-  // The child's ends go to init over SCM_RIGHTS and are closed here right after, so the
-  // server sees EOF on output once every process of the exec has let go of it.
+  // The child's ends go to init over SCM_RIGHTS. Stdin's and the event socket's close here
+  // right after; the output ends are kept (ExecPipes::stdout_hold) until ExecExited, so the
+  // server sees EOF on output once the program has been reaped and every other process of
+  // the exec has let go of it.
   ExecPipes pipes;
   UniqueFd child_ends[4];
   int child_fds[4] = {options.stdin_fd, options.stdout_fd, options.stderr_fd, -1};
@@ -429,7 +437,10 @@ Result<ExecResult> CellChannel::Exec(const ExecOptions& options) {
       fd_.get(),
       control::ExecRequest{id, options.argv, options.env, options.cwd, ReportStart(options)},
       child_fds);
-  for (UniqueFd& end : child_ends) end.Reset();
+  child_ends[0].Reset();
+  child_ends[3].Reset();
+  pipes.stdout_hold = std::move(child_ends[1]);  // empty when the caller gave its own fd
+  pipes.stderr_hold = std::move(child_ends[2]);
   if (!sent.ok()) {
     Unregister(id);
     std::lock_guard lock(mu_);
@@ -616,6 +627,8 @@ Status CellChannel::PumpExec(const ExecOptions& options, ExecPipes& pipes,
         result.wall_time =
             std::chrono::duration_cast<std::chrono::microseconds>(*exited_at - start);
         pipes.events.Reset();  // init sends nothing after ExecExited
+        pipes.stdout_hold.Reset();
+        pipes.stderr_hold.Reset();
       }
     }
     if (out_index >= 0 && fds[out_index].revents)

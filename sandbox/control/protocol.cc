@@ -239,7 +239,6 @@ void Fields(V& v, ExecExited& m) {
   v.Num(m.user_cpu_us, "user_cpu_us");
   v.Num(m.system_cpu_us, "system_cpu_us");
   v.Num(m.max_rss_bytes, "max_rss_bytes");
-  v.Num(m.output_fds, "output_fds");
 }
 template <typename V>
 void Fields(V& v, ReadFileReply& m) {
@@ -286,11 +285,8 @@ Status ValidateDecoded(const Message& message) {
   };
   if (auto* m = std::get_if<Ready>(&message))
     return boolean(m->egress_listener, "Ready.egress_listener");
-  if (auto* m = std::get_if<ExecExited>(&message)) {
-    if (m->output_fds > 2)
-      return Error::Msg("ExecExited.output_fds: at most 2, got " + std::to_string(m->output_fds));
+  if (auto* m = std::get_if<ExecExited>(&message))
     return boolean(m->signaled, "ExecExited.signaled");
-  }
   if (auto* m = std::get_if<ExecRequest>(&message))
     return boolean(m->report_start, "ExecRequest.report_start");
   if (auto* m = std::get_if<ReadFileReply>(&message)) return boolean(m->eof, "ReadFileReply.eof");
@@ -375,7 +371,6 @@ uint64_t RequestIdOf(const Message& message) {
 uint32_t RequiredFdCount(const Message& message) {
   if (std::holds_alternative<ExecRequest>(message)) return 4;
   if (auto* ready = std::get_if<Ready>(&message)) return ready->egress_listener ? 1 : 0;
-  if (auto* exited = std::get_if<ExecExited>(&message)) return exited->output_fds;
   return 0;
 }
 

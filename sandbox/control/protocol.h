@@ -19,9 +19,8 @@
 // Exec events: an ExecRequest brings its own event socket (one end of a SEQPACKET
 // socketpair, CreateExecEventPair), and init answers that request there, never on the
 // control socket: ErrorReply (it could not start), or ExecStarted (unless the request
-// said report_start 0) and later ExecExited (the leader reaped, with init's copies of the
-// program's output pipes), each with the ExecRequest's request_id; then it closes the
-// socket.
+// said report_start 0) and later ExecExited (the leader reaped), each with the
+// ExecRequest's request_id; then it closes the socket.
 // So the thread that runs the exec waits on its own socket and the program's pipes in one
 // poll, and init's events wake it directly (no hand-off through the control socket's
 // reader). End of stream before ExecExited means init is gone.
@@ -164,11 +163,6 @@ struct ExecExited {
   uint64_t user_cpu_us = 0;
   uint64_t system_cpu_us = 0;
   uint64_t max_rss_bytes = 0;
-  // How many fds the frame carries (0-2): init's copies of the program's stdout and stderr
-  // pipe write ends, handed back rather than closed so that the pipes cannot hang up before
-  // the receiver has this frame: the receiver just closes them (Received does), and the
-  // exec's thread sees the exit and the end of output in one wake-up, not one each.
-  uint8_t output_fds = 0;
 };
 enum class FileType : uint8_t {
   kUnknown,

@@ -15,7 +15,6 @@
 #include <ctime>
 #include <map>
 #include <set>
-#include <span>
 
 #include "sandbox/control/protocol.h"
 #include "sandbox/control/unique_fd.h"
@@ -48,7 +47,7 @@ class ControlLoop {
   void HandleExec(const ExecRequest& request, std::vector<UniqueFd>& fds);
   // An event of one exec, on its own event socket. A failure (the server gave up on the
   // exec and closed its end: EPIPE) concerns that exec alone: the event is dropped.
-  static void SendEvent(int events_fd, const Message& message, std::span<const int> fds = {});
+  static void SendEvent(int events_fd, const Message& message);
   void HandleSignal(const SignalRequest& request);
   void ReapChildren();
   size_t StopLeftovers(int signo);
@@ -80,13 +79,6 @@ class ControlLoop {
   struct RunningExec {
     uint64_t request_id = 0;
     UniqueFd events;  // the exec's event socket: ExecExited goes here
-    // Init's copies of the program's stdout and stderr, kept until the program is reaped
-    // and then handed back with ExecExited: the pipes cannot hang up before the server has
-    // read the exit, so its exec thread wakes once at the end, not at the hang-up (the
-    // program's copies closing at its exit) and again at ExecExited. (Closed here after
-    // sending instead, they would still wake it: it runs as soon as ExecExited arrives,
-    // often before init gets to the close.)
-    UniqueFd stdout_copy, stderr_copy;
   };
   std::map<pid_t, RunningExec> execs_;  // by the running exec leader's pid
   uint64_t children_reaped_ = 0;
@@ -101,8 +93,8 @@ void ControlLoop::Send(const Message& message) {
   }
 }
 
-void ControlLoop::SendEvent(int events_fd, const Message& message, std::span<const int> fds) {
-  Status s = SendMessage(events_fd, message, fds);
+void ControlLoop::SendEvent(int events_fd, const Message& message) {
+  Status s = SendMessage(events_fd, message);
   (void)s;
 }
 
@@ -117,10 +109,10 @@ void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& 
     return SendEvent(events.get(), ErrorReply{request.request_id, e.err, e.message});
   }
   if (request.report_start) SendEvent(events.get(), ExecStarted{request.request_id, *pid});
-  // stdout and stderr stay open in init until the program is reaped (ReapChildren); the
-  // rest (stdin's end) closes now: the child has its copies.
-  execs_[*pid] =
-      RunningExec{request.request_id, std::move(events), std::move(fds[1]), std::move(fds[2])};
+  // Init's copies of the program's stdio close now: the child has its own, and the server
+  // keeps its copies of the output ends until it has read ExecExited (so the pipes hang up
+  // only after the exit is reported, however the server's thread and init are scheduled).
+  execs_[*pid] = RunningExec{request.request_id, std::move(events)};
   fds.clear();
 }
 
@@ -273,14 +265,8 @@ void ControlLoop::ReapChildren() {
     exited.user_cpu_us = usage.ru_utime.tv_sec * 1000000ull + usage.ru_utime.tv_usec;
     exited.system_cpu_us = usage.ru_stime.tv_sec * 1000000ull + usage.ru_stime.tv_usec;
     exited.max_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
-    int outputs[2];
-    for (const UniqueFd* copy : {&it->second.stdout_copy, &it->second.stderr_copy}) {
-      if (*copy) outputs[exited.output_fds++] = copy->get();
-    }
-    SendEvent(it->second.events.get(), exited, std::span<const int>(outputs, exited.output_fds));
-    // Closes the event socket (the exec's last event was sent) and init's copies of the
-    // output pipes (the frame in flight holds them until the server has received it).
-    execs_.erase(it);
+    SendEvent(it->second.events.get(), exited);
+    execs_.erase(it);  // closes the event socket: the exec's last event was sent
   }
 }
 

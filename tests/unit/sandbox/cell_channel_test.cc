@@ -138,7 +138,7 @@ TEST(CellChannel, ExecStreamsFromPipesAndBoundsWhatItKeeps) {
     ASSERT_EQ(::write(r.fds[1].get(), big.data(), big.size()), static_cast<ssize_t>(big.size()));
     ASSERT_EQ(::write(r.fds[2].get(), in, n), n);
     r.fds.clear();  // the "program" exits: pipes close
-    i.SendOn(events, ExecExited{m->request_id, 0, 5, 0, 1000, 2000, 4096, 0});
+    i.SendOn(events, ExecExited{m->request_id, 0, 5, 0, 1000, 2000, 4096});
   });
   auto ch = Connect(init);
   ExecOptions o;
@@ -177,7 +177,7 @@ TEST(CellChannel, TimeoutSendsSigkillToTheGroup) {
       signalled = s->signo;
       i.Send(OkReply{s->request_id});
       held.clear();
-      i.SendOn(events, ExecExited{s->exec_request_id, 1, 0, SIGKILL, 0, 0, 0, 0});
+      i.SendOn(events, ExecExited{s->exec_request_id, 1, 0, SIGKILL, 0, 0, 0});
     }
   });
   auto ch = Connect(init);
@@ -205,7 +205,7 @@ TEST(CellChannel, ExecWithoutAStartReport) {
     UniqueFd events = std::move(r.fds[3]);
     r.fds.clear();
     if (mode.load() == Init::kExits)
-      return i.SendOn(events, ExecExited{m->request_id, 0, 3, 0, 0, 0, 0, 0});
+      return i.SendOn(events, ExecExited{m->request_id, 0, 3, 0, 0, 0, 0});
     if (mode.load() == Init::kFailsToStart)
       return i.SendOn(events, ErrorReply{m->request_id, ENOENT, "execve: ENOENT"});
     i.SendOn(events, ExecStarted{m->request_id, 5});
@@ -312,7 +312,7 @@ TEST(CellChannel, StopRequestKillsTheGroupPromptly) {
         if (before_started) i.SendOn(events, ExecStarted{s->exec_request_id, 9});
         i.Send(OkReply{s->request_id});
         held.clear();
-        i.SendOn(events, ExecExited{s->exec_request_id, 1, 0, SIGKILL, 0, 0, 0, 0});
+        i.SendOn(events, ExecExited{s->exec_request_id, 1, 0, SIGKILL, 0, 0, 0});
       }
     });
     auto ch = Connect(init);
@@ -367,25 +367,21 @@ TEST(CellChannel, CloseFailsARunningExecPromptly) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 900ms);
 }
 
-// Init hands its copies of the program's output pipes back with ExecExited (so the pipes
-// cannot hang up before the exit is read); the channel closes whatever fds come with it.
-TEST(CellChannel, TheFdsThatComeWithExecExitedAreClosed) {
-  int extra[2];
-  ASSERT_EQ(::pipe2(extra, O_CLOEXEC), 0);
-  UniqueFd extra_read(extra[0]), extra_write(extra[1]);
+// Init closes its copies of the program's stdio as soon as the program has started (cell
+// init does); the server's own copies of the output ends keep the pipes from hanging up
+// before ExecExited, and the output written before is all there. And an ExecExited that
+// comes with an fd is a broken frame: the exec fails, the fd is not kept.
+TEST(CellChannel, OutputIsCompleteWhenInitClosesItsCopiesFirst) {
   FakeInit init;
   init.Serve([&](FakeInit&, Received& r) {
     auto* m = std::get_if<ExecRequest>(&r.message);
     if (m == nullptr) return;
     ASSERT_EQ(::write(r.fds[1].get(), "hi", 2), 2);
-    // The program exits (its copies close); init still holds stdout, and the extra pipe
-    // stands in for stderr so the test can see whether the channel closed it.
-    ExecExited exited{m->request_id, 0, 4, 0, 0, 0, 0, 2};
-    const int fds[2] = {r.fds[1].get(), extra_write.get()};
-    Status s = SendMessage(r.fds[3].get(), exited, fds);
-    ASSERT_TRUE(s.ok()) << s.error().message;
-    r.fds.clear();
-    extra_write.Reset();
+    ASSERT_EQ(::write(r.fds[2].get(), "err", 3), 3);
+    UniqueFd events = std::move(r.fds[3]);
+    r.fds.clear();  // init's (and the program's) copies of stdin, stdout and stderr
+    std::this_thread::sleep_for(100ms);
+    FakeInit::SendOn(events, ExecExited{m->request_id, 0, 4, 0, 0, 0, 0});
   });
   auto ch = Connect(init);
   ExecOptions o;
@@ -396,8 +392,32 @@ TEST(CellChannel, TheFdsThatComeWithExecExitedAreClosed) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->exit_code, 4);
   EXPECT_EQ(r->out.data, "hi");
+  EXPECT_EQ(r->err.data, "err");
+}
+
+TEST(CellChannel, AnExecExitedWithAnFdIsRefusedAndTheFdNotKept) {
+  int extra[2];
+  ASSERT_EQ(::pipe2(extra, O_CLOEXEC), 0);
+  UniqueFd extra_read(extra[0]), extra_write(extra[1]);
+  FakeInit init;
+  init.Serve([&](FakeInit&, Received& r) {
+    auto* m = std::get_if<ExecRequest>(&r.message);
+    if (m == nullptr) return;
+    const int fds[1] = {extra_write.get()};
+    Status s = SendMessage(r.fds[3].get(), ExecExited{m->request_id, 0, 0, 0, 0, 0, 0}, fds);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    extra_write.Reset();
+    r.fds.clear();
+  });
+  auto ch = Connect(init);
+  ExecOptions o;
+  o.argv = {"/bin/prog"};
+  o.timeout = 10s;
+  auto r = ch->Exec(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, HasSubstr("needs 0 fds"));
   char byte;
-  EXPECT_EQ(::read(extra_read.get(), &byte, 1), 0) << "the channel kept an fd of ExecExited";
+  EXPECT_EQ(::read(extra_read.get(), &byte, 1), 0) << "the channel kept the fd of ExecExited";
 }
 
 // Every way init can break an exec's event socket fails that exec promptly with an error
@@ -453,7 +473,7 @@ TEST(CellChannel, HostileInitOnTheExecEventSocketKillsTheChannel) {
       "on the event socket of exec");
   ExpectExecDeathFrom(
       [](FakeInit&, uint64_t id, std::vector<UniqueFd>& fds) {
-        FakeInit::SendOn(fds[3], ExecExited{id, 0, 0, 0, 0, 0, 0, 0});  // before ExecStarted
+        FakeInit::SendOn(fds[3], ExecExited{id, 0, 0, 0, 0, 0, 0});  // before ExecStarted
       },
       "sent ExecExited for request");
   ExpectExecDeathFrom(
