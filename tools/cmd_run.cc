@@ -117,6 +117,9 @@ class SignalForwarder {
     // Forwarded by the thread, never from here (the caller may be inside the channel).
     if (pending_.load() != 0 && thread_.joinable()) pthread_kill(thread_.native_handle(), SIGUSR1);
   }
+  // A signal that came before the command was started (while the cell was made), taken
+  // so that the thread does not forward it later; 0 if none.
+  int TakeEarlySignal() { return pending_.exchange(0); }
   // Ends the thread; no signal is forwarded after it returns. Idempotent.
   void Stop() {
     stop_ = true;
@@ -189,6 +192,19 @@ int RunCommand(const RunOptions& o) {
   }
   for (const std::string& w : (*cell)->warnings())
     std::fprintf(stderr, "mcpcell run: warning: %s\n", w.c_str());
+  // Interrupted (Ctrl-C, a SIGTERM from a supervisor) while the cell was made: the command
+  // is not started at all rather than started and signalled at once, which would let it
+  // run for a moment. One that comes after this check is forwarded to the command.
+  if (const int early = forwarder.TakeEarlySignal(); early != 0) {
+    forwarder.Stop();
+    sandbox::Status destroyed = (*cell)->Destroy();
+    if (!destroyed.ok())
+      std::fprintf(stderr, "mcpcell run: destroying the cell: %s\n",
+                   destroyed.error().message.c_str());
+    std::fprintf(stderr, "mcpcell run: SIG%s before the command started; it was not run\n",
+                 sigabbrev_np(early));
+    return 128 + early;
+  }
 
   sandbox::ExecOptions exec;
   exec.argv = o.command;

@@ -39,11 +39,20 @@ struct Started {
 };
 
 // Forks and execs argv (argv[0] a path) with its stdio on fresh pipes.
-Started Start(std::vector<std::string> args) {
+// `pending_signal`: the program starts with that signal blocked and already pending (both
+// survive execve), as if it had come at the very start.
+Started Start(std::vector<std::string> args, int pending_signal = 0) {
   int in[2], out[2], err[2];
   EXPECT_EQ(pipe2(in, O_CLOEXEC) | pipe2(out, O_CLOEXEC) | pipe2(err, O_CLOEXEC), 0);
   pid_t pid = fork();
   if (pid == 0) {
+    if (pending_signal != 0) {
+      sigset_t one;
+      sigemptyset(&one);
+      sigaddset(&one, pending_signal);
+      sigprocmask(SIG_BLOCK, &one, nullptr);
+      kill(getpid(), pending_signal);  // process-directed, as from a terminal or supervisor
+    }
     dup2(in[0], 0);
     dup2(out[1], 1);
     dup2(err[1], 2);
@@ -187,6 +196,32 @@ TEST_F(RunTest, SignalsToTheFrontReachTheCommand) {
     close(run.out);
     close(run.err);
   }
+}
+
+// A signal that comes while the cell is being made (before the command could start) ends
+// the run without starting the command: started and signalled at once, it would run for
+// a moment (and a command that ignores SIGINT would run on).
+TEST_F(RunTest, ASignalBeforeTheCommandStartsMeansItNeverRuns) {
+  const std::string host_ws = state_ + "-early";
+  std::filesystem::create_directories(host_ws);
+  ::chmod(host_ws.c_str(), 0777);
+  Started run = Start({MCPCELL_BIN, "run", "--state-dir", state_, "--workspace", host_ws, "--",
+                       "/bin/sh", "-c", "touch /workspace/ran"},
+                      SIGTERM);
+  close(run.in);
+  std::string err;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(run.err, buf, sizeof buf)) > 0) err.append(buf, static_cast<size_t>(n));
+  int status = 0;
+  ASSERT_EQ(waitpid(run.pid, &status, 0), run.pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "mcpcell run itself died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << err;
+  EXPECT_THAT(err, HasSubstr("SIGTERM before the command started; it was not run"));
+  EXPECT_FALSE(std::filesystem::exists(host_ws + "/ran")) << "the command ran";
+  close(run.out);
+  close(run.err);
+  std::filesystem::remove_all(host_ws);
 }
 
 TEST_F(RunTest, TimingsListEveryStep) {
