@@ -399,14 +399,16 @@ class HttpServerFaultTest : public HttpServerTest {
     block.name = "block";
     block.input_schema = {{"type", "object"}};
     block.handler = [this](const Json&, Context& ctx) {
-      std::unique_lock lock(gate_mu_);
-      ++blocked_;
-      gate_cv_.notify_all();
+      // Registered before gate_mu_ is taken: a call cancelled already runs the callback
+      // right here, and it takes gate_mu_ itself.
       ctx.OnCancel([this] {
         std::lock_guard l(gate_mu_);
         ++cancelled_;
         gate_cv_.notify_all();
       });
+      std::unique_lock lock(gate_mu_);
+      ++blocked_;
+      gate_cv_.notify_all();
       gate_cv_.wait_for(lock, std::chrono::seconds(30), [&] { return ctx.cancelled(); });
       return ToolResult::Text("unblocked");
     };
@@ -469,11 +471,25 @@ TEST_F(HttpServerFaultTest, ADroppedCallIsCancelledAfterTheResumeGrace) {
   StartWithTools(o, 1);
   std::string id = Open();
   {
+    // The client gives up (closes the connection) once the call runs, not after a fixed
+    // time: under load the call could start late, and a call cancelled before it started
+    // never reaches the tool's cancel callback.
     httplib::Client quitter("127.0.0.1", http_->port());
-    quitter.set_read_timeout(1, 0);  // gives up (closes the connection) after 1 s
-    auto r = quitter.Post("/mcp", {{"Accept", kAccept}, {"Mcp-Session-Id", id}},
-                          Call(7, "block").dump(), "application/json");
-    EXPECT_FALSE(r);
+    quitter.set_read_timeout(30, 0);
+    bool answered = true;
+    std::thread post([&] {
+      answered =
+          static_cast<bool>(quitter.Post("/mcp", {{"Accept", kAccept}, {"Mcp-Session-Id", id}},
+                                         Call(7, "block").dump(), "application/json"));
+    });
+    {
+      std::unique_lock lock(gate_mu_);
+      EXPECT_TRUE(gate_cv_.wait_for(lock, std::chrono::seconds(20), [&] { return blocked_ == 1; }))
+          << "the call did not start";
+    }
+    quitter.stop();
+    post.join();
+    EXPECT_FALSE(answered);
   }
   std::unique_lock lock(gate_mu_);
   EXPECT_TRUE(gate_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return cancelled_ == 1; }))
