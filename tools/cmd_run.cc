@@ -118,8 +118,16 @@ class SignalForwarder {
     if (pending_.load() != 0 && thread_.joinable()) pthread_kill(thread_.native_handle(), SIGUSR1);
   }
   // A signal that came before the command was started (while the cell was made), taken
-  // so that the thread does not forward it later; 0 if none.
-  int TakeEarlySignal() { return pending_.exchange(0); }
+  // so that the thread does not forward it later; 0 if none. One the thread has not
+  // dequeued yet (it may not have run at all on a loaded machine) is taken here directly.
+  int TakeEarlySignal() {
+    if (const int kept = pending_.exchange(0); kept != 0) return kept;
+    sigset_t terminating = set_;
+    sigdelset(&terminating, SIGUSR1);
+    const timespec now{0, 0};
+    const int sig = sigtimedwait(&terminating, nullptr, &now);
+    return sig > 0 ? sig : 0;
+  }
   // Ends the thread; no signal is forwarded after it returns. Idempotent.
   void Stop() {
     stop_ = true;

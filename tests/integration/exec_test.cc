@@ -202,7 +202,7 @@ TEST_F(ExecTest, InitKeepsNoCopyOfTheProgramsStdio) {
   EXPECT_EQ(n, 0);  // EOF
   auto stats = channel().Stats();
   ASSERT_TRUE(stats.ok()) << stats.error().message;
-  EXPECT_EQ(stats->running_execs, 1u) << "the pipe hung up only when the program ended";
+  EXPECT_EQ(stats->running_execs, 1u) << "EOF came only when the program ended: init held a copy";
   stop.request_stop();
   auto r = exec.get();
   ASSERT_TRUE(r.ok()) << r.error().message;
