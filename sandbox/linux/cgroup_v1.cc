@@ -115,7 +115,7 @@ class CgroupV1 final : public Cgroup {
     // Processes left (a cell whose init could not be reaped, a cgroup of the tests): kill
     // them, wait until each dir is empty, then remove it.
     if (Status s = KillAll(); !s.ok()) return s.error().Wrap("destroy cgroup");
-    for (const std::string& d : UniqueDirs(dirs_)) {
+    for (const std::string& d : dirs) {  // the freezer still last
       if (Status s = cgroupfs::WaitEmpty(d, kDrainTimeoutMs); !s.ok()) {
         return s.error().Wrap("destroy cgroup");
       }
