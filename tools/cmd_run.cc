@@ -200,15 +200,16 @@ int RunCommand(const RunOptions& o) {
   }
   for (const std::string& w : (*cell)->warnings())
     std::fprintf(stderr, "mcpcell run: warning: %s\n", w.c_str());
+  auto destroy_cell = [&] {
+    forwarder.Stop();  // before the cell and its channel go
+    if (sandbox::Status s = (*cell)->Destroy(); !s.ok())
+      std::fprintf(stderr, "mcpcell run: destroying the cell: %s\n", s.error().message.c_str());
+  };
   // Interrupted (Ctrl-C, a SIGTERM from a supervisor) while the cell was made: the command
   // is not started at all rather than started and signalled at once, which would let it
   // run for a moment. One that comes after this check is forwarded to the command.
   if (const int early = forwarder.TakeEarlySignal(); early != 0) {
-    forwarder.Stop();
-    sandbox::Status destroyed = (*cell)->Destroy();
-    if (!destroyed.ok())
-      std::fprintf(stderr, "mcpcell run: destroying the cell: %s\n",
-                   destroyed.error().message.c_str());
+    destroy_cell();
     std::fprintf(stderr, "mcpcell run: SIG%s before the command started; it was not run\n",
                  sigabbrev_np(early));
     return 128 + early;
@@ -233,17 +234,13 @@ int RunCommand(const RunOptions& o) {
   };
   auto result = (*cell)->channel().Exec(exec);
   const auto exec_end = Clock::now();
-  forwarder.Stop();  // before the cell and its channel go
-  sandbox::Status destroyed = (*cell)->Destroy();
+  destroy_cell();
   auto us = [](Clock::duration d) {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
   };
   if (o.timings)
     PrintTimings(**cell, us(started_at - exec_start), us(exec_end - started_at),
                  us(Clock::now() - exec_end));
-  if (!destroyed.ok())
-    std::fprintf(stderr, "mcpcell run: destroying the cell: %s\n",
-                 destroyed.error().message.c_str());
   if (!result.ok()) {
     std::fprintf(stderr, "mcpcell run: %s\n", result.error().message.c_str());
     const int err = result.error().err;

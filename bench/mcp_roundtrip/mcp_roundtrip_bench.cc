@@ -50,6 +50,14 @@ using Json = nlohmann::json;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
+// A null-terminated argv pointing into `cmd`, which must outlive it.
+std::vector<char*> ArgvOf(std::vector<std::string>& cmd) {
+  std::vector<char*> argv;
+  for (auto& a : cmd) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+
 // One `mcpcell serve` child over pipes.
 class Server {
  public:
@@ -62,9 +70,7 @@ class Server {
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     std::vector<std::string> args = {binary, "serve", "--state-dir", state_dir};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
+    std::vector<char*> argv = ArgvOf(args);
     if (posix_spawn(&pid_, binary.c_str(), &fa, nullptr, argv.data(), environ) != 0)
       throw std::runtime_error("spawn " + binary);
     posix_spawn_file_actions_destroy(&fa);
@@ -125,11 +131,8 @@ class Server {
   std::string buf_;
 };
 
-double SpawnAndWait(const std::vector<std::string>& cmd) {
-  std::vector<char*> argv;
-  std::vector<std::string> copy = cmd;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
+double SpawnAndWait(std::vector<std::string> cmd) {
+  std::vector<char*> argv = ArgvOf(cmd);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
@@ -147,11 +150,8 @@ double SpawnAndWait(const std::vector<std::string>& cmd) {
 // The same with fork() and execv(), the words taken literally. fork() copies the
 // bench's page tables, so this is slower than posix_spawn (clone with CLONE_VM |
 // CLONE_VFORK); the target is checked against posix_spawn, the stricter of the two.
-double ForkExecAndWait(const std::vector<std::string>& cmd) {
-  std::vector<char*> argv;
-  std::vector<std::string> copy = cmd;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
+double ForkExecAndWait(std::vector<std::string> cmd) {
+  std::vector<char*> argv = ArgvOf(cmd);
   auto t0 = Clock::now();
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork");

@@ -9,9 +9,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <thread>
@@ -371,7 +373,21 @@ TEST(CellChannel, CloseFailsARunningExecPromptly) {
 // init does); the server's own copies of the output ends keep the pipes from hanging up
 // before ExecExited, and the output written before is all there. And an ExecExited that
 // comes with an fd is a broken frame: the exec fails, the fd is not kept.
+// How many fds of this process (the fake init runs in it too) refer to the pipe of `fd`.
+int FdsOnTheSamePipe(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return -1;
+  const std::string want = "pipe:[" + std::to_string(st.st_ino) + "]";
+  int count = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink(e.path(), ec).string() == want) ++count;
+  }
+  return count;
+}
+
 TEST(CellChannel, OutputIsCompleteWhenInitClosesItsCopiesFirst) {
+  std::atomic<int> stdout_fds_after_init_let_go{-1};
   FakeInit init;
   init.Serve([&](FakeInit&, Received& r) {
     auto* m = std::get_if<ExecRequest>(&r.message);
@@ -379,7 +395,12 @@ TEST(CellChannel, OutputIsCompleteWhenInitClosesItsCopiesFirst) {
     ASSERT_EQ(::write(r.fds[1].get(), "hi", 2), 2);
     ASSERT_EQ(::write(r.fds[2].get(), "err", 3), 3);
     UniqueFd events = std::move(r.fds[3]);
+    UniqueFd probe(::fcntl(r.fds[1].get(), F_DUPFD_CLOEXEC, 0));
     r.fds.clear();  // init's (and the program's) copies of stdin, stdout and stderr
+    // Left on the stdout pipe: the probe, the server's read end and its held write end.
+    // Without the hold the pipe would have hung up here, before ExecExited.
+    stdout_fds_after_init_let_go = FdsOnTheSamePipe(probe.get());
+    probe.Reset();
     std::this_thread::sleep_for(100ms);
     FakeInit::SendOn(events, ExecExited{m->request_id, 0, 4, 0, 0, 0, 0});
   });
@@ -393,6 +414,8 @@ TEST(CellChannel, OutputIsCompleteWhenInitClosesItsCopiesFirst) {
   EXPECT_EQ(r->exit_code, 4);
   EXPECT_EQ(r->out.data, "hi");
   EXPECT_EQ(r->err.data, "err");
+  EXPECT_EQ(stdout_fds_after_init_let_go.load(), 3)
+      << "the server does not hold the program's stdout write end until ExecExited";
 }
 
 TEST(CellChannel, AnExecExitedWithAnFdIsRefusedAndTheFdNotKept) {
