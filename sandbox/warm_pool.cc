@@ -25,7 +25,8 @@ WarmPool::~WarmPool() { Stop(); }
 void WarmPool::Loop(std::stop_token stop) {
   std::unique_lock lock(mu_);
   while (!stop.stop_requested()) {
-    changed_.wait(lock, stop, [&] { return disabled_ || ready_.size() < target_; });
+    changed_.wait(lock, stop,
+                  [&] { return disabled_ || (pauses_ == 0 && ready_.size() < target_); });
     if (stop.stop_requested() || disabled_) return;
     making_ = true;
     lock.unlock();
@@ -93,6 +94,16 @@ void WarmPool::Stop() {
     changed_.notify_all();
   }
   for (auto& cell : cells) (void)cell->Destroy();
+}
+
+void WarmPool::PauseRefill() {
+  std::lock_guard lock(mu_);
+  ++pauses_;
+}
+
+void WarmPool::ResumeRefill() {
+  std::lock_guard lock(mu_);
+  if (pauses_ > 0 && --pauses_ == 0) changed_.notify_all();
 }
 
 size_t WarmPool::ready() const {

@@ -46,6 +46,13 @@ class WarmPool {
   // nullptr when neither (the caller makes its own).
   std::unique_ptr<Cell> Take(std::chrono::milliseconds max_wait = std::chrono::seconds(30));
 
+  // While at least one pause is held, the pool starts making no cell (one being made is
+  // finished): work that waits on a cell's program, on a host with few CPUs, then does
+  // not share them with a cell being made (`mcpcell pool` pauses for each run). Every
+  // PauseRefill needs one ResumeRefill.
+  void PauseRefill();
+  void ResumeRefill();
+
   // Stops making cells, waits for the one being made, destroys the ready ones. Idempotent.
   void Stop();
 
@@ -65,6 +72,7 @@ class WarmPool {
   std::deque<std::unique_ptr<Cell>> ready_;  // under mu_
   bool making_ = false;                      // under mu_
   bool disabled_ = false;                    // under mu_: never again
+  size_t pauses_ = 0;                        // under mu_
   std::string status_;                       // under mu_
   std::jthread thread_;
 };

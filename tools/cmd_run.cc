@@ -17,6 +17,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +28,7 @@
 #include "sandbox/cell_spec.h"
 #include "sandbox/linux/overlay.h"
 #include "sandbox/state_dir.h"
+#include "tools/cell_pool.h"
 #include "tools/command.h"
 
 namespace mcpcell::tools {
@@ -37,32 +40,15 @@ using Clock = std::chrono::steady_clock;
 struct RunOptions {
   std::vector<std::string> command;
   bool timings = false;
-  std::string state_dir;
+  CellOptions cell;
   std::string workspace;
   std::string cwd;
   std::vector<std::string> env;
-  std::string memory;
-  std::string disk = "1G";
-  uint64_t pids = 0;
-  uint32_t cpu_millicores = 0;
   double timeout_s = 0;
-  bool no_seccomp = false;
   std::string init_path;
+  std::string pool_socket;  // empty: <state_dir>/pool.sock
+  bool no_pool = false;
 };
-
-// "512M", "2G", "1048576" -> bytes; 0 on a malformed value (reported by the caller).
-uint64_t ParseBytes(const std::string& text) {
-  if (text.empty()) return 0;
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  uint64_t unit = 1;
-  if (*end == 'K' || *end == 'k') unit = 1ull << 10;
-  if (*end == 'M' || *end == 'm') unit = 1ull << 20;
-  if (*end == 'G' || *end == 'g') unit = 1ull << 30;
-  if (unit != 1) ++end;
-  if (end == text.c_str() || *end != '\0') return 0;
-  return v * unit;
-}
 
 void PrintTimings(const Cell& cell, uint64_t exec_us, uint64_t run_us, uint64_t destroy_us) {
   std::fprintf(stderr, "mcpcell run: setup timings (us)\n");
@@ -101,19 +87,16 @@ class SignalForwarder {
       while (!stop_) {
         const int sig = sigwaitinfo(&set_, nullptr);
         if (sig > 0 && sig != SIGUSR1) pending_ = sig;
-        const uint64_t id = exec_id_.load();
-        sandbox::CellChannel* channel = channel_.load();
-        if (id == 0 || channel == nullptr) continue;
-        if (const int forward = pending_.exchange(0); forward != 0) {
-          (void)channel->SignalExec(id, forward);
-        }
+        if (!armed_.load(std::memory_order_acquire)) continue;
+        if (const int forward = pending_.exchange(0); forward != 0) forward_(forward);
       }
     });
   }
-  // `channel` must outlive the thread: call Stop before the cell goes.
-  void SetExec(sandbox::CellChannel* channel, uint64_t id) {
-    channel_ = channel;
-    exec_id_ = id;
+  // Where signals go from now on (the command's process group, through the cell's channel
+  // or the pool). Called once; what `forward` uses must outlive the thread: call Stop first.
+  void SetTarget(std::function<void(int)> forward) {
+    forward_ = std::move(forward);
+    armed_.store(true, std::memory_order_release);
     // Forwarded by the thread, never from here (the caller may be inside the channel).
     if (pending_.load() != 0 && thread_.joinable()) pthread_kill(thread_.native_handle(), SIGUSR1);
   }
@@ -141,41 +124,29 @@ class SignalForwarder {
  private:
   sigset_t set_;
   std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> exec_id_{0};
-  std::atomic<sandbox::CellChannel*> channel_{nullptr};
+  std::function<void(int)> forward_;  // set once, before armed_
+  std::atomic<bool> armed_{false};
   std::atomic<int> pending_{0};
   std::thread thread_;
 };
 
-sandbox::Result<sandbox::CellSpec> BuildSpec(const RunOptions& o) {
-  sandbox::CellSpec spec = sandbox::DefaultCellSpec(sandbox::GenerateCellId(), o.state_dir);
-  auto skeleton = sandbox::PrepareHostTemplate(o.state_dir);
-  if (!skeleton.ok()) return skeleton.error().Wrap("template");
-  spec.rootfs.skeleton_dir = *skeleton;
-  spec.workspace_host_dir = o.workspace;
-  if (o.workspace.empty()) {
-    // A fresh workspace is a tmpfs of the cell's own, as under serve's default policy: it
-    // vanishes with the cell and has a real size limit, and the host keeps no directory
-    // to make and remove.
-    spec.tmpfs.workspace_bytes = ParseBytes(o.disk);
-    if (spec.tmpfs.workspace_bytes == 0)
-      return sandbox::Error::Msg("--disk: \"" + o.disk + "\" is not a size like 1G");
-  }
-  // Nothing of the host's environment enters the cell but TERM, so that interactive
-  // programs draw on the terminal they were given.
+// Nothing of the host's environment enters the cell but TERM, so that interactive programs
+// draw on the terminal they were given; then the -e entries. Given with the exec (overlaid
+// on the cell's defaults), so that a cell made ahead by a pool gets them too.
+sandbox::Result<std::vector<std::string>> CommandEnvironment(const RunOptions& o) {
+  std::vector<std::string> env;
   if (const char* term = std::getenv("TERM"); term && *term)
-    spec.env.push_back(std::string("TERM=") + term);
-  for (const std::string& e : o.env) spec.env.push_back(e);
-  if (!o.memory.empty()) {
-    spec.limits.memory_max_bytes = ParseBytes(o.memory);
-    if (spec.limits.memory_max_bytes == 0)
-      return sandbox::Error::Msg("--memory: \"" + o.memory + "\" is not a size like 512M");
+    env.push_back(std::string("TERM=") + term);
+  for (const std::string& e : o.env) {
+    if (e.find('=') == std::string::npos || e[0] == '=')
+      return sandbox::Error::Msg("-e/--env: \"" + e + "\" is not KEY=VALUE");
+    env.push_back(e);
   }
-  spec.limits.pids_max = o.pids;
-  spec.limits.cpu_millicores = o.cpu_millicores;
-  spec.seccomp = !o.no_seccomp;
-  if (sandbox::Status s = sandbox::ValidateCellSpec(spec); !s.ok()) return s.error();
-  return spec;
+  return env;
+}
+
+int ExitForError(int err) {
+  return err == ENOENT ? 127 : (err == EACCES || err == ENOEXEC || err == EISDIR) ? 126 : 125;
 }
 
 int ExitStatusOf(const sandbox::ExecResult& r) {
@@ -183,10 +154,97 @@ int ExitStatusOf(const sandbox::ExecResult& r) {
   return r.signaled ? 128 + r.signo : r.exit_code;
 }
 
+// Our own stdio goes to the command as-is; one we were started without (closed) becomes
+// an empty pipe instead of a send error, and nothing of it is kept.
+int OpenOrNone(int fd) { return ::fcntl(fd, F_GETFD) >= 0 ? fd : -1; }
+
+uint64_t Micros(Clock::duration d) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+}
+
+// The command in a cell a pool made ahead (tools/cell_pool.h), when a pool of this user
+// listens on the socket and makes cells of `shape`. nullopt: no such pool, or it did not
+// start the command; the run then makes its own cell.
+std::optional<int> RunInPool(const RunOptions& o, const CellShape& shape,
+                             const std::vector<std::string>& env, SignalForwarder& forwarder) {
+  const std::string socket =
+      o.pool_socket.empty() ? DefaultPoolSocket(o.cell.state_dir) : o.pool_socket;
+  const auto connect_start = Clock::now();
+  auto pool = PoolClient::Connect(socket);
+  if (!pool) {
+    const int err = pool.error().err;
+    // No pool there, a stale socket, or another user's: quietly our own cell. A pool named
+    // with --pool that cannot be reached is worth a word.
+    if (!o.pool_socket.empty() || (err != ENOENT && err != ECONNREFUSED && err != EACCES))
+      std::fprintf(stderr, "mcpcell run: not using the pool: %s\n", pool.error().message.c_str());
+    return std::nullopt;
+  }
+  if (const int early = forwarder.TakeEarlySignal(); early != 0) {
+    std::fprintf(stderr, "mcpcell run: SIG%s before the command started; it was not run\n",
+                 sigabbrev_np(early));
+    return 128 + early;
+  }
+  PoolExec exec;
+  exec.key = shape.Key();
+  exec.argv = o.command;
+  exec.env = env;
+  exec.cwd = o.cwd;
+  exec.timeout_ms = static_cast<int64_t>(o.timeout_s * 1000);
+  for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) exec.stdio[fd] = OpenOrNone(fd);
+  const auto exec_start = Clock::now();
+  Clock::time_point started_at = exec_start;
+  PoolClient* client = pool->get();
+  exec.on_started = [&] {
+    started_at = Clock::now();
+    forwarder.SetTarget([client](int sig) { (void)client->Signal(sig); });
+  };
+  PoolOutcome outcome = client->Run(exec);
+  const auto exec_end = Clock::now();
+  forwarder.Stop();  // before the connection goes
+  if (outcome.kind == PoolOutcome::kNotStarted) {
+    if (!o.pool_socket.empty() || o.timings)
+      std::fprintf(stderr, "mcpcell run: not using the pool: %s\n", outcome.message.c_str());
+    return std::nullopt;
+  }
+  if (o.timings) {
+    std::fprintf(stderr, "mcpcell run: setup timings (us)\n");
+    std::fprintf(stderr, "  %-18s %8llu\n  %-18s %8llu\n  %-18s %8llu\n", "pool connect",
+                 static_cast<unsigned long long>(Micros(exec_start - connect_start)), "exec",
+                 static_cast<unsigned long long>(Micros(started_at - exec_start)), "command",
+                 static_cast<unsigned long long>(Micros(exec_end - started_at)));
+    std::fprintf(stderr, "  cell %s was made ahead by the pool on %s, which destroys it now\n",
+                 outcome.cell_id.c_str(), socket.c_str());
+  }
+  if (outcome.kind == PoolOutcome::kFailed) {
+    std::fprintf(stderr, "mcpcell run: %s\n", outcome.message.c_str());
+    return ExitForError(outcome.err);
+  }
+  if (outcome.timed_out)
+    std::fprintf(stderr, "mcpcell run: timed out after %.3g s, killed\n", o.timeout_s);
+  if (outcome.oom_killed)
+    std::fprintf(stderr, "mcpcell run: the cell ran out of memory (OOM kill)\n");
+  if (outcome.timed_out) return 124;
+  return outcome.signaled ? 128 + outcome.signo : outcome.exit_code;
+}
+
 int RunCommand(const RunOptions& o) {
   SignalForwarder forwarder;  // first: blocks the signals before the cell's threads start
   forwarder.Start();
-  auto spec = BuildSpec(o);
+  auto shape = ParseCellOptions(o.cell);
+  auto env = CommandEnvironment(o);
+  if (!shape || !env) {
+    std::fprintf(stderr, "mcpcell run: %s\n",
+                 (!shape ? shape.error() : env.error()).message.c_str());
+    return 125;
+  }
+  // A pool's cells have a tmpfs workspace and the pool's own cell init.
+  if (!o.no_pool && o.workspace.empty() && o.init_path.empty()) {
+    if (std::optional<int> status = RunInPool(o, *shape, *env, forwarder)) return *status;
+  }
+  auto skeleton = sandbox::PrepareHostTemplate(o.cell.state_dir);
+  auto spec = skeleton ? BuildCellSpec(*shape, sandbox::GenerateCellId(), o.cell.state_dir,
+                                       *skeleton, o.workspace)
+                       : sandbox::Result<sandbox::CellSpec>(skeleton.error().Wrap("template"));
   if (!spec.ok()) {
     std::fprintf(stderr, "mcpcell run: %s\n", spec.error().message.c_str());
     return 125;
@@ -217,34 +275,29 @@ int RunCommand(const RunOptions& o) {
 
   sandbox::ExecOptions exec;
   exec.argv = o.command;
+  exec.env = *env;
   exec.cwd = o.cwd;
-  // Our own stdio goes to the command as-is; one we were started without (closed) becomes
-  // an empty pipe instead of a send error, and nothing of it is kept.
-  auto open_or_none = [](int fd) { return ::fcntl(fd, F_GETFD) >= 0 ? fd : -1; };
-  exec.stdin_fd = open_or_none(STDIN_FILENO);
-  exec.stdout_fd = open_or_none(STDOUT_FILENO);
-  exec.stderr_fd = open_or_none(STDERR_FILENO);
+  exec.stdin_fd = OpenOrNone(STDIN_FILENO);
+  exec.stdout_fd = OpenOrNone(STDOUT_FILENO);
+  exec.stderr_fd = OpenOrNone(STDERR_FILENO);
   exec.keep_bytes = 0;
   exec.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
   const auto exec_start = Clock::now();
   Clock::time_point started_at = exec_start;
+  sandbox::CellChannel* channel = &(*cell)->channel();
   exec.on_started = [&](uint64_t id, pid_t) {
     started_at = Clock::now();
-    forwarder.SetExec(&(*cell)->channel(), id);
+    forwarder.SetTarget([channel, id](int sig) { (void)channel->SignalExec(id, sig); });
   };
-  auto result = (*cell)->channel().Exec(exec);
+  auto result = channel->Exec(exec);
   const auto exec_end = Clock::now();
   destroy_cell();
-  auto us = [](Clock::duration d) {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
-  };
   if (o.timings)
-    PrintTimings(**cell, us(started_at - exec_start), us(exec_end - started_at),
-                 us(Clock::now() - exec_end));
+    PrintTimings(**cell, Micros(started_at - exec_start), Micros(exec_end - started_at),
+                 Micros(Clock::now() - exec_end));
   if (!result.ok()) {
     std::fprintf(stderr, "mcpcell run: %s\n", result.error().message.c_str());
-    const int err = result.error().err;
-    return err == ENOENT ? 127 : (err == EACCES || err == ENOEXEC || err == EISDIR) ? 126 : 125;
+    return ExitForError(result.error().err);
   }
   if (result->timed_out)
     std::fprintf(stderr, "mcpcell run: timed out after %.3g s, killed\n", o.timeout_s);
@@ -255,26 +308,24 @@ int RunCommand(const RunOptions& o) {
 
 const bool kRegistered = RegisterCommand("run", [](CLI::App& parent, int* exit_code) {
   auto opts = std::make_shared<RunOptions>();
-  opts->state_dir = sandbox::DefaultStateDir();
+  opts->cell.state_dir = sandbox::DefaultStateDir();
   CLI::App* sub = parent.add_subcommand(
       "run", "Run one command in a fresh cell: mcpcell run [options] -- CMD ARGS...");
   sub->add_flag("--timings", opts->timings, "Print the per-step setup breakdown to stderr");
-  sub->add_option("--state-dir", opts->state_dir, "State dir for cells and the template")
-      ->capture_default_str();
+  AddCellOptions(*sub, opts->cell);
   sub->add_option("--workspace", opts->workspace,
                   "Host directory bound at /workspace (default: a fresh tmpfs, see --disk)");
-  sub->add_option("--disk", opts->disk,
-                  "Size of the fresh /workspace, a tmpfs that counts against --memory")
-      ->capture_default_str();
   sub->add_option("--cwd", opts->cwd, "Working directory inside the cell (default /workspace)");
-  sub->add_option("-e,--env", opts->env, "KEY=VALUE added to the environment (repeatable)");
-  sub->add_option("--memory", opts->memory, "Memory limit, e.g. 512M (swap off)");
-  sub->add_option("--pids", opts->pids, "Maximum number of processes");
-  sub->add_option("--cpu", opts->cpu_millicores, "CPU limit in millicores (1000 = one CPU)");
+  // One value per -e: without this a vector option swallows what follows, up to "--".
+  sub->add_option("-e,--env", opts->env, "KEY=VALUE added to the environment (repeatable)")
+      ->allow_extra_args(false);
   sub->add_option("--timeout", opts->timeout_s,
                   "Wall-clock timeout in seconds; kills the process group");
-  sub->add_flag("--no-seccomp", opts->no_seccomp, "Disable the seccomp filter (debugging only)");
   sub->add_option("--init", opts->init_path, "Path of mcpcell-init (default: next to mcpcell)");
+  sub->add_option("--pool", opts->pool_socket,
+                  "Socket of a `mcpcell pool` to take a ready cell from "
+                  "(default: <state-dir>/pool.sock when one listens there)");
+  sub->add_flag("--no-pool", opts->no_pool, "Always make a cell of this run's own");
   sub->add_option("command", opts->command, "The command and its arguments, after --")->required();
   sub->callback([opts, exit_code] { *exit_code = RunCommand(*opts); });
 });

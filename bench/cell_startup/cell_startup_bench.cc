@@ -19,12 +19,15 @@
 // cost of a cell apart from its creation.
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -104,12 +107,11 @@ std::vector<std::string> Bwrap(std::vector<std::string> cmd) {
   return argv;
 }
 
-// Wall time of one run in ms; exits the benchmark if the command fails (a failing
-// configuration would otherwise look fast).
-double RunOnce(const Config& c) {
-  if (c.run) return c.run();
+// Wall time of one run of `args` in ms; exits the benchmark if the command fails (a
+// failing configuration would otherwise look fast).
+double SpawnAndWait(const std::string& name, const std::vector<std::string>& args) {
   std::vector<char*> argv;
-  for (const std::string& a : c.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -120,7 +122,7 @@ double RunOnce(const Config& c) {
   int err = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (err != 0) {
-    std::fprintf(stderr, "%s: spawn %s: %s\n", c.name.c_str(), argv[0], std::strerror(err));
+    std::fprintf(stderr, "%s: spawn %s: %s\n", name.c_str(), argv[0], std::strerror(err));
     std::exit(1);
   }
   int status;
@@ -128,10 +130,47 @@ double RunOnce(const Config& c) {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::fprintf(stderr, "%s: command failed (status %d)\n", c.name.c_str(), status);
+    std::fprintf(stderr, "%s: command failed (status %d)\n", name.c_str(), status);
     std::exit(1);
   }
   return ms;
+}
+
+double RunOnce(const Config& c) { return c.run ? c.run() : SpawnAndWait(c.name, c.argv); }
+
+// How many cells the `mcpcell pool` on `socket` has ready ({"op":"status"}), -1 if it
+// does not answer.
+int PoolReady(const std::string& socket) {
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket.c_str());
+  int ready = -1;
+  const char request[] = R"({"op":"status"})";
+  char reply[4096];
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::send(fd, request, sizeof request - 1, MSG_NOSIGNAL) > 0) {
+    ssize_t n = ::recv(fd, reply, sizeof reply - 1, 0);
+    reply[n > 0 ? n : 0] = '\0';
+    if (const char* p = std::strstr(reply, "\"ready\":")) ready = std::atoi(p + 8);
+  }
+  ::close(fd);
+  return ready;
+}
+
+// Waits until the pool has `size` cells ready again (its refill after the last run), so
+// that neither the measured run nor the next configuration shares the CPUs with a cell
+// being made or destroyed.
+void WaitForFullPool(const std::string& socket, int size) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (PoolReady(socket) < size) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "the pool on %s did not fill up within 30 s\n", socket.c_str());
+      std::exit(1);
+    }
+    usleep(2000);
+  }
+  usleep(2000);  // its last destroy's deferred work (RCU callbacks) settles
 }
 
 double Percentile(std::vector<double> v, double p) {
@@ -163,6 +202,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> py = {"/usr/bin/python3", "-c", "print(1)"};
   auto run = [&](std::vector<std::string> cmd, const std::string& bin) {
     std::vector<std::string> v = {bin, "run", "--"};
+    if (bin == mcpcell) v.insert(v.begin() + 2, "--no-pool");  // a cell of its own, always
     v.insert(v.end(), cmd.begin(), cmd.end());
     return v;
   };
@@ -195,6 +235,40 @@ int main(int argc, char** argv) {
           .count();
     };
   };
+  // A `mcpcell pool` of its own, in a state dir of its own, for the pooled rows: `mcpcell
+  // run` finds it on <state>/pool.sock and takes a fresh cell made ahead of the run.
+  char pool_template[] = "/tmp/mcpcell-bench-pool-XXXXXX";
+  const std::string pool_state = mkdtemp(pool_template) ? pool_template : "";
+  const std::string pool_socket = pool_state + "/pool.sock";
+  constexpr int kPoolSize = 2;
+  pid_t pool_pid = -1;
+  {
+    std::vector<std::string> args = {mcpcell,    "pool",   "--state-dir",
+                                     pool_state, "--size", std::to_string(kPoolSize)};
+    std::vector<char*> pargv;
+    for (std::string& a : args) pargv.push_back(a.data());
+    pargv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, (pool_state + ".log").c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (posix_spawn(&pool_pid, pargv[0], &actions, nullptr, pargv.data(), environ) != 0) {
+      std::fprintf(stderr, "could not start %s pool\n", mcpcell.c_str());
+      return 1;
+    }
+    posix_spawn_file_actions_destroy(&actions);
+    WaitForFullPool(pool_socket, kPoolSize);
+  }
+  auto pooled = [&](std::vector<std::string> cmd, std::string name) {
+    std::vector<std::string> v = {mcpcell, "run", "--state-dir", pool_state, "--"};
+    v.insert(v.end(), cmd.begin(), cmd.end());
+    return [v, name, &pool_socket] {
+      WaitForFullPool(pool_socket, kPoolSize);
+      const double ms = SpawnAndWait(name, v);
+      WaitForFullPool(pool_socket, kPoolSize);  // its destroy and refill, outside any row
+      return ms;
+    };
+  };
   std::vector<Config> configs = {{"bare true", t, {}, {}},
                                  {"mcpcell true", run(t, mcpcell), {}, {}},
                                  {"bwrap true", Bwrap(t), {}, {}},
@@ -202,9 +276,11 @@ int main(int argc, char** argv) {
                                  {"mcpcell python", run(py, mcpcell), {}, {}},
                                  {"bwrap python", Bwrap(py), {}, {}},
                                  {"warm-cell true", {}, {}, warm(t)},
-                                 {"warm-cell python", {}, {}, warm(py)}};
+                                 {"warm-cell python", {}, {}, warm(py)},
+                                 {"pooled true", {}, {}, pooled(t, "pooled true")},
+                                 {"pooled python", {}, {}, pooled(py, "pooled python")}};
   if (!baseline.empty()) {
-    configs.push_back({"baseline true", run(t, baseline), {}, {}});
+    configs.push_back({"baseline true", run(t, baseline), {}, {}});  // index 10
     configs.push_back({"baseline python", run(py, baseline), {}, {}});
   }
   for (Config& c : configs) RunOnce(c);  // warm-up: template, page cache
@@ -231,13 +307,24 @@ int main(int argc, char** argv) {
               median(6) / median(0));
   std::printf("  warm-cell python / bare python = %.2f  (per call in an existing cell)\n",
               median(7) / median(3));
+  std::printf(
+      "  pooled true    / bwrap true   = %.2f  (target <= 0.70; a fresh cell the pool made)\n",
+      median(8) / median(2));
+  std::printf("  pooled python  / bare python  = %.2f  (target <= 1.15)\n", median(9) / median(3));
+  std::printf("  pooled true    / bare true    = %.2f\n", median(8) / median(0));
   if (!baseline.empty()) {
-    std::printf("  mcpcell true   / baseline true   = %.2f  (%s)\n", median(1) / median(8),
+    std::printf("  mcpcell true   / baseline true   = %.2f  (%s)\n", median(1) / median(10),
                 baseline.c_str());
-    std::printf("  mcpcell python / baseline python = %.2f\n", median(4) / median(9));
-    std::printf("  baseline true  / bwrap true      = %.2f\n", median(8) / median(2));
+    std::printf("  mcpcell python / baseline python = %.2f\n", median(4) / median(11));
+    std::printf("  baseline true  / bwrap true      = %.2f\n", median(10) / median(2));
   }
   (void)(*cell)->Destroy();
   std::filesystem::remove_all(state);
+  // The pool destroys its cells and removes its socket on SIGTERM.
+  kill(pool_pid, SIGTERM);
+  int pool_status = 0;
+  waitpid(pool_pid, &pool_status, 0);
+  std::filesystem::remove_all(pool_state);
+  std::filesystem::remove(pool_state + ".log");
   return 0;
 }

@@ -8,6 +8,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -281,7 +283,7 @@ TEST(RunFrontTest, HelpListsEveryCommand) {
     return text;
   };
   EXPECT_EQ(without_usage(front.out), without_usage(server.out));
-  for (const char* command : {"run", "doctor", "serve", "policy"}) {
+  for (const char* command : {"run", "pool", "doctor", "serve", "policy"}) {
     EXPECT_THAT(front.out, HasSubstr(std::string("\n  ") + command + " ")) << front.out;
   }
 }
@@ -339,6 +341,304 @@ TEST_F(RunTest, TheFrontLoadsNoHttpStack) {
   waitpid(pid, &status, 0);
   close(child.err);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// ---- mcpcell pool: cells made ahead for `mcpcell run` (tools/cell_pool.h) ----
+
+// Reads `fd` until `want` has arrived or 30 s passed.
+std::string ReadUntil(int fd, const std::string& want) {
+  std::string got;
+  char buf[256];
+  pollfd pfd = {fd, POLLIN, 0};
+  while (got.find(want) == std::string::npos && poll(&pfd, 1, 30000) > 0) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return got;
+}
+
+// One raw frame to the pool on `socket` (with `fds` attached), and its first answer; ""
+// when it closed without one.
+std::string PoolExchange(const std::string& socket, const std::string& frame,
+                         std::vector<int> fds = {}) {
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket.c_str());
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return "connect failed: " + std::string(strerror(errno));
+  }
+  iovec iov{const_cast<char*>(frame.data()), frame.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
+  if (!fds.empty()) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  std::string reply;
+  if (sendmsg(fd, &msg, MSG_NOSIGNAL) >= 0) {
+    char buf[4096];
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n > 0) reply.assign(buf, static_cast<size_t>(n));
+    // The answer is JSON: its strings' \" read as " for the matchers.
+    for (size_t at = 0; (at = reply.find("\\\"", at)) != std::string::npos; ++at)
+      reply.erase(at, 1);
+  } else {
+    reply = "send failed: " + std::string(strerror(errno));
+  }
+  close(fd);
+  return reply;
+}
+
+// A `mcpcell pool --size 1` of the test's own, in the fixture's temp state dir.
+class PoolRunTest : public RunTest {
+ protected:
+  void SetUp() override {
+    RunTest::SetUp();
+    socket_ = state_ + "/pool.sock";
+    pool_ = Start({MCPCELL_BIN, "pool", "--state-dir", state_, "--size", "1"});
+    close(pool_.in);
+    WaitUntilReady(1);
+  }
+  void TearDown() override {
+    if (pool_.pid > 0) StopPool();
+    RunTest::TearDown();  // no cell dir, no mount left
+  }
+  // Stops the pool (SIGTERM); it must exit 0, its socket gone.
+  void StopPool() {
+    ASSERT_EQ(kill(pool_.pid, SIGTERM), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(pool_.pid, &status, 0), pool_.pid);
+    pool_log_ += ReadUntil(pool_.err, "\x01");  // the rest, to its end
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << " " << pool_log_;
+    EXPECT_FALSE(std::filesystem::exists(socket_)) << "the pool left its socket";
+    close(pool_.out);
+    close(pool_.err);
+    pool_.pid = -1;
+  }
+  std::string Status() { return PoolExchange(socket_, R"({"op":"status"})"); }
+  // Waits until the pool has `ready` cells ready and, when `served` >= 0, has served that
+  // many runs (a run's cell is destroyed before it counts).
+  void WaitUntilReady(int ready, int served = -1) {
+    const std::string want = "\"ready\":" + std::to_string(ready);
+    const std::string want_served = "\"served\":" + std::to_string(served);
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    std::string s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      s = Status();
+      if (s.find(want) != std::string::npos &&
+          (served < 0 || s.find(want_served) != std::string::npos))
+        return;
+      usleep(10000);
+    }
+    FAIL() << "the pool never reached " << want << " " << want_served << ": " << s;
+  }
+  // Cell dirs under the state dir now.
+  size_t CellDirs() {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(state_ + "/cells")) {
+      (void)e;
+      ++n;
+    }
+    return n;
+  }
+  std::string socket_;
+  Started pool_;
+  std::string pool_log_;
+};
+
+TEST_F(PoolRunTest, ARunTakesAReadyCellWithItsStdioAndStatus) {
+  Outcome o = Run({"--timings", "-e", "GREETING=hello", "--", "/bin/sh", "-c",
+                   "cat; echo to-err >&2; id -un; pwd; echo \"$GREETING\"; exit 7"},
+                  "from stdin\n");
+  EXPECT_EQ(o.status, 7) << o.err;
+  EXPECT_EQ(o.out, "from stdin\nsandbox\n/workspace\nhello\n");
+  EXPECT_THAT(o.err, HasSubstr("to-err\n"));
+  EXPECT_THAT(o.err, HasSubstr("was made ahead by the pool on " + socket_)) << o.err;
+  EXPECT_THAT(o.err, ::testing::Not(HasSubstr("create total"))) << "made its own cell";
+  // The run's cell destroyed, one made in its place: one cell dir, the ready one.
+  WaitUntilReady(1, 1);
+  EXPECT_EQ(CellDirs(), 1u);
+}
+
+TEST_F(PoolRunTest, EveryRunGetsAFreshCellAndMissingCommandsAreNamed) {
+  ASSERT_EQ(Run({"--", "/bin/sh", "-c", "echo x > /tmp/mark; echo y > /workspace/mark"}).status, 0);
+  Outcome o = Run({"--", "/bin/sh", "-c", "ls /tmp /workspace"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(o.out, ::testing::Not(HasSubstr("mark")));
+  Outcome missing = Run({"--", "no-such-command"});
+  EXPECT_EQ(missing.status, 127);
+  EXPECT_THAT(missing.err, HasSubstr("not found in PATH"));
+  Outcome t = Run({"--timeout", "0.5", "--", "/bin/sh", "-c", "sleep 100 & sleep 100"});
+  EXPECT_EQ(t.status, 124);
+  EXPECT_THAT(t.err, HasSubstr("timed out"));
+  WaitUntilReady(1, 4);
+}
+
+// A run whose cell options are not the pool's, or that names a host workspace, makes its
+// own cell and says why with --timings.
+TEST_F(PoolRunTest, OtherCellOptionsMakeACellOfTheirOwn) {
+  Outcome o = Run({"--timings", "--memory", "256M", "--", "/bin/true"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("not using the pool: this pool makes cells of"));
+  EXPECT_THAT(o.err, HasSubstr("memory=268435456"));
+  EXPECT_THAT(o.err, HasSubstr("create total"));
+  o = Run({"--timings", "--no-pool", "--", "/bin/true"});
+  EXPECT_THAT(o.err, HasSubstr("create total"));
+  EXPECT_THAT(Status(), HasSubstr("\"served\":0"));
+}
+
+TEST_F(PoolRunTest, SignalsReachTheCommandAndARunThatDiesHasItsCommandKilled) {
+  Started run = Start({MCPCELL_BIN, "run", "--state-dir", state_, "--", "/bin/sh", "-c",
+                       "trap 'exit 42' TERM; echo ready; sleep 100 & wait"});
+  close(run.in);
+  ASSERT_EQ(ReadUntil(run.out, "ready\n"), "ready\n");
+  ASSERT_EQ(kill(run.pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(run.pid, &status, 0), run.pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 42) << status;
+  close(run.out);
+  close(run.err);
+  WaitUntilReady(1, 1);
+
+  // A run killed outright (SIGKILL, nothing forwarded): the pool sees its connection close
+  // and kills the command; the cell goes, a fresh one takes its place.
+  run = Start({MCPCELL_BIN, "run", "--state-dir", state_, "--", "/bin/sh", "-c",
+               "echo ready; exec sleep 100.25"});
+  close(run.in);
+  ASSERT_EQ(ReadUntil(run.out, "ready\n"), "ready\n");
+  ASSERT_EQ(kill(run.pid, SIGKILL), 0);
+  ASSERT_EQ(waitpid(run.pid, &status, 0), run.pid);
+  close(run.out);
+  close(run.err);
+  WaitUntilReady(1, 2);
+  EXPECT_EQ(CellDirs(), 1u);
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream cmdline(e.path() / "cmdline");
+    std::string text;
+    std::getline(cmdline, text);
+    EXPECT_THAT(text, ::testing::Not(HasSubstr("100.25"))) << "the command outlived its run";
+  }
+}
+
+// Whatever a peer sends, the pool answers with an error that names the problem, keeps no
+// fd it was given, and serves the next run.
+TEST_F(PoolRunTest, BadRequestsGetAClearErrorAndThePoolServesOn) {
+  const std::string key = "disk=1073741824 memory=0 pids=0 cpu=0 seccomp=on";
+  struct Case {
+    std::string frame, error;
+  } cases[] = {
+      {"not json", "not valid JSON"},
+      {"[1,2]", "not a JSON object"},
+      {R"({"op":"frobnicate"})", "unknown op \"frobnicate\""},
+      {R"({"op":42})", "\"op\" must be a string"},
+      {R"({"op":"exec"})", "\"cell\" is missing"},
+      {R"({"op":"exec","cell":")" + key + R"(","argv":[],"stdio":[false,false,false]})",
+       "\"argv\" must name a command"},
+      {R"({"op":"exec","cell":")" + key + R"(","argv":[1],"stdio":[false,false,false]})",
+       "\"argv\" must hold strings only"},
+      {R"({"op":"exec","cell":")" + key + R"(","argv":["a\u0000b"],"stdio":[false,false,false]})",
+       "NUL"},
+      {R"({"op":"exec","cell":")" + key + R"(","argv":["true"],"stdio":[true,false,false]})",
+       "\"stdio\" flags 1 fds but 0 came with the request"},
+      {R"({"op":"exec","cell":")" + key + R"(","argv":["true"],"stdio":[false,false]})",
+       "\"stdio\" must be an array of three booleans"},
+      {R"({"op":"exec","cell":")" + key +
+           R"(","argv":["true"],"stdio":[false,false,false],"timeout_ms":-1})",
+       "\"timeout_ms\" must be in 0.."},
+      {R"({"op":"exec","cell":")" + key +
+           R"(","argv":["true"],"stdio":[false,false,false],"env":["NOEQUALS"]})",
+       "is not KEY=VALUE"},
+      {R"({"op":"exec","cell":")" + key + R"(","argv":["true"],"stdio":[false,false,false],"x":1})",
+       "unknown field \"x\""},
+      {R"({"op":"exec","cell":"disk=1","argv":["true"],"stdio":[false,false,false]})",
+       "this pool makes cells of"},
+      {std::string(200 * 1024, ' '), "above"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_THAT(PoolExchange(socket_, c.frame), HasSubstr(c.error)) << c.frame.substr(0, 120);
+  }
+  // An fd sent with a bad request is not kept: the pipe's read end sees EOF once ours is
+  // closed, so the pool holds no copy of its write end.
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  EXPECT_THAT(
+      PoolExchange(socket_, R"({"op":"exec","cell":"x","argv":[],"stdio":[false,true,false]})",
+                   {p[1]}),
+      HasSubstr("\"argv\" must name a command"));
+  close(p[1]);
+  pollfd pfd = {p[0], POLLIN, 0};
+  ASSERT_EQ(poll(&pfd, 1, 10000), 1) << "the pool kept the fd of a bad request";
+  char byte;
+  EXPECT_EQ(read(p[0], &byte, 1), 0);
+  close(p[0]);
+  // More fds than stdio has: refused, all of them closed.
+  EXPECT_THAT(PoolExchange(socket_, R"({"op":"status"})", {0, 1, 2, 0}), HasSubstr("fds"));
+  // A peer that connects and goes, and the next run is served as if nothing happened.
+  EXPECT_EQ(PoolExchange(socket_, ""), "") << "an empty frame closes the connection";
+  Outcome o = Run({"--", "/bin/sh", "-c", "echo fine"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(o.out, "fine\n");
+  WaitUntilReady(1, 1);
+}
+
+// The socket is the pool user's: mode 0600, and a peer of another uid is refused even
+// when the mode lets it connect.
+TEST_F(PoolRunTest, ARunOfAnotherUserIsRefused) {
+  struct stat st;
+  ASSERT_EQ(stat(socket_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to connect as another uid";
+  ASSERT_EQ(chmod(socket_.c_str(), 0666), 0);
+  ASSERT_EQ(chmod(state_.c_str(), 0755), 0);
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) _exit(1);
+    std::string reply = PoolExchange(socket_, R"({"op":"status"})");
+    ssize_t ignored = write(p[1], reply.data(), reply.size());
+    (void)ignored;
+    _exit(0);
+  }
+  close(p[1]);
+  std::string reply = ReadUntil(p[0], "\x01");
+  close(p[0]);
+  int status;
+  waitpid(child, &status, 0);
+  EXPECT_THAT(reply, HasSubstr("refused: this pool serves uid 0 only, and the run is uid 65534"));
+}
+
+// Stopping the pool kills the commands of its runs and destroys every cell; a second pool
+// on a live socket is refused.
+TEST_F(PoolRunTest, AStoppedPoolLeavesNothingAndASecondOneIsRefused) {
+  Outcome second = RunProgram({MCPCELL_BIN, "pool", "--state-dir", state_});
+  EXPECT_EQ(second.status, 1);
+  EXPECT_THAT(second.err, HasSubstr("a pool already listens on " + socket_));
+  Started run = Start({MCPCELL_BIN, "run", "--state-dir", state_, "--", "/bin/sh", "-c",
+                       "echo ready; exec sleep 100"});
+  close(run.in);
+  ASSERT_EQ(ReadUntil(run.out, "ready\n"), "ready\n");
+  StopPool();
+  int status = 0;
+  ASSERT_EQ(waitpid(run.pid, &status, 0), run.pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGKILL) << "the command was killed with its cell";
+  close(run.out);
+  close(run.err);
+  // With the pool gone (no socket), runs make their own cells again.
+  Outcome o = Run({"--timings", "--", "/bin/true"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("create total"));
 }
 
 }  // namespace

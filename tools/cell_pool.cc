@@ -1,0 +1,718 @@
+#include "tools/cell_pool.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "sandbox/cell_channel.h"
+
+namespace mcpcell::tools {
+
+using sandbox::Error;
+using sandbox::Result;
+using sandbox::UniqueFd;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxStdioFds = 3;
+constexpr size_t kMaxConnections = 64;
+constexpr size_t kMaxArgs = 4096;
+constexpr size_t kMaxEnv = 1024;
+constexpr size_t kMaxStringBytes = 64 * 1024;
+constexpr int64_t kMaxTimeoutMs = 7LL * 24 * 3600 * 1000;
+
+// "512M", "2G", "1048576" -> bytes; 0 on a malformed value (reported by the caller).
+uint64_t ParseBytes(const std::string& text) {
+  if (text.empty()) return 0;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (errno != 0 || text[0] == '-') return 0;
+  uint64_t unit = 1;
+  if (*end == 'K' || *end == 'k') unit = 1ull << 10;
+  if (*end == 'M' || *end == 'm') unit = 1ull << 20;
+  if (*end == 'G' || *end == 'g') unit = 1ull << 30;
+  if (unit != 1) ++end;
+  if (end == text.c_str() || *end != '\0' || v > UINT64_MAX / unit) return 0;
+  return v * unit;
+}
+
+// One JSON object per datagram, `fds` attached. MSG_NOSIGNAL: a peer gone is EPIPE.
+sandbox::Status SendFrame(int fd, const json& body, std::span<const int> fds = {}) {
+  std::string text;
+  try {
+    text = body.dump();
+  } catch (const json::exception& e) {
+    return Error{std::string("not UTF-8 text (the pool protocol is JSON): ") + e.what(), EILSEQ};
+  }
+  if (text.size() > kMaxPoolFrameBytes)
+    return Error{"a frame of " + std::to_string(text.size()) + " bytes is above the limit of " +
+                     std::to_string(kMaxPoolFrameBytes),
+                 EMSGSIZE};
+  iovec iov{text.data(), text.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxStdioFds)] = {};
+  if (!fds.empty()) {
+    if (fds.size() > kMaxStdioFds) return Error::Msg("too many fds for one frame");
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  for (;;) {
+    if (::sendmsg(fd, &msg, MSG_NOSIGNAL) >= 0) return sandbox::Ok();
+    if (errno != EINTR) return Error::Sys("sendmsg to the pool socket");
+  }
+}
+
+struct Frame {
+  json body;
+  std::vector<UniqueFd> fds;
+};
+
+// Receives one frame with at most `max_fds` fds. End of stream: an error with err 0.
+// `flags`: MSG_DONTWAIT for a poll-driven caller.
+Result<Frame> ReceiveFrame(int fd, size_t max_fds, int flags = 0) {
+  // The datagram's size first (MSG_PEEK | MSG_TRUNC returns it whole), so the buffer is
+  // what the frame needs, not the cap: the frames of a run are a few hundred bytes.
+  char probe;
+  ssize_t size;
+  do {
+    size = ::recv(fd, &probe, 1, MSG_PEEK | MSG_TRUNC | flags);
+  } while (size < 0 && errno == EINTR);
+  if (size < 0) return Error::Sys("recv from the pool socket");
+  std::string buf(std::min<size_t>(static_cast<size_t>(size), kMaxPoolFrameBytes) + 1, '\0');
+  iovec iov{buf.data(), buf.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxStdioFds) + 64];
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | flags);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return Error::Sys("recvmsg from the pool socket");
+  Frame frame;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int received;
+      std::memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      frame.fds.emplace_back(received);  // closed with the frame unless moved out
+    }
+  }
+  if (n == 0 && frame.fds.empty()) return Error{"the connection was closed", 0};
+  if (msg.msg_flags & MSG_CTRUNC) return Error{"a frame carried more fds than allowed", EBADMSG};
+  if (msg.msg_flags & MSG_TRUNC || static_cast<size_t>(n) > kMaxPoolFrameBytes)
+    return Error{"a frame above " + std::to_string(kMaxPoolFrameBytes) + " bytes", EMSGSIZE};
+  if (frame.fds.size() > max_fds)
+    return Error{"a frame carried " + std::to_string(frame.fds.size()) + " fds, at most " +
+                     std::to_string(max_fds) + " allowed here",
+                 EBADMSG};
+  buf.resize(static_cast<size_t>(n));
+  frame.body = json::parse(buf, nullptr, /*allow_exceptions=*/false);
+  if (frame.body.is_discarded()) return Error{"a frame that is not valid JSON", EBADMSG};
+  if (!frame.body.is_object()) return Error{"a frame that is not a JSON object", EBADMSG};
+  return frame;
+}
+
+// Field readers that name what is wrong.
+Result<std::string> StringField(const json& obj, const char* name, bool required) {
+  auto it = obj.find(name);
+  if (it == obj.end()) {
+    if (required) return Error{std::string("\"") + name + "\" is missing", EINVAL};
+    return std::string();
+  }
+  if (!it->is_string()) return Error{std::string("\"") + name + "\" must be a string", EINVAL};
+  const std::string& s = it->get_ref<const std::string&>();
+  if (s.size() > kMaxStringBytes)
+    return Error{std::string("\"") + name + "\" is longer than 64 KiB", EINVAL};
+  if (s.find('\0') != std::string::npos)
+    return Error{std::string("\"") + name + "\" contains a NUL byte", EINVAL};
+  return s;
+}
+
+Result<std::vector<std::string>> StringList(const json& obj, const char* name, size_t max) {
+  auto it = obj.find(name);
+  if (it == obj.end()) return std::vector<std::string>();
+  if (!it->is_array()) return Error{std::string("\"") + name + "\" must be an array", EINVAL};
+  if (it->size() > max)
+    return Error{std::string("\"") + name + "\" has more than " + std::to_string(max) + " entries",
+                 EINVAL};
+  std::vector<std::string> out;
+  for (const json& item : *it) {
+    if (!item.is_string())
+      return Error{std::string("\"") + name + "\" must hold strings only", EINVAL};
+    const std::string& s = item.get_ref<const std::string&>();
+    if (s.size() > kMaxStringBytes || s.find('\0') != std::string::npos)
+      return Error{std::string("an entry of \"") + name + "\" is longer than 64 KiB or has a NUL",
+                   EINVAL};
+    out.push_back(s);
+  }
+  return out;
+}
+
+Result<int64_t> IntField(const json& obj, const char* name, int64_t min, int64_t max) {
+  auto it = obj.find(name);
+  if (it == obj.end()) return min;
+  if (!it->is_number_integer())
+    return Error{std::string("\"") + name + "\" must be an integer", EINVAL};
+  const int64_t v = it->get<int64_t>();
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(max))
+    return Error{std::string("\"") + name + "\" is out of range", EINVAL};
+  if (v < min || v > max)
+    return Error{std::string("\"") + name + "\" must be in " + std::to_string(min) + ".." +
+                     std::to_string(max),
+                 EINVAL};
+  return v;
+}
+
+bool BoolOr(const json& obj, const char* name, bool fallback) {
+  auto it = obj.find(name);
+  return it != obj.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
+json ErrorEvent(const std::string& message, int err, bool fallback) {
+  return json{{"event", "error"}, {"message", message}, {"errno", err}, {"fallback", fallback}};
+}
+
+// An exec request, checked: every field known, typed and within its cap; the stdio flags
+// match the fds that came with it.
+struct ParsedExec {
+  std::string key;
+  sandbox::ExecOptions exec;
+};
+
+Result<ParsedExec> ParseExec(const json& req, std::vector<UniqueFd>& fds) {
+  static const char* const kKnown[] = {"op", "cell", "argv", "env", "cwd", "timeout_ms", "stdio"};
+  for (auto it = req.begin(); it != req.end(); ++it) {
+    bool known = false;
+    for (const char* k : kKnown) known = known || it.key() == k;
+    if (!known) return Error{"unknown field \"" + it.key() + "\"", EINVAL};
+  }
+  ParsedExec p;
+  auto key = StringField(req, "cell", true);
+  if (!key) return key.error();
+  p.key = *key;
+  auto argv = StringList(req, "argv", kMaxArgs);
+  if (!argv) return argv.error();
+  if (argv->empty() || (*argv)[0].empty()) return Error{"\"argv\" must name a command", EINVAL};
+  p.exec.argv = std::move(*argv);
+  auto env = StringList(req, "env", kMaxEnv);
+  if (!env) return env.error();
+  for (const std::string& e : *env) {
+    if (e.find('=') == std::string::npos || e[0] == '=')
+      return Error{"an \"env\" entry is not KEY=VALUE: \"" + e.substr(0, 64) + "\"", EINVAL};
+  }
+  p.exec.env = std::move(*env);
+  auto cwd = StringField(req, "cwd", false);
+  if (!cwd) return cwd.error();
+  p.exec.cwd = *cwd;
+  auto timeout = IntField(req, "timeout_ms", 0, kMaxTimeoutMs);
+  if (!timeout) return timeout.error();
+  p.exec.timeout = std::chrono::milliseconds(*timeout);
+  auto stdio = req.find("stdio");
+  if (stdio == req.end() || !stdio->is_array() || stdio->size() != 3)
+    return Error{"\"stdio\" must be an array of three booleans (stdin, stdout, stderr)", EINVAL};
+  size_t next = 0;
+  int* targets[3] = {&p.exec.stdin_fd, &p.exec.stdout_fd, &p.exec.stderr_fd};
+  for (size_t i = 0; i < 3; ++i) {
+    if (!(*stdio)[i].is_boolean())
+      return Error{"\"stdio\" must be an array of three booleans (stdin, stdout, stderr)", EINVAL};
+    if (!(*stdio)[i].get<bool>()) continue;
+    if (next >= fds.size()) break;
+    *targets[i] = fds[next++].get();
+  }
+  size_t flagged = 0;
+  for (size_t i = 0; i < 3; ++i) flagged += (*stdio)[i].get<bool>() ? 1 : 0;
+  if (flagged != fds.size())
+    return Error{"\"stdio\" flags " + std::to_string(flagged) + " fds but " +
+                     std::to_string(fds.size()) + " came with the request",
+                 EINVAL};
+  p.exec.keep_bytes = 0;
+  return p;
+}
+
+void Log(const std::string& line) { std::fprintf(stderr, "mcpcell pool: %s\n", line.c_str()); }
+
+}  // namespace
+
+// ---- options and spec ----
+
+void AddCellOptions(CLI::App& command, CellOptions& o) {
+  command.add_option("--state-dir", o.state_dir, "State dir for cells and the template")
+      ->capture_default_str();
+  command
+      .add_option("--disk", o.disk,
+                  "Size of the fresh /workspace, a tmpfs that counts against --memory")
+      ->capture_default_str();
+  command.add_option("--memory", o.memory, "Memory limit, e.g. 512M (swap off)");
+  command.add_option("--pids", o.pids, "Maximum number of processes");
+  command.add_option("--cpu", o.cpu_millicores, "CPU limit in millicores (1000 = one CPU)");
+  command.add_flag("--no-seccomp", o.no_seccomp, "Disable the seccomp filter (debugging only)");
+}
+
+std::string CellShape::Key() const {
+  return "disk=" + std::to_string(disk_bytes) + " memory=" + std::to_string(memory_bytes) +
+         " pids=" + std::to_string(pids) + " cpu=" + std::to_string(cpu_millicores) +
+         " seccomp=" + (seccomp ? "on" : "off");
+}
+
+Result<CellShape> ParseCellOptions(const CellOptions& o) {
+  CellShape shape;
+  shape.disk_bytes = ParseBytes(o.disk);
+  if (shape.disk_bytes == 0) return Error::Msg("--disk: \"" + o.disk + "\" is not a size like 1G");
+  if (!o.memory.empty()) {
+    shape.memory_bytes = ParseBytes(o.memory);
+    if (shape.memory_bytes == 0)
+      return Error::Msg("--memory: \"" + o.memory + "\" is not a size like 512M");
+  }
+  shape.pids = o.pids;
+  shape.cpu_millicores = o.cpu_millicores;
+  shape.seccomp = !o.no_seccomp;
+  return shape;
+}
+
+Result<sandbox::CellSpec> BuildCellSpec(const CellShape& shape, std::string cell_id,
+                                        const std::string& state_dir,
+                                        const std::string& skeleton_dir,
+                                        const std::string& workspace) {
+  sandbox::CellSpec spec = sandbox::DefaultCellSpec(std::move(cell_id), state_dir);
+  spec.rootfs.skeleton_dir = skeleton_dir;
+  spec.workspace_host_dir = workspace;
+  // A fresh workspace is a tmpfs of the cell's own, as under serve's default policy: it
+  // vanishes with the cell and has a real size limit, and the host keeps no directory to
+  // make and remove.
+  if (workspace.empty()) spec.tmpfs.workspace_bytes = shape.disk_bytes;
+  if (shape.memory_bytes != 0) spec.limits.memory_max_bytes = shape.memory_bytes;
+  spec.limits.pids_max = shape.pids;
+  spec.limits.cpu_millicores = shape.cpu_millicores;
+  spec.seccomp = shape.seccomp;
+  if (sandbox::Status s = sandbox::ValidateCellSpec(spec); !s.ok()) return s.error();
+  return spec;
+}
+
+std::string DefaultPoolSocket(const std::string& state_dir) { return state_dir + "/pool.sock"; }
+
+namespace {
+
+Result<sockaddr_un> SocketAddress(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof addr.sun_path)
+    return Error{"the pool socket path \"" + path + "\" is empty or longer than " +
+                     std::to_string(sizeof addr.sun_path - 1) + " bytes",
+                 ENAMETOOLONG};
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return addr;
+}
+
+}  // namespace
+
+// ---- client ----
+
+Result<std::unique_ptr<PoolClient>> PoolClient::Connect(const std::string& socket_path) {
+  auto addr = SocketAddress(socket_path);
+  if (!addr) return addr.error();
+  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!fd) return Error::Sys("socket(AF_UNIX, SOCK_SEQPACKET)");
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0)
+    return Error::Sys("connect(\"" + socket_path + "\")");
+  return std::unique_ptr<PoolClient>(new PoolClient(std::move(fd)));
+}
+
+PoolOutcome PoolClient::Run(const PoolExec& exec) {
+  PoolOutcome out;
+  json req{{"op", "exec"},    {"cell", exec.key}, {"argv", exec.argv},
+           {"env", exec.env}, {"cwd", exec.cwd},  {"timeout_ms", exec.timeout_ms}};
+  std::vector<int> fds;
+  json stdio = json::array();
+  for (int fd : exec.stdio) {
+    stdio.push_back(fd >= 0);
+    if (fd >= 0) fds.push_back(fd);
+  }
+  req["stdio"] = std::move(stdio);
+  if (sandbox::Status s = SendFrame(fd_.get(), req, fds); !s.ok()) {
+    // Too large or not UTF-8 for JSON: the run makes its own cell. A pool gone: the same.
+    out.kind = PoolOutcome::kNotStarted;
+    out.message = s.error().message;
+    out.err = s.error().err;
+    return out;
+  }
+  bool started = false;
+  for (;;) {
+    auto frame = ReceiveFrame(fd_.get(), 0);
+    if (!frame) {
+      out.kind = started ? PoolOutcome::kFailed : PoolOutcome::kNotStarted;
+      out.message = frame.error().err == 0
+                        ? std::string("the pool closed the connection before the command ") +
+                              (started ? "ended (the pool stopped or crashed)" : "started")
+                        : "reading from the pool: " + frame.error().message;
+      out.err = frame.error().err;
+      return out;
+    }
+    const json& body = frame->body;
+    auto event = StringField(body, "event", true);
+    if (!event) {
+      out.kind = PoolOutcome::kFailed;
+      out.message = "the pool sent a bad frame: " + event.error().message;
+      return out;
+    }
+    if (*event == "started") {
+      started = true;
+      auto cell = StringField(body, "cell", false);
+      out.cell_id = cell ? *cell : "";
+      if (exec.on_started) exec.on_started();
+    } else if (*event == "exited") {
+      auto code = IntField(body, "exit_code", 0, 255);
+      auto signo = IntField(body, "signo", 0, 64);
+      if (!code || !signo) {
+        out.kind = PoolOutcome::kFailed;
+        out.message = "the pool sent a bad exit: " + (!code ? code : signo).error().message;
+        return out;
+      }
+      out.kind = PoolOutcome::kRan;
+      out.exit_code = static_cast<int>(*code);
+      out.signo = static_cast<int>(*signo);
+      out.signaled = BoolOr(body, "signaled", false);
+      out.timed_out = BoolOr(body, "timed_out", false);
+      out.oom_killed = BoolOr(body, "oom_killed", false);
+      return out;
+    } else if (*event == "error") {
+      auto message = StringField(body, "message", false);
+      auto err = IntField(body, "errno", 0, 4095);
+      out.kind = BoolOr(body, "fallback", false) && !started ? PoolOutcome::kNotStarted
+                                                             : PoolOutcome::kFailed;
+      out.message = message ? *message : "the pool sent an error without a message";
+      out.err = err ? static_cast<int>(*err) : 0;
+      return out;
+    }
+    // Other events are for later versions: ignored.
+  }
+}
+
+sandbox::Status PoolClient::Signal(int signo) {
+  return SendFrame(fd_.get(), json{{"op", "signal"}, {"signo", signo}});
+}
+
+Result<std::string> PoolClient::Status() {
+  if (sandbox::Status s = SendFrame(fd_.get(), json{{"op", "status"}}); !s.ok()) return s.error();
+  auto frame = ReceiveFrame(fd_.get(), 0);
+  if (!frame) return frame.error();
+  return frame->body.dump();
+}
+
+// ---- server ----
+
+struct PoolServer::Connection {
+  UniqueFd fd;
+  std::stop_source stop;  // the server is stopping
+  std::atomic<bool> done{false};
+  std::thread thread;
+};
+
+Result<std::unique_ptr<PoolServer>> PoolServer::Listen(Options options) {
+  auto addr = SocketAddress(options.socket_path);
+  if (!addr) return addr.error();
+  // A live pool answers a connect; a stale file (a pool that was killed) does not.
+  if (auto live = PoolClient::Connect(options.socket_path); live.ok())
+    return Error{"a pool already listens on " + options.socket_path, EADDRINUSE};
+  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!fd) return Error::Sys("socket(AF_UNIX, SOCK_SEQPACKET)");
+  struct stat st;
+  if (::lstat(options.socket_path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      return Error{options.socket_path + " exists and is not a socket; not replacing it", EEXIST};
+    if (::unlink(options.socket_path.c_str()) != 0)
+      return Error::Sys("unlink(\"" + options.socket_path + "\") (a stale pool socket)");
+  }
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0)
+    return Error::Sys("bind(\"" + options.socket_path + "\")");
+  // Before listen, so that no connection is ever accepted through a wider mode.
+  if (::chmod(options.socket_path.c_str(), 0600) != 0) {
+    Error e = Error::Sys("chmod(\"" + options.socket_path + "\", 0600)");
+    ::unlink(options.socket_path.c_str());
+    return e;
+  }
+  if (::listen(fd.get(), 64) != 0) {
+    Error e = Error::Sys("listen(\"" + options.socket_path + "\")");
+    ::unlink(options.socket_path.c_str());
+    return e;
+  }
+  return std::unique_ptr<PoolServer>(new PoolServer(std::move(options), std::move(fd)));
+}
+
+PoolServer::PoolServer(Options options, UniqueFd listener)
+    : options_(std::move(options)),
+      listener_(std::move(listener)),
+      pool_(
+          [this](const std::string& id) {
+            return BuildCellSpec(options_.shape, id, options_.state_dir, options_.skeleton_dir);
+          },
+          options_.create, options_.size) {}
+
+PoolServer::~PoolServer() {
+  pool_.Stop();
+  listener_.Reset();
+  ::unlink(options_.socket_path.c_str());
+}
+
+void PoolServer::Serve(std::stop_token stop) {
+  UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  std::stop_callback on_stop(stop, [&] {
+    const uint64_t one = 1;
+    ssize_t ignored = ::write(wake.get(), &one, sizeof one);
+    (void)ignored;
+  });
+  std::list<std::unique_ptr<Connection>> connections;
+  auto reap = [&connections] {
+    for (auto it = connections.begin(); it != connections.end();) {
+      if ((*it)->done.load()) {
+        (*it)->thread.join();
+        it = connections.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  while (!stop.stop_requested()) {
+    pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {wake.get(), POLLIN, 0}};
+    if (::poll(fds, 2, 1000) < 0 && errno != EINTR) {
+      Log(Error::Sys("poll").message);
+      break;
+    }
+    reap();
+    if (fds[1].revents != 0 || stop.stop_requested()) break;
+    if (!(fds[0].revents & POLLIN)) continue;
+    UniqueFd conn(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!conn) {
+      // Out of fds: the waiting connection stays queued; try again shortly.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        Log(Error::Sys("accept4").message + "; retrying");
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      continue;
+    }
+    if (connections.size() >= kMaxConnections) {
+      (void)SendFrame(conn.get(), ErrorEvent("the pool serves " + std::to_string(kMaxConnections) +
+                                                 " runs at once; make a cell of your own",
+                                             EBUSY, true));
+      continue;
+    }
+    auto connection = std::make_unique<Connection>();
+    connection->fd = std::move(conn);
+    Connection* raw = connection.get();
+    raw->thread = std::thread([this, raw] {
+      Handle(*raw);
+      raw->done.store(true);
+    });
+    connections.push_back(std::move(connection));
+  }
+  // Stopping: every running command is killed (its connection's watcher sees the stop),
+  // every connection ends, then the ready cells go.
+  for (auto& c : connections) c->stop.request_stop();
+  for (auto& c : connections) c->thread.join();
+  pool_.Stop();
+}
+
+void PoolServer::Handle(Connection& connection) {
+  const int fd = connection.fd.get();
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) {
+    (void)SendFrame(fd, ErrorEvent(Error::Sys("getsockopt(SO_PEERCRED)").message, errno, true));
+    return;
+  }
+  if (peer.uid != ::geteuid()) {
+    (void)SendFrame(fd, ErrorEvent("refused: this pool serves uid " + std::to_string(::geteuid()) +
+                                       " only, and the run is uid " + std::to_string(peer.uid),
+                                   EACCES, true));
+    return;
+  }
+  // A peer that connects and says nothing is dropped after 10 s.
+  const timeval first_frame{10, 0};
+  (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &first_frame, sizeof first_frame);
+  auto frame = ReceiveFrame(fd, kMaxStdioFds);
+  if (!frame) {
+    if (frame.error().err != 0)
+      (void)SendFrame(
+          fd, ErrorEvent("bad request: " + frame.error().message, frame.error().err, false));
+    return;
+  }
+  const timeval none{0, 0};
+  (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+  auto op = StringField(frame->body, "op", true);
+  if (!op) {
+    (void)SendFrame(fd, ErrorEvent("bad request: " + op.error().message, EINVAL, false));
+    return;
+  }
+  if (*op == "status") {
+    (void)SendFrame(fd, json{{"event", "status"},
+                             {"ready", pool_.ready()},
+                             {"size", options_.size},
+                             {"cell", options_.shape.Key()},
+                             {"served", served_.load()},
+                             {"problem", pool_.status()}});
+    return;
+  }
+  if (*op != "exec") {
+    (void)SendFrame(
+        fd, ErrorEvent("bad request: unknown op \"" + op->substr(0, 64) + "\" (exec, status)",
+                       EINVAL, false));
+    return;
+  }
+  // From here to the cell's end, no new cell is started: on a small host it would take
+  // the CPUs the command and its round trip want. The refill follows the destroy.
+  pool_.PauseRefill();
+  struct Resume {
+    sandbox::WarmPool& pool;
+    ~Resume() { pool.ResumeRefill(); }
+  } resume{pool_};
+  auto parsed = ParseExec(frame->body, frame->fds);
+  if (!parsed) {
+    (void)SendFrame(fd, ErrorEvent("bad request: " + parsed.error().message, EINVAL, false));
+    return;
+  }
+  const std::string wanted = options_.shape.Key();
+  if (parsed->key != wanted) {
+    (void)SendFrame(fd, ErrorEvent("this pool makes cells of \"" + wanted + "\"; the run wants \"" +
+                                       parsed->key.substr(0, 256) + "\"",
+                                   0, true));
+    return;
+  }
+
+  // The watcher: the run's later frames (signals) and its going away, while the command
+  // runs on this thread. `events` wakes it: 1 the command started, 2 it ended.
+  UniqueFd events(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  std::stop_source kill;  // requested: the run left or the server stops; kills the group
+  std::atomic<uint64_t> exec_id{0};
+  std::atomic<bool> finished{false};
+  std::unique_ptr<sandbox::Cell> cell;
+  std::mutex cell_mu;  // cell is set once, before the watcher can use it
+  auto poke = [&events] {
+    const uint64_t one = 1;
+    ssize_t ignored = ::write(events.get(), &one, sizeof one);
+    (void)ignored;
+  };
+  std::stop_callback server_stop(connection.stop.get_token(), [&] {
+    kill.request_stop();
+    poke();
+  });
+  std::thread watcher([&] {
+    int pending = 0;
+    for (;;) {
+      pollfd p[2] = {{fd, POLLIN, 0}, {events.get(), POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0 && errno != EINTR) break;
+      if (p[1].revents) {
+        uint64_t v;
+        ssize_t ignored = ::read(events.get(), &v, sizeof v);
+        (void)ignored;
+      }
+      if (finished.load()) break;
+      if (kill.stop_requested()) break;
+      if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        auto next = ReceiveFrame(fd, 0, MSG_DONTWAIT);
+        if (!next && next.error().err == EAGAIN) continue;
+        if (!next) {
+          // The run went away (or broke the protocol): its command must not outlive it.
+          kill.request_stop();
+          break;
+        }
+        auto what = StringField(next->body, "op", true);
+        auto signo = IntField(next->body, "signo", 1, 64);
+        if (what && *what == "signal" && signo) {
+          pending = static_cast<int>(*signo);
+        } else {
+          Log("ignored a frame during a run: " +
+              (what ? std::string("op \"") + what->substr(0, 64) + "\"" : what.error().message));
+        }
+      }
+      if (pending != 0 && exec_id.load() != 0) {
+        std::lock_guard lock(cell_mu);
+        if (cell) (void)cell->channel().SignalExec(exec_id.load(), pending);
+        pending = 0;
+      }
+    }
+  });
+
+  std::unique_ptr<sandbox::Cell> taken = pool_.Take(std::chrono::seconds(10));
+  if (!taken) {
+    // None ready nor being made (the pool stopped making them, or many runs at once): one
+    // of our own, as the run would have made.
+    auto spec = BuildCellSpec(options_.shape, sandbox::GenerateCellId('p'), options_.state_dir,
+                              options_.skeleton_dir);
+    auto made = spec ? sandbox::Cell::Create(*spec, options_.create)
+                     : Result<std::unique_ptr<sandbox::Cell>>(spec.error());
+    if (made)
+      taken = std::move(*made);
+    else
+      Log("making a cell for a run: " + made.error().message);
+  }
+  {
+    std::lock_guard lock(cell_mu);
+    cell = std::move(taken);
+  }
+  Result<sandbox::ExecResult> result = Error{"", 0};
+  if (!cell) {
+    result = Error{"the pool could not make a cell (see its log)", EAGAIN};
+  } else if (kill.stop_requested()) {
+    result = Error{"the run went away before its command started", ECANCELED};
+  } else {
+    sandbox::ExecOptions& exec = parsed->exec;
+    exec.stop = kill.get_token();
+    const std::string cell_id = cell->id();
+    exec.on_started = [&](uint64_t id, pid_t) {
+      exec_id.store(id);
+      (void)SendFrame(fd, json{{"event", "started"}, {"cell", cell_id}});
+      poke();
+    };
+    result = cell->channel().Exec(exec);
+  }
+  frame->fds.clear();  // the run's stdio: ours no longer
+  finished.store(true);
+  poke();
+  watcher.join();
+  served_.fetch_add(1);
+  if (result) {
+    (void)SendFrame(fd, json{{"event", "exited"},
+                             {"exit_code", result->exit_code},
+                             {"signaled", result->signaled},
+                             {"signo", result->signo},
+                             {"timed_out", result->timed_out},
+                             {"oom_killed", result->oom_killed}});
+  } else {
+    const bool started = exec_id.load() != 0;
+    (void)SendFrame(
+        fd, ErrorEvent(result.error().message, result.error().err, !started && cell == nullptr));
+  }
+  if (cell) {
+    if (sandbox::Status s = cell->Destroy(); !s.ok())
+      Log("destroying cell " + cell->id() + ": " + s.error().message);
+  }
+}
+
+}  // namespace mcpcell::tools

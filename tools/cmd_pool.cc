@@ -1,0 +1,90 @@
+// `mcpcell pool [options]`: keep fresh cells ready for `mcpcell run` (tools/cell_pool.h).
+//
+// Runs in the foreground until SIGINT, SIGTERM or SIGHUP: prepares the state dir (reaps
+// cells a crashed predecessor left, builds the template), listens on <state_dir>/pool.sock
+// (or --socket) and keeps --size cells of its cell options ready. A `mcpcell run` with the
+// same state dir and the same cell options then runs its command in one of them; on stop
+// the commands still running are killed and every cell is destroyed.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "sandbox/cell.h"
+#include "sandbox/linux/overlay.h"
+#include "sandbox/state_dir.h"
+#include "tools/cell_pool.h"
+#include "tools/command.h"
+
+namespace mcpcell::tools {
+namespace {
+
+struct PoolOptions {
+  CellOptions cell;
+  std::string socket;
+  size_t size = 2;
+  std::string init_path;
+};
+
+int RunPool(const PoolOptions& o) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, s);
+  // Before any thread exists, so that only the sigwaitinfo below takes them.
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  auto fail = [](const std::string& what) {
+    std::fprintf(stderr, "mcpcell pool: %s\n", what.c_str());
+    return 1;
+  };
+  if (o.size == 0 || o.size > 64) return fail("--size must be 1..64");
+  auto shape = ParseCellOptions(o.cell);
+  if (!shape) return fail(shape.error().message);
+  const std::string& state_dir = o.cell.state_dir;
+  if (sandbox::Status s = sandbox::EnsureStateDir(state_dir); !s) return fail(s.error().message);
+  auto reaped = sandbox::ReapOrphans(state_dir);
+  if (!reaped) return fail("reaping orphaned cells: " + reaped.error().message);
+  if (!reaped->empty())
+    std::fprintf(stderr, "mcpcell pool: reaped %zu cell(s) left in %s\n", reaped->size(),
+                 state_dir.c_str());
+  auto skeleton = sandbox::PrepareHostTemplate(state_dir);
+  if (!skeleton) return fail("template: " + skeleton.error().message);
+
+  PoolServer::Options options;
+  options.socket_path = o.socket.empty() ? DefaultPoolSocket(state_dir) : o.socket;
+  options.shape = *shape;
+  options.state_dir = state_dir;
+  options.skeleton_dir = *skeleton;
+  options.size = o.size;
+  options.create.init_path = o.init_path;
+  auto server = PoolServer::Listen(options);
+  if (!server) return fail(server.error().message);
+  std::fprintf(stderr, "mcpcell pool: listening on %s, keeping %zu cell(s) of \"%s\" ready\n",
+               options.socket_path.c_str(), o.size, shape->Key().c_str());
+  std::jthread serving([&](std::stop_token stop) { (*server)->Serve(stop); });
+  int sig = 0;
+  while (sig <= 0) sig = sigwaitinfo(&stop_signals, nullptr);
+  std::fprintf(stderr, "mcpcell pool: SIG%s, stopping\n", sigabbrev_np(sig));
+  serving.request_stop();
+  serving.join();
+  server->reset();  // destroys the ready cells, removes the socket
+  return 0;
+}
+
+const bool kRegistered = RegisterCommand("pool", [](CLI::App& parent, int* exit_code) {
+  auto opts = std::make_shared<PoolOptions>();
+  opts->cell.state_dir = sandbox::DefaultStateDir();
+  CLI::App* sub = parent.add_subcommand(
+      "pool", "Keep fresh cells ready for `mcpcell run` (same state dir and cell options)");
+  AddCellOptions(*sub, opts->cell);
+  sub->add_option("--size", opts->size, "Cells kept ready")->capture_default_str();
+  sub->add_option("--socket", opts->socket, "Socket to listen on (default <state-dir>/pool.sock)");
+  sub->add_option("--init", opts->init_path, "Path of mcpcell-init (default: next to mcpcell)");
+  sub->callback([opts, exit_code] { *exit_code = RunPool(*opts); });
+});
+
+}  // namespace
+}  // namespace mcpcell::tools
