@@ -482,14 +482,45 @@ PoolServer::~PoolServer() {
 }
 
 void PoolServer::Serve(std::stop_token stop) {
-  UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  std::stop_callback on_stop(stop, [&] {
+  // One spare thread waits in accept() at any time: a run's connection wakes the thread
+  // that serves it, and this thread makes the next spare meanwhile, off the run's path.
+  UniqueFd wake(::eventfd(0, EFD_CLOEXEC));
+  auto poke = [&wake] {
     const uint64_t one = 1;
     ssize_t ignored = ::write(wake.get(), &one, sizeof one);
     (void)ignored;
-  });
+  };
+  std::stop_callback on_stop(stop, poke);
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> spare_waiting{false};
   std::list<std::unique_ptr<Connection>> connections;
-  auto reap = [&connections] {
+  auto start_spare = [&] {
+    auto connection = std::make_unique<Connection>();
+    Connection* raw = connection.get();
+    spare_waiting.store(true);
+    raw->thread = std::thread([this, raw, &stopping, &spare_waiting, poke] {
+      int fd;
+      do {
+        fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+      } while (fd < 0 && errno == EINTR);
+      spare_waiting.store(false);
+      poke();  // the next spare
+      if (fd < 0) {
+        Log(Error::Sys("accept4").message);
+        // Out of fds: the connection stays queued for the next spare, a moment later.
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      } else if (!stopping.load()) {
+        raw->fd.Reset(fd);
+        Handle(*raw);
+      } else {
+        ::close(fd);
+      }
+      raw->done.store(true);
+      poke();  // to be joined
+    });
+    connections.push_back(std::move(connection));
+  };
+  while (!stop.stop_requested()) {
     for (auto it = connections.begin(); it != connections.end();) {
       if ((*it)->done.load()) {
         (*it)->thread.join();
@@ -498,42 +529,20 @@ void PoolServer::Serve(std::stop_token stop) {
         ++it;
       }
     }
-  };
-  while (!stop.stop_requested()) {
-    pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {wake.get(), POLLIN, 0}};
-    if (::poll(fds, 2, 1000) < 0 && errno != EINTR) {
-      Log(Error::Sys("poll").message);
-      break;
+    // At the limit, further runs wait in the listen backlog until one ends.
+    if (!spare_waiting.load() && connections.size() < kMaxConnections) start_spare();
+    uint64_t v;
+    pollfd p = {wake.get(), POLLIN, 0};
+    if (::poll(&p, 1, 1000) > 0) {
+      ssize_t ignored = ::read(wake.get(), &v, sizeof v);
+      (void)ignored;
     }
-    reap();
-    if (fds[1].revents != 0 || stop.stop_requested()) break;
-    if (!(fds[0].revents & POLLIN)) continue;
-    UniqueFd conn(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!conn) {
-      // Out of fds: the waiting connection stays queued; try again shortly.
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        Log(Error::Sys("accept4").message + "; retrying");
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-      continue;
-    }
-    if (connections.size() >= kMaxConnections) {
-      (void)SendFrame(conn.get(), ErrorEvent("the pool serves " + std::to_string(kMaxConnections) +
-                                                 " runs at once; make a cell of your own",
-                                             EBUSY, true));
-      continue;
-    }
-    auto connection = std::make_unique<Connection>();
-    connection->fd = std::move(conn);
-    Connection* raw = connection.get();
-    raw->thread = std::thread([this, raw] {
-      Handle(*raw);
-      raw->done.store(true);
-    });
-    connections.push_back(std::move(connection));
   }
-  // Stopping: every running command is killed (its connection's watcher sees the stop),
-  // every connection ends, then the ready cells go.
+  // Stopping: the spare is woken by a connection of our own and serves nothing; every
+  // running command is killed (its handler sees the stop), every connection ends, then
+  // the ready cells go.
+  stopping.store(true);
+  if (spare_waiting.load()) (void)PoolClient::Connect(options_.socket_path);
   for (auto& c : connections) c->stop.request_stop();
   for (auto& c : connections) c->thread.join();
   pool_.Stop();
@@ -622,7 +631,10 @@ void PoolServer::Handle(Connection& connection) {
     kill.request_stop();
     poke();
   });
-  std::thread watcher([&] {
+  // Made once the command runs (signals are forwarded only then), so that making a thread
+  // is not on the way from the request to the command.
+  std::thread watcher;
+  auto watch = [&] {
     int pending = 0;
     for (;;) {
       pollfd p[2] = {{fd, POLLIN, 0}, {events.get(), POLLIN, 0}};
@@ -657,7 +669,7 @@ void PoolServer::Handle(Connection& connection) {
         pending = 0;
       }
     }
-  });
+  };
 
   std::unique_ptr<sandbox::Cell> taken = pool_.Take(std::chrono::seconds(10));
   if (!taken) {
@@ -688,14 +700,14 @@ void PoolServer::Handle(Connection& connection) {
     exec.on_started = [&](uint64_t id, pid_t) {
       exec_id.store(id);
       (void)SendFrame(fd, json{{"event", "started"}, {"cell", cell_id}});
-      poke();
+      watcher = std::thread(watch);
     };
     result = cell->channel().Exec(exec);
   }
   frame->fds.clear();  // the run's stdio: ours no longer
   finished.store(true);
   poke();
-  watcher.join();
+  if (watcher.joinable()) watcher.join();
   served_.fetch_add(1);
   if (result) {
     (void)SendFrame(fd, json{{"event", "exited"},

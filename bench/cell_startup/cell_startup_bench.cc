@@ -1,6 +1,6 @@
 // cell_startup_bench: how long a fresh cell costs, next to bubblewrap and the bare command.
 //
-// Six commands run in every round, in an order that rotates per round so that none always
+// The commands of every round run, in an order that rotates per round so that none always
 // runs first (cold caches) or right after another: `/bin/true` and
 // `/usr/bin/python3 -c 'print(1)'`, each bare, under `mcpcell run`, and under `bwrap` with
 // an equivalent layout (new user/mount/pid/net/ipc/uts/cgroup namespaces, read-only /usr
@@ -17,6 +17,14 @@
 // Two more rows run the same commands in one warm cell through CellChannel::Exec, the way
 // an MCP session uses its cell for every call after the first: they show the per-call
 // cost of a cell apart from its creation.
+//
+// Two more, `pooled true` and `pooled python`, run `mcpcell run` against a `mcpcell pool
+// --size 2` the bench starts in a state dir of its own: each run takes a fresh cell the
+// pool made ahead (never used before, destroyed after the run). Before and after each
+// pooled run the bench waits until the pool is full again, so neither that run nor the
+// next row shares the CPUs with a cell being made or destroyed: the rows say what a run
+// costs when the pool is at rest (runs at least ~10 ms apart here). The `mcpcell` rows
+// pass --no-pool: a cell of the run's own, always.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/socket.h>

@@ -49,6 +49,29 @@ TEST(WarmPool, HandsOutAReadyCellThatWorksAndRefills) {
   EXPECT_EQ(CellDirs(state.path()), 0u) << "Stop destroys the refilled cell";
 }
 
+// While a pause is held no cell is started (mcpcell pool pauses for each run, so the
+// refill does not share the CPUs with the run's program); the last resume refills.
+TEST(WarmPool, NoRefillWhilePaused) {
+  TempStateDir state;
+  ASSERT_FALSE(state.path().empty());
+  WarmPool pool(ProbeFactory(state), TestCreateOptions(), 1);
+  ASSERT_TRUE(Eventually([&] { return pool.ready() == 1; })) << pool.status();
+  pool.PauseRefill();
+  pool.PauseRefill();
+  std::unique_ptr<Cell> cell = pool.Take();
+  ASSERT_NE(cell, nullptr);
+  EXPECT_EQ(pool.Take(0ms), nullptr) << "none ready and none being made while paused";
+  pool.ResumeRefill();
+  std::this_thread::sleep_for(300ms);  // a cell takes ~10 ms to make here
+  EXPECT_EQ(pool.ready(), 0u) << "one pause is still held";
+  EXPECT_EQ(CellDirs(state.path()), 1u) << "no cell was started";
+  pool.ResumeRefill();
+  EXPECT_TRUE(Eventually([&] { return pool.ready() == 1; })) << "refill: " << pool.status();
+  EXPECT_TRUE(cell->Destroy().ok());
+  pool.Stop();
+  EXPECT_EQ(CellDirs(state.path()), 0u);
+}
+
 TEST(WarmPool, KilledWhileWaitingInThePool) {
   TempStateDir state;
   ASSERT_FALSE(state.path().empty());
