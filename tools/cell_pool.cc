@@ -550,6 +550,13 @@ void PoolServer::Serve(std::stop_token stop) {
 
 void PoolServer::Handle(Connection& connection) {
   const int fd = connection.fd.get();
+  // The request is read before anything is answered, even to a peer that is refused: a
+  // reply followed by a close with the request still unread would reset the connection,
+  // and the peer could lose the reply. A peer that connects and says nothing is dropped
+  // after 10 s.
+  const timeval first_frame{10, 0};
+  (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &first_frame, sizeof first_frame);
+  auto frame = ReceiveFrame(fd, kMaxStdioFds);
   ucred peer{};
   socklen_t len = sizeof peer;
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) {
@@ -562,10 +569,6 @@ void PoolServer::Handle(Connection& connection) {
                                    EACCES, true));
     return;
   }
-  // A peer that connects and says nothing is dropped after 10 s.
-  const timeval first_frame{10, 0};
-  (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &first_frame, sizeof first_frame);
-  auto frame = ReceiveFrame(fd, kMaxStdioFds);
   if (!frame) {
     if (frame.error().err != 0)
       (void)SendFrame(
