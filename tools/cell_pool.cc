@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -18,6 +19,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
 
 #include "sandbox/cell_channel.h"
 
@@ -364,7 +366,22 @@ PoolOutcome PoolClient::Run(const PoolExec& exec) {
     return out;
   }
   bool started = false;
+  int pending_signal = 0;  // came before the command ran: sent once it does
   for (;;) {
+    if (exec.signal_fd >= 0) {
+      pollfd p[2] = {{fd_.get(), POLLIN, 0}, {exec.signal_fd, POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0 && errno != EINTR) {
+        out.kind = started ? PoolOutcome::kFailed : PoolOutcome::kNotStarted;
+        out.message = Error::Sys("poll").message;
+        return out;
+      }
+      signalfd_siginfo info;
+      while (::read(exec.signal_fd, &info, sizeof info) == sizeof info) {
+        pending_signal = static_cast<int>(info.ssi_signo);
+      }
+      if (started && pending_signal != 0) (void)Signal(std::exchange(pending_signal, 0));
+      if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    }
     auto frame = ReceiveFrame(fd_.get(), 0);
     if (!frame) {
       out.kind = started ? PoolOutcome::kFailed : PoolOutcome::kNotStarted;
@@ -387,6 +404,7 @@ PoolOutcome PoolClient::Run(const PoolExec& exec) {
       auto cell = StringField(body, "cell", false);
       out.cell_id = cell ? *cell : "";
       if (exec.on_started) exec.on_started();
+      if (pending_signal != 0) (void)Signal(std::exchange(pending_signal, 0));
     } else if (*event == "exited") {
       auto code = IntField(body, "exit_code", 0, 255);
       auto signo = IntField(body, "signo", 0, 64);
@@ -482,8 +500,10 @@ PoolServer::~PoolServer() {
 }
 
 void PoolServer::Serve(std::stop_token stop) {
-  // One spare thread waits in accept() at any time: a run's connection wakes the thread
-  // that serves it, and this thread makes the next spare meanwhile, off the run's path.
+  // kSpares threads wait in accept(): a run's connection wakes the thread that serves it,
+  // and no thread is made on its path. This thread tops the spares up when a run ended,
+  // or at once when the last spare was taken (runs at the same time).
+  constexpr int kSpares = 2;
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC));
   auto poke = [&wake] {
     const uint64_t one = 1;
@@ -492,22 +512,21 @@ void PoolServer::Serve(std::stop_token stop) {
   };
   std::stop_callback on_stop(stop, poke);
   std::atomic<bool> stopping{false};
-  std::atomic<bool> spare_waiting{false};
+  std::atomic<int> spares{0};
   std::list<std::unique_ptr<Connection>> connections;
   auto start_spare = [&] {
     auto connection = std::make_unique<Connection>();
     Connection* raw = connection.get();
-    spare_waiting.store(true);
-    raw->thread = std::thread([this, raw, &stopping, &spare_waiting, poke] {
+    spares.fetch_add(1);
+    raw->thread = std::thread([this, raw, &stopping, &spares, poke] {
       int fd;
       do {
         fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
       } while (fd < 0 && errno == EINTR);
-      spare_waiting.store(false);
-      poke();  // the next spare
+      if (spares.fetch_sub(1) == 1) poke();  // the last spare: more now
       if (fd < 0) {
         Log(Error::Sys("accept4").message);
-        // Out of fds: the connection stays queued for the next spare, a moment later.
+        // Out of fds: the connection stays queued for another spare, a moment later.
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       } else if (!stopping.load()) {
         raw->fd.Reset(fd);
@@ -516,7 +535,7 @@ void PoolServer::Serve(std::stop_token stop) {
         ::close(fd);
       }
       raw->done.store(true);
-      poke();  // to be joined
+      poke();  // to be joined, and replaced
     });
     connections.push_back(std::move(connection));
   };
@@ -530,7 +549,7 @@ void PoolServer::Serve(std::stop_token stop) {
       }
     }
     // At the limit, further runs wait in the listen backlog until one ends.
-    if (!spare_waiting.load() && connections.size() < kMaxConnections) start_spare();
+    while (spares.load() < kSpares && connections.size() < kMaxConnections) start_spare();
     uint64_t v;
     pollfd p = {wake.get(), POLLIN, 0};
     if (::poll(&p, 1, 1000) > 0) {
@@ -538,12 +557,14 @@ void PoolServer::Serve(std::stop_token stop) {
       (void)ignored;
     }
   }
-  // Stopping: the spare is woken by a connection of our own and serves nothing; every
-  // running command is killed (its handler sees the stop), every connection ends, then
-  // the ready cells go.
+  // Stopping: every running command is killed (its handler sees the stop); each spare is
+  // woken by a connection of our own and serves nothing; then the ready cells go.
   stopping.store(true);
-  if (spare_waiting.load()) (void)PoolClient::Connect(options_.socket_path);
   for (auto& c : connections) c->stop.request_stop();
+  while (spares.load() > 0) {
+    if (!PoolClient::Connect(options_.socket_path)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   for (auto& c : connections) c->thread.join();
   pool_.Stop();
 }

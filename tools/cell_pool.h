@@ -94,6 +94,9 @@ struct PoolExec {
   int64_t timeout_ms = 0;
   int stdio[3] = {-1, -1, -1};  // given to the command as-is; -1: none
   std::function<void()> on_started;
+  // A signalfd (non-blocking) whose signals go to the command's process group, as soon
+  // as it runs; -1: none. Run waits on it and the pool's socket in one poll.
+  int signal_fd = -1;
 };
 
 struct PoolOutcome {

@@ -10,6 +10,7 @@
 // to stderr.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -77,6 +78,8 @@ class SignalForwarder {
     // Blocked before any thread exists, so every thread inherits the mask and only
     // sigwaitinfo below sees them.
     pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    forwarded_ = set_;
+    sigdelset(&forwarded_, SIGUSR1);
   }
   // Started before the cell is made, so that making the thread is not on the way from the
   // cell to the command. A signal that comes before the command's process group is known
@@ -100,6 +103,8 @@ class SignalForwarder {
     // Forwarded by the thread, never from here (the caller may be inside the channel).
     if (pending_.load() != 0 && thread_.joinable()) pthread_kill(thread_.native_handle(), SIGUSR1);
   }
+  // The signals it forwards (SIGINT, SIGTERM, SIGHUP, SIGQUIT), for a signalfd.
+  const sigset_t& forwarded() const { return forwarded_; }
   // A signal that came before the command was started (while the cell was made), taken
   // so that the thread does not forward it later; 0 if none. One the thread has not
   // dequeued yet (it may not have run at all on a loaded machine) is taken here directly.
@@ -123,6 +128,7 @@ class SignalForwarder {
 
  private:
   sigset_t set_;
+  sigset_t forwarded_;
   std::atomic<bool> stop_{false};
   std::function<void(int)> forward_;  // set once, before armed_
   std::atomic<bool> armed_{false};
@@ -193,14 +199,13 @@ std::optional<int> RunInPool(const RunOptions& o, const CellShape& shape,
   for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) exec.stdio[fd] = OpenOrNone(fd);
   const auto exec_start = Clock::now();
   Clock::time_point started_at = exec_start;
-  PoolClient* client = pool->get();
-  exec.on_started = [&] {
-    started_at = Clock::now();
-    forwarder.SetTarget([client](int sig) { (void)client->Signal(sig); });
-  };
-  PoolOutcome outcome = client->Run(exec);
+  // No thread here: Run waits on the pool's socket and a signalfd of the forwarded
+  // signals (blocked since the forwarder was made) in one poll.
+  sandbox::UniqueFd signals(::signalfd(-1, &forwarder.forwarded(), SFD_CLOEXEC | SFD_NONBLOCK));
+  exec.signal_fd = signals.get();
+  exec.on_started = [&] { started_at = Clock::now(); };
+  PoolOutcome outcome = (*pool)->Run(exec);
   const auto exec_end = Clock::now();
-  forwarder.Stop();  // before the connection goes
   if (outcome.kind == PoolOutcome::kNotStarted) {
     if (!o.pool_socket.empty() || o.timings)
       std::fprintf(stderr, "mcpcell run: not using the pool: %s\n", outcome.message.c_str());
@@ -228,8 +233,7 @@ std::optional<int> RunInPool(const RunOptions& o, const CellShape& shape,
 }
 
 int RunCommand(const RunOptions& o) {
-  SignalForwarder forwarder;  // first: blocks the signals before the cell's threads start
-  forwarder.Start();
+  SignalForwarder forwarder;  // first: blocks the signals before any thread starts
   auto shape = ParseCellOptions(o.cell);
   auto env = CommandEnvironment(o);
   if (!shape || !env) {
@@ -241,6 +245,7 @@ int RunCommand(const RunOptions& o) {
   if (!o.no_pool && o.workspace.empty() && o.init_path.empty()) {
     if (std::optional<int> status = RunInPool(o, *shape, *env, forwarder)) return *status;
   }
+  forwarder.Start();
   auto skeleton = sandbox::PrepareHostTemplate(o.cell.state_dir);
   auto spec = skeleton ? BuildCellSpec(*shape, sandbox::GenerateCellId(), o.cell.state_dir,
                                        *skeleton, o.workspace)

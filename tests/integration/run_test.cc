@@ -530,6 +530,25 @@ TEST_F(PoolRunTest, SignalsReachTheCommandAndARunThatDiesHasItsCommandKilled) {
   }
 }
 
+// As with a cell of its own: a signal before the command could start means it never runs,
+// and the pool is not even asked.
+TEST_F(PoolRunTest, ASignalBeforeTheCommandStartsMeansItNeverRuns) {
+  Started run =
+      Start({MCPCELL_BIN, "run", "--state-dir", state_, "--", "/bin/sh", "-c", "echo ran"}, SIGINT);
+  close(run.in);
+  std::string err = ReadUntil(run.err, "\x01");
+  std::string out = ReadUntil(run.out, "\x01");
+  int status = 0;
+  ASSERT_EQ(waitpid(run.pid, &status, 0), run.pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "mcpcell run itself died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT) << err;
+  EXPECT_THAT(err, HasSubstr("SIGINT before the command started; it was not run"));
+  EXPECT_EQ(out, "");
+  EXPECT_THAT(Status(), HasSubstr("\"served\":0"));
+  close(run.out);
+  close(run.err);
+}
+
 // Whatever a peer sends, the pool answers with an error that names the problem, keeps no
 // fd it was given, and serves the next run.
 TEST_F(PoolRunTest, BadRequestsGetAClearErrorAndThePoolServesOn) {
