@@ -716,7 +716,8 @@ void PoolServer::Handle(Connection& connection) {
   if (!cell) {
     result = Error{"the pool could not make a cell (see its log)", EAGAIN};
   } else if (kill.stop_requested()) {
-    result = Error{"the run went away before its command started", ECANCELED};
+    result = Error{"the command was not started: the run went away or the pool is stopping",
+                   ECANCELED};
   } else {
     sandbox::ExecOptions& exec = parsed->exec;
     exec.stop = kill.get_token();

@@ -36,6 +36,9 @@ int RunPool(const PoolOptions& o) {
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, s);
   // Before any thread exists, so that only the sigwaitinfo below takes them.
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A log line to a closed stderr must not kill the pool and orphan its cells (cell init
+  // resets every disposition, so its programs do not inherit this).
+  ::signal(SIGPIPE, SIG_IGN);
   auto fail = [](const std::string& what) {
     std::fprintf(stderr, "mcpcell pool: %s\n", what.c_str());
     return 1;
