@@ -67,7 +67,7 @@ std::unique_ptr<Cell> WarmPool::Take(std::chrono::milliseconds max_wait) {
     while (!ready_.empty()) {
       std::unique_ptr<Cell> cell = std::move(ready_.front());
       ready_.pop_front();
-      changed_.notify_all();  // refill
+      if (pauses_ == 0) changed_.notify_all();  // refill (paused: nobody to wake)
       lock.unlock();
       if (Usable(*cell)) return cell;
       (void)cell->Destroy();  // died while waiting (killed from the host): never handed out

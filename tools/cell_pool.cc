@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <list>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -446,6 +448,112 @@ Result<std::string> PoolClient::Status() {
 
 // ---- server ----
 
+// What the watcher needs of one running command.
+struct PoolServer::RunWatch {
+  std::mutex mu;
+  int fd = -1;                              // the run's connection
+  sandbox::CellChannel* channel = nullptr;  // under mu, with exec_id, once started
+  uint64_t exec_id = 0;                     // under mu
+  bool done = false;                        // under mu: the handler is finishing; fd is off limits
+  std::stop_source kill;                    // requested: kills the command's process group
+};
+
+// One thread for every running command's connection (epoll): a `signal` frame goes to the
+// command's process group, the connection closing (the run was killed) or a broken frame
+// kills the group. Adding and removing a connection wakes nobody.
+class PoolServer::ConnectionWatcher {
+ public:
+  ConnectionWatcher() : epoll_(::epoll_create1(EPOLL_CLOEXEC)), wake_(::eventfd(0, EFD_CLOEXEC)) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;  // the wake-up
+    (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~ConnectionWatcher() {
+    stop_.store(true);
+    const uint64_t one = 1;
+    ssize_t ignored = ::write(wake_.get(), &one, sizeof one);
+    (void)ignored;
+    thread_.join();
+  }
+  void Add(const std::shared_ptr<RunWatch>& watch) {
+    {
+      std::lock_guard lock(mu_);
+      watches_[watch.get()] = watch;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = watch.get();
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, watch->fd, &ev) != 0)
+      Log(Error::Sys("epoll_ctl(ADD)").message + ": signals of this run are not forwarded");
+  }
+  // After it returns the watcher no longer touches the watch's fd.
+  void Remove(RunWatch& watch) {
+    {
+      std::lock_guard lock(watch.mu);
+      watch.done = true;
+    }
+    (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, watch.fd, nullptr);  // ENOENT: already out
+    std::lock_guard lock(mu_);
+    watches_.erase(&watch);
+  }
+
+ private:
+  void Loop() {
+    epoll_event events[16];
+    while (!stop_.load()) {
+      const int n = ::epoll_wait(epoll_.get(), events, 16, -1);
+      if (n < 0 && errno != EINTR) {
+        Log(Error::Sys("epoll_wait").message);
+        return;
+      }
+      for (int i = 0; i < n; ++i) {
+        if (events[i].data.ptr == nullptr) {
+          uint64_t v;
+          ssize_t ignored = ::read(wake_.get(), &v, sizeof v);
+          (void)ignored;
+          continue;
+        }
+        std::shared_ptr<RunWatch> watch;
+        {
+          std::lock_guard lock(mu_);
+          auto it = watches_.find(static_cast<RunWatch*>(events[i].data.ptr));
+          if (it == watches_.end()) continue;
+          watch = it->second;
+        }
+        Serve(*watch);
+      }
+    }
+  }
+  void Serve(RunWatch& watch) {
+    std::lock_guard lock(watch.mu);
+    if (watch.done) return;
+    auto next = ReceiveFrame(watch.fd, 0, MSG_DONTWAIT);
+    if (!next && next.error().err == EAGAIN) return;
+    if (!next) {
+      // The run went away (or broke the protocol): its command must not outlive it.
+      watch.kill.request_stop();
+      (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, watch.fd, nullptr);
+      return;
+    }
+    auto op = StringField(next->body, "op", true);
+    auto signo = IntField(next->body, "signo", 1, 64);
+    if (op && *op == "signal" && signo) {
+      (void)watch.channel->SignalExec(watch.exec_id, static_cast<int>(*signo));
+    } else {
+      Log("ignored a frame during a run: " +
+          (op ? std::string("op \"") + op->substr(0, 64) + "\"" : op.error().message));
+    }
+  }
+
+  UniqueFd epoll_, wake_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::map<RunWatch*, std::shared_ptr<RunWatch>> watches_;  // under mu_
+  std::thread thread_;
+};
+
 struct PoolServer::Connection {
   UniqueFd fd;
   std::stop_source stop;  // the server is stopping
@@ -491,7 +599,8 @@ PoolServer::PoolServer(Options options, UniqueFd listener)
           [this](const std::string& id) {
             return BuildCellSpec(options_.shape, id, options_.state_dir, options_.skeleton_dir);
           },
-          options_.create, options_.size) {}
+          options_.create, options_.size),
+      watcher_(std::make_unique<ConnectionWatcher>()) {}
 
 PoolServer::~PoolServer() {
   pool_.Stop();
@@ -514,25 +623,33 @@ void PoolServer::Serve(std::stop_token stop) {
   std::atomic<bool> stopping{false};
   std::atomic<int> spares{0};
   std::list<std::unique_ptr<Connection>> connections;
+  // A spare serves one connection after another while no other spare waits, so a run
+  // mostly meets a thread that has served before (stack and thread-local state warm).
   auto start_spare = [&] {
     auto connection = std::make_unique<Connection>();
     Connection* raw = connection.get();
     spares.fetch_add(1);
     raw->thread = std::thread([this, raw, &stopping, &spares, poke] {
-      int fd;
-      do {
-        fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-      } while (fd < 0 && errno == EINTR);
-      if (spares.fetch_sub(1) == 1) poke();  // the last spare: more now
-      if (fd < 0) {
-        Log(Error::Sys("accept4").message);
-        // Out of fds: the connection stays queued for another spare, a moment later.
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      } else if (!stopping.load()) {
-        raw->fd.Reset(fd);
-        Handle(*raw);
-      } else {
-        ::close(fd);
+      for (;;) {
+        int fd;
+        do {
+          fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+        } while (fd < 0 && errno == EINTR);
+        if (spares.fetch_sub(1) == 1) poke();  // the last spare: more now
+        if (fd < 0) {
+          Log(Error::Sys("accept4").message);
+          // Out of fds: the connection stays queued for another spare, a moment later.
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        } else if (!stopping.load()) {
+          raw->fd.Reset(fd);
+          Handle(*raw);
+          raw->fd.Reset();
+        } else {
+          ::close(fd);
+        }
+        // Back to accept() unless enough others wait there already, or the server stops.
+        if (stopping.load() || raw->stop.stop_requested() || spares.load() >= kSpares) break;
+        spares.fetch_add(1);
       }
       raw->done.store(true);
       poke();  // to be joined, and replaced
@@ -638,63 +755,13 @@ void PoolServer::Handle(Connection& connection) {
     return;
   }
 
-  // The watcher: the run's later frames (signals) and its going away, while the command
-  // runs on this thread. `events` wakes it: 1 the command started, 2 it ended.
-  UniqueFd events(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  std::stop_source kill;  // requested: the run left or the server stops; kills the group
-  std::atomic<uint64_t> exec_id{0};
-  std::atomic<bool> finished{false};
+  // From the start of the command, the watcher thread reads the run's later frames
+  // (signals) and sees it go away; the server's stop kills the command too.
+  auto watch = std::make_shared<RunWatch>();
+  watch->fd = fd;
+  std::stop_callback server_stop(connection.stop.get_token(),
+                                 [&watch] { watch->kill.request_stop(); });
   std::unique_ptr<sandbox::Cell> cell;
-  std::mutex cell_mu;  // cell is set once, before the watcher can use it
-  auto poke = [&events] {
-    const uint64_t one = 1;
-    ssize_t ignored = ::write(events.get(), &one, sizeof one);
-    (void)ignored;
-  };
-  std::stop_callback server_stop(connection.stop.get_token(), [&] {
-    kill.request_stop();
-    poke();
-  });
-  // Made once the command runs (signals are forwarded only then), so that making a thread
-  // is not on the way from the request to the command.
-  std::thread watcher;
-  auto watch = [&] {
-    int pending = 0;
-    for (;;) {
-      pollfd p[2] = {{fd, POLLIN, 0}, {events.get(), POLLIN, 0}};
-      if (::poll(p, 2, -1) < 0 && errno != EINTR) break;
-      if (p[1].revents) {
-        uint64_t v;
-        ssize_t ignored = ::read(events.get(), &v, sizeof v);
-        (void)ignored;
-      }
-      if (finished.load()) break;
-      if (kill.stop_requested()) break;
-      if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-        auto next = ReceiveFrame(fd, 0, MSG_DONTWAIT);
-        if (!next && next.error().err == EAGAIN) continue;
-        if (!next) {
-          // The run went away (or broke the protocol): its command must not outlive it.
-          kill.request_stop();
-          break;
-        }
-        auto what = StringField(next->body, "op", true);
-        auto signo = IntField(next->body, "signo", 1, 64);
-        if (what && *what == "signal" && signo) {
-          pending = static_cast<int>(*signo);
-        } else {
-          Log("ignored a frame during a run: " +
-              (what ? std::string("op \"") + what->substr(0, 64) + "\"" : what.error().message));
-        }
-      }
-      if (pending != 0 && exec_id.load() != 0) {
-        std::lock_guard lock(cell_mu);
-        if (cell) (void)cell->channel().SignalExec(exec_id.load(), pending);
-        pending = 0;
-      }
-    }
-  };
-
   std::unique_ptr<sandbox::Cell> taken = pool_.Take(std::chrono::seconds(10));
   if (!taken) {
     // None ready nor being made (the pool stopped making them, or many runs at once): one
@@ -708,32 +775,31 @@ void PoolServer::Handle(Connection& connection) {
     else
       Log("making a cell for a run: " + made.error().message);
   }
-  {
-    std::lock_guard lock(cell_mu);
-    cell = std::move(taken);
-  }
+  cell = std::move(taken);
   Result<sandbox::ExecResult> result = Error{"", 0};
+  bool started = false;
   if (!cell) {
     result = Error{"the pool could not make a cell (see its log)", EAGAIN};
-  } else if (kill.stop_requested()) {
-    result = Error{"the command was not started: the run went away or the pool is stopping",
-                   ECANCELED};
+  } else if (watch->kill.stop_requested()) {
+    result =
+        Error{"the command was not started: the run went away or the pool is stopping", ECANCELED};
   } else {
     sandbox::ExecOptions& exec = parsed->exec;
-    exec.stop = kill.get_token();
-    const std::string cell_id = cell->id();
+    exec.stop = watch->kill.get_token();
     exec.on_started = [&](uint64_t id, pid_t) {
-      exec_id.store(id);
-      (void)SendFrame(fd, json{{"event", "started"}, {"cell", cell_id}});
-      watcher = std::thread(watch);
+      {
+        std::lock_guard lock(watch->mu);
+        watch->channel = &cell->channel();
+        watch->exec_id = id;
+      }
+      started = true;
+      (void)SendFrame(fd, json{{"event", "started"}, {"cell", cell->id()}});
+      watcher_->Add(watch);
     };
     result = cell->channel().Exec(exec);
   }
   frame->fds.clear();  // the run's stdio: ours no longer
-  finished.store(true);
-  poke();
-  if (watcher.joinable()) watcher.join();
-  served_.fetch_add(1);
+  // The answer first: nothing else is on the way from the command's exit to the run's.
   if (result) {
     (void)SendFrame(fd, json{{"event", "exited"},
                              {"exit_code", result->exit_code},
@@ -742,14 +808,15 @@ void PoolServer::Handle(Connection& connection) {
                              {"timed_out", result->timed_out},
                              {"oom_killed", result->oom_killed}});
   } else {
-    const bool started = exec_id.load() != 0;
     (void)SendFrame(
         fd, ErrorEvent(result.error().message, result.error().err, !started && cell == nullptr));
   }
+  if (started) watcher_->Remove(*watch);  // before the connection closes
   if (cell) {
     if (sandbox::Status s = cell->Destroy(); !s.ok())
       Log("destroying cell " + cell->id() + ": " + s.error().message);
   }
+  served_.fetch_add(1);
 }
 
 }  // namespace mcpcell::tools

@@ -155,12 +155,15 @@ class PoolServer {
 
  private:
   struct Connection;
+  struct RunWatch;
+  class ConnectionWatcher;
   PoolServer(Options options, sandbox::UniqueFd listener);
   void Handle(Connection& connection);
 
   const Options options_;
   sandbox::UniqueFd listener_;
   sandbox::WarmPool pool_;
+  std::unique_ptr<ConnectionWatcher> watcher_;
   std::atomic<uint64_t> served_{0};
 };
 
