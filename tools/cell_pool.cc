@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "sandbox/cell_channel.h"
+#include "sandbox/control/protocol.h"
 
 namespace mcpcell::tools {
 
@@ -69,25 +70,9 @@ sandbox::Status SendFrame(int fd, const json& body, std::span<const int> fds = {
     return Error{"a frame of " + std::to_string(text.size()) + " bytes is above the limit of " +
                      std::to_string(kMaxPoolFrameBytes),
                  EMSGSIZE};
-  iovec iov{text.data(), text.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxStdioFds)] = {};
-  if (!fds.empty()) {
-    if (fds.size() > kMaxStdioFds) return Error::Msg("too many fds for one frame");
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  }
-  for (;;) {
-    if (::sendmsg(fd, &msg, MSG_NOSIGNAL) >= 0) return sandbox::Ok();
-    if (errno != EINTR) return Error::Sys("sendmsg to the pool socket");
-  }
+  return sandbox::control::SendDatagram(
+      fd, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()), fds,
+      "to the pool socket");
 }
 
 struct Frame {

@@ -435,7 +435,14 @@ Status SendMessage(int fd, const Message& message, std::span<const int> fds) {
                           std::to_string(frame.size()) + " bytes > kMaxFrameBytes)",
                       EMSGSIZE);
   }
-  iovec iov{frame.data(), frame.size()};
+  return SendDatagram(fd, frame, fds, MessageName(message));
+}
+
+Status SendDatagram(int fd, std::span<const uint8_t> bytes, std::span<const int> fds,
+                    const char* what) {
+  if (fds.size() > kMaxFdsPerFrame)
+    return Error::Msg(std::string("sendmsg(") + what + "): too many fds");
+  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -453,9 +460,9 @@ Status SendMessage(int fd, const Message& message, std::span<const int> fds) {
   do {
     n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
-  if (n < 0) return Error::Sys(std::string("sendmsg(") + MessageName(message) + ")");
-  if (static_cast<size_t>(n) != frame.size()) {
-    return Error::Msg(std::string("sendmsg(") + MessageName(message) + "): short write");
+  if (n < 0) return Error::Sys(std::string("sendmsg(") + what + ")");
+  if (static_cast<size_t>(n) != bytes.size()) {
+    return Error::Msg(std::string("sendmsg(") + what + "): short write");
   }
   return Ok();
 }

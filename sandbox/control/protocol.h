@@ -252,6 +252,11 @@ struct Received {
 // Sends one frame with `fds` attached (not closed). Retries EINTR; fails with EMSGSIZE
 // naming the message if it exceeds kMaxFrameBytes. MSG_NOSIGNAL: a dead peer is EPIPE.
 Status SendMessage(int fd, const Message& message, std::span<const int> fds = {});
+// Sends `bytes` as one datagram with `fds` attached (SCM_RIGHTS, at most kMaxFdsPerFrame,
+// not closed), retrying EINTR; MSG_NOSIGNAL. `what` names it in errors. The transport of
+// SendMessage, for other protocols on SEQPACKET sockets too (tools/cell_pool.cc).
+Status SendDatagram(int fd, std::span<const uint8_t> bytes, std::span<const int> fds,
+                    const char* what);
 // Receives one frame (blocking unless the fd is non-blocking: then EAGAIN is an error with
 // err == EAGAIN). End of stream is an error with err == 0 and message "control channel
 // closed". Truncated frames (MSG_TRUNC), too many fds (MSG_CTRUNC) and malformed frames
