@@ -25,8 +25,11 @@ WarmPool::~WarmPool() { Stop(); }
 void WarmPool::Loop(std::stop_token stop) {
   std::unique_lock lock(mu_);
   while (!stop.stop_requested()) {
-    changed_.wait(lock, stop,
-                  [&] { return disabled_ || (pauses_ == 0 && ready_.size() < target_); });
+    // Paused, an empty pool still makes one: runs that keep overlapping must not leave it
+    // empty for good (each would then make its own cell, the slow way).
+    changed_.wait(lock, stop, [&] {
+      return disabled_ || (ready_.size() < target_ && (pauses_ == 0 || ready_.empty()));
+    });
     if (stop.stop_requested() || disabled_) return;
     making_ = true;
     lock.unlock();
@@ -67,7 +70,7 @@ std::unique_ptr<Cell> WarmPool::Take(std::chrono::milliseconds max_wait) {
     while (!ready_.empty()) {
       std::unique_ptr<Cell> cell = std::move(ready_.front());
       ready_.pop_front();
-      if (pauses_ == 0) changed_.notify_all();  // refill (paused: nobody to wake)
+      if (pauses_ == 0 || ready_.empty()) changed_.notify_all();  // refill (see Loop)
       lock.unlock();
       if (Usable(*cell)) return cell;
       (void)cell->Destroy();  // died while waiting (killed from the host): never handed out

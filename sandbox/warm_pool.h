@@ -47,9 +47,10 @@ class WarmPool {
   std::unique_ptr<Cell> Take(std::chrono::milliseconds max_wait = std::chrono::seconds(30));
 
   // While at least one pause is held, the pool starts making no cell (one being made is
-  // finished): work that waits on a cell's program, on a host with few CPUs, then does
-  // not share them with a cell being made (`mcpcell pool` pauses for each run). Every
-  // PauseRefill needs one ResumeRefill.
+  // finished) unless none is ready: work that waits on a cell's program, on a host with
+  // few CPUs, then does not share them with a cell being made (`mcpcell pool` pauses for
+  // each run), and overlapping pauses cannot keep the pool empty. Every PauseRefill needs
+  // one ResumeRefill.
   void PauseRefill();
   void ResumeRefill();
 
