@@ -369,6 +369,7 @@ PoolOutcome PoolClient::Run(const PoolExec& exec) {
       if (started && pending_signal != 0) (void)Signal(std::exchange(pending_signal, 0));
       if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     }
+    out.unsent_signal = started ? 0 : pending_signal;
     auto frame = ReceiveFrame(fd_.get(), 0);
     if (!frame) {
       out.kind = started ? PoolOutcome::kFailed : PoolOutcome::kNotStarted;

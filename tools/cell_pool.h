@@ -112,6 +112,9 @@ struct PoolOutcome {
   std::string cell_id;
   std::string message;
   int err = 0;
+  // kNotStarted: a signal read from PoolExec::signal_fd meanwhile, never sent (0: none).
+  // The run must not start the command in a cell of its own after it.
+  int unsent_signal = 0;
 };
 
 class PoolClient {

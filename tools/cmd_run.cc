@@ -206,6 +206,12 @@ std::optional<int> RunInPool(const RunOptions& o, const CellShape& shape,
   exec.on_started = [&] { started_at = Clock::now(); };
   PoolOutcome outcome = (*pool)->Run(exec);
   const auto exec_end = Clock::now();
+  if (outcome.kind == PoolOutcome::kNotStarted && outcome.unsent_signal != 0) {
+    // Interrupted while the pool had the request: not started anywhere, as above.
+    std::fprintf(stderr, "mcpcell run: SIG%s before the command started; it was not run\n",
+                 sigabbrev_np(outcome.unsent_signal));
+    return 128 + outcome.unsent_signal;
+  }
   if (outcome.kind == PoolOutcome::kNotStarted) {
     if (!o.pool_socket.empty() || o.timings)
       std::fprintf(stderr, "mcpcell run: not using the pool: %s\n", outcome.message.c_str());
