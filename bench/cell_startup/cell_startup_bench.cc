@@ -146,6 +146,17 @@ double SpawnAndWait(const std::string& name, const std::vector<std::string>& arg
 
 double RunOnce(const Config& c) { return c.run ? c.run() : SpawnAndWait(c.name, c.argv); }
 
+// The bench's own `mcpcell pool`: stopped at any exit (a failed row exits at once), so no
+// pool and no cell of it outlives the bench. SIGTERM: it destroys its cells and socket.
+pid_t g_pool_pid = -1;
+void StopPool() {
+  if (g_pool_pid <= 0) return;
+  kill(g_pool_pid, SIGTERM);
+  int status = 0;
+  waitpid(g_pool_pid, &status, 0);
+  g_pool_pid = -1;
+}
+
 // How many cells the `mcpcell pool` on `socket` has ready ({"op":"status"}), -1 if it
 // does not answer.
 int PoolReady(const std::string& socket) {
@@ -249,7 +260,6 @@ int main(int argc, char** argv) {
   const std::string pool_state = mkdtemp(pool_template) ? pool_template : "";
   const std::string pool_socket = pool_state + "/pool.sock";
   constexpr int kPoolSize = 2;
-  pid_t pool_pid = -1;
   {
     std::vector<std::string> args = {mcpcell,    "pool",   "--state-dir",
                                      pool_state, "--size", std::to_string(kPoolSize)};
@@ -260,11 +270,12 @@ int main(int argc, char** argv) {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, (pool_state + ".log").c_str(),
                                      O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (posix_spawn(&pool_pid, pargv[0], &actions, nullptr, pargv.data(), environ) != 0) {
+    if (posix_spawn(&g_pool_pid, pargv[0], &actions, nullptr, pargv.data(), environ) != 0) {
       std::fprintf(stderr, "could not start %s pool\n", mcpcell.c_str());
       return 1;
     }
     posix_spawn_file_actions_destroy(&actions);
+    std::atexit(StopPool);
     WaitForFullPool(pool_socket, kPoolSize);
   }
   auto pooled = [&](std::vector<std::string> cmd, std::string name) {
@@ -328,10 +339,7 @@ int main(int argc, char** argv) {
   }
   (void)(*cell)->Destroy();
   std::filesystem::remove_all(state);
-  // The pool destroys its cells and removes its socket on SIGTERM.
-  kill(pool_pid, SIGTERM);
-  int pool_status = 0;
-  waitpid(pool_pid, &pool_status, 0);
+  StopPool();
   std::filesystem::remove_all(pool_state);
   std::filesystem::remove(pool_state + ".log");
   return 0;
