@@ -549,6 +549,45 @@ TEST_F(PoolRunTest, ASignalBeforeTheCommandStartsMeansItNeverRuns) {
   close(run.err);
 }
 
+// A signal that comes while the pool has the request, and then the pool does not start the
+// command (it could not make a cell): the run must not go on to start it in a cell of its
+// own. A stand-in pool on the socket takes the request, waits for the signal to reach
+// the run, and declines.
+TEST_F(RunTest, ASignalWhileThePoolDeclinesMeansTheCommandNeverRuns) {
+  const std::string socket = state_ + "/pool.sock";
+  int listener = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket.c_str());
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  Started run =
+      Start({MCPCELL_BIN, "run", "--state-dir", state_, "--", "/bin/sh", "-c", "echo ran"});
+  close(run.in);
+  pollfd pfd = {listener, POLLIN, 0};
+  ASSERT_EQ(poll(&pfd, 1, 30000), 1) << "the run never connected";
+  int conn = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(conn, 0);
+  char request[8192];
+  ASSERT_GT(recv(conn, request, sizeof request, 0), 0) << "no request";
+  ASSERT_EQ(kill(run.pid, SIGINT), 0);
+  usleep(200 * 1000);  // the run reads it from its signalfd meanwhile
+  const std::string decline = R"({"event":"error","message":"no cell","errno":11,"fallback":true})";
+  ASSERT_GT(send(conn, decline.data(), decline.size(), MSG_NOSIGNAL), 0);
+  std::string err = ReadUntil(run.err, "\x01");
+  std::string out = ReadUntil(run.out, "\x01");
+  int status = 0;
+  ASSERT_EQ(waitpid(run.pid, &status, 0), run.pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "mcpcell run itself died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT) << err;
+  EXPECT_THAT(err, HasSubstr("SIGINT before the command started; it was not run"));
+  EXPECT_EQ(out, "") << "the command ran in a cell of the run's own";
+  close(conn);
+  close(listener);
+  close(run.out);
+  close(run.err);
+}
+
 // Whatever a peer sends, the pool answers with an error that names the problem, keeps no
 // fd it was given, and serves the next run.
 TEST_F(PoolRunTest, BadRequestsGetAClearErrorAndThePoolServesOn) {
