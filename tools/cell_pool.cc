@@ -425,13 +425,6 @@ sandbox::Status PoolClient::Signal(int signo) {
   return SendFrame(fd_.get(), json{{"op", "signal"}, {"signo", signo}});
 }
 
-Result<std::string> PoolClient::Status() {
-  if (sandbox::Status s = SendFrame(fd_.get(), json{{"op", "status"}}); !s.ok()) return s.error();
-  auto frame = ReceiveFrame(fd_.get(), 0);
-  if (!frame) return frame.error();
-  return frame->body.dump();
-}
-
 // ---- server ----
 
 // What the watcher needs of one running command.

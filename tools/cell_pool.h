@@ -126,8 +126,6 @@ class PoolClient {
   PoolOutcome Run(const PoolExec& exec);
   // Forwards a signal to the running command's process group; thread-safe.
   sandbox::Status Signal(int signo);
-  // {"op":"status"} and the pool's answer.
-  sandbox::Result<std::string> Status();
 
  private:
   explicit PoolClient(sandbox::UniqueFd fd) : fd_(std::move(fd)) {}
@@ -153,8 +151,6 @@ class PoolServer {
   // Accepts and serves runs until `stop` is requested; then kills the commands still
   // running, waits for their connections' ends and destroys every cell.
   void Serve(std::stop_token stop);
-
-  size_t ready() const { return pool_.ready(); }
 
  private:
   struct Connection;
