@@ -13,8 +13,11 @@ bool Usable(Cell& cell) { return cell.alive() && cell.channel().alive(); }
 
 }  // namespace
 
-WarmPool::WarmPool(SpecFactory factory, CellCreateOptions create, size_t target)
-    : factory_(std::move(factory)), create_(std::move(create)), target_(target) {
+WarmPool::WarmPool(SpecFactory factory, CellCreateOptions create, size_t target, Prepare prepare)
+    : factory_(std::move(factory)),
+      create_(std::move(create)),
+      target_(target),
+      prepare_(std::move(prepare)) {
   if (target_ > 0 && factory_) {
     thread_ = std::jthread([this](std::stop_token stop) { Loop(stop); });
   }
@@ -43,6 +46,12 @@ void WarmPool::Loop(std::stop_token stop) {
       persistent_workspace = true;
     } else {
       cell = Cell::Create(*spec, create_);
+      if (cell && prepare_) {
+        if (Status s = prepare_(**cell, stop); !s) {
+          (void)(*cell)->Destroy();
+          cell = s.error().Wrap("preparing cell " + id);
+        }
+      }
     }
     lock.lock();
     making_ = false;

@@ -8,6 +8,10 @@
 // nullptr and the caller makes its own cell, so a pool that cannot make cells never makes
 // a session fail differently. Every Take starts a refill on the pool's own thread.
 //
+// A pool may prepare each cell it makes before handing it out (`Prepare`, on the pool's
+// thread, after the cell is ready): `mcpcell pool` runs warm-up commands in it. A cell
+// whose preparation fails is destroyed, as one that could not be made.
+//
 // What a pooled cell must not depend on: the session. The spec factory is called with a
 // fresh id only, and a spec that names a persistent host workspace disables the pool (two
 // live cells on one persistent workspace are unsupported: the second would re-own the
@@ -35,9 +39,11 @@ namespace mcpcell::sandbox {
 class WarmPool {
  public:
   using SpecFactory = std::function<Result<CellSpec>(const std::string& cell_id)>;
+  // Called with each new cell before it is ready; `stop` fires when the pool stops.
+  using Prepare = std::function<Status(Cell& cell, std::stop_token stop)>;
 
   // Starts making cells at once (target 0: never makes any; Take returns nullptr).
-  WarmPool(SpecFactory factory, CellCreateOptions create, size_t target);
+  WarmPool(SpecFactory factory, CellCreateOptions create, size_t target, Prepare prepare = {});
   ~WarmPool();  // Stop()
   WarmPool(const WarmPool&) = delete;
   WarmPool& operator=(const WarmPool&) = delete;
@@ -68,6 +74,7 @@ class WarmPool {
   const SpecFactory factory_;
   const CellCreateOptions create_;
   const size_t target_;
+  const Prepare prepare_;
   mutable std::mutex mu_;
   std::condition_variable_any changed_;
   std::deque<std::unique_ptr<Cell>> ready_;  // under mu_

@@ -574,12 +574,41 @@ Result<std::unique_ptr<PoolServer>> PoolServer::Listen(Options options) {
 PoolServer::PoolServer(Options options, UniqueFd listener)
     : options_(std::move(options)),
       listener_(std::move(listener)),
+      warm_failure_logged_(options_.warm.size(), false),
       pool_(
           [this](const std::string& id) {
             return BuildCellSpec(options_.shape, id, options_.state_dir, options_.skeleton_dir);
           },
-          options_.create, options_.size),
+          options_.create, options_.size,
+          options_.warm.empty()
+              ? sandbox::WarmPool::Prepare{}
+              : [this](sandbox::Cell& cell,
+                       std::stop_token stop) { return Warm(cell, std::move(stop)); }),
       watcher_(std::make_unique<ConnectionWatcher>()) {}
+
+sandbox::Status PoolServer::Warm(sandbox::Cell& cell, std::stop_token stop) {
+  for (size_t i = 0; i < options_.warm.size(); ++i) {
+    sandbox::ExecOptions exec;
+    exec.argv = {"/bin/sh", "-c", options_.warm[i]};
+    exec.timeout = std::chrono::seconds(10);
+    exec.keep_bytes = 512;
+    exec.stop = stop;
+    Result<sandbox::ExecResult> result = cell.channel().Exec(exec);
+    if (!result) return result.error().Wrap("warm-up \"" + options_.warm[i] + "\"");
+    if (stop.stop_requested()) return Error{"the pool is stopping", ECANCELED};
+    if (result->exit_code == 0 && !result->signaled) continue;
+    if (warm_failure_logged_[i]) continue;
+    warm_failure_logged_[i] = true;
+    std::string how = result->timed_out  ? "timed out (10 s)"
+                      : result->signaled ? "was killed by signal " + std::to_string(result->signo)
+                                         : "exited " + std::to_string(result->exit_code);
+    std::string said = result->err.data.empty() ? "" : ": " + result->err.data;
+    while (!said.empty() && said.back() == '\n') said.pop_back();
+    Log("warm-up \"" + options_.warm[i] + "\" " + how + said +
+        "; cells are still handed out (said once)");
+  }
+  return sandbox::Ok();
+}
 
 PoolServer::~PoolServer() {
   pool_.Stop();

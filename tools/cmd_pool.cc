@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sandbox/cell.h"
 #include "sandbox/linux/overlay.h"
@@ -28,7 +29,18 @@ struct PoolOptions {
   std::string socket;
   size_t size = 2;
   std::string init_path;
+  std::vector<std::string> warm;
+  bool no_warm = false;
 };
+
+// Without --warm: python3 started once in each cell, when the template has it (python is
+// what agents run most, and the interpreter whose start opens the most files).
+std::vector<std::string> DefaultWarmUps() {
+  for (const char* path : {"/usr/local/bin/python3", "/usr/bin/python3"}) {
+    if (::access(path, X_OK) == 0) return {"python3 -c pass"};
+  }
+  return {};
+}
 
 int RunPool(const PoolOptions& o) {
   sigset_t stop_signals;
@@ -63,10 +75,19 @@ int RunPool(const PoolOptions& o) {
   options.skeleton_dir = *skeleton;
   options.size = o.size;
   options.create.init_path = o.init_path;
+  if (!o.no_warm) options.warm = o.warm.empty() ? DefaultWarmUps() : o.warm;
+  for (const std::string& w : options.warm) {
+    if (w.empty() || w.find('\0') != std::string::npos) return fail("--warm: an empty command");
+  }
   auto server = PoolServer::Listen(options);
   if (!server) return fail(server.error().message);
-  std::fprintf(stderr, "mcpcell pool: listening on %s, keeping %zu cell(s) of \"%s\" ready\n",
-               options.socket_path.c_str(), o.size, shape->Key().c_str());
+  std::string warming;
+  for (const std::string& w : options.warm) warming += (warming.empty() ? "" : "; ") + w;
+  if (warming.empty()) warming = "none";
+  std::fprintf(stderr,
+               "mcpcell pool: listening on %s, keeping %zu cell(s) of \"%s\" ready, warm-up: "
+               "%s\n",
+               options.socket_path.c_str(), o.size, shape->Key().c_str(), warming.c_str());
   std::jthread serving([&](std::stop_token stop) { (*server)->Serve(stop); });
   int sig = 0;
   while (sig <= 0) sig = sigwaitinfo(&stop_signals, nullptr);
@@ -86,6 +107,13 @@ const bool kRegistered = RegisterCommand("pool", [](CLI::App& parent, int* exit_
   sub->add_option("--size", opts->size, "Cells kept ready")->capture_default_str();
   sub->add_option("--socket", opts->socket, "Socket to listen on (default <state-dir>/pool.sock)");
   sub->add_option("--init", opts->init_path, "Path of mcpcell-init (default: next to mcpcell)");
+  CLI::Option* warm =
+      sub->add_option("--warm", opts->warm,
+                      "A shell command run in every cell before it is handed out (repeatable; "
+                      "default: python3 -c pass, when the template has python3)")
+          ->allow_extra_args(false);
+  sub->add_flag("--no-warm", opts->no_warm, "Hand out cells without any warm-up command")
+      ->excludes(warm);
   sub->callback([opts, exit_code] { *exit_code = RunPool(*opts); });
 });
 

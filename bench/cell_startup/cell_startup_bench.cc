@@ -23,8 +23,10 @@
 // pool made ahead (never used before, destroyed after the run). Before and after each
 // pooled run the bench waits until the pool is full again, so neither that run nor the
 // next row shares the CPUs with a cell being made or destroyed: the rows say what a run
-// costs when the pool is at rest (runs at least ~10 ms apart here). The `mcpcell` rows
-// pass --no-pool: a cell of the run's own, always.
+// costs when the pool is at rest (runs at least ~10 ms apart here). That pool warms its
+// cells as `mcpcell pool` does by default (python3 started once in each); `pooled py cold`
+// runs python against a second pool started with --no-warm. The `mcpcell` rows pass
+// --no-pool: a cell of the run's own, always.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -33,6 +35,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <csignal>
@@ -146,15 +149,16 @@ double SpawnAndWait(const std::string& name, const std::vector<std::string>& arg
 
 double RunOnce(const Config& c) { return c.run ? c.run() : SpawnAndWait(c.name, c.argv); }
 
-// The bench's own `mcpcell pool`: stopped at any exit (a failed row exits at once), so no
-// pool and no cell of it outlives the bench. SIGTERM: it destroys its cells and socket.
-pid_t g_pool_pid = -1;
-void StopPool() {
-  if (g_pool_pid <= 0) return;
-  kill(g_pool_pid, SIGTERM);
-  int status = 0;
-  waitpid(g_pool_pid, &status, 0);
-  g_pool_pid = -1;
+// The bench's own `mcpcell pool`s: stopped at any exit (a failed row exits at once), so no
+// pool and no cell of theirs outlives the bench. SIGTERM: a pool destroys its cells and socket.
+std::vector<pid_t> g_pool_pids;
+void StopPools() {
+  for (pid_t pid : g_pool_pids) kill(pid, SIGTERM);
+  for (pid_t pid : g_pool_pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+  }
+  g_pool_pids.clear();
 }
 
 // How many cells the `mcpcell pool` on `socket` has ready ({"op":"status"}), -1 if it
@@ -192,6 +196,38 @@ void WaitForFullPool(const std::string& socket, int size) {
   usleep(2000);  // its last destroy's deferred work (RCU callbacks) settles
 }
 
+constexpr int kPoolSize = 2;
+
+// Starts `mcpcell pool --size kPoolSize EXTRA...` in a state dir of its own (its log next to
+// it) and waits until it is full; returns the state dir.
+std::string StartPool(const std::string& mcpcell, const std::vector<std::string>& extra) {
+  char state_template[] = "/tmp/mcpcell-bench-pool-XXXXXX";
+  if (mkdtemp(state_template) == nullptr) {
+    std::fprintf(stderr, "mkdtemp: %s\n", std::strerror(errno));
+    std::exit(1);
+  }
+  const std::string state = state_template;
+  std::vector<std::string> args = {mcpcell, "pool",   "--state-dir",
+                                   state,   "--size", std::to_string(kPoolSize)};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> pargv;
+  for (std::string& a : args) pargv.push_back(a.data());
+  pargv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, (state + ".log").c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, pargv[0], &actions, nullptr, pargv.data(), environ) != 0) {
+    std::fprintf(stderr, "could not start %s pool\n", mcpcell.c_str());
+    std::exit(1);
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  g_pool_pids.push_back(pid);
+  WaitForFullPool(state + "/pool.sock", kPoolSize);
+  return state;
+}
+
 double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
@@ -203,6 +239,7 @@ int main(int argc, char** argv) {
   int rounds = 30;
   std::string mcpcell = SelfDir() + "/mcpcell";
   std::string baseline;  // another mcpcell (an older build, say) run in the same rounds
+  int settle_ms = 0;     // a pause before each measured run
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc) {
@@ -211,6 +248,8 @@ int main(int argc, char** argv) {
       mcpcell = argv[++i];
     } else if (a == "--baseline" && i + 1 < argc) {
       baseline = argv[++i];
+    } else if (a == "--settle-ms" && i + 1 < argc) {
+      settle_ms = std::atoi(argv[++i]);
     } else {
       std::fprintf(stderr, "usage: %s [--rounds N] [--mcpcell PATH] [--baseline PATH]\n", argv[0]);
       return 2;
@@ -254,58 +293,44 @@ int main(int argc, char** argv) {
           .count();
     };
   };
-  // A `mcpcell pool` of its own, in a state dir of its own, for the pooled rows: `mcpcell
-  // run` finds it on <state>/pool.sock and takes a fresh cell made ahead of the run.
-  char pool_template[] = "/tmp/mcpcell-bench-pool-XXXXXX";
-  const std::string pool_state = mkdtemp(pool_template) ? pool_template : "";
-  const std::string pool_socket = pool_state + "/pool.sock";
-  constexpr int kPoolSize = 2;
-  {
-    std::vector<std::string> args = {mcpcell,    "pool",   "--state-dir",
-                                     pool_state, "--size", std::to_string(kPoolSize)};
-    std::vector<char*> pargv;
-    for (std::string& a : args) pargv.push_back(a.data());
-    pargv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, (pool_state + ".log").c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (posix_spawn(&g_pool_pid, pargv[0], &actions, nullptr, pargv.data(), environ) != 0) {
-      std::fprintf(stderr, "could not start %s pool\n", mcpcell.c_str());
-      return 1;
-    }
-    posix_spawn_file_actions_destroy(&actions);
-    std::atexit(StopPool);
-    WaitForFullPool(pool_socket, kPoolSize);
-  }
-  auto pooled = [&](std::vector<std::string> cmd, std::string name) {
-    std::vector<std::string> v = {mcpcell, "run", "--state-dir", pool_state, "--"};
+  // `mcpcell pool`s of the bench's own, for the pooled rows: `mcpcell run --state-dir S`
+  // finds one on S/pool.sock and takes a fresh cell made ahead of the run. The first warms
+  // its cells as `mcpcell pool` does by default (python3 started once in each); the
+  // second does not, to show what that warm-up is worth.
+  std::atexit(StopPools);
+  const std::string pool_state = StartPool(mcpcell, {});
+  const std::string cold_pool_state = StartPool(mcpcell, {"--no-warm"});
+  auto pooled = [&](std::vector<std::string> cmd, std::string name, const std::string& dir) {
+    std::vector<std::string> v = {mcpcell, "run", "--state-dir", dir, "--"};
     v.insert(v.end(), cmd.begin(), cmd.end());
-    return [v, name, &pool_socket] {
-      WaitForFullPool(pool_socket, kPoolSize);
+    return [v, name, socket = dir + "/pool.sock"] {
+      WaitForFullPool(socket, kPoolSize);
       const double ms = SpawnAndWait(name, v);
-      WaitForFullPool(pool_socket, kPoolSize);  // its destroy and refill, outside any row
+      WaitForFullPool(socket, kPoolSize);  // its destroy and refill, outside any row
       return ms;
     };
   };
-  std::vector<Config> configs = {{"bare true", t, {}, {}},
-                                 {"mcpcell true", run(t, mcpcell), {}, {}},
-                                 {"bwrap true", Bwrap(t), {}, {}},
-                                 {"bare python", py, {}, {}},
-                                 {"mcpcell python", run(py, mcpcell), {}, {}},
-                                 {"bwrap python", Bwrap(py), {}, {}},
-                                 {"warm-cell true", {}, {}, warm(t)},
-                                 {"warm-cell python", {}, {}, warm(py)},
-                                 {"pooled true", {}, {}, pooled(t, "pooled true")},
-                                 {"pooled python", {}, {}, pooled(py, "pooled python")}};
+  std::vector<Config> configs = {
+      {"bare true", t, {}, {}},
+      {"mcpcell true", run(t, mcpcell), {}, {}},
+      {"bwrap true", Bwrap(t), {}, {}},
+      {"bare python", py, {}, {}},
+      {"mcpcell python", run(py, mcpcell), {}, {}},
+      {"bwrap python", Bwrap(py), {}, {}},
+      {"warm-cell true", {}, {}, warm(t)},
+      {"warm-cell python", {}, {}, warm(py)},
+      {"pooled true", {}, {}, pooled(t, "pooled true", pool_state)},
+      {"pooled python", {}, {}, pooled(py, "pooled python", pool_state)},
+      {"pooled py cold", {}, {}, pooled(py, "pooled py cold", cold_pool_state)}};
   if (!baseline.empty()) {
-    configs.push_back({"baseline true", run(t, baseline), {}, {}});  // index 10
+    configs.push_back({"baseline true", run(t, baseline), {}, {}});  // index 11
     configs.push_back({"baseline python", run(py, baseline), {}, {}});
   }
   for (Config& c : configs) RunOnce(c);  // warm-up: template, page cache
   for (int r = 0; r < rounds; ++r) {
     for (size_t k = 0; k < configs.size(); ++k) {
       Config& c = configs[(k + r) % configs.size()];
+      if (settle_ms > 0) usleep(static_cast<useconds_t>(settle_ms) * 1000);
       c.ms.push_back(RunOnce(c));
     }
   }
@@ -330,17 +355,21 @@ int main(int argc, char** argv) {
       "  pooled true    / bwrap true   = %.2f  (target <= 0.70; a fresh cell the pool made)\n",
       median(8) / median(2));
   std::printf("  pooled python  / bare python  = %.2f  (target <= 1.15)\n", median(9) / median(3));
+  std::printf("  pooled py cold / bare python  = %.2f  (a pool without warm-up: --no-warm)\n",
+              median(10) / median(3));
   std::printf("  pooled true    / bare true    = %.2f\n", median(8) / median(0));
   if (!baseline.empty()) {
-    std::printf("  mcpcell true   / baseline true   = %.2f  (%s)\n", median(1) / median(10),
+    std::printf("  mcpcell true   / baseline true   = %.2f  (%s)\n", median(1) / median(11),
                 baseline.c_str());
-    std::printf("  mcpcell python / baseline python = %.2f\n", median(4) / median(11));
-    std::printf("  baseline true  / bwrap true      = %.2f\n", median(10) / median(2));
+    std::printf("  mcpcell python / baseline python = %.2f\n", median(4) / median(12));
+    std::printf("  baseline true  / bwrap true      = %.2f\n", median(11) / median(2));
   }
   (void)(*cell)->Destroy();
   std::filesystem::remove_all(state);
-  StopPool();
-  std::filesystem::remove_all(pool_state);
-  std::filesystem::remove(pool_state + ".log");
+  StopPools();
+  for (const std::string& dir : {pool_state, cold_pool_state}) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove(dir + ".log");
+  }
   return 0;
 }

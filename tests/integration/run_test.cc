@@ -405,7 +405,9 @@ class PoolRunTest : public RunTest {
   void SetUp() override {
     RunTest::SetUp();
     socket_ = state_ + "/pool.sock";
-    pool_ = Start({MCPCELL_BIN, "pool", "--state-dir", state_, "--size", "1"});
+    std::vector<std::string> args = {MCPCELL_BIN, "pool", "--state-dir", state_, "--size", "1"};
+    for (std::string& a : PoolArgs()) args.push_back(std::move(a));
+    pool_ = Start(args);
     close(pool_.in);
     WaitUntilReady(1);
   }
@@ -425,6 +427,8 @@ class PoolRunTest : public RunTest {
     close(pool_.err);
     pool_.pid = -1;
   }
+  // More arguments for `mcpcell pool`.
+  virtual std::vector<std::string> PoolArgs() { return {}; }
   std::string Status() { return PoolExchange(socket_, R"({"op":"status"})"); }
   // Waits until the pool has `ready` cells ready and, when `served` >= 0, has served that
   // many runs (a run's cell is destroyed before it counts).
@@ -468,6 +472,56 @@ TEST_F(PoolRunTest, ARunTakesAReadyCellWithItsStdioAndStatus) {
   // The run's cell destroyed, one made in its place: one cell dir, the ready one.
   WaitUntilReady(1, 1);
   EXPECT_EQ(CellDirs(), 1u);
+}
+
+// Without --warm the pool starts python3 once in every cell it makes, when there is one.
+TEST_F(PoolRunTest, ThePoolSaysWhichWarmUpItRuns) {
+  ASSERT_EQ(Run({"--", "/bin/true"}).status, 0);
+  WaitUntilReady(1, 1);
+  StopPool();
+  const bool python =
+      access("/usr/bin/python3", X_OK) == 0 || access("/usr/local/bin/python3", X_OK) == 0;
+  EXPECT_THAT(pool_log_, HasSubstr(python ? "warm-up: python3 -c pass\n" : "warm-up: none\n"))
+      << pool_log_;
+  EXPECT_THAT(pool_log_, ::testing::Not(HasSubstr("exited"))) << "the warm-up failed";
+}
+
+// --warm: each command runs once, in order, in every cell before it is handed out (what it
+// leaves is there for the run); one that fails is logged once, and cells are still used.
+class WarmedPoolRunTest : public PoolRunTest {
+ protected:
+  std::vector<std::string> PoolArgs() override {
+    return {"--warm", "echo one >> /tmp/warmed", "--warm", "echo two >> /tmp/warmed; exit 3"};
+  }
+};
+
+TEST_F(WarmedPoolRunTest, EveryCellRunsTheWarmUpsOnceAndAFailingOneIsLoggedOnce) {
+  for (int i = 0; i < 2; ++i) {
+    Outcome o = Run({"--timings", "--", "/bin/cat", "/tmp/warmed"});
+    EXPECT_EQ(o.status, 0) << o.err;
+    EXPECT_EQ(o.out, "one\ntwo\n") << "run " << i;
+    EXPECT_THAT(o.err, HasSubstr("was made ahead by the pool")) << o.err;
+  }
+  WaitUntilReady(1, 2);  // three cells made, each warmed
+  StopPool();
+  const std::string failed = "warm-up \"echo two >> /tmp/warmed; exit 3\" exited 3";
+  size_t count = 0;
+  for (size_t at = pool_log_.find(failed); at != std::string::npos;
+       at = pool_log_.find(failed, at + 1))
+    ++count;
+  EXPECT_EQ(count, 1u) << pool_log_;
+  EXPECT_THAT(pool_log_, HasSubstr("warm-up: echo one >> /tmp/warmed; echo two")) << pool_log_;
+}
+
+TEST_F(RunTest, PoolWarmUpOptionsAreChecked) {
+  Outcome both =
+      RunProgram({MCPCELL_BIN, "pool", "--state-dir", state_, "--warm", "true", "--no-warm"});
+  EXPECT_NE(both.status, 0);
+  EXPECT_THAT(both.err, HasSubstr("--no-warm")) << both.err;
+  Outcome empty = RunProgram({MCPCELL_BIN, "pool", "--state-dir", state_, "--warm", ""});
+  EXPECT_EQ(empty.status, 1);
+  EXPECT_THAT(empty.err, HasSubstr("--warm: an empty command")) << empty.err;
+  EXPECT_FALSE(std::filesystem::exists(state_ + "/pool.sock"));
 }
 
 TEST_F(PoolRunTest, EveryRunGetsAFreshCellAndMissingCommandsAreNamed) {

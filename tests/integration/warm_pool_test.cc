@@ -1,13 +1,14 @@
 // WarmPool with real cells: a ready cell is handed out at once and works, the pool refills,
 // a pooled cell that died is never handed out, a persistent workspace turns the pool off,
-// a failing factory makes Take return nullptr (the caller makes its own), and Stop leaves
-// nothing behind.
+// a failing factory makes Take return nullptr (the caller makes its own), a cell is
+// prepared before it is handed out, and Stop leaves nothing behind.
 #include "sandbox/warm_pool.h"
 
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <mutex>
@@ -145,6 +146,41 @@ TEST(WarmPool, FailingFactoryMeansNullptrAndAReason) {
   ASSERT_TRUE(Eventually([&] { return !pool.status().empty(); }));
   EXPECT_THAT(pool.status(), HasSubstr("no spec today"));
   EXPECT_EQ(pool.Take(100ms), nullptr);
+}
+
+// Prepare runs on each new cell before it is ready (mcpcell pool's warm-ups): what it did is
+// there when the cell is taken. A cell it fails on is destroyed, never handed out, and the
+// pool says why.
+TEST(WarmPool, PrepareRunsBeforeACellIsHandedOutAndAFailureDestroysIt) {
+  TempStateDir state;
+  ASSERT_FALSE(state.path().empty());
+  std::atomic<int> prepared{0};
+  WarmPool pool(
+      ProbeFactory(state), TestCreateOptions(), 1, [&](Cell& cell, std::stop_token) -> Status {
+        auto r = celltest::RunInCell(cell, {"/bin/sh", "-c", "echo warm > /tmp/prepared"});
+        if (!r.ok) return Error::Msg(r.error);
+        ++prepared;
+        return Ok();
+      });
+  ASSERT_TRUE(Eventually([&] { return pool.ready() == 1; })) << pool.status();
+  std::unique_ptr<Cell> cell = pool.Take();
+  ASSERT_NE(cell, nullptr);
+  auto r = celltest::RunInCell(*cell, {"/bin/cat", "/tmp/prepared"});
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.out, "warm\n");
+  EXPECT_TRUE(cell->Destroy().ok());
+  EXPECT_TRUE(Eventually([&] { return pool.ready() == 1; })) << pool.status();
+  EXPECT_EQ(prepared.load(), 2);
+  pool.Stop();
+
+  WarmPool failing(ProbeFactory(state), TestCreateOptions(), 1,
+                   [](Cell&, std::stop_token) -> Status { return Error::Msg("cold forever"); });
+  ASSERT_TRUE(Eventually([&] { return !failing.status().empty(); }));
+  EXPECT_THAT(failing.status(), HasSubstr("preparing cell"));
+  EXPECT_THAT(failing.status(), HasSubstr("cold forever"));
+  EXPECT_EQ(failing.Take(100ms), nullptr);
+  failing.Stop();
+  EXPECT_EQ(CellDirs(state.path()), 0u) << "the cell prepare failed on was destroyed";
 }
 
 TEST(WarmPool, TargetZeroMakesNothing) {
