@@ -14,11 +14,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "tools/launcher/pool_reply.h"
 
 #ifndef MCPCELL_BIN
 #error "MCPCELL_BIN must name the mcpcell executable"
@@ -306,7 +310,12 @@ TEST(RunFrontTest, AMissingServerIsNamed) {
   char tmpl[] = "/tmp/mcpcell-front-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
+  // The launcher alone: it names the front it needs.
   std::filesystem::copy_file(MCPCELL_BIN, dir + "/mcpcell");
+  Outcome alone = RunProgram({dir + "/mcpcell", "--version"});
+  EXPECT_EQ(alone.status, 127);
+  EXPECT_THAT(alone.err, HasSubstr("mcpcell: cannot run " + dir + "/mcpcell-front")) << alone.err;
+  std::filesystem::copy_file(std::string(MCPCELL_BIN) + "-front", dir + "/mcpcell-front");
   Outcome o = RunProgram({dir + "/mcpcell", "serve"});
   EXPECT_EQ(o.status, 127);
   EXPECT_THAT(o.err, HasSubstr("mcpcell serve: this command runs in mcpcell-server"));
@@ -472,6 +481,35 @@ TEST_F(PoolRunTest, ARunTakesAReadyCellWithItsStdioAndStatus) {
   // The run's cell destroyed, one made in its place: one cell dir, the ready one.
   WaitUntilReady(1, 1);
   EXPECT_EQ(CellDirs(), 1u);
+}
+
+// A pooled run with only the options the launcher knows is the launcher's alone (no
+// front exec'd); any other option goes through the front, which takes a pooled cell too.
+// The pool's cells are of the shape the launcher asks for.
+TEST_F(PoolRunTest, ThePooledRunIsTheLaunchersOwnAndOtherOptionsGoThroughTheFront) {
+  EXPECT_THAT(Status(), HasSubstr(std::string("\"cell\":\"") + MCPCELL_DEFAULT_CELL_KEY + "\""));
+  for (const bool front : {false, true}) {
+    std::vector<std::string> args = {MCPCELL_BIN, "run", "--state-dir", state_};
+    if (front) args.push_back("--timings");
+    for (const char* a : {"--", "/bin/sh", "-c", "echo up; read x; true"}) args.push_back(a);
+    Started run = Start(args);
+    ASSERT_EQ(ReadUntil(run.out, "up\n"), "up\n");
+    char exe[4096] = {};
+    ASSERT_GT(readlink(("/proc/" + std::to_string(run.pid) + "/exe").c_str(), exe, sizeof exe - 1),
+              0);
+    EXPECT_THAT(exe, ::testing::EndsWith(front ? "/mcpcell-front" : "/mcpcell"));
+    close(run.in);
+    const std::string err = ReadUntil(run.err, "\x01");
+    int status = 0;
+    ASSERT_EQ(waitpid(run.pid, &status, 0), run.pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << err;
+    if (front) {
+      EXPECT_THAT(err, HasSubstr("was made ahead by the pool")) << err;
+    }
+    close(run.out);
+    close(run.err);
+  }
+  WaitUntilReady(1, 2);
 }
 
 // Without --warm the pool starts python3 once in every cell it makes, when there is one.
@@ -640,6 +678,96 @@ TEST_F(RunTest, ASignalWhileThePoolDeclinesMeansTheCommandNeverRuns) {
   close(listener);
   close(run.out);
   close(run.err);
+}
+
+// `mcpcell` is a launcher (tools/launcher/launcher.c) that serves a pooled run itself: the
+// request it sends is the front's (checked field by field, strings that need escaping
+// included), and it follows whatever the pool answers: an exit, a timeout, a bad frame,
+// a decline (then the front makes a cell of its own and the command runs there).
+TEST_F(RunTest, TheLauncherSpeaksThePoolProtocol) {
+  const std::string socket = state_ + "/pool.sock";
+  int listener = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket.c_str());
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  const std::vector<std::string> command = {"/bin/sh", "-c", "printf '%s|' \"$0\" 'x\"y\\z'",
+                                            "caf\xc3\xa9\n\t\x01"};
+  // Runs the launcher against the stand-in, which answers with `frames`; returns the run's
+  // outcome and the request it sent.
+  auto exchange = [&](const std::vector<std::string>& frames, std::vector<std::string> options) {
+    std::vector<std::string> args = {MCPCELL_BIN, "run", "--state-dir", state_};
+    args.insert(args.end(), options.begin(), options.end());
+    args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+    Started run = Start(args);
+    close(run.in);
+    pollfd pfd = {listener, POLLIN, 0};
+    EXPECT_EQ(poll(&pfd, 1, 30000), 1) << "the run never connected";
+    int conn = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    std::string request(200000, '\0');
+    ssize_t n = recv(conn, request.data(), request.size(), 0);
+    request.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    for (const std::string& f : frames) EXPECT_GT(send(conn, f.data(), f.size(), MSG_NOSIGNAL), 0);
+    close(conn);
+    Outcome o;
+    o.err = ReadUntil(run.err, "\x01");
+    o.out = ReadUntil(run.out, "\x01");
+    int status = 0;
+    EXPECT_EQ(waitpid(run.pid, &status, 0), run.pid);
+    o.status = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+    close(run.out);
+    close(run.err);
+    return std::make_pair(o, request);
+  };
+  const std::string started = R"({"event":"started","cell":"wstandin"})";
+
+  auto [ran, request] = exchange(
+      {started,
+       R"({"event":"exited","exit_code":3,"signaled":false,"signo":0,"timed_out":false,"oom_killed":false})"},
+      {"-e", "A=1", "--env=B=two words", "--cwd", "/tmp", "--timeout", "2.5"});
+  EXPECT_EQ(ran.status, 3) << ran.err;
+  auto req = nlohmann::json::parse(request, nullptr, false);
+  ASSERT_FALSE(req.is_discarded()) << request;
+  EXPECT_EQ(req["op"], "exec");
+  EXPECT_EQ(req["cell"], MCPCELL_DEFAULT_CELL_KEY);
+  EXPECT_EQ(req["argv"], command);
+  std::vector<std::string> env = req["env"];
+  ASSERT_GE(env.size(), 2u) << request;
+  EXPECT_EQ(std::vector<std::string>(env.end() - 2, env.end()),
+            (std::vector<std::string>{"A=1", "B=two words"}));
+  EXPECT_EQ(req["cwd"], "/tmp");
+  EXPECT_EQ(req["timeout_ms"], 2500);
+  EXPECT_EQ(req["stdio"], (std::vector<bool>{true, true, true}));
+
+  auto [timed_out, r2] = exchange(
+      {started,
+       R"({"event":"exited","exit_code":0,"signaled":true,"signo":9,"timed_out":true,"oom_killed":true})"},
+      {"--timeout", "2.5"});
+  EXPECT_EQ(timed_out.status, 124);
+  EXPECT_THAT(timed_out.err, HasSubstr("timed out after 2.5 s, killed"));
+  EXPECT_THAT(timed_out.err, HasSubstr("the cell ran out of memory (OOM kill)"));
+
+  auto [bad, r3] = exchange({started, R"({"event":"exited","exit_code":300,"signo":0})"}, {});
+  EXPECT_EQ(bad.status, 125);
+  EXPECT_THAT(bad.err, HasSubstr("the pool sent a bad frame: a bad value for exit_code"));
+
+  auto [failed, r4] =
+      exchange({R"({"event":"error","message":"no such file","errno":2,"fallback":false})"}, {});
+  EXPECT_EQ(failed.status, 127);
+  EXPECT_THAT(failed.err, HasSubstr("mcpcell run: no such file"));
+
+  auto [gone, r5] = exchange({started}, {});
+  EXPECT_EQ(gone.status, 125);
+  EXPECT_THAT(gone.err, HasSubstr("the pool closed the connection before the command ended"));
+
+  // Declined: the command runs in a cell the front makes (the stand-in is not asked again).
+  auto [declined, r6] =
+      exchange({R"({"event":"error","message":"no cell","errno":11,"fallback":true})"}, {});
+  EXPECT_EQ(declined.status, 0) << declined.err;
+  EXPECT_EQ(declined.out, "caf\xc3\xa9\n\t\x01|x\"y\\z|");
+  close(listener);
 }
 
 // Whatever a peer sends, the pool answers with an error that names the problem, keeps no
