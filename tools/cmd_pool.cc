@@ -77,7 +77,7 @@ int RunPool(const PoolOptions& o) {
   options.create.init_path = o.init_path;
   if (!o.no_warm) options.warm = o.warm.empty() ? DefaultWarmUps() : o.warm;
   for (const std::string& w : options.warm) {
-    if (w.empty() || w.find('\0') != std::string::npos) return fail("--warm: an empty command");
+    if (w.empty()) return fail("--warm: an empty command");
   }
   auto server = PoolServer::Listen(options);
   if (!server) return fail(server.error().message);

@@ -641,18 +641,27 @@ TEST_F(PoolRunTest, ASignalBeforeTheCommandStartsMeansItNeverRuns) {
   close(run.err);
 }
 
+// A listening socket at `path` where a test plays the pool by hand; -1 on failure.
+int ListenAsAStandInPool(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      listen(fd, 4) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // A signal that comes while the pool has the request, and then the pool does not start the
 // command (it could not make a cell): the run must not go on to start it in a cell of its
 // own. A stand-in pool on the socket takes the request, waits for the signal to reach
 // the run, and declines.
 TEST_F(RunTest, ASignalWhileThePoolDeclinesMeansTheCommandNeverRuns) {
-  const std::string socket = state_ + "/pool.sock";
-  int listener = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket.c_str());
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 4), 0);
+  const int listener = ListenAsAStandInPool(state_ + "/pool.sock");
+  ASSERT_GE(listener, 0);
   Started run =
       Start({MCPCELL_BIN, "run", "--state-dir", state_, "--", "/bin/sh", "-c", "echo ran"});
   close(run.in);
@@ -685,13 +694,8 @@ TEST_F(RunTest, ASignalWhileThePoolDeclinesMeansTheCommandNeverRuns) {
 // included), and it follows whatever the pool answers: an exit, a timeout, a bad frame,
 // a decline (then the front makes a cell of its own and the command runs there).
 TEST_F(RunTest, TheLauncherSpeaksThePoolProtocol) {
-  const std::string socket = state_ + "/pool.sock";
-  int listener = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket.c_str());
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 4), 0);
+  const int listener = ListenAsAStandInPool(state_ + "/pool.sock");
+  ASSERT_GE(listener, 0);
   const std::vector<std::string> command = {"/bin/sh", "-c", "printf '%s|' \"$0\" 'x\"y\\z'",
                                             "caf\xc3\xa9\n\t\x01"};
   // Runs the launcher against the stand-in, which answers with `frames`; returns the run's
@@ -762,7 +766,12 @@ TEST_F(RunTest, TheLauncherSpeaksThePoolProtocol) {
   EXPECT_EQ(gone.status, 125);
   EXPECT_THAT(gone.err, HasSubstr("the pool closed the connection before the command ended"));
 
-  // Declined: the command runs in a cell the front makes (the stand-in is not asked again).
+  // Declined, or the pool went away before it started the command: the command runs in a
+  // cell the front makes (the stand-in is not asked again).
+  auto [closed, r7] = exchange({}, {});
+  EXPECT_EQ(closed.status, 0) << closed.err;
+  EXPECT_EQ(closed.out, "caf\xc3\xa9\n\t\x01|x\"y\\z|");
+  EXPECT_THAT(closed.err, ::testing::Not(HasSubstr("pool"))) << "quiet without --pool";
   auto [declined, r6] =
       exchange({R"({"event":"error","message":"no cell","errno":11,"fallback":true})"}, {});
   EXPECT_EQ(declined.status, 0) << declined.err;

@@ -357,16 +357,21 @@ int main(int argc, char** argv) {
       }
     }
     if (got <= 0 || (msg.msg_flags & MSG_TRUNC)) {
-      if (!started && pending != 0) return NotRun(pending);
-      if (!started && got == 0) return ExecFront(argc, argv, 1);
-      if (got == 0) {
-        fprintf(stderr,
-                "mcpcell run: the pool closed the connection before the command ended (the "
-                "pool stopped or crashed)\n");
-      } else {
-        fprintf(stderr, "mcpcell run: reading from the pool: %s\n",
-                got < 0 ? strerror(errno) : "a frame too large");
+      char what[256];
+      if (got == 0)
+        snprintf(what, sizeof what, "the pool closed the connection before the command %s",
+                 started ? "ended (the pool stopped or crashed)" : "started");
+      else
+        snprintf(what, sizeof what, "reading from the pool: %s",
+                 got < 0 ? strerror(errno) : "a frame too large");
+      if (!started) {
+        /* Not started: as when the pool declines (the front's own cell). */
+        if (pending != 0) return NotRun(pending);
+        if (r.have_pool) fprintf(stderr, "mcpcell run: not using the pool: %s\n", what);
+        close(sock);
+        return ExecFront(argc, argv, 1);
       }
+      fprintf(stderr, "mcpcell run: %s\n", what);
       return 125;
     }
     struct pool_reply ev;
