@@ -251,7 +251,9 @@ int main(int argc, char** argv) {
     } else if (a == "--settle-ms" && i + 1 < argc) {
       settle_ms = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--rounds N] [--mcpcell PATH] [--baseline PATH]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--rounds N] [--mcpcell PATH] [--baseline PATH] [--settle-ms N]\n",
+                   argv[0]);
       return 2;
     }
   }

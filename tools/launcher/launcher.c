@@ -85,7 +85,8 @@ struct run {
   int command_count;
 };
 
-/* `--name value` or `--name=value` at argv[*i]; 1 and advances *i when it is `name`. */
+/* `--name value` or `--name=value` at argv[*i]; 1 and advances *i when it is `name`.
+ * (A short option's `-e=value` is not CLI11's syntax: the caller takes `-e` alone.) */
 static int OptionValue(int argc, char** argv, int* i, const char* name, const char** value) {
   size_t n = strlen(name);
   if (strncmp(argv[*i], name, n) != 0) return 0;
@@ -122,11 +123,13 @@ static int ParseRun(int argc, char** argv, struct run* r) {
       char* end = NULL;
       errno = 0;
       double t = strtod(v, &end);
-      if (r->have_timeout++ || v[0] == '\0' || *end != '\0' || errno != 0 || !isfinite(t) ||
-          t < 0 || t > 1e9)
+      /* Plain decimal only ("2", "0.5", "1e3"); what else the front accepts, it handles. */
+      if (r->have_timeout++ || !((v[0] >= '0' && v[0] <= '9') || v[0] == '.') ||
+          strpbrk(v, "xX") != NULL || *end != '\0' || errno != 0 || !isfinite(t) || t > 1e9)
         return 0;
       r->timeout_s = t;
-    } else if (OptionValue(argc, argv, &i, "-e", &v) || OptionValue(argc, argv, &i, "--env", &v)) {
+    } else if ((strcmp(a, "-e") == 0 && OptionValue(argc, argv, &i, "-e", &v)) ||
+               OptionValue(argc, argv, &i, "--env", &v)) {
       /* Not KEY=VALUE: the front says so. */
       if (v[0] == '-' || v[0] == '=' || strchr(v, '=') == NULL || r->env_count == kMaxEnv) return 0;
       r->env[r->env_count++] = v;
