@@ -74,12 +74,9 @@ Started Start(std::vector<std::string> args, int pending_signal = 0) {
   return {pid, in[1], out[0], err[0]};
 }
 
-// Runs argv (argv[0] a path) with `input` on its stdin; collects its status and output.
-Outcome RunProgram(std::vector<std::string> args, const std::string& input = "") {
-  Started child = Start(std::move(args));
-  ssize_t ignored = write(child.in, input.data(), input.size());
-  (void)ignored;
-  close(child.in);
+// Reads a started program's stdout and stderr to their ends (closing them), then waits for
+// it: its output and status (1000+N when signal N killed it). Its stdin is the caller's.
+Outcome Collect(const Started& child) {
   Outcome o;
   pollfd fds[2] = {{child.out, POLLIN, 0}, {child.err, POLLIN, 0}};
   int open_fds = 2;
@@ -97,10 +94,22 @@ Outcome RunProgram(std::vector<std::string> args, const std::string& input = "")
       }
     }
   }
-  int status;
-  waitpid(child.pid, &status, 0);
+  for (const pollfd& f : fds) {
+    if (f.fd >= 0) close(f.fd);
+  }
+  int status = 0;
+  EXPECT_EQ(waitpid(child.pid, &status, 0), child.pid);
   o.status = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
   return o;
+}
+
+// Runs argv (argv[0] a path) with `input` on its stdin; collects its status and output.
+Outcome RunProgram(std::vector<std::string> args, const std::string& input = "") {
+  Started child = Start(std::move(args));
+  ssize_t ignored = write(child.in, input.data(), input.size());
+  (void)ignored;
+  close(child.in);
+  return Collect(child);
 }
 
 // Runs `mcpcell run --state-dir <state> <args...>` with `input` on its stdin.
@@ -499,15 +508,11 @@ TEST_F(PoolRunTest, ThePooledRunIsTheLaunchersOwnAndOtherOptionsGoThroughTheFron
               0);
     EXPECT_THAT(exe, ::testing::EndsWith(front ? "/mcpcell-front" : "/mcpcell"));
     close(run.in);
-    const std::string err = ReadUntil(run.err, "\x01");
-    int status = 0;
-    ASSERT_EQ(waitpid(run.pid, &status, 0), run.pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << err;
+    Outcome o = Collect(run);
+    EXPECT_EQ(o.status, 0) << o.err;
     if (front) {
-      EXPECT_THAT(err, HasSubstr("was made ahead by the pool")) << err;
+      EXPECT_THAT(o.err, HasSubstr("was made ahead by the pool")) << o.err;
     }
-    close(run.out);
-    close(run.err);
   }
   WaitUntilReady(1, 2);
 }
@@ -628,17 +633,11 @@ TEST_F(PoolRunTest, ASignalBeforeTheCommandStartsMeansItNeverRuns) {
   Started run =
       Start({MCPCELL_BIN, "run", "--state-dir", state_, "--", "/bin/sh", "-c", "echo ran"}, SIGINT);
   close(run.in);
-  std::string err = ReadUntil(run.err, "\x01");
-  std::string out = ReadUntil(run.out, "\x01");
-  int status = 0;
-  ASSERT_EQ(waitpid(run.pid, &status, 0), run.pid);
-  ASSERT_TRUE(WIFEXITED(status)) << "mcpcell run itself died of signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT) << err;
-  EXPECT_THAT(err, HasSubstr("SIGINT before the command started; it was not run"));
-  EXPECT_EQ(out, "");
+  Outcome o = Collect(run);
+  EXPECT_EQ(o.status, 128 + SIGINT) << "1000+N: mcpcell run died of signal N; " << o.err;
+  EXPECT_THAT(o.err, HasSubstr("SIGINT before the command started; it was not run"));
+  EXPECT_EQ(o.out, "");
   EXPECT_THAT(Status(), HasSubstr("\"served\":0"));
-  close(run.out);
-  close(run.err);
 }
 
 // A listening socket at `path` where a test plays the pool by hand; -1 on failure.
@@ -675,18 +674,12 @@ TEST_F(RunTest, ASignalWhileThePoolDeclinesMeansTheCommandNeverRuns) {
   usleep(200 * 1000);  // the run reads it from its signalfd meanwhile
   const std::string decline = R"({"event":"error","message":"no cell","errno":11,"fallback":true})";
   ASSERT_GT(send(conn, decline.data(), decline.size(), MSG_NOSIGNAL), 0);
-  std::string err = ReadUntil(run.err, "\x01");
-  std::string out = ReadUntil(run.out, "\x01");
-  int status = 0;
-  ASSERT_EQ(waitpid(run.pid, &status, 0), run.pid);
-  ASSERT_TRUE(WIFEXITED(status)) << "mcpcell run itself died of signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT) << err;
-  EXPECT_THAT(err, HasSubstr("SIGINT before the command started; it was not run"));
-  EXPECT_EQ(out, "") << "the command ran in a cell of the run's own";
+  Outcome o = Collect(run);
+  EXPECT_EQ(o.status, 128 + SIGINT) << "1000+N: mcpcell run died of signal N; " << o.err;
+  EXPECT_THAT(o.err, HasSubstr("SIGINT before the command started; it was not run"));
+  EXPECT_EQ(o.out, "") << "the command ran in a cell of the run's own";
   close(conn);
   close(listener);
-  close(run.out);
-  close(run.err);
 }
 
 // `mcpcell` is a launcher (tools/launcher/launcher.c) that serves a pooled run itself: the
@@ -715,15 +708,7 @@ TEST_F(RunTest, TheLauncherSpeaksThePoolProtocol) {
     request.resize(n > 0 ? static_cast<size_t>(n) : 0);
     for (const std::string& f : frames) EXPECT_GT(send(conn, f.data(), f.size(), MSG_NOSIGNAL), 0);
     close(conn);
-    Outcome o;
-    o.err = ReadUntil(run.err, "\x01");
-    o.out = ReadUntil(run.out, "\x01");
-    int status = 0;
-    EXPECT_EQ(waitpid(run.pid, &status, 0), run.pid);
-    o.status = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
-    close(run.out);
-    close(run.err);
-    return std::make_pair(o, request);
+    return std::make_pair(Collect(run), request);
   };
   const std::string started = R"({"event":"started","cell":"wstandin"})";
 
