@@ -18,15 +18,29 @@
 // --python-every N runs the python pair every N rounds (default 4; 0: never), e.g. to
 // profile the server over warm run_command calls alone.
 //
-// Usage: mcp_roundtrip_bench [--rounds N] [--fresh N] [--python-every N] [--mcpcell PATH]
-//                            [--baseline PATH]
+// Two more sections, after the interleaved rounds:
+//   --idle-rounds N (default 40), --idle-ms M (default 20): a warm call and a bare spawn
+//     each after M ms of sleep, the cadence of an agent (calls seconds apart), where every
+//     CPU has gone idle and the first wake-up of each thread and CPU costs more.
+//   --cpu-calls N (default 2000): N warm calls back to back, then N bare spawns, and the
+//     CPU time each process spent per call (threads' run time from
+//     /proc/PID/task/*/schedstat; cell init's reaped children from /proc/PID/stat; the
+//     bare programs from getrusage(RUSAGE_CHILDREN)). Where the round trip's time goes,
+//     without a profiler in the way. 0: skipped.
+//
+// Usage: mcp_roundtrip_bench [--rounds N] [--fresh N] [--python-every N] [--idle-rounds N]
+//                            [--idle-ms M] [--cpu-calls N] [--mcpcell PATH] [--baseline PATH]
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -34,9 +48,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -100,6 +116,7 @@ class Server {
       }
     }
   }
+  pid_t pid() const { return pid_; }
   Json Call(const std::string& tool, Json args) {
     Json r = Request("tools/call", {{"name", tool}, {"arguments", std::move(args)}});
     if (r.value("isError", false)) throw std::runtime_error(tool + ": " + r.dump());
@@ -184,10 +201,85 @@ std::string SelfDir() {
   return std::filesystem::path(buf).parent_path();
 }
 
+// Run time so far of every thread of process `pid`, in ms: the first field of each
+// /proc/PID/task/TID/schedstat (nanoseconds, exact, unlike /proc/PID/stat's clock ticks).
+// A thread that ended no longer counts; the server's pool threads live as long as it does.
+double ThreadsRunMs(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (!d) throw std::runtime_error("cannot open " + dir);
+  uint64_t ns = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(dir + "/" + e->d_name + "/schedstat");
+    uint64_t run = 0;
+    if (f >> run) ns += run;
+  }
+  closedir(d);
+  return static_cast<double>(ns) / 1e6;
+}
+
+// The fields of /proc/PID/stat after the command name (which may hold spaces), from
+// field 3 (state) on.
+std::vector<std::string> StatFields(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(f, line);
+  size_t close = line.rfind(')');
+  if (close == std::string::npos) throw std::runtime_error("unreadable /proc/PID/stat");
+  std::istringstream rest(line.substr(close + 1));
+  std::vector<std::string> fields;
+  for (std::string x; rest >> x;) fields.push_back(x);
+  if (fields.size() < 15) throw std::runtime_error("short /proc/PID/stat");
+  return fields;
+}
+
+// CPU time of the reaped children of `pid` (cutime + cstime), in ms: for cell init, the
+// programs it ran, each with its set-up between clone and execve.
+double ReapedChildrenMs(pid_t pid) {
+  std::vector<std::string> f = StatFields(pid);
+  const double ticks = std::stod(f[13]) + std::stod(f[14]);  // fields 16 and 17
+  return ticks * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The cell inits the server started (its children named mcpcell-init): the session's and
+// the warm pool's spare, which runs nothing.
+std::vector<pid_t> CellInitsOf(pid_t server) {
+  std::vector<pid_t> inits;
+  const std::string dir = "/proc/" + std::to_string(server) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (!d) throw std::runtime_error("cannot open " + dir);
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream children(dir + "/" + e->d_name + "/children");
+    for (pid_t child; children >> child;) {
+      std::ifstream comm("/proc/" + std::to_string(child) + "/comm");
+      std::string name;
+      if (std::getline(comm, name) && name == "mcpcell-init") inits.push_back(child);
+    }
+  }
+  closedir(d);
+  if (inits.empty()) throw std::runtime_error("found no cell init among the server's children");
+  return inits;
+}
+
+double ChildrenRusageMs() {
+  rusage u{};
+  getrusage(RUSAGE_CHILDREN, &u);
+  auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+  return ms(u.ru_utime) + ms(u.ru_stime);
+}
+
+void SleepMs(int ms) {
+  timespec t{ms / 1000, (ms % 1000) * 1'000'000L};
+  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int rounds = 200, fresh = 20, python_every = 4;
+  int rounds = 200, fresh = 20, python_every = 4, idle_rounds = 40, idle_ms = 20, cpu_calls = 2000;
   std::string binary = SelfDir() + "/mcpcell";
   std::string baseline;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -198,14 +290,20 @@ int main(int argc, char** argv) {
       fresh = std::atoi(argv[i + 1]);
     else if (flag == "--python-every")
       python_every = std::atoi(argv[i + 1]);
+    else if (flag == "--idle-rounds")
+      idle_rounds = std::atoi(argv[i + 1]);
+    else if (flag == "--idle-ms")
+      idle_ms = std::atoi(argv[i + 1]);
+    else if (flag == "--cpu-calls")
+      cpu_calls = std::atoi(argv[i + 1]);
     else if (flag == "--mcpcell")
       binary = argv[i + 1];
     else if (flag == "--baseline")
       baseline = argv[i + 1];
     else {
       std::fprintf(stderr,
-                   "usage: %s [--rounds N] [--fresh N] [--python-every N] [--mcpcell PATH] "
-                   "[--baseline PATH]\n",
+                   "usage: %s [--rounds N] [--fresh N] [--python-every N] [--idle-rounds N] "
+                   "[--idle-ms M] [--cpu-calls N] [--mcpcell PATH] [--baseline PATH]\n",
                    argv[0]);
       return 2;
     }
@@ -259,6 +357,53 @@ int main(int argc, char** argv) {
         ++python_rounds;
       }
     }
+    // An agent's cadence: every CPU idle before each measurement.
+    Row idle_warm{"run_command true (warm session)", {}};
+    Row idle_bare{"bare posix_spawn /bin/true", {}};
+    for (int i = 0; i < idle_rounds; ++i) {
+      for (int k = 0; k < 2; ++k) {
+        SleepMs(idle_ms);
+        if ((i + k) % 2 == 0)
+          timed(server, "run_command", kTrueArgs, idle_warm);
+        else
+          idle_bare.ms.push_back(SpawnAndWait(kTrue));
+      }
+    }
+    // Where a warm call's time goes: per call, the wall time and each process's CPU.
+    struct CpuSplit {
+      double wall = 0, client = 0, server = 0, init = 0, programs = 0;
+    } cpu_warm, cpu_bare;
+    if (cpu_calls > 0) {
+      const pid_t self = getpid();
+      const std::vector<pid_t> inits = CellInitsOf(server.pid());
+      auto inits_own = [&] {
+        double ms = 0;
+        for (pid_t p : inits) ms += ThreadsRunMs(p);
+        return ms;
+      };
+      auto inits_children = [&] {
+        double ms = 0;
+        for (pid_t p : inits) ms += ReapedChildrenMs(p);
+        return ms;
+      };
+      const double n = cpu_calls;
+      double client0 = ThreadsRunMs(self), server0 = ThreadsRunMs(server.pid());
+      double init0 = inits_own(), programs0 = inits_children();
+      auto t0 = Clock::now();
+      for (int i = 0; i < cpu_calls; ++i) server.Call("run_command", kTrueArgs);
+      cpu_warm.wall = Ms(Clock::now() - t0) / n;
+      cpu_warm.client = (ThreadsRunMs(self) - client0) / n;
+      cpu_warm.server = (ThreadsRunMs(server.pid()) - server0) / n;
+      cpu_warm.init = (inits_own() - init0) / n;
+      cpu_warm.programs = (inits_children() - programs0) / n;
+      client0 = ThreadsRunMs(self);
+      programs0 = ChildrenRusageMs();
+      t0 = Clock::now();
+      for (int i = 0; i < cpu_calls; ++i) SpawnAndWait(kTrue);
+      cpu_bare.wall = Ms(Clock::now() - t0) / n;
+      cpu_bare.client = (ThreadsRunMs(self) - client0) / n;
+      cpu_bare.programs = (ChildrenRusageMs() - programs0) / n;
+    }
     base.reset();
     Row base_first{"baseline: first call of a new session", {}};
     for (int i = 0; i < fresh; ++i) {
@@ -287,6 +432,31 @@ int main(int argc, char** argv) {
     }
     std::printf("  first call - bare /bin/true     %+.2f ms (target <= +10 ms)\n",
                 first.Pct(0.5) - bare.Pct(0.5));
+    if (idle_rounds > 0) {
+      std::printf("\nafter %d ms of idle before each:     %9s %9s %6s\n", idle_ms, "p50 ms",
+                  "p95 ms", "n");
+      for (const Row* r : {&idle_warm, &idle_bare})
+        std::printf("%-36s %9.2f %9.2f %6zu\n", r->name.c_str(), r->Pct(0.5), r->Pct(0.95),
+                    r->ms.size());
+      std::printf("  round trip / bare posix_spawn   %.2fx\n",
+                  idle_warm.Pct(0.5) / idle_bare.Pct(0.5));
+    }
+    if (cpu_calls > 0) {
+      // cell init's programs include each one's set-up between clone and execve; the bare
+      // programs include posix_spawn's child side. The bench is the client in both rows.
+      std::printf("\nper call, %d back to back (ms):      %7s %7s %7s %7s %9s\n", cpu_calls, "wall",
+                  "client", "server", "init", "programs");
+      std::printf("%-36s %7.3f %7.3f %7.3f %7.3f %9.3f\n", "run_command true (warm session)",
+                  cpu_warm.wall, cpu_warm.client, cpu_warm.server, cpu_warm.init,
+                  cpu_warm.programs);
+      std::printf("%-36s %7.3f %7.3f %7s %7s %9.3f\n", "bare posix_spawn /bin/true", cpu_bare.wall,
+                  cpu_bare.client, "-", "-", cpu_bare.programs);
+      std::printf("%-36s %+7.3f %+7.3f %+7.3f %+7.3f %+9.3f\n", "  difference",
+                  cpu_warm.wall - cpu_bare.wall, cpu_warm.client - cpu_bare.client, cpu_warm.server,
+                  cpu_warm.init, cpu_warm.programs - cpu_bare.programs);
+      std::printf("  round trip / bare posix_spawn   %.2fx (wall, back to back)\n",
+                  cpu_warm.wall / cpu_bare.wall);
+    }
     if (!baseline.empty()) {
       std::printf("\nbaseline %s, same rounds:\n", baseline.c_str());
       for (const Row* r : {&base_warm, &base_py, &base_first})
