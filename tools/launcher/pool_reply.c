@@ -64,51 +64,29 @@ static int String(struct cursor* c, char* dst, size_t cap) {
     }
     if (c->p >= c->end) return 0;
     char e = *c->p++;
-    switch (e) {
-      case '"':
-        Put(dst, cap, &n, '"');
-        break;
-      case '\\':
-        Put(dst, cap, &n, '\\');
-        break;
-      case '/':
-        Put(dst, cap, &n, '/');
-        break;
-      case 'b':
-        Put(dst, cap, &n, '\b');
-        break;
-      case 'f':
-        Put(dst, cap, &n, '\f');
-        break;
-      case 'n':
-        Put(dst, cap, &n, '\n');
-        break;
-      case 'r':
-        Put(dst, cap, &n, '\r');
-        break;
-      case 't':
-        Put(dst, cap, &n, '\t');
-        break;
-      case 'u': {
-        unsigned u;
-        if (c->end - c->p < 4 || !Hex4(c->p, &u)) return 0;
-        c->p += 4;
-        /* A surrogate half is written as '?': the text is for a human. */
-        if (u >= 0xD800 && u <= 0xDFFF) u = '?';
-        if (u < 0x80) {
-          Put(dst, cap, &n, (char)u);
-        } else if (u < 0x800) {
-          Put(dst, cap, &n, (char)(0xC0 | (u >> 6)));
-          Put(dst, cap, &n, (char)(0x80 | (u & 0x3F)));
-        } else {
-          Put(dst, cap, &n, (char)(0xE0 | (u >> 12)));
-          Put(dst, cap, &n, (char)(0x80 | ((u >> 6) & 0x3F)));
-          Put(dst, cap, &n, (char)(0x80 | (u & 0x3F)));
-        }
-        break;
-      }
-      default:
-        return 0;
+    /* The one-character escapes, and what each stands for. */
+    static const char kEscaped[] = "\"\\/bfnrt";
+    static const char kMeaning[] = "\"\\/\b\f\n\r\t";
+    const char* simple = e != '\0' ? strchr(kEscaped, e) : NULL;
+    if (simple != NULL) {
+      Put(dst, cap, &n, kMeaning[simple - kEscaped]);
+      continue;
+    }
+    if (e != 'u') return 0;
+    unsigned u;
+    if (c->end - c->p < 4 || !Hex4(c->p, &u)) return 0;
+    c->p += 4;
+    /* A surrogate half is written as '?': the text is for a human. */
+    if (u >= 0xD800 && u <= 0xDFFF) u = '?';
+    if (u < 0x80) {
+      Put(dst, cap, &n, (char)u);
+    } else if (u < 0x800) {
+      Put(dst, cap, &n, (char)(0xC0 | (u >> 6)));
+      Put(dst, cap, &n, (char)(0x80 | (u & 0x3F)));
+    } else {
+      Put(dst, cap, &n, (char)(0xE0 | (u >> 12)));
+      Put(dst, cap, &n, (char)(0x80 | ((u >> 6) & 0x3F)));
+      Put(dst, cap, &n, (char)(0x80 | (u & 0x3F)));
     }
   }
   return 0;

@@ -71,6 +71,18 @@ TEST(PoolReply, SkipsWhatALaterVersionAddsAndCutsLongMessages) {
   EXPECT_EQ(std::string(big.reply.message), std::string(sizeof big.reply.message - 1, 'm'));
 }
 
+TEST(PoolReply, DecodesEveryEscapeJsonHas) {
+  Parsed p = Parse(R"({"event":"error","message":"<\"\\\/\b\f\n\r\t\u0041\u00e9\u20ac>"})");
+  ASSERT_EQ(p.status, 0) << p.why;
+  EXPECT_EQ(std::string(p.reply.message), "<\"\\/\b\f\n\r\tA\xc3\xa9\xe2\x82\xac>");
+  // A character that is not one of them after a backslash, a NUL among them included.
+  for (std::string bad : {std::string("\\a"), std::string("\\U0041"), std::string("\\\0", 2)}) {
+    Parsed q = Parse(R"({"event":"error","message":")" + bad + R"("})");
+    EXPECT_NE(q.status, 0) << bad;
+    EXPECT_THAT(q.why, HasSubstr("a bad value for message")) << bad;
+  }
+}
+
 TEST(PoolReply, RefusesAnythingElseAndSaysWhy) {
   struct Case {
     std::string text, why;
