@@ -24,10 +24,13 @@ const kPipEnv = {
 
 export const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex');
 
-// Writes a setuptools project for `name` under `dir`/src/<name>: a module whose VALUE is
-// `value`, depending on `requires`.
+// Writes a setuptools project for `name` under `dir`/src/<name>-<version>: a module whose
+// VALUE is `value`, depending on `requires`. Each version has a directory of its own:
+// setuptools keeps its build/ there and copies a source into it only when the source is
+// newer by mtime, so a second version written within the same second as the first was
+// packaged with the first one's files (e2e_packages' upgrade test failed 2 runs in 5).
 function writeProject(dir, { name, version, value, requires = [] }) {
-  const src = path.join(dir, 'src', name);
+  const src = path.join(dir, 'src', `${name}-${version}`);
   mkdirSync(path.join(src, name), { recursive: true });
   writeFileSync(path.join(src, name, '__init__.py'), `VALUE = ${JSON.stringify(value)}\n`);
   writeFileSync(path.join(src, 'setup.py'), `from setuptools import setup
