@@ -57,6 +57,10 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/cell.h"
+#include "sandbox/cell_channel.h"
+#include "sandbox/linux/overlay.h"
+
 extern char** environ;
 
 namespace {
@@ -368,6 +372,41 @@ int main(int argc, char** argv) {
       base = std::make_unique<Server>(baseline, state_dir);
       base->Call("run_command", {{"command", "true"}});
     }
+    // The sandbox's part alone: `/bin/sh -c true` exec'd in a cell of the bench's own (the
+    // default shape), in process through CellChannel::Exec, which the server's tools call,
+    // with the server's exec options (a timeout, output to a callback): everything of a warm
+    // call but MCP (JSON-RPC over stdio, the session, the tool's arguments and result).
+    namespace sb = mcpcell::sandbox;
+    std::unique_ptr<sb::Cell> cell;
+    {
+      sb::CellSpec spec = sb::DefaultCellSpec(sb::GenerateCellId(), state_dir);
+      auto skeleton = sb::PrepareHostTemplate(state_dir);
+      if (!skeleton.ok())
+        throw std::runtime_error("the bench's own cell: " + skeleton.error().message);
+      spec.rootfs.skeleton_dir = *skeleton;
+      sb::CellCreateOptions create;
+      create.init_path = SelfDir() + "/mcpcell-init";
+      auto made = sb::Cell::Create(spec, create);
+      if (!made.ok()) throw std::runtime_error("the bench's own cell: " + made.error().message);
+      cell = std::move(*made);
+    }
+    Row cell_exec{"cell exec sh -c true (no MCP)", {}};
+    auto cell_exec_once = [&] {
+      sb::ExecOptions o;
+      o.argv = {"/bin/sh", "-c", "true"};
+      o.timeout = std::chrono::seconds(60);
+      o.keep_bytes = 0;
+      o.on_output = [](sb::OutputStream, std::string_view) {};
+      auto t0 = Clock::now();
+      auto r = cell->channel().Exec(o);
+      cell_exec.ms.push_back(Ms(Clock::now() - t0));
+      if (!r.ok() || r->exit_code != 0)
+        throw std::runtime_error(
+            "exec in the bench's own cell failed: " +
+            (r.ok() ? "exit code " + std::to_string(r->exit_code) : r.error().message));
+    };
+    cell_exec_once();  // its first exec pays for first touches
+    cell_exec.ms.clear();
     auto timed = [](Server& s, const char* tool, const Json& args, Row& row) {
       auto t0 = Clock::now();
       s.Call(tool, args);
@@ -380,9 +419,12 @@ int main(int argc, char** argv) {
     // runs first in a round comes right after the last round's python runs (caches and
     // branch predictors full of python), and a fixed order made that always the same row
     // (the warm call: 0.3-0.4 ms slower there than in other rounds, the bare spawn less).
+    // Rotation keeps the cyclic order, so each row always follows the same one: the warm
+    // call follows the bare fork+exec, as before the cell exec row came, not the cell exec
+    // (which would warm the kernel's paths through a cell for it).
     std::vector<std::function<void()>> fast = {
         [&] { timed(server, "run_command", kTrueArgs, warm); },
-        [&] { bare.ms.push_back(SpawnAndWait(kTrue)); },
+        [&] { bare.ms.push_back(SpawnAndWait(kTrue)); }, cell_exec_once,
         [&] { bare_fork.ms.push_back(ForkExecAndWait(kTrue)); }};
     if (base) fast.push_back([&] { timed(*base, "run_command", kTrueArgs, base_warm); });
     std::vector<std::function<void()>> slow = {
@@ -433,7 +475,7 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("%-36s %9s %9s %6s\n", "", "p50 ms", "p95 ms", "n");
-    for (const Row* r : {&warm, &bare, &bare_fork, &py, &bare_py, &cmd_py, &first})
+    for (const Row* r : {&warm, &cell_exec, &bare, &bare_fork, &py, &bare_py, &cmd_py, &first})
       std::printf("%-36s %9.2f %9.2f %6zu\n", r->name.c_str(), r->Pct(0.5), r->Pct(0.95),
                   r->ms.size());
     std::printf("\nratios (p50):\n");
@@ -441,6 +483,9 @@ int main(int argc, char** argv) {
                 warm.Pct(0.5) / bare.Pct(0.5));
     std::printf("  round trip / bare fork()+execv  %.2fx  (the same words taken literally)\n",
                 warm.Pct(0.5) / bare_fork.Pct(0.5));
+    std::printf(
+        "  cell exec (no MCP) / bare spawn %.2fx  (MCP's part: %+.2f ms of the round trip)\n",
+        cell_exec.Pct(0.5) / bare.Pct(0.5), warm.Pct(0.5) - cell_exec.Pct(0.5));
     if (!py.ms.empty()) {
       std::printf("  run_code python / bare python   %.2fx  (target <= 1.15x)\n",
                   py.Pct(0.5) / bare_py.Pct(0.5));
