@@ -99,6 +99,25 @@ TEST_F(ExecTest, EnvCwdAndStdin) {
   EXPECT_EQ(r->out.data, "/workspace\n");
 }
 
+// More stdin than a pipe holds, to a program that echoes it: the server must write stdin
+// without blocking and read the output in between, or it waits on cat while cat waits on
+// it to read.
+TEST_F(ExecTest, StdinLargerThanAPipeIsFedWhileItsEchoIsRead) {
+  std::string input;
+  for (int i = 0; input.size() < (2u << 20); ++i) input += "line " + std::to_string(i) + "\n";
+  ExecOptions o;
+  o.argv = {"/bin/cat"};
+  o.stdin_data = input;
+  o.keep_bytes = 4 << 20;
+  o.timeout = 20s;
+  auto r = channel().Exec(o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->out.total, input.size());
+  EXPECT_TRUE(r->out.data == input);
+}
+
 TEST_F(ExecTest, OwnProcessGroupSandboxUserNoPrivileges) {
   auto r =
       Sh("echo $$ $(cut -d' ' -f5 /proc/$$/stat) $(id -u) $(id -g); "
