@@ -5,6 +5,8 @@
 // so that machine noise hits every row alike:
 //   warm  run_command "true" in an existing session   vs  bare posix_spawn of /bin/true
 //                                                           (and fork()+execv, for reference)
+//   `/bin/sh -c true` exec'd in a cell of the bench's own through CellChannel::Exec, in
+//   process: the sandbox's part of the round trip without MCP, so the difference is MCP's
 //   warm  run_code python print(1) in that session    vs  bare python3 -c 'print(1)'
 //   warm  run_command "python3 -c 'print(1)'" (what run_code adds over run_command)
 //   first call of a new session (initialize done; cell creation included) vs bare /bin/true
