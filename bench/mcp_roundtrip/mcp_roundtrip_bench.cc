@@ -323,26 +323,45 @@ void MeasureCpuSplit(Server& server, int calls, const Json& args,
   bare.programs = (ChildrenRusageMs() - programs0) / n;
 }
 
+// A count given on the command line: a whole number from 0 to 10 million, else exits 2
+// naming the flag and what was wrong.
+int CountFlag(const std::string& flag, const char* text) {
+  errno = 0;
+  char* end = nullptr;
+  long v = std::strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < 0 || v > 10'000'000) {
+    std::fprintf(stderr,
+                 "mcp_roundtrip_bench: %s: \"%s\" is not a whole number from 0 to 10000000\n",
+                 flag.c_str(), text);
+    std::exit(2);
+  }
+  return static_cast<int>(v);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int rounds = 200, fresh = 20, python_every = 4, idle_rounds = 40, idle_ms = 20, cpu_calls = 2000;
   std::string binary = SelfDir() + "/mcpcell";
   std::string baseline;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
     std::string flag = argv[i];
+    if (i + 1 == argc) {
+      std::fprintf(stderr, "mcp_roundtrip_bench: %s needs a value\n", flag.c_str());
+      return 2;
+    }
     if (flag == "--rounds")
-      rounds = std::atoi(argv[i + 1]);
+      rounds = CountFlag(flag, argv[i + 1]);
     else if (flag == "--fresh")
-      fresh = std::atoi(argv[i + 1]);
+      fresh = CountFlag(flag, argv[i + 1]);
     else if (flag == "--python-every")
-      python_every = std::atoi(argv[i + 1]);
+      python_every = CountFlag(flag, argv[i + 1]);
     else if (flag == "--idle-rounds")
-      idle_rounds = std::atoi(argv[i + 1]);
+      idle_rounds = CountFlag(flag, argv[i + 1]);
     else if (flag == "--idle-ms")
-      idle_ms = std::atoi(argv[i + 1]);
+      idle_ms = CountFlag(flag, argv[i + 1]);
     else if (flag == "--cpu-calls")
-      cpu_calls = std::atoi(argv[i + 1]);
+      cpu_calls = CountFlag(flag, argv[i + 1]);
     else if (flag == "--mcpcell")
       binary = argv[i + 1];
     else if (flag == "--baseline")
@@ -356,7 +375,12 @@ int main(int argc, char** argv) {
     }
   }
   char tmpl[] = "/tmp/mcpcell-bench-XXXXXX";
-  std::string state_dir = mkdtemp(tmpl);
+  if (mkdtemp(tmpl) == nullptr) {
+    std::fprintf(stderr, "mcp_roundtrip_bench: mkdtemp(%s): %s\n", tmpl, std::strerror(errno));
+    return 1;
+  }
+  const std::string state_dir = tmpl;
+  int status = 0;
   try {
     Row warm{"run_command true (warm session)", {}}, bare{"bare posix_spawn /bin/true", {}};
     Row bare_fork{"bare fork()+execv /bin/true", {}};
@@ -447,6 +471,14 @@ int main(int argc, char** argv) {
       if (python_every > 0 && i % python_every == 0) {
         for (size_t k = 0; k < slow.size(); ++k) slow[(python_rounds + k) % slow.size()]();
         ++python_rounds;
+      }
+    }
+    // The bench's own cell is done with; its clean-up is checked, not left to ~Cell.
+    if (cell) {
+      if (auto destroyed = cell->Destroy(); !destroyed.ok()) {
+        std::fprintf(stderr, "mcp_roundtrip_bench: the bench's own cell was not cleaned up: %s\n",
+                     destroyed.error().message.c_str());
+        status = 1;
       }
     }
     // An agent's cadence: every CPU idle before each measurement.
@@ -549,5 +581,5 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::filesystem::remove_all(state_dir);
-  return 0;
+  return status;
 }
