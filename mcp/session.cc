@@ -348,18 +348,22 @@ void Session::Impl::PostTask(std::function<void()> task) {
     }
     ++pool_tasks;
   }
-  RunOnPool(std::move(task));
+  RunOnPool(std::move(task), /*offer_to_transport=*/true);
 }
 
-// The task's own token keeps the session alive while it runs, and so `this`.
-void Session::Impl::RunOnPool(std::function<void()> task) {
-  server->Post([this, task = std::move(task)]() mutable {
+// The task's own token keeps the session alive while it runs, and so `this`. A task of the
+// message being delivered may run on the transport's thread that read it (AdoptTask);
+// it still counts as one of the session's pool tasks.
+void Session::Impl::RunOnPool(std::function<void()> task, bool offer_to_transport) {
+  std::function<void()> run = [this, task = std::move(task)]() mutable {
     struct Next {
       Impl* impl;
       ~Next() { impl->PoolTaskDone(); }
     } next{this};
     task();
-  });
+  };
+  if (offer_to_transport && transport->AdoptTask(run)) return;
+  server->Post(std::move(run));
 }
 
 // A finished task hands its place to the session's next waiting one.

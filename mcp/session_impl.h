@@ -95,7 +95,7 @@ struct Session::Impl {
   bool Send(const Json& message);
   void TaskDone();
   void PostTask(std::function<void()> task);  // through the session's share of the pool
-  void RunOnPool(std::function<void()> task);
+  void RunOnPool(std::function<void()> task, bool offer_to_transport = false);
   void PoolTaskDone();
 
   // ---- server->client requests (session.cc) ----

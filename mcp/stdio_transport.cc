@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <mutex>
 
 #include "mcp/log.h"
@@ -22,34 +24,74 @@ constexpr size_t kChunk = 64 * 1024;
 bool IsBlank(const std::string& s) { return s.find_first_not_of(" \t\r") == std::string::npos; }
 }  // namespace
 
-// Shared by the transport object and its reader thread, so the thread may outlive the
-// object when the object is destroyed from inside a callback.
+// Shared by the transport object and its reader threads, so a thread may outlive the
+// object when the object is destroyed from inside a callback or an adopted task.
+//
+// Input that epoll can watch (a pipe, a socket, a terminal): two threads wait in
+// epoll_wait on one epoll set where the input is armed one-shot. The kernel wakes one of
+// them; it reads a chunk and delivers its lines while the input is disarmed (so lines
+// stay in order), re-arms it, then runs the task it adopted, if any, while the other
+// thread waits for the next input. Nobody is woken just to take over reading. Other input
+// (a regular file): one thread reads it, and no task is adopted.
 struct StdioState {
   StdioOptions options;
   TransportCallbacks callbacks;
   std::mutex write_mu;
   std::atomic<bool> closed{false};
-  int wake[2] = {-1, -1};  // Close() writes to wake[1]; the reader polls wake[0]
+  int wake[2] = {-1, -1};  // Close() and the end of reading write to wake[1]
+  int epoll = -1;          // -1: the input cannot be watched with epoll (one reader)
+
+  std::atomic<bool> finished{false};  // reading is over; every reader thread returns
+  std::atomic<int> waiting{0};        // reader threads in epoll_wait, free to read
+  // Read state: owned by the thread that took the input's one-shot event, until it re-arms.
+  std::mutex read_mu;
+  std::string line;  // the incomplete line so far
+  bool discarding = false;
+  std::string chunk = std::string(kChunk, '\0');
+  std::function<void()> adopted;  // the task AdoptTask took during this chunk's delivery
 
   ~StdioState() {
-    for (int fd : wake) {
+    for (int fd : {wake[0], wake[1], epoll}) {
       if (fd >= 0) ::close(fd);
     }
   }
 
-  void ReadLoop();
-  // Splits a chunk into lines, bounded by the limit; false to stop reading.
-  void Consume(const char* data, size_t n, std::string& line, bool& discarding);
-  void Deliver(std::string& line);
+  enum class Read { kMore, kEof, kEnd };
+  // Watches the input with epoll if it can (sets `epoll`); false: it cannot.
+  bool SetUpEpoll();
+  void EpollReader();  // one of the two threads for epoll-able input
+  void PollReader();   // the one thread for other input
+  // Reads once and delivers the lines completed. kEof: the input ended (its last line
+  // was delivered); kEnd: a read error.
+  Read ReadChunk();
+  // Ends reading for every thread, then tells the owner (on_eof or on_close, once).
+  void EndReading(bool at_eof);
+  // Splits a chunk into lines, bounded by the limit.
+  void Consume(const char* data, size_t n);
+  void Deliver();
 };
 
-void StdioState::Deliver(std::string& line) {
+namespace {
+// The state whose input this thread is delivering, for AdoptTask.
+thread_local StdioState* t_delivering = nullptr;
+
+struct DeliveringScope {
+  explicit DeliveringScope(StdioState* s) { t_delivering = s; }
+  ~DeliveringScope() { t_delivering = nullptr; }
+  DeliveringScope(const DeliveringScope&) = delete;
+  DeliveringScope& operator=(const DeliveringScope&) = delete;
+};
+
+constexpr uint64_t kInputTag = 1, kStopTag = 2;
+}  // namespace
+
+void StdioState::Deliver() {
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (!IsBlank(line) && callbacks.on_message) callbacks.on_message(std::move(line));
   line.clear();
 }
 
-void StdioState::Consume(const char* data, size_t n, std::string& line, bool& discarding) {
+void StdioState::Consume(const char* data, size_t n) {
   size_t limit = options.max_message_bytes;
   size_t pos = 0;
   while (pos < n && !closed.load()) {
@@ -75,50 +117,129 @@ void StdioState::Consume(const char* data, size_t n, std::string& line, bool& di
       }
     }
     if (!nl) break;
-    if (!discarding) Deliver(line);
+    if (!discarding) Deliver();
     discarding = false;
     pos = end + 1;
   }
 }
 
-void StdioState::ReadLoop() {
-  std::string line;
-  bool discarding = false;
-  std::string chunk(kChunk, '\0');
-  while (!closed.load()) {
-    pollfd fds[3] = {
-        {options.in_fd, POLLIN, 0}, {wake[0], POLLIN, 0}, {options.stop_fd, POLLIN, 0}};
-    int rc = ::poll(fds, options.stop_fd >= 0 ? 3 : 2, -1);
-    if (rc < 0) {
-      if (errno == EINTR) continue;
-      log::Error(std::string("stdio: poll: ") + std::strerror(errno));
-      break;
-    }
-    if (fds[1].revents || (options.stop_fd >= 0 && fds[2].revents)) break;
-    if (!fds[0].revents) continue;
-    ssize_t n = ::read(options.in_fd, chunk.data(), chunk.size());
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      log::Error(std::string("stdio: read: ") + std::strerror(errno));
-      break;
-    }
-    if (n == 0) {  // EOF: a final line without newline still counts
-      if (!discarding && !closed.load()) Deliver(line);
-      if (callbacks.on_eof && !closed.load()) {
-        callbacks.on_eof();  // half-close: writing goes on until Close()
-        return;
-      }
-      break;
-    }
-    Consume(chunk.data(), static_cast<size_t>(n), line, discarding);
+StdioState::Read StdioState::ReadChunk() {
+  ssize_t n;
+  do {
+    n = ::read(options.in_fd, chunk.data(), chunk.size());
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    if (errno == EAGAIN) return Read::kMore;
+    log::Error(std::string("stdio: read: ") + std::strerror(errno));
+    return Read::kEnd;
+  }
+  DeliveringScope scope(epoll >= 0 ? this : nullptr);
+  if (n == 0) {  // EOF: a final line without newline still counts
+    if (!discarding && !closed.load()) Deliver();
+    return Read::kEof;
+  }
+  Consume(chunk.data(), static_cast<size_t>(n));
+  return Read::kMore;
+}
+
+void StdioState::EndReading(bool at_eof) {
+  {
+    // Waits for a delivery in progress on the other thread: callbacks stay one at a time.
+    std::lock_guard lock(read_mu);
+    if (finished.exchange(true)) return;
+  }
+  char byte = 1;  // the other reader leaves its epoll_wait
+  [[maybe_unused]] ssize_t ignored = ::write(wake[1], &byte, 1);
+  if (at_eof && callbacks.on_eof && !closed.load()) {
+    callbacks.on_eof();  // half-close: writing goes on until Close()
+    return;
   }
   closed.store(true);
   if (callbacks.on_close) callbacks.on_close();
 }
 
+bool StdioState::SetUpEpoll() {
+  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) return false;
+  epoll_event input{EPOLLIN | EPOLLONESHOT, {.u64 = kInputTag}};
+  if (::epoll_ctl(ep, EPOLL_CTL_ADD, options.in_fd, &input) != 0) {  // EPERM: a regular file
+    ::close(ep);
+    return false;
+  }
+  for (int fd : {wake[0], options.stop_fd}) {
+    epoll_event stop{EPOLLIN, {.u64 = kStopTag}};
+    if (fd >= 0 && ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &stop) != 0) {
+      ::close(ep);
+      return false;
+    }
+  }
+  epoll = ep;
+  return true;
+}
+
+void StdioState::EpollReader() {
+  for (;;) {
+    epoll_event events[3];
+    waiting.fetch_add(1);
+    int n = ::epoll_wait(epoll, events, 3, -1);
+    waiting.fetch_sub(1);
+    if (finished.load()) return;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      log::Error(std::string("stdio: epoll_wait: ") + std::strerror(errno));
+      return EndReading(false);
+    }
+    bool input = false, stop = false;
+    for (int i = 0; i < n; ++i) (events[i].data.u64 == kInputTag ? input : stop) = true;
+    if (stop || closed.load()) return EndReading(false);
+    if (!input) continue;
+    std::function<void()> task;
+    Read read;
+    {
+      std::lock_guard lock(read_mu);
+      if (finished.load()) return;  // the other thread ended reading meanwhile
+      read = ReadChunk();
+      task = std::move(adopted);
+      adopted = nullptr;
+    }
+    if (read != Read::kMore) {
+      // A task adopted from the last lines still runs: the owner counts it as in flight
+      // (on_eof drains, on_close cancels).
+      EndReading(read == Read::kEof);
+      if (task) task();
+      return;
+    }
+    epoll_event input_again{EPOLLIN | EPOLLONESHOT, {.u64 = kInputTag}};
+    if (::epoll_ctl(epoll, EPOLL_CTL_MOD, options.in_fd, &input_again) != 0) {
+      log::Error(std::string("stdio: epoll_ctl: ") + std::strerror(errno));
+      EndReading(false);
+      if (task) task();
+      return;
+    }
+    if (task) task();  // the other thread reads meanwhile
+  }
+}
+
+void StdioState::PollReader() {
+  for (;;) {
+    pollfd fds[3] = {
+        {options.in_fd, POLLIN, 0}, {wake[0], POLLIN, 0}, {options.stop_fd, POLLIN, 0}};
+    if (closed.load()) return EndReading(false);
+    int rc = ::poll(fds, options.stop_fd >= 0 ? 3 : 2, -1);
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      log::Error(std::string("stdio: poll: ") + std::strerror(errno));
+      return EndReading(false);
+    }
+    if (fds[1].revents || (options.stop_fd >= 0 && fds[2].revents)) return EndReading(false);
+    if (!fds[0].revents) continue;
+    if (Read read = ReadChunk(); read != Read::kMore) return EndReading(read == Read::kEof);
+  }
+}
+
 struct StdioTransport::Impl {
   std::shared_ptr<StdioState> state = std::make_shared<StdioState>();
-  std::thread reader;
+  std::thread readers[2];
 };
 
 StdioTransport::StdioTransport(StdioOptions options) : impl_(std::make_unique<Impl>()) {
@@ -131,18 +252,43 @@ StdioTransport::StdioTransport(StdioOptions options) : impl_(std::make_unique<Im
 
 StdioTransport::~StdioTransport() {
   Close();
-  if (!impl_->reader.joinable()) return;
-  if (impl_->reader.get_id() == std::this_thread::get_id()) {
-    impl_->reader.detach();  // destroyed from our own callback; the state outlives us
-  } else {
-    impl_->reader.join();
+  // Destroyed from a callback or a task on one of our own threads: that thread cannot be
+  // joined, and the other may be waiting for it (EndReading), so both are let go; they
+  // own the state and leave once they see the close.
+  bool on_reader = false;
+  for (std::thread& reader : impl_->readers) {
+    on_reader = on_reader || reader.get_id() == std::this_thread::get_id();
+  }
+  for (std::thread& reader : impl_->readers) {
+    if (!reader.joinable()) continue;
+    if (on_reader) {
+      reader.detach();
+    } else {
+      reader.join();
+    }
   }
 }
 
 void StdioTransport::Start(TransportCallbacks callbacks) {
-  if (impl_->reader.joinable()) return;
-  impl_->state->callbacks = std::move(callbacks);
-  impl_->reader = std::thread([state = impl_->state] { state->ReadLoop(); });
+  if (impl_->readers[0].joinable()) return;
+  StdioState& s = *impl_->state;
+  s.callbacks = std::move(callbacks);
+  if (!s.SetUpEpoll()) {
+    impl_->readers[0] = std::thread([state = impl_->state] { state->PollReader(); });
+    return;
+  }
+  for (std::thread& reader : impl_->readers) {
+    reader = std::thread([state = impl_->state] { state->EpollReader(); });
+  }
+}
+
+bool StdioTransport::AdoptTask(std::function<void()>& task) {
+  StdioState& s = *impl_->state;
+  // Only from inside delivery on a reader thread, one task per chunk, and only while
+  // another reader waits for input: it reads while this one runs the task.
+  if (t_delivering != &s || s.adopted || s.waiting.load() == 0 || s.finished.load()) return false;
+  s.adopted = std::move(task);
+  return true;
 }
 
 bool StdioTransport::Send(const Json& message) {
@@ -172,7 +318,7 @@ bool StdioTransport::Send(const Json& message) {
 void StdioTransport::Close() {
   StdioState& s = *impl_->state;
   if (s.closed.exchange(true)) return;
-  char byte = 1;
+  char byte = 1;  // wakes the leader; a thread that leads later finds the pipe readable too
   [[maybe_unused]] ssize_t ignored = ::write(s.wake[1], &byte, 1);
 }
 

@@ -1,6 +1,9 @@
 // The stdio transport: newline-delimited JSON-RPC on an input and an output fd (stdin and
-// stdout by default). stdout carries MCP messages and nothing else. A reader thread reads
-// lines; a line longer than max_message_bytes is not buffered: the reader stops
+// stdout by default). stdout carries MCP messages and nothing else. Two threads take turns
+// as the reader (leader/follower): the reader that delivered a request whose task it
+// adopted (AdoptTask) passes reading to the other and runs the task itself, so a tool call
+// starts on the thread that read it. At most one task is adopted at a time; the rest go to
+// the caller's pool. A line longer than max_message_bytes is not buffered: the reader stops
 // accumulating at the limit, discards up to the next newline and reports one error naming
 // the limit. EOF on input half-closes: on_eof (if set; else on_close), and replies can still
 // be written until Close().
@@ -29,10 +32,11 @@ struct StdioOptions {
 class StdioTransport : public Transport {
  public:
   explicit StdioTransport(StdioOptions options = {});
-  ~StdioTransport() override;  // closes and joins the reader
+  ~StdioTransport() override;  // closes and joins the readers
   void Start(TransportCallbacks callbacks) override;
   bool Send(const Json& message) override;
   void Close() override;
+  bool AdoptTask(std::function<void()>& task) override;
 
  private:
   struct Impl;

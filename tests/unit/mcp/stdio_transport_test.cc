@@ -1,5 +1,6 @@
 // The stdio transport over real pipes: framing, the size limit without unbounded
-// buffering, EOF, and ServeStdio ending on SIGTERM.
+// buffering, EOF, ServeStdio ending on SIGTERM, and tasks adopted by the reader threads
+// (the other thread reads meanwhile; a regular file as input adopts nothing).
 #include "mcp/stdio_transport.h"
 
 #include <fcntl.h>
@@ -8,6 +9,8 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstdlib>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -194,6 +197,187 @@ TEST(StdioTransport, ServeStdioEndsOnSigterm) {
   serving.join();
   EXPECT_EQ(rc, 0);
   EXPECT_TRUE(server.Sessions().empty());
+}
+
+// A gate that tasks wait on until the test opens it.
+struct Gate {
+  std::promise<void> opened;
+  std::shared_future<void> future = opened.get_future().share();
+  void Open() { opened.set_value(); }
+  bool Wait() const { return future.wait_for(10s) == std::future_status::ready; }
+};
+
+TEST(StdioTransport, AdoptedTaskRunsOnTheReadingThreadWhileTheOtherReads) {
+  Pipe in, out;
+  StdioTransport t({.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 1024});
+  Collected c;
+  Gate gate;
+  std::mutex mu;
+  std::vector<bool> adopted;
+  std::thread::id delivered_on, task_ran_on;
+  std::promise<void> task_started;
+  TransportCallbacks cb = c.Callbacks(false);
+  cb.on_message = [&](std::string m) {
+    std::function<void()> task;
+    if (m == "\"first\"") {
+      task = [&] {
+        task_ran_on = std::this_thread::get_id();
+        task_started.set_value();
+        EXPECT_TRUE(gate.Wait());
+      };
+      delivered_on = std::this_thread::get_id();
+    } else {
+      task = [] {};
+    }
+    bool taken = t.AdoptTask(task);
+    EXPECT_EQ(taken, !task);  // moved from exactly when taken
+    {
+      std::lock_guard lock(mu);
+      adopted.push_back(taken);
+    }
+    c.Add([&] { c.messages.push_back(std::move(m)); });
+  };
+  t.Start(std::move(cb));
+  // The other thread must be waiting for input before the first line, or nobody is free
+  // to read and the task is (rightly) refused.
+  for (int i = 0; i < 200; ++i) {
+    in.Write("\"warm-up\"\n");
+    ASSERT_TRUE(c.WaitFor([&] { return c.messages.size() == static_cast<size_t>(i + 1); }));
+    std::lock_guard lock(mu);
+    if (adopted.back()) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  {
+    std::lock_guard lock(mu);
+    ASSERT_TRUE(adopted.back()) << "no task was ever adopted";
+    adopted.clear();
+  }
+  size_t before = c.messages.size();
+  in.Write("\"first\"\n");
+  ASSERT_EQ(task_started.get_future().wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(task_ran_on, delivered_on);  // run where it was read
+  // The first task blocks its thread; the other reads on, and cannot adopt (nobody would
+  // be left to read).
+  in.Write("\"second\"\n\"third\"\n");
+  ASSERT_TRUE(c.WaitFor([&] { return c.messages.size() == before + 3; }));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(adopted, (std::vector<bool>{true, false, false}));
+  }
+  EXPECT_FALSE(t.AdoptTask(*std::make_unique<std::function<void()>>([] {})));  // not delivering
+  gate.Open();
+  in.CloseWrite();
+  ASSERT_TRUE(c.WaitFor([&] { return c.closed; }));
+}
+
+TEST(StdioTransport, TaskAdoptedFromTheLastLineBeforeEofStillRuns) {
+  Pipe in, out;
+  StdioTransport t({.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 1024});
+  Collected c;
+  std::atomic<int> ran{0}, taken{0};
+  TransportCallbacks cb = c.Callbacks(true);
+  cb.on_message = [&](std::string m) {
+    std::function<void()> task = [&] { ++ran; };
+    if (t.AdoptTask(task)) {
+      ++taken;
+    } else {
+      task();
+    }
+    c.Add([&] { c.messages.push_back(std::move(m)); });
+  };
+  t.Start(std::move(cb));
+  std::this_thread::sleep_for(50ms);  // both threads waiting
+  in.Write("\"a\"\n\"b\"\n\"c\"");    // one chunk: two lines and the start of a third
+  ASSERT_TRUE(c.WaitFor([&] { return c.messages.size() == 2; }));
+  for (int i = 0; i < 500 && ran.load() < 2; ++i) std::this_thread::sleep_for(2ms);
+  EXPECT_EQ(ran.load(), 2);
+  EXPECT_EQ(taken.load(), 1);         // one task per chunk: "b" ran where it was refused
+  std::this_thread::sleep_for(50ms);  // the adopting thread is back waiting
+  in.CloseWrite();                    // "c" ends at EOF; its task is adopted and must run
+  ASSERT_TRUE(c.WaitFor([&] { return c.eof && c.messages.size() == 3; }));
+  for (int i = 0; i < 500 && ran.load() < 3; ++i) std::this_thread::sleep_for(2ms);
+  EXPECT_EQ(ran.load(), 3);
+  EXPECT_EQ(taken.load(), 2);
+  EXPECT_TRUE(t.Send(Json{{"still", "writable"}}));
+  t.Close();
+}
+
+TEST(StdioTransport, RegularFileAsInputIsReadWholeAndAdoptsNothing) {
+  char path[] = "/tmp/mcpcell-stdio-XXXXXX";
+  int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::unlink(path);
+  std::string text = "\"one\"\n\"two\"\n\"three\"\n";
+  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ASSERT_EQ(::lseek(fd, 0, SEEK_SET), 0);
+  Pipe out;
+  StdioTransport t({.in_fd = fd, .out_fd = out.fd[1], .max_message_bytes = 1024});
+  Collected c;
+  std::atomic<int> taken{0};
+  TransportCallbacks cb = c.Callbacks(false);
+  cb.on_message = [&](std::string m) {
+    std::function<void()> task = [] {};
+    if (t.AdoptTask(task)) ++taken;
+    c.Add([&] { c.messages.push_back(std::move(m)); });
+  };
+  t.Start(std::move(cb));
+  ASSERT_TRUE(c.WaitFor([&] { return c.closed; }));
+  EXPECT_EQ(c.messages, (std::vector<std::string>{"\"one\"", "\"two\"", "\"three\""}));
+  EXPECT_EQ(taken.load(), 0);
+  ::close(fd);
+}
+
+// A tool call adopted by the reader thread still hears its cancellation (the other thread
+// reads it), and a second call runs at the same time as the first.
+TEST(StdioTransport, AdoptedToolCallIsCancelledAndAnotherRunsBesideIt) {
+  Server server(testing::TestOptions());
+  Tool blocking;
+  blocking.name = "block";
+  blocking.input_schema = {{"type", "object"}};
+  std::atomic<int> running{0};
+  blocking.handler = [&](const Json&, Context& ctx) {
+    ++running;
+    for (int i = 0; i < 1000 && !ctx.cancelled(); ++i) std::this_thread::sleep_for(10ms);
+    --running;
+    return ToolResult::Text(ctx.cancelled() ? "cancelled" : "timed out");
+  };
+  ASSERT_TRUE(server.AddTool(blocking).ok());
+  ASSERT_TRUE(server.AddTool(testing::EchoTool()).ok());
+  Pipe in, out;
+  auto session = server.Connect(std::make_unique<StdioTransport>(
+      StdioOptions{.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 4096}));
+  LineReader reader(out.fd[0]);
+  in.Write(
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}})"
+      "\n");
+  ASSERT_EQ(reader.Next()["id"], 1);
+  in.Write(R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+           "\n");
+  in.Write(R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"block"}})"
+           "\n");
+  for (int i = 0; i < 500 && running.load() == 0; ++i) std::this_thread::sleep_for(2ms);
+  ASSERT_EQ(running.load(), 1);
+  in.Write(R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"block"}})"
+           "\n");
+  for (int i = 0; i < 500 && running.load() < 2; ++i) std::this_thread::sleep_for(2ms);
+  EXPECT_EQ(running.load(), 2);  // both at once
+  in.Write(
+      R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"text":"meanwhile"}}})"
+      "\n");
+  Json echo = reader.Next();
+  EXPECT_EQ(echo["id"], 4);
+  EXPECT_EQ(echo["result"]["content"][0]["text"], "meanwhile");
+  in.Write(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}})"
+           "\n");
+  in.Write(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}})"
+           "\n");
+  for (int i = 0; i < 500 && running.load() > 0; ++i) std::this_thread::sleep_for(2ms);
+  EXPECT_EQ(running.load(), 0);  // both heard their cancellation well before 10 s
+  in.Write(R"({"jsonrpc":"2.0","id":5,"method":"ping"})"
+           "\n");
+  EXPECT_EQ(reader.Next()["id"], 5);  // cancelled requests get no response
+  in.CloseWrite();
+  EXPECT_TRUE(session->WaitFor(5s));
 }
 
 }  // namespace
