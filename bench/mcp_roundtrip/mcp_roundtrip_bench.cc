@@ -3,8 +3,11 @@
 // It starts `mcpcell serve` over pipes (the way Claude Desktop does), speaks JSON-RPC to
 // it directly, and measures, interleaved round by round (in an order rotated each round)
 // so that machine noise hits every row alike:
-//   warm  run_command "true" in an existing session   vs  bare posix_spawn of /bin/true
-//                                                           (and fork()+execv, for reference)
+//   warm  run_command "true" in an existing session   vs  bare posix_spawn of /bin/true,
+//                                                           and fork()+execv of it from a
+//                                                           small process (the helper
+//                                                           mcp_roundtrip_forkexec) and
+//                                                           from this bench
 //   `/bin/sh -c true` exec'd in a cell of the bench's own through CellChannel::Exec, in
 //   process: the sandbox's part of the round trip without MCP, so the difference is MCP's
 //   warm  run_code python print(1) in that session    vs  bare python3 -c 'print(1)'
@@ -188,6 +191,57 @@ double ForkExecAndWait(std::vector<std::string> cmd) {
   waitpid(pid, &status, 0);
   return Ms(Clock::now() - t0);
 }
+
+// The same from a small process: mcp_roundtrip_forkexec (forkexec_helper.c) beside the
+// bench, started once, times one fork()+execv()+waitpid per byte it is sent. A bare
+// fork+exec as a small program does it, without this bench's big page tables.
+class SmallForkExec {
+ public:
+  SmallForkExec(const std::string& helper, const std::string& program) {
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) throw std::runtime_error("pipe");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    std::vector<std::string> cmd = {helper, program};
+    std::vector<char*> argv = ArgvOf(cmd);
+    int rc = posix_spawn(&pid_, helper.c_str(), &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    to_ = in[1];
+    from_ = fdopen(out[0], "r");
+    if (rc != 0) {
+      close(to_);
+      if (from_) fclose(from_);
+      throw std::runtime_error(helper + ": " + std::strerror(rc));
+    }
+  }
+  ~SmallForkExec() {
+    close(to_);  // EOF ends the helper
+    if (from_) fclose(from_);
+    int status;
+    waitpid(pid_, &status, 0);
+  }
+  SmallForkExec(const SmallForkExec&) = delete;
+  SmallForkExec& operator=(const SmallForkExec&) = delete;
+  double Once() {
+    char line[256];
+    if (write(to_, "x", 1) != 1 || !from_ || !fgets(line, sizeof line, from_))
+      throw std::runtime_error("mcp_roundtrip_forkexec stopped answering");
+    char* end = nullptr;
+    double ms = std::strtod(line, &end);
+    if (end == line || ms <= 0)
+      throw std::runtime_error(std::string("mcp_roundtrip_forkexec: ") + line);
+    return ms;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1;
+  FILE* from_ = nullptr;
+};
 
 struct Row {
   std::string name;
@@ -383,7 +437,8 @@ int main(int argc, char** argv) {
   int status = 0;
   try {
     Row warm{"run_command true (warm session)", {}}, bare{"bare posix_spawn /bin/true", {}};
-    Row bare_fork{"bare fork()+execv /bin/true", {}};
+    Row bare_fork{"bare fork()+execv (this bench)", {}};
+    Row small_fork{"bare fork()+execv (small process)", {}};
     Row py{"run_code python print(1) (warm)", {}}, bare_py{"bare python3 -c print(1)", {}};
     Row cmd_py{"run_command python3 -c print(1)", {}};
     Row first{"first call of a new session", {}};
@@ -438,6 +493,15 @@ int main(int argc, char** argv) {
             "exec in the bench's own cell failed: " +
             (r.ok() ? "exit code " + std::to_string(r->exit_code) : r.error().message));
     };
+    std::unique_ptr<SmallForkExec> small;
+    std::string small_error;
+    try {
+      small = std::make_unique<SmallForkExec>(SelfDir() + "/mcp_roundtrip_forkexec", kTrue[0]);
+      small->Once();  // the helper's first pays for first touches
+    } catch (const std::exception& e) {
+      small.reset();
+      small_error = e.what();
+    }
     cell_exec_once();  // its first exec pays for first touches, not a round's
     cell_exec.ms.clear();
     auto timed = [](Server& s, const char* tool, const Json& args, Row& row) {
@@ -454,12 +518,14 @@ int main(int argc, char** argv) {
     // (the warm call: 0.3-0.4 ms slower there than in other rounds, the bare spawn less).
     // Rotation keeps the cyclic order, so each row always follows the same one: the warm
     // call follows the bare fork+exec, as before the cell exec row came, not the cell exec
-    // (which would warm the kernel's paths through a cell for it).
+    // (which would warm the kernel's paths through a cell for it). The small process's
+    // fork+exec comes last, after the baseline's warm call when there is one.
     std::vector<std::function<void()>> fast = {
         [&] { timed(server, "run_command", kTrueArgs, warm); },
         [&] { bare.ms.push_back(SpawnAndWait(kTrue)); }, cell_exec_once,
         [&] { bare_fork.ms.push_back(ForkExecAndWait(kTrue)); }};
     if (base) fast.push_back([&] { timed(*base, "run_command", kTrueArgs, base_warm); });
+    if (small) fast.push_back([&] { small_fork.ms.push_back(small->Once()); });
     std::vector<std::function<void()>> slow = {
         [&] { timed(server, "run_code", kPyArgs, py); },
         [&] { bare_py.ms.push_back(SpawnAndWait(kPy)); },
@@ -516,14 +582,23 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("%-36s %9s %9s %6s\n", "", "p50 ms", "p95 ms", "n");
-    for (const Row* r : {&warm, &cell_exec, &bare, &bare_fork, &py, &bare_py, &cmd_py, &first})
+    small.reset();
+    for (const Row* r :
+         {&warm, &cell_exec, &bare, &bare_fork, &small_fork, &py, &bare_py, &cmd_py, &first})
       std::printf("%-36s %9.2f %9.2f %6zu\n", r->name.c_str(), r->Pct(0.5), r->Pct(0.95),
                   r->ms.size());
     std::printf("\nratios (p50):\n");
     std::printf("  round trip / bare posix_spawn   %.2fx  (target <= 1.5x bare fork+exec)\n",
                 warm.Pct(0.5) / bare.Pct(0.5));
-    std::printf("  round trip / bare fork()+execv  %.2fx  (the same words taken literally)\n",
-                warm.Pct(0.5) / bare_fork.Pct(0.5));
+    if (!small_fork.ms.empty())
+      std::printf(
+          "  round trip / small fork()+execv %.2fx  (the target's words: a small process's)\n",
+          warm.Pct(0.5) / small_fork.Pct(0.5));
+    else
+      std::printf("  round trip / small fork()+execv: not measured: %s\n", small_error.c_str());
+    std::printf(
+        "  round trip / this bench's fork  %.2fx  (fork copies this big process's page tables)\n",
+        warm.Pct(0.5) / bare_fork.Pct(0.5));
     if (cell)
       std::printf(
           "  cell exec (no MCP) / bare spawn %.2fx  (MCP's part: %+.2f ms of the round trip)\n",
