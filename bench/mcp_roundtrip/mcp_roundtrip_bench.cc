@@ -83,26 +83,42 @@ std::vector<char*> ArgvOf(std::vector<std::string>& cmd) {
   return argv;
 }
 
+// A child with its stdin and stdout on pipes (`to` and `from` get the bench's ends) and
+// stderr to /dev/null. Throws naming the program when it cannot be started.
+pid_t SpawnOnPipes(std::vector<std::string> cmd, int& to, int& from) {
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC)) throw std::runtime_error("pipe");
+  if (pipe2(out, O_CLOEXEC)) {
+    close(in[0]);
+    close(in[1]);
+    throw std::runtime_error("pipe");
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  std::vector<char*> argv = ArgvOf(cmd);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(in[0]);
+  close(out[1]);
+  if (rc != 0) {
+    close(in[1]);
+    close(out[0]);
+    throw std::runtime_error("spawn " + cmd[0] + ": " + std::strerror(rc));
+  }
+  to = in[1];
+  from = out[0];
+  return pid;
+}
+
 // One `mcpcell serve` child over pipes.
 class Server {
  public:
   Server(const std::string& binary, const std::string& state_dir) {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) throw std::runtime_error("pipe");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    std::vector<std::string> args = {binary, "serve", "--state-dir", state_dir};
-    std::vector<char*> argv = ArgvOf(args);
-    if (posix_spawn(&pid_, binary.c_str(), &fa, nullptr, argv.data(), environ) != 0)
-      throw std::runtime_error("spawn " + binary);
-    posix_spawn_file_actions_destroy(&fa);
-    close(in[0]);
-    close(out[1]);
-    to_ = in[1];
-    from_ = out[0];
+    pid_ = SpawnOnPipes({binary, "serve", "--state-dir", state_dir}, to_, from_);
     Request("initialize", {{"protocolVersion", "2025-06-18"},
                            {"capabilities", Json::object()},
                            {"clientInfo", {{"name", "bench"}, {"version", "1"}}}});
@@ -198,25 +214,10 @@ double ForkExecAndWait(std::vector<std::string> cmd) {
 class SmallForkExec {
  public:
   SmallForkExec(const std::string& helper, const std::string& program) {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) throw std::runtime_error("pipe");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    std::vector<std::string> cmd = {helper, program};
-    std::vector<char*> argv = ArgvOf(cmd);
-    int rc = posix_spawn(&pid_, helper.c_str(), &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(in[0]);
-    close(out[1]);
-    to_ = in[1];
-    from_ = fdopen(out[0], "r");
-    if (rc != 0) {
-      close(to_);
-      if (from_) fclose(from_);
-      throw std::runtime_error(helper + ": " + std::strerror(rc));
-    }
+    int from = -1;
+    pid_ = SpawnOnPipes({helper, program}, to_, from);
+    from_ = fdopen(from, "r");
+    if (!from_) close(from);  // Once() then says the helper does not answer
   }
   ~SmallForkExec() {
     close(to_);  // EOF ends the helper

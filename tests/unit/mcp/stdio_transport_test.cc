@@ -75,6 +75,17 @@ class LineReader {
   std::string buf_;
 };
 
+// The MCP handshake over the pipes (request id 1); returns the initialize response.
+Json Initialize(Pipe& in, LineReader& reader) {
+  in.Write(
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}})"
+      "\n");
+  Json response = reader.Next();
+  in.Write(R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+           "\n");
+  return response;
+}
+
 struct Collected {
   std::mutex mu;
   std::condition_variable cv;
@@ -160,12 +171,7 @@ TEST(StdioTransport, ServerOverPipesAnswersAndEndsAtEof) {
   auto session = server.Connect(std::make_unique<StdioTransport>(
       StdioOptions{.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 4096}));
   LineReader reader(out.fd[0]);
-  in.Write(
-      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}})"
-      "\n");
-  EXPECT_EQ(reader.Next()["result"]["protocolVersion"], "2025-06-18");
-  in.Write(R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
-           "\n");
+  EXPECT_EQ(Initialize(in, reader)["result"]["protocolVersion"], "2025-06-18");
   in.Write(std::string(10000, ' ') + "x\n");  // oversized
   Json e = reader.Next();
   EXPECT_EQ(e["error"]["code"], kInvalidRequest);
@@ -347,12 +353,7 @@ TEST(StdioTransport, AdoptedToolCallIsCancelledAndAnotherRunsBesideIt) {
   auto session = server.Connect(std::make_unique<StdioTransport>(
       StdioOptions{.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 4096}));
   LineReader reader(out.fd[0]);
-  in.Write(
-      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}})"
-      "\n");
-  ASSERT_EQ(reader.Next()["id"], 1);
-  in.Write(R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
-           "\n");
+  ASSERT_EQ(Initialize(in, reader)["id"], 1);
   in.Write(R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"block"}})"
            "\n");
   for (int i = 0; i < 500 && running.load() == 0; ++i) std::this_thread::sleep_for(2ms);
