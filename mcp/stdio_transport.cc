@@ -282,6 +282,8 @@ void StdioTransport::Start(TransportCallbacks callbacks) {
   }
 }
 
+int StdioTransport::IdleReaders() const { return impl_->state->waiting.load(); }
+
 bool StdioTransport::AdoptTask(std::function<void()>& task) {
   StdioState& s = *impl_->state;
   // Only from inside delivery on a reader thread, one task per chunk, and only while
@@ -325,22 +327,27 @@ void StdioTransport::Close() {
 // ---- ServeStdio ----
 
 namespace {
-int g_signal_pipe = -1;
+// The stop signals' self-pipe: made once and never closed, so a handler still running on
+// another thread when ServeStdio returns writes to a live pipe, never to a closed (or
+// reused) descriptor. Each ServeStdio drains what an earlier signal left in it.
+int g_signal_pipe[2] = {-1, -1};
 extern "C" void OnStopSignal(int) {
   char byte = 1;
   int saved = errno;
-  [[maybe_unused]] ssize_t ignored = ::write(g_signal_pipe, &byte, 1);
+  [[maybe_unused]] ssize_t ignored = ::write(g_signal_pipe[1], &byte, 1);
   errno = saved;
 }
 }  // namespace
 
 int ServeStdio(Server& server, StdioOptions options) {
-  int stop[2];
-  if (::pipe2(stop, O_CLOEXEC | O_NONBLOCK) != 0) {
-    log::Error(std::string("stdio: pipe2: ") + std::strerror(errno));
+  static const int made = ::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) == 0 ? 0 : errno;
+  if (made != 0) {
+    log::Error(std::string("stdio: pipe2: ") + std::strerror(made));
     return 1;
   }
-  g_signal_pipe = stop[1];
+  char drained[64];
+  while (::read(g_signal_pipe[0], drained, sizeof drained) > 0) {
+  }
   struct sigaction sa {
   }, old_term{}, old_int{}, old_pipe{};
   sa.sa_handler = OnStopSignal;
@@ -353,7 +360,7 @@ int ServeStdio(Server& server, StdioOptions options) {
 
   if (options.max_message_bytes == 0)
     options.max_message_bytes = server.options().max_message_bytes;
-  options.stop_fd = stop[0];
+  options.stop_fd = g_signal_pipe[0];
   auto session = server.Connect(std::make_unique<StdioTransport>(options));
   session->Wait();
   session->Close();
@@ -362,9 +369,6 @@ int ServeStdio(Server& server, StdioOptions options) {
   ::sigaction(SIGTERM, &old_term, nullptr);
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGPIPE, &old_pipe, nullptr);
-  g_signal_pipe = -1;
-  ::close(stop[0]);
-  ::close(stop[1]);
   return 0;
 }
 

@@ -37,6 +37,10 @@ class StdioTransport : public Transport {
   bool Send(const Json& message) override;
   void Close() override;
   bool AdoptTask(std::function<void()>& task) override;
+  // Reader threads waiting for input right now: 2 when idle, 1 while the other reads or
+  // runs a task, 0 for input read by one thread (a regular file). For tests and
+  // diagnostics.
+  int IdleReaders() const;
 
  private:
   struct Impl;

@@ -117,8 +117,8 @@ struct Collected {
 
 TEST(StdioTransport, SplitsLinesAndSkipsBlankOnes) {
   Pipe in, out;
-  StdioTransport t({.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 100});
   Collected c;
+  StdioTransport t({.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 100});
   t.Start(c.Callbacks(false));
   in.Write("{\"a\":1}\n\n  \r\n{\"b\":");
   in.Write("2}\r\n{\"c\":3}");
@@ -130,8 +130,8 @@ TEST(StdioTransport, SplitsLinesAndSkipsBlankOnes) {
 
 TEST(StdioTransport, OversizedLineIsDiscardedWithOneErrorAndReadingGoesOn) {
   Pipe in, out;
-  StdioTransport t({.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 1024});
   Collected c;
+  StdioTransport t({.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 1024});
   t.Start(c.Callbacks(false));
   // 8 MiB on one line, written in pieces: the reader must not keep it.
   std::thread writer([&] {
@@ -149,8 +149,8 @@ TEST(StdioTransport, OversizedLineIsDiscardedWithOneErrorAndReadingGoesOn) {
 
 TEST(StdioTransport, EofHalfClosesWhenAskedAndSendStillWorks) {
   Pipe in, out;
-  StdioTransport t({.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 100});
   Collected c;
+  StdioTransport t({.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 100});
   t.Start(c.Callbacks(true));
   in.CloseWrite();
   ASSERT_TRUE(c.WaitFor([&] { return c.eof; }));
@@ -205,6 +205,15 @@ TEST(StdioTransport, ServeStdioEndsOnSigterm) {
   EXPECT_TRUE(server.Sessions().empty());
 }
 
+// Waits until `n` of the transport's reader threads wait for input.
+bool WaitForIdleReaders(const StdioTransport& t, int n) {
+  for (int i = 0; i < 5000; ++i) {
+    if (t.IdleReaders() == n) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return false;
+}
+
 // A gate that tasks wait on until the test opens it.
 struct Gate {
   std::promise<void> opened;
@@ -215,53 +224,65 @@ struct Gate {
 
 TEST(StdioTransport, AdoptedTaskRunsOnTheReadingThreadWhileTheOtherReads) {
   Pipe in, out;
-  StdioTransport t({.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 1024});
   Collected c;
   Gate gate;
   std::mutex mu;
   std::vector<bool> adopted;
   std::thread::id delivered_on, task_ran_on;
   std::promise<void> task_started;
+  StdioTransport t({.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 1024});
   TransportCallbacks cb = c.Callbacks(false);
   cb.on_message = [&](std::string m) {
-    std::function<void()> task;
+    std::function<void()> task = [] {};
     if (m == "\"first\"") {
       task = [&] {
         task_ran_on = std::this_thread::get_id();
         task_started.set_value();
         EXPECT_TRUE(gate.Wait());
       };
-      delivered_on = std::this_thread::get_id();
-    } else {
-      task = [] {};
     }
     bool taken = t.AdoptTask(task);
     EXPECT_EQ(taken, !task);  // moved from exactly when taken
     {
       std::lock_guard lock(mu);
+      if (taken && m == "\"first\"") delivered_on = std::this_thread::get_id();
       adopted.push_back(taken);
     }
-    c.Add([&] { c.messages.push_back(std::move(m)); });
+    c.Add([&] { c.messages.push_back(std::move(m)); });  // a refused task is dropped
   };
   t.Start(std::move(cb));
-  // The other thread must be waiting for input before the first line, or nobody is free
-  // to read and the task is (rightly) refused.
-  for (int i = 0; i < 200; ++i) {
-    in.Write("\"warm-up\"\n");
-    ASSERT_TRUE(c.WaitFor([&] { return c.messages.size() == static_cast<size_t>(i + 1); }));
+  auto delivered = [&] {
+    std::lock_guard lock(c.mu);
+    return c.messages.size();
+  };
+  // A task is adopted only while the other reader waits for input: before it has started,
+  // or right after it adopted a task itself, a task is (rightly) refused. So "first" goes
+  // again until one is adopted.
+  bool first_adopted = false;
+  for (int i = 0; i < 200 && !first_adopted; ++i) {
+    ASSERT_TRUE(WaitForIdleReaders(t, 2));
+    const size_t n = delivered();
+    in.Write("\"first\"\n");
+    ASSERT_TRUE(c.WaitFor([&] { return c.messages.size() == n + 1; }));
+    {
+      std::lock_guard lock(mu);
+      first_adopted = adopted.back();
+      adopted.clear();
+    }
+    if (!first_adopted) std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(first_adopted) << "no task was ever adopted";
+  const size_t before = delivered() - 1;
+  ASSERT_EQ(task_started.get_future().wait_for(10s), std::future_status::ready);
+  {
     std::lock_guard lock(mu);
-    if (adopted.back()) break;
-    std::this_thread::sleep_for(5ms);
+    adopted = {true};
   }
   {
     std::lock_guard lock(mu);
-    ASSERT_TRUE(adopted.back()) << "no task was ever adopted";
-    adopted.clear();
+    EXPECT_EQ(task_ran_on, delivered_on);  // run where it was read
   }
-  size_t before = c.messages.size();
-  in.Write("\"first\"\n");
-  ASSERT_EQ(task_started.get_future().wait_for(10s), std::future_status::ready);
-  EXPECT_EQ(task_ran_on, delivered_on);  // run where it was read
+  EXPECT_EQ(t.IdleReaders(), 1);  // one runs the task, the other waits to read
   // The first task blocks its thread; the other reads on, and cannot adopt (nobody would
   // be left to read).
   in.Write("\"second\"\n\"third\"\n");
@@ -278,9 +299,9 @@ TEST(StdioTransport, AdoptedTaskRunsOnTheReadingThreadWhileTheOtherReads) {
 
 TEST(StdioTransport, TaskAdoptedFromTheLastLineBeforeEofStillRuns) {
   Pipe in, out;
-  StdioTransport t({.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 1024});
   Collected c;
   std::atomic<int> ran{0}, taken{0};
+  StdioTransport t({.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 1024});
   TransportCallbacks cb = c.Callbacks(true);
   cb.on_message = [&](std::string m) {
     std::function<void()> task = [&] { ++ran; };
@@ -292,14 +313,14 @@ TEST(StdioTransport, TaskAdoptedFromTheLastLineBeforeEofStillRuns) {
     c.Add([&] { c.messages.push_back(std::move(m)); });
   };
   t.Start(std::move(cb));
-  std::this_thread::sleep_for(50ms);  // both threads waiting
-  in.Write("\"a\"\n\"b\"\n\"c\"");    // one chunk: two lines and the start of a third
+  ASSERT_TRUE(WaitForIdleReaders(t, 2));
+  in.Write("\"a\"\n\"b\"\n\"c\"");  // one chunk: two lines and the start of a third
   ASSERT_TRUE(c.WaitFor([&] { return c.messages.size() == 2; }));
   for (int i = 0; i < 500 && ran.load() < 2; ++i) std::this_thread::sleep_for(2ms);
   EXPECT_EQ(ran.load(), 2);
-  EXPECT_EQ(taken.load(), 1);         // one task per chunk: "b" ran where it was refused
-  std::this_thread::sleep_for(50ms);  // the adopting thread is back waiting
-  in.CloseWrite();                    // "c" ends at EOF; its task is adopted and must run
+  EXPECT_EQ(taken.load(), 1);             // one task per chunk: "b" ran where it was refused
+  ASSERT_TRUE(WaitForIdleReaders(t, 2));  // the adopting thread is back waiting
+  in.CloseWrite();                        // "c" ends at EOF; its task is adopted and must run
   ASSERT_TRUE(c.WaitFor([&] { return c.eof && c.messages.size() == 3; }));
   for (int i = 0; i < 500 && ran.load() < 3; ++i) std::this_thread::sleep_for(2ms);
   EXPECT_EQ(ran.load(), 3);
@@ -317,9 +338,9 @@ TEST(StdioTransport, RegularFileAsInputIsReadWholeAndAdoptsNothing) {
   ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
   ASSERT_EQ(::lseek(fd, 0, SEEK_SET), 0);
   Pipe out;
-  StdioTransport t({.in_fd = fd, .out_fd = out.fd[1], .max_message_bytes = 1024});
   Collected c;
   std::atomic<int> taken{0};
+  StdioTransport t({.in_fd = fd, .out_fd = out.fd[1], .max_message_bytes = 1024});
   TransportCallbacks cb = c.Callbacks(false);
   cb.on_message = [&](std::string m) {
     std::function<void()> task = [] {};
