@@ -376,6 +376,9 @@ describe('package tools: offline from a wheelhouse, and disabled', () => {
   it('disabled: both tools refuse, naming the policy and the key', async () => {
     const policyFile = path.join(dir, 'disabled.toml');
     writeFileSync(policyFile, policyToml({ name: 'pkg-off', mode: 'disabled' }));
+    // The offline test's server, if it failed before closing it: a server left running
+    // keeps node from exiting, and the suite would hang instead of failing.
+    await s?.close();
     s = await startServer(stateDir, policyFile);
     for (const tool of ['pip_install', 'npm_install']) {
       const r = await call(tool, { packages: ['tinyalpha'] });
