@@ -362,7 +362,7 @@ void Session::Impl::RunOnPool(std::function<void()> task, bool offer_to_transpor
     } next{this};
     task();
   };
-  if (offer_to_transport && transport->AdoptTask(run)) return;
+  if (offer_to_transport && transport && transport->AdoptTask(run)) return;
   server->Post(std::move(run));
 }
 

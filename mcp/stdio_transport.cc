@@ -320,7 +320,7 @@ bool StdioTransport::Send(const Json& message) {
 void StdioTransport::Close() {
   StdioState& s = *impl_->state;
   if (s.closed.exchange(true)) return;
-  char byte = 1;  // wakes the leader; a thread that leads later finds the pipe readable too
+  char byte = 1;  // wakes the readers: the pipe stays readable, so every one of them sees it
   [[maybe_unused]] ssize_t ignored = ::write(s.wake[1], &byte, 1);
 }
 

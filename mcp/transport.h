@@ -3,7 +3,7 @@
 // MemoryTransport (an in-process pair, for tests and embedding); the HTTP transports add a
 // Transport per client session.
 //
-// Threading: callbacks run on a thread the transport owns (its reader), one at a time and
+// Threading: callbacks run on a thread the transport owns (a reader), one at a time and
 // in arrival order. Send() and Close() may be called from any thread, concurrently.
 #pragma once
 
