@@ -518,9 +518,8 @@ int main(int argc, char** argv) {
     // branch predictors full of python), and a fixed order made that always the same row
     // (the warm call: 0.3-0.4 ms slower there than in other rounds, the bare spawn less).
     // Rotation keeps the cyclic order, so each row always follows the same one: the warm
-    // call follows a bare fork+exec (the small process's, last in the list; the bench's own
-    // without the helper), not the cell exec (which would warm the kernel's paths through
-    // a cell for it).
+    // call follows the last row of the list (the small process's fork+exec when the helper
+    // runs), never the cell exec (which would warm the kernel's paths through a cell for it).
     std::vector<std::function<void()>> fast = {
         [&] { timed(server, "run_command", kTrueArgs, warm); },
         [&] { bare.ms.push_back(SpawnAndWait(kTrue)); }, cell_exec_once,
