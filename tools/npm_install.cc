@@ -45,6 +45,7 @@ mcp::ToolResult Install(const ToolEnv& env, mcp::Context& ctx, const mcp::Json& 
   if (!acquired.lease->replaced_reason().empty())
     summary.notes.push_back(acquired.lease->replaced_reason());
 
+  if (auto error = run.WaitForOtherInstalls()) return *error;
   auto before = ReadLockfile(run.channel());
   if (!before) return SandboxError("npm_install", before.error());
   std::vector<std::string> argv = {"npm",

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cctype>
 #include <cstdio>
+#include <map>
+#include <mutex>
 
 #include "sandbox/cell_channel.h"
 #include "tools/egress_registry.h"
@@ -241,6 +243,40 @@ InstallRun::InstallRun(const ToolEnv& env, mcp::Context& ctx, sandbox::CellLease
 }
 
 InstallRun::~InstallRun() { progress_.Stop(); }
+
+namespace {
+// One lock per cell for its installs, kept while some InstallRun holds it.
+std::shared_ptr<std::timed_mutex> CellInstallLock(const std::string& cell_id) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<std::timed_mutex>> locks;
+  std::lock_guard guard(mu);
+  std::erase_if(locks, [](const auto& entry) { return entry.second.expired(); });
+  std::shared_ptr<std::timed_mutex> lock = locks[cell_id].lock();
+  if (!lock) {
+    lock = std::make_shared<std::timed_mutex>();
+    locks[cell_id] = lock;
+  }
+  return lock;
+}
+}  // namespace
+
+std::optional<mcp::ToolResult> InstallRun::WaitForOtherInstalls() {
+  install_lock_ = CellInstallLock(lease_.cell().id());
+  install_guard_ = std::unique_lock(*install_lock_, std::defer_lock);
+  while (!install_guard_.try_lock_for(std::chrono::milliseconds(100))) {
+    if (ctx_.cancelled() || lease_.stop_token().stop_requested())
+      return mcp::ToolResult::Error(
+          tool_ + ": cancelled while waiting for another install of this session to finish");
+    if (std::chrono::steady_clock::now() >= deadline_)
+      return mcp::ToolResult::Error(
+          tool_ + " timed out after " + std::to_string(timeout_.count()) +
+          " s waiting for another install of this session (pip_install or npm_install) to "
+          "finish; nothing was installed. Try again once it has.");
+  }
+  // What the proxy refused while the other install ran was the other's.
+  if (env_.egress) refusal_cursor_ = env_.egress->RefusalCursor(lease_.cell().id());
+  return std::nullopt;
+}
 
 sandbox::CellChannel& InstallRun::channel() { return lease_.cell().channel(); }
 

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -100,6 +101,13 @@ class InstallRun {
   sandbox::CellChannel& channel();
   const std::string& call_id() const { return call_id_; }
 
+  // Waits until no other install of this cell runs, then keeps the others waiting until
+  // this InstallRun ends: package managers do not guard one environment against two
+  // installs at once (pip and the venv it needs, npm's node_modules and its hidden
+  // lockfile, which npm_install diffs to say what was installed). An error result when
+  // the call is cancelled, its session ends or its time runs out while it waits.
+  std::optional<mcp::ToolResult> WaitForOtherInstalls();
+
  private:
   const ToolEnv& env_;
   mcp::Context& ctx_;
@@ -112,6 +120,8 @@ class InstallRun {
   std::shared_ptr<std::stop_source> stop_;
   OutputCapture output_;
   ProgressStreamer progress_;
+  std::shared_ptr<std::timed_mutex> install_lock_;  // this cell's; outlives the guard
+  std::unique_lock<std::timed_mutex> install_guard_;
 };
 
 struct InstallSummary {

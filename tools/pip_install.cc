@@ -2,11 +2,6 @@
 // made on first use with the template's site packages visible), from the server's package
 // service only, so run_code and run_command python see them in later calls. Wheels only
 // unless the policy allows sdists. What was installed comes from pip's --report.
-#include <chrono>
-#include <map>
-#include <memory>
-#include <mutex>
-
 #include "packages/service.h"
 #include "sandbox/cell_channel.h"
 #include "tools/cell_tools.h"
@@ -29,32 +24,11 @@ constexpr char kPipShim[] =
     "from pip._internal.cli.main import main\n"
     "sys.exit(main())\n";
 
-// The venv is made by one call at a time per cell. Two calls of a session that both found
-// no venv would both run `venv`, and the second rewrites pyvenv.cfg while the first one's
-// pip starts ("No module named pip": the system site-packages, where pip is, unseen).
-std::shared_ptr<std::timed_mutex> VenvLock(const std::string& cell_id) {
-  static std::mutex mu;
-  static std::map<std::string, std::weak_ptr<std::timed_mutex>> locks;
-  std::lock_guard guard(mu);
-  std::erase_if(locks, [](const auto& entry) { return entry.second.expired(); });
-  std::shared_ptr<std::timed_mutex> lock = locks[cell_id].lock();
-  if (!lock) {
-    lock = std::make_shared<std::timed_mutex>();
-    locks[cell_id] = lock;
-  }
-  return lock;
-}
-
 // Makes the venv when its python is missing. nullopt: ready.
-std::optional<mcp::ToolResult> EnsureVenv(InstallRun& run, mcp::Context& ctx,
-                                          const std::string& cell_id) {
-  std::shared_ptr<std::timed_mutex> lock = VenvLock(cell_id);
-  std::unique_lock guard(*lock, std::defer_lock);
-  while (!guard.try_lock_for(std::chrono::milliseconds(100))) {  // another call makes it
-    if (ctx.cancelled())
-      return mcp::ToolResult::Error(
-          "cancelled while another call of this session made the virtual environment");
-  }
+// The caller holds the cell's install lock (InstallRun::WaitForOtherInstalls): two calls
+// that both found no venv would both run `venv`, and the second rewrites pyvenv.cfg while
+// the first one's pip starts ("No module named pip": the system site-packages unseen).
+std::optional<mcp::ToolResult> EnsureVenv(InstallRun& run) {
   if (run.channel().Stat(kVenvPython, /*follow_symlinks=*/true)) return std::nullopt;
   // A venv left half made (a call killed while making it) is made again over it; venv
   // may fail once on what is there ("File exists") and a second run succeeds.
@@ -95,7 +69,8 @@ mcp::ToolResult Install(const ToolEnv& env, mcp::Context& ctx, const mcp::Json& 
   if (!acquired.lease->replaced_reason().empty())
     summary.notes.push_back(acquired.lease->replaced_reason());
 
-  if (auto error = EnsureVenv(run, ctx, acquired.lease->cell().id())) return *error;
+  if (auto error = run.WaitForOtherInstalls()) return *error;
+  if (auto error = EnsureVenv(run)) return *error;
   const std::string report = "/tmp/.mcpcell/pip-report-" + run.call_id() + ".json";
   if (sandbox::Status st = run.channel().Mkdir("/tmp/.mcpcell", 0755, /*parents=*/true); !st)
     return SandboxError("pip_install", st.error());

@@ -321,8 +321,14 @@ describe('package tools: online through the server\'s cache', () => {
     assert.equal(fileRequests(fx.beta.filename), 1, pypi.log.join('\n'));
     const cached = auditRecords(stateDir).filter((a) => a.filename === fx.alpha.filename && a.source === 'cache');
     assert.ok(cached.length >= 1, 'the audit says it came from the cache');
-    const n = await call('npm_install', { packages: ['tinynpm'] });
+    // Two installs at once into the fresh node_modules: each reports just its own package
+    // (they take turns: InstallRun::WaitForOtherInstalls).
+    const [n, sc] = await Promise.all([call('npm_install', { packages: ['tinynpm'] }),
+      call('npm_install', { packages: ['tinyscript'] })]);
     assert.equal(n.isError ?? false, false, text(n));
+    assert.equal(sc.isError ?? false, false, text(sc));
+    assert.deepEqual(n.structuredContent.installed.map((p) => p.name), ['tinynpm'], text(n));
+    assert.deepEqual(sc.structuredContent.installed.map((p) => p.name), ['tinyscript'], text(sc));
     assert.equal(npm.log.filter((l) => l === 'GET /tinynpm/-/tinynpm-1.0.0.tgz').length, 1);
   });
 });
