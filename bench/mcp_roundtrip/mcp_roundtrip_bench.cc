@@ -49,6 +49,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -429,6 +430,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // A server or helper that died must come back as a write error the bench reports (and
+  // cleans up after), not as SIGPIPE killing it silently with its state dir left behind.
+  std::signal(SIGPIPE, SIG_IGN);
   char tmpl[] = "/tmp/mcpcell-bench-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
     std::fprintf(stderr, "mcp_roundtrip_bench: mkdtemp(%s): %s\n", tmpl, std::strerror(errno));
