@@ -566,6 +566,13 @@ struct HttpServer::Impl {
       return;
     }
     if (RefuseOversizedBody(req, res, *tenant)) return;
+    if (jsonrpc::NestedDeeperThan(req.body)) {
+      JsonError(res, 400,
+                "Invalid Request: JSON nested deeper than " +
+                    std::to_string(jsonrpc::kMaxNestingDepth) + " levels of arrays and objects",
+                kInvalidRequest);
+      return;
+    }
     Json body = Json::parse(req.body, nullptr, false);
     if (body.is_discarded()) {
       JsonError(res, 400, "Parse error: the body is not valid JSON", kParseError);
@@ -863,6 +870,13 @@ struct HttpServer::Impl {
       return;
     }
     if (RefuseOversizedBody(req, res, *tenant)) return;
+    if (jsonrpc::NestedDeeperThan(req.body)) {
+      JsonError(res, 400,
+                "Invalid Request: JSON nested deeper than " +
+                    std::to_string(jsonrpc::kMaxNestingDepth) + " levels of arrays and objects",
+                kInvalidRequest);
+      return;
+    }
     if (Json::parse(req.body, nullptr, false).is_discarded()) {
       JsonError(res, 400, "Parse error: the body is not valid JSON", kParseError);
       return;

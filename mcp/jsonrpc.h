@@ -11,7 +11,16 @@
 
 namespace mcp::jsonrpc {
 
-// Parses message text. Malformed JSON or invalid UTF-8 -> RpcError{kParseError, ...}.
+// Arrays and objects nested deeper than this are refused before parsing: copying,
+// dumping or validating such a tree recurses once per level, and 100,000 levels (200 KB
+// of text) overflow a thread's stack. MCP messages need a few dozen levels at most.
+inline constexpr size_t kMaxNestingDepth = 256;
+// Whether JSON text nests arrays and objects deeper than `limit` (strings skipped;
+// no recursion, stops at the first level past the limit).
+bool NestedDeeperThan(std::string_view text, size_t limit = kMaxNestingDepth);
+
+// Parses message text. Malformed JSON or invalid UTF-8 -> RpcError{kParseError, ...};
+// nesting deeper than kMaxNestingDepth -> RpcError{kInvalidRequest, ...}.
 std::variant<Json, RpcError> Parse(std::string_view text);
 
 struct Request {
@@ -29,15 +38,30 @@ struct Response {
   std::optional<RpcError> error;  // set for an error response
 };
 // A message that is not valid JSON-RPC. `id` is the request's id when it could be read
-// (so the error response can echo it), else null.
+// (so the error response can echo it), else null. `answer` is false for a malformed
+// response (no "method", a "result" or an "error"): JSON-RPC answers no response, and
+// answering an error with an error could go back and forth with a peer that does the same;
+// it is logged and dropped.
 struct Invalid {
   Json id;
   RpcError error;
+  bool answer = true;
 };
 using Message = std::variant<Request, Notification, Response, Invalid>;
 
 // Classifies one JSON value (not an array: batches are split by the caller).
 Message Classify(const Json& value);
+
+// The id of a request too large to parse, read from the first and last bytes of its text
+// (a few KiB of each; they may overlap or be the whole text) so the error can echo it:
+// the top-level "id" member found scanning from the start (SDKs that write the envelope
+// first), else an "id" member that closes the object at the very end (the TypeScript SDK
+// writes it last). Null when neither is there or the value is not a valid id.
+Json FindRequestId(std::string_view head, std::string_view tail);
+// How much of each end of an oversized message the transports keep for FindRequestId.
+inline constexpr size_t kIdScanBytes = 4096;
+// FindRequestId on the first and last kIdScanBytes of a whole text.
+Json FindRequestIdIn(std::string_view text);
 
 // Valid ids are strings and integers (MCP forbids null; fractions are refused).
 bool IsValidId(const Json& id);

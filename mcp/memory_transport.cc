@@ -6,6 +6,8 @@
 #include <optional>
 #include <thread>
 
+#include "mcp/jsonrpc.h"
+
 namespace mcp {
 
 // Both directions of a pair. Each side has an inbox and, once started, a delivery thread
@@ -39,11 +41,13 @@ struct MemoryTransport::Shared {
       }
       if (limit && item->size() > limit) {
         if (s.callbacks.on_error) {
-          s.callbacks.on_error(RpcError{
-              kInvalidRequest,
-              "Invalid Request: message of " + std::to_string(item->size()) +
-                  " bytes exceeds the maximum message size of " + std::to_string(limit) + " bytes",
-              nullptr});
+          s.callbacks.on_error(
+              RpcError{kInvalidRequest,
+                       "Invalid Request: message of " + std::to_string(item->size()) +
+                           " bytes exceeds the maximum message size of " + std::to_string(limit) +
+                           " bytes; send large data in smaller parts",
+                       nullptr},
+              jsonrpc::FindRequestIdIn(*item));
         }
       } else if (s.callbacks.on_message) {
         s.callbacks.on_message(std::move(*item));

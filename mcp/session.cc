@@ -81,24 +81,27 @@ bool Session::Impl::Send(const Json& message) {
   return transport->Send(message);
 }
 
-void Session::Impl::OnTransportError(const RpcError& error) {
-  Send(jsonrpc::MakeError(nullptr, error));
+void Session::Impl::OnTransportError(const RpcError& error, const Json& id) {
+  Send(jsonrpc::MakeError(id, error));
 }
 
 void Session::Impl::OnText(const std::string& text) {
   size_t limit = server->options.max_message_bytes;
   if (limit && text.size() > limit) {
-    OnTransportError(RpcError{kInvalidRequest,
-                              "Invalid Request: message of " + std::to_string(text.size()) +
-                                  " bytes exceeds the maximum message size of " +
-                                  std::to_string(limit) + " bytes",
-                              nullptr});
+    OnTransportError(
+        RpcError{kInvalidRequest,
+                 "Invalid Request: message of " + std::to_string(text.size()) +
+                     " bytes exceeds the maximum message size of " + std::to_string(limit) +
+                     " bytes; send large data in smaller parts",
+                 nullptr},
+        jsonrpc::FindRequestIdIn(text));
     return;
   }
   if (log::Enabled(LogLevel::kDebug)) log::Debug(id + " -> " + text.substr(0, 4096));
   auto parsed = jsonrpc::Parse(text);
   if (auto* error = std::get_if<RpcError>(&parsed)) {
-    OnTransportError(*error);
+    // Valid JSON refused (nested too deep) may still carry a readable id.
+    OnTransportError(*error, error->code == kParseError ? Json() : jsonrpc::FindRequestIdIn(text));
     return;
   }
   const Json& value = std::get<Json>(parsed);
@@ -144,6 +147,10 @@ void Session::Impl::HandleValue(const Json& value, const std::shared_ptr<Batch>&
   }
   jsonrpc::Message message = jsonrpc::Classify(value);
   if (auto* invalid = std::get_if<jsonrpc::Invalid>(&message)) {
+    if (!invalid->answer) {
+      log::Warn(id + ": dropped a message from the client: " + invalid->error.message);
+      return;
+    }
     if (batch) batch->Expect();
     out(jsonrpc::MakeError(invalid->id, invalid->error));
   } else if (auto* request = std::get_if<jsonrpc::Request>(&message)) {

@@ -80,7 +80,7 @@ struct Session::Impl {
 
   // ---- intake, on the transport's thread (session.cc) ----
   void OnText(const std::string& text);
-  void OnTransportError(const RpcError& error);
+  void OnTransportError(const RpcError& error, const Json& id = nullptr);
   void OnTransportClosed();
   void OnPeerFinished();  // stdin EOF: drain, then close
   void CloseIfDrained();

@@ -12,6 +12,7 @@
 #include <functional>
 #include <mutex>
 
+#include "mcp/jsonrpc.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
 #include "mcp/session.h"
@@ -46,7 +47,11 @@ struct StdioState {
   // Read state: owned by the thread that took the input's one-shot event, until it re-arms.
   std::mutex read_mu;
   std::string line;  // the incomplete line so far
+  // A line over the limit: skipped to its end, keeping only its first and last
+  // kIdScanBytes (to find the request's id for the error) and its length.
   bool discarding = false;
+  std::string dropped_head, dropped_tail;
+  size_t dropped_bytes = 0;
   std::string chunk = std::string(kChunk, '\0');
   std::function<void()> adopted;  // the task AdoptTask took during this chunk's delivery
 
@@ -68,6 +73,10 @@ struct StdioState {
   void EndReading(bool at_eof);
   // Splits a chunk into lines, bounded by the limit.
   void Consume(const char* data, size_t n);
+  // Keeps what FindRequestId needs of a part of a line being discarded.
+  void KeepDropped(std::string_view part);
+  // The end of a discarded line: answers it once, with its id when that could be read.
+  void ReportDropped();
   void Deliver();
 };
 
@@ -91,34 +100,67 @@ void StdioState::Deliver() {
   line.clear();
 }
 
+void StdioState::KeepDropped(std::string_view part) {
+  dropped_bytes += part.size();
+  if (dropped_head.size() < jsonrpc::kIdScanBytes) {
+    dropped_head.append(part.substr(0, jsonrpc::kIdScanBytes - dropped_head.size()));
+  }
+  if (part.size() >= jsonrpc::kIdScanBytes) {
+    dropped_tail.assign(part.substr(part.size() - jsonrpc::kIdScanBytes));
+  } else {
+    dropped_tail.append(part);
+    if (dropped_tail.size() > jsonrpc::kIdScanBytes) {
+      dropped_tail.erase(0, dropped_tail.size() - jsonrpc::kIdScanBytes);
+    }
+  }
+}
+
+void StdioState::ReportDropped() {
+  const size_t limit = options.max_message_bytes;
+  log::Warn("stdio: dropped an incoming message of " + std::to_string(dropped_bytes) +
+            " bytes, over the limit of " + std::to_string(limit));
+  Json id = jsonrpc::FindRequestId(dropped_head, dropped_tail);
+  discarding = false;
+  dropped_head.clear();
+  dropped_tail.clear();
+  const size_t size = dropped_bytes;
+  dropped_bytes = 0;
+  if (!callbacks.on_error) return;
+  callbacks.on_error(
+      RpcError{kInvalidRequest,
+               "Invalid Request: message of " + std::to_string(size) +
+                   " bytes exceeds the maximum message size of " + std::to_string(limit) +
+                   " bytes; it was discarded (send large data in smaller parts)",
+               nullptr},
+      std::move(id));
+}
+
 void StdioState::Consume(const char* data, size_t n) {
   size_t limit = options.max_message_bytes;
   size_t pos = 0;
   while (pos < n && !closed.load()) {
     const char* nl = static_cast<const char*>(std::memchr(data + pos, '\n', n - pos));
     size_t end = nl ? static_cast<size_t>(nl - data) : n;
-    if (!discarding) {
-      if (line.size() + (end - pos) > limit) {
-        // Too big: stop accumulating now, drop the rest of the line, answer once.
-        log::Warn("stdio: dropped an incoming message larger than " + std::to_string(limit) +
-                  " bytes");
-        line.clear();
-        line.shrink_to_fit();
-        discarding = true;
-        if (callbacks.on_error) {
-          callbacks.on_error(RpcError{kInvalidRequest,
-                                      "Invalid Request: message exceeds the maximum message size "
-                                      "of " +
-                                          std::to_string(limit) + " bytes; it was discarded",
-                                      nullptr});
-        }
-      } else {
-        line.append(data + pos, end - pos);
-      }
+    const std::string_view part(data + pos, end - pos);
+    if (discarding) {
+      KeepDropped(part);
+    } else if (line.size() + part.size() > limit) {
+      // Too big: stop accumulating now and skip to the end of the line, keeping only its
+      // ends; it is answered once, when its end is seen.
+      discarding = true;
+      KeepDropped(line);
+      KeepDropped(part);
+      line.clear();
+      line.shrink_to_fit();
+    } else {
+      line.append(part);
     }
     if (!nl) break;
-    if (!discarding) Deliver();
-    discarding = false;
+    if (discarding) {
+      ReportDropped();
+    } else {
+      Deliver();
+    }
     pos = end + 1;
   }
 }
@@ -135,7 +177,13 @@ StdioState::Read StdioState::ReadChunk() {
   }
   DeliveringScope scope(epoll >= 0 ? this : nullptr);
   if (n == 0) {  // EOF: a final line without newline still counts
-    if (!discarding && !closed.load()) Deliver();
+    if (!closed.load()) {
+      if (discarding) {
+        ReportDropped();
+      } else {
+        Deliver();
+      }
+    }
     return Read::kEof;
   }
   Consume(chunk.data(), static_cast<size_t>(n));

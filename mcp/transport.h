@@ -19,8 +19,9 @@ struct TransportCallbacks {
   // for malformed JSON, which needs the raw text). May be a JSON array (a batch).
   std::function<void(std::string text)> on_message;
   // A message the transport could not deliver (e.g. larger than the limit). The session
-  // answers it with this error and id null; the connection keeps working.
-  std::function<void(RpcError error)> on_error;
+  // answers it with this error and `id`: the request's id when the transport could read it
+  // (jsonrpc::FindRequestId), else null; the connection keeps working.
+  std::function<void(RpcError error, Json id)> on_error;
   // The peer is gone (EOF, Close()). Called at most once; no callback follows it.
   std::function<void()> on_close;
   // Optional. The peer has finished sending (stdin EOF) but replies can still be written.

@@ -57,7 +57,8 @@ describe('raw stdio', () => {
 
   // An oversized line is never parsed. mcp/ answers it with -32600 (Invalid Request: the
   // message exceeds the limit); -32700 would be as defensible. Either way it is an error
-  // with id null that names the limit, and the server keeps serving.
+  // that names the limit, and the server keeps serving. Its id is echoed when it can be
+  // read from the line's first or last bytes (else null), so the caller stops waiting.
   const kOversizeCodes = [-32600, -32700];
 
   it(`answers a line longer than --max-message-bytes (${kLimit}) with an error`, async () => {
@@ -66,14 +67,22 @@ describe('raw stdio', () => {
     assert.match(reply.error.message, new RegExp(String(kLimit)), 'the message names the limit');
   });
 
-  it('refuses an oversized but valid request without answering its id', async () => {
-    const from = server.messages.length;
+  it('refuses an oversized but valid request, answering its id with the error', async () => {
     const padding = 'p'.repeat(kLimit * 2);
-    server.send({ jsonrpc: '2.0', id: 'big', method: 'ping', params: { _meta: { padding } } });
-    const reply = await server.next((m) => m.error, { from, what: 'an error for the big request' });
-    assert.equal(reply.id, null);
-    assert.ok(kOversizeCodes.includes(reply.error.code), `code ${reply.error.code}`);
-    assert.ok(!server.messages.some((m) => m.id === 'big'), 'the oversized request is not run');
+    // The envelope first, as most clients write it; and the id last, as the TypeScript
+    // SDK's stdio transport does (JSON.stringify of {...request, jsonrpc, id}).
+    for (const [id, line] of [
+      ['big', JSON.stringify({ jsonrpc: '2.0', id: 'big', method: 'ping', params: { _meta: { padding } } })],
+      [91, JSON.stringify({ method: 'ping', params: { _meta: { padding } }, jsonrpc: '2.0', id: 91 })],
+    ]) {
+      const from = server.messages.length;
+      server.write(line + '\n');
+      const reply = await server.next((m) => m.error, { from, what: `an error for request ${id}` });
+      assert.equal(reply.id, id);
+      assert.ok(kOversizeCodes.includes(reply.error.code), `code ${reply.error.code}`);
+      assert.match(reply.error.message, new RegExp(`of ${line.length} bytes`), 'the size is named');
+      assert.ok(!server.messages.some((m) => m.id === id && m.result), 'the oversized request is not run');
+    }
   });
 
   it('answers invalid UTF-8 with -32700', async () => {

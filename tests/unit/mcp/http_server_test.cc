@@ -304,6 +304,14 @@ TEST_F(HttpServerTest, BadInputGetsTheRight4xxAndServingGoesOn) {
   auto garbage = client_->Post("/mcp", {{"Accept", kAccept}}, "{nope", "application/json");
   EXPECT_EQ(garbage->status, 400);
   EXPECT_NE(garbage->body.find("not valid JSON"), std::string::npos);
+  // Nested deeper than the limit: refused before it is parsed and copied (400 levels
+  // fit in the body limit; 100,000 overflowed a thread's stack when copied).
+  auto deep = client_->Post("/mcp", {{"Accept", kAccept}},
+                            R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"x":)" +
+                                std::string(400, '[') + std::string(400, ']') + "}}",
+                            "application/json");
+  EXPECT_EQ(deep->status, 400);
+  EXPECT_NE(deep->body.find("nested deeper than 256 levels"), std::string::npos) << deep->body;
   Json big = InitBody();
   big["params"]["pad"] = std::string(5000, 'x');
   auto large = Post(big);

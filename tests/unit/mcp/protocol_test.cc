@@ -53,6 +53,44 @@ TEST(Jsonrpc, ClassifiesMessages) {
   }
 }
 
+// The id of a message too big to parse, from its two ends. Each row: head, tail, the id
+// expected (null: none can be read safely).
+TEST(Jsonrpc, FindRequestIdReadsOnlyATopLevelIdFromEitherEnd) {
+  struct Row {
+    std::string head, tail;
+    Json id;
+  };
+  const std::string pad(100, 'x');
+  const std::vector<Row> rows = {
+      // The envelope first (Python SDK, hand-written clients): found from the start.
+      {R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"a":")" + pad, pad, 7},
+      {R"( { "id" : "req-1" , "method":")" + pad, pad, "req-1"},
+      // Nested "id" members before the top-level one are stepped over.
+      {R"({"params":{"id":1,"b":[{"id":2}]},"id":3,"x":")" + pad, pad, 3},
+      // A key that only ends in id, and "id" inside a string value, are not the id.
+      {R"({"xid":5,"s":""id":6","params":")" + pad, pad, nullptr},
+      // The TypeScript SDK writes the id last: found at the end.
+      {R"({"method":"tools/call","params":{"content":")" + pad,
+       pad + R"("},"jsonrpc":"2.0","id":42})" + "\r", 42},
+      {R"({"method":"m","params":")" + pad, pad + R"(", "id" : "a-b" } )", "a-b"},
+      // At the end but nested (the last '}' closes a nested object) or not a member.
+      {R"({"method":"m","params":")" + pad, pad + R"("},"p":{"id":9}})", nullptr},
+      {R"({"method":"m","params":")" + pad, pad + R"(x"id":9})", nullptr},
+      // Cut off: a number that may go on past the head, a line with no end.
+      {R"({"id":12)", "", nullptr},
+      {R"({"method":"m","params":")" + pad, pad, nullptr},
+      // Not valid ids: fractions, objects, strings with escapes at the end.
+      {R"({"id":1.5,"m":")" + pad, pad, nullptr},
+      {R"({"id":{"a":1},"m":")" + pad, pad, nullptr},
+      {R"({"m":")" + pad, pad + R"(","id":"a"b"})", nullptr},
+      {"", "", nullptr},
+      {"[1,2]", "[1,2]", nullptr},
+  };
+  for (const Row& r : rows) {
+    EXPECT_EQ(jsonrpc::FindRequestId(r.head, r.tail), r.id) << r.head << " ... " << r.tail;
+  }
+}
+
 TEST(Protocol, MalformedJsonIsParseErrorWithNullIdAndConnectionSurvives) {
   Server server(TestOptions());
   MemoryClient client(server);
@@ -152,8 +190,13 @@ TEST(Protocol, OversizedMessageIsRefusedNamingTheLimit) {
   client.SendRaw(big);
   Json e = NextUnmatched(client, 1);
   EXPECT_EQ(ErrorCode(e), kInvalidRequest);
-  EXPECT_TRUE(e["id"].is_null());
+  EXPECT_EQ(e["id"], 77);  // read from the start of the text, so the caller stops waiting
   EXPECT_NE(ErrorMessage(e).find("1000 bytes"), std::string::npos) << ErrorMessage(e);
+  // Without an id that can be read, the error goes out with id null.
+  client.SendRaw(R"({"jsonrpc":"2.0","params":{"pad":")" + std::string(5000, 'x') + "\"}}");
+  e = NextUnmatched(client, 2);
+  EXPECT_EQ(ErrorCode(e), kInvalidRequest);
+  EXPECT_TRUE(e["id"].is_null());
   ExpectStillServing(client);
 }
 
@@ -302,6 +345,69 @@ TEST(Protocol, ResponsesWithUnknownIdsAreIgnored) {
   client.SendJson({{"jsonrpc", "2.0"}, {"id", "zz"}, {"error", {{"code", 1}, {"message", "m"}}}});
   ExpectStillServing(client);
   EXPECT_TRUE(client.Unmatched(0, std::chrono::milliseconds(0)).empty());
+}
+
+// A response is never answered, even a malformed one: an error for an error could go
+// back and forth with a peer that does the same. An error response with id null (the
+// peer could not read the id of what it answers) is valid and matches nothing.
+TEST(Protocol, MalformedResponsesAreDroppedNotAnswered) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize();
+  for (const char* text : {
+           R"({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}})",
+           R"({"jsonrpc":"2.0","id":"r2","result":{},"error":{"code":1,"message":"x"}})",
+           R"({"jsonrpc":"2.0","id":true,"result":{}})",
+           R"({"jsonrpc":"2.0","result":{}})",
+           R"({"jsonrpc":"1.0","id":5,"result":{}})",
+           R"({"jsonrpc":"2.0","id":6,"error":"not an object"})",
+       }) {
+    client.SendRaw(text);
+  }
+  ExpectStillServing(client);
+  EXPECT_TRUE(client.Unmatched(0, std::chrono::milliseconds(0)).empty());
+}
+
+// Deep nesting is refused before any recursive copy or dump of the tree (100,000 levels
+// overflowed the reader thread's stack), with the request's id when it can be read, in a
+// request's params, its id, and a batch alike.
+TEST(Protocol, JsonNestedTooDeepIsRefusedAndTheServerGoesOn) {
+  Server server(TestOptions());
+  MemoryClient client(server);
+  client.Initialize();
+  auto nest = [](size_t levels) { return std::string(levels, '[') + std::string(levels, ']'); };
+  const size_t deep = 100000;
+  client.SendRaw(R"({"jsonrpc":"2.0","id":"d1","method":"ping","params":{"x":)" + nest(deep) +
+                 "}}");
+  client.SendRaw(R"({"jsonrpc":"2.0","id":)" + nest(deep) + R"(,"method":"ping"})");
+  client.SendRaw("[" + std::string(R"({"jsonrpc":"2.0","id":"d3","method":"ping","params":{"x":)") +
+                 nest(deep) + "}}]");
+  // Nesting inside a string is only text.
+  Json fine = client.Request("ping", {{"_meta", {{"note", nest(deep)}}}});
+  EXPECT_EQ(fine["result"], Json::object()) << fine.dump().substr(0, 200);
+  // At the limit it is parsed (and refused further on only for what it is).
+  Json at_limit = client.Request("ping", {{"x", Json::parse(nest(jsonrpc::kMaxNestingDepth - 2))}});
+  EXPECT_EQ(at_limit["result"], Json::object()) << at_limit.dump().substr(0, 200);
+  auto errors = client.Unmatched(3);
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_EQ(errors[0]["id"], "d1");
+  EXPECT_TRUE(errors[1]["id"].is_null());
+  EXPECT_TRUE(errors[2]["id"].is_null());  // a batch's ids are not read from its text
+  for (const Json& e : errors) {
+    EXPECT_EQ(ErrorCode(e), kInvalidRequest);
+    EXPECT_NE(ErrorMessage(e).find("nested deeper than 256 levels"), std::string::npos)
+        << ErrorMessage(e);
+  }
+  ExpectStillServing(client);
+}
+
+TEST(Jsonrpc, NestedDeeperThanCountsOnlyStructureOutsideStrings) {
+  EXPECT_FALSE(jsonrpc::NestedDeeperThan("[[1]]", 2));
+  EXPECT_TRUE(jsonrpc::NestedDeeperThan("[[[1]]]", 2));
+  EXPECT_TRUE(jsonrpc::NestedDeeperThan(R"({"a":{"b":{}}})", 2));
+  EXPECT_FALSE(jsonrpc::NestedDeeperThan(R"(["[[[[", "\"[[[["])", 2));
+  EXPECT_FALSE(jsonrpc::NestedDeeperThan("[][][][]", 1));
+  EXPECT_FALSE(jsonrpc::NestedDeeperThan("", 0));
 }
 
 // ---- batches ----

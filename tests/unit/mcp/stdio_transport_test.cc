@@ -91,13 +91,19 @@ struct Collected {
   std::condition_variable cv;
   std::vector<std::string> messages;
   std::vector<RpcError> errors;
+  std::vector<Json> error_ids;
   bool closed = false;
   bool eof = false;
 
   TransportCallbacks Callbacks(bool with_eof) {
     TransportCallbacks cb;
     cb.on_message = [this](std::string m) { Add([&] { messages.push_back(std::move(m)); }); };
-    cb.on_error = [this](RpcError e) { Add([&] { errors.push_back(std::move(e)); }); };
+    cb.on_error = [this](RpcError e, Json id) {
+      Add([&] {
+        errors.push_back(std::move(e));
+        error_ids.push_back(std::move(id));
+      });
+    };
     cb.on_close = [this] { Add([&] { closed = true; }); };
     if (with_eof) cb.on_eof = [this] { Add([&] { eof = true; }); };
     return cb;
@@ -144,6 +150,32 @@ TEST(StdioTransport, OversizedLineIsDiscardedWithOneErrorAndReadingGoesOn) {
   ASSERT_EQ(c.errors.size(), 1u);
   EXPECT_EQ(c.errors[0].code, kInvalidRequest);
   EXPECT_NE(c.errors[0].message.find("1024 bytes"), std::string::npos) << c.errors[0].message;
+  EXPECT_NE(c.errors[0].message.find("of 8388608 bytes"), std::string::npos) << c.errors[0].message;
+  EXPECT_TRUE(c.error_ids[0].is_null());  // no id in it
+  EXPECT_EQ(c.messages[0], "{\"after\":true}");
+}
+
+// An oversized request is answered with its id, read from the line's first or last bytes,
+// so a client waiting for that id hears of it (the TypeScript SDK writes "id" last).
+TEST(StdioTransport, OversizedRequestIsAnsweredWithItsIdFromEitherEnd) {
+  Pipe in, out;
+  Collected c;
+  StdioTransport t({.in_fd = in.fd[0], .out_fd = out.fd[1], .max_message_bytes = 1024});
+  t.Start(c.Callbacks(false));
+  std::thread writer([&] {
+    const std::string pad(64 * 1024, 'x');
+    in.Write(R"({"method":"tools/call","params":{"content":")");
+    for (int i = 0; i < 40; ++i) in.Write(pad);  // 2.5 MiB, the id far past the limit
+    in.Write(R"("},"jsonrpc":"2.0","id":42})"
+             "\n");
+    in.Write(R"({"jsonrpc":"2.0","id":"first","method":"m","params":{"p":")" + pad + "\"}}\n");
+    in.Write("{\"after\":true}\n");
+  });
+  ASSERT_TRUE(c.WaitFor([&] { return c.messages.size() == 1; }));
+  writer.join();
+  ASSERT_EQ(c.errors.size(), 2u);
+  EXPECT_EQ(c.error_ids[0], 42);
+  EXPECT_EQ(c.error_ids[1], "first");
   EXPECT_EQ(c.messages[0], "{\"after\":true}");
 }
 
