@@ -41,11 +41,14 @@ class OutputSaver {
   // Returns the path when the output was saved, else "".
   std::string Finish() {
     if (!active_) return "";
+    kept_ = written_ + buffer_.size();
     if (cut_) buffer_ += "\n[mcpcell: output cut here: the saved copy is capped]\n";
     Flush();
     return failed_ ? "" : path_;
   }
   const std::string& error() const { return error_; }
+  // How much of the output the saved copy holds when it was capped (0: all of it).
+  uint64_t capped_at() const { return cut_ ? kept_ : 0; }
 
  private:
   static constexpr size_t kFlushBytes = 512 * 1024;
@@ -65,7 +68,7 @@ class OutputSaver {
   std::string path_;
   size_t keep_, cap_;
   std::string buffer_;
-  uint64_t written_ = 0;
+  uint64_t written_ = 0, kept_ = 0;  // kept_: the output's bytes saved (set by Finish)
   bool active_ = false, failed_ = false, cut_ = false;
   std::string error_;
 };
@@ -129,6 +132,13 @@ mcp::ToolResult BuildResult(const ExecCall& call, const sandbox::ExecResult& r,
     head +=
         "killed: out of memory (the cell's memory limit). Use less memory, e.g. process "
         "the data in chunks.\n";
+  } else if (r.signaled && r.signo == SIGXFSZ) {
+    // RLIMIT_FSIZE: the program wrote past the cell's file-size limit; the kernel's
+    // default action for SIGXFSZ ends it. A limit of the cell, so the tool failed.
+    is_error = true;
+    head +=
+        "killed by SIGXFSZ: a file grew past the cell's file-size limit (see session_info). "
+        "Write less, or split the output over several files.\n";
   } else if (r.signaled) {
     head += "killed by " + SignalName(r.signo) + "\n";
   } else {
@@ -249,8 +259,8 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   Rendered text;
   text.out_path = out_saver.Finish();
   text.err_path = err_saver.Finish();
-  text.out = out.Render(text.out_path);
-  text.err = err.Render(text.err_path);
+  text.out = out.Render(text.out_path, out_saver.capped_at());
+  text.err = err.Render(text.err_path, err_saver.capped_at());
   // The proxy reports a refusal before the program can read the answer: all are here.
   if (env.egress)
     text.egress_refusals = env.egress->RefusalsSince(lease.cell().id(), refusals_before);
@@ -273,8 +283,14 @@ mcp::Json ExecOutputSchema() {
            {"stderr_truncated", boolean("stderr was cut; see full_stderr_path")},
            {"stdout_bytes", integer("bytes written to stdout")},
            {"stderr_bytes", integer("bytes written to stderr")},
-           {"full_stdout_path", string("where the full stdout is saved in the cell, if cut")},
-           {"full_stderr_path", string("where the full stderr is saved in the cell, if cut")},
+           {"full_stdout_path",
+            string("where stdout is saved in the cell, if cut: all of it, or its first part "
+                   "when it outgrew the saved copy's cap (compare the file's size with "
+                   "stdout_bytes)")},
+           {"full_stderr_path",
+            string("where stderr is saved in the cell, if cut: all of it, or its first part "
+                   "when it outgrew the saved copy's cap (compare the file's size with "
+                   "stderr_bytes)")},
            {"timed_out", boolean("the timeout killed the process group")},
            {"oom_killed", boolean("the cell's memory limit killed a process")},
            {"duration_ms", integer("wall-clock time")},

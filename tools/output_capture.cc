@@ -34,12 +34,18 @@ std::string OutputCapture::Tail() const {
   return tail_.substr(tail_pos_) + tail_.substr(0, tail_pos_);
 }
 
-std::string OutputCapture::Render(const std::string& saved_path) const {
+std::string OutputCapture::Render(const std::string& saved_path, uint64_t saved_bytes) const {
   std::string tail = Tail();
   if (!truncated()) return ToValidUtf8(head_ + tail);
   uint64_t omitted = total_ - head_.size() - tail.size();
   std::string marker = "\n[... " + std::to_string(omitted) + " bytes omitted";
-  if (!saved_path.empty()) marker += "; the full output is in " + saved_path + " (use read_file)";
+  if (!saved_path.empty() && saved_bytes > 0 && saved_bytes < total_) {
+    marker += "; the first " + std::to_string(saved_bytes) + " of " + std::to_string(total_) +
+              " bytes are in " + saved_path +
+              " (use read_file; the rest was not kept: the saved copy is capped)";
+  } else if (!saved_path.empty()) {
+    marker += "; the full output is in " + saved_path + " (use read_file)";
+  }
   marker += " ...]\n";
   return ToValidUtf8(head_) + marker + ToValidUtf8(tail);
 }

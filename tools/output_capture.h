@@ -19,8 +19,9 @@ class OutputCapture {
   uint64_t total() const { return total_; }
   bool truncated() const { return total_ > head_.size() + tail_size(); }
   // Head, a marker naming how much was left out (and where the rest is, if saved), tail.
-  // Valid UTF-8 (invalid bytes become U+FFFD).
-  std::string Render(const std::string& saved_path) const;
+  // `saved_bytes`: how much of the output the saved copy holds when it was capped below
+  // total() (0: all of it). Valid UTF-8 (invalid bytes become U+FFFD).
+  std::string Render(const std::string& saved_path, uint64_t saved_bytes = 0) const;
 
  private:
   size_t tail_size() const { return tail_full_ ? tail_cap_ : tail_pos_; }

@@ -65,9 +65,16 @@ mcp::Tool MakeRunCodeTool(const ToolEnv& env) {
       if (language == l.name) lang = &l;
     if (!lang) return mcp::ToolResult::Error("arguments.language: unsupported: " + language);
     const std::string& code = args["code"].get_ref<const std::string&>();
+    // Python stops reading source at a NUL and bash refuses the file as binary: refused
+    // here, with the reason, rather than run cut short.
+    if (auto e = NulByteError("code", code,
+                              "source code cannot hold one (write binary data with write_file "
+                              "encoding=base64 and read it from the program)");
+        !e.empty())
+      return mcp::ToolResult::Error(e);
     ExecCall call;
     call.tool = "run_code";
-    if (code.size() <= kInlineCodeBytes && code.find('\0') == std::string::npos) {
+    if (code.size() <= kInlineCodeBytes) {
       // Small programs go on the command line: no file write, one round trip less.
       call.argv = {lang->interpreter, lang->inline_flag, code};
     } else {

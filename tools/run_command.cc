@@ -56,8 +56,15 @@ mcp::Tool MakeRunCommandTool(const ToolEnv& env) {
           "arguments.command: " + std::to_string(command.size()) + " bytes is longer than " +
           std::to_string(kMaxCommandBytes) +
           " bytes; put the script in a file with write_file and run that, or use run_code");
+    if (auto e = NulByteError("command", command,
+                              "a shell command cannot hold one (pass binary data in stdin, or "
+                              "in a file written with write_file encoding=base64)");
+        !e.empty())
+      return mcp::ToolResult::Error(e);
     call.argv = {"/bin/sh", "-c", command};
     call.cwd = args.value("cwd", "");
+    if (auto e = NulByteError("cwd", call.cwd, "a path cannot hold one"); !e.empty())
+      return mcp::ToolResult::Error(e);
     if (!call.cwd.empty() && call.cwd[0] != '/') call.cwd = "/workspace/" + call.cwd;
     call.stdin_data = args.value("stdin", "");
     if (args.contains("timeout_s")) call.timeout_s = args["timeout_s"].get<int64_t>();
@@ -65,7 +72,11 @@ mcp::Tool MakeRunCommandTool(const ToolEnv& env) {
       for (const auto& [k, v] : args["env"].items()) {
         if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos)
           return mcp::ToolResult::Error("arguments.env: invalid variable name \"" + k + "\"");
-        call.env.push_back(k + "=" + v.get<std::string>());
+        const std::string& value = v.get_ref<const std::string&>();
+        if (auto e = NulByteError("env." + k, value, "an environment variable cannot hold one");
+            !e.empty())
+          return mcp::ToolResult::Error(e);
+        call.env.push_back(k + "=" + value);
       }
       size_t env_bytes = 0;
       for (const auto& e : call.env) env_bytes += e.size() + 1;

@@ -26,6 +26,16 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
         {"memory_limit_bytes", integer},
         {"pids_limit", integer},
         {"cpu_millicores", integer},
+        {"disk_limits",
+         {{"type", "object"},
+          {"description",
+           "sizes in bytes; RAM-backed filesystems count against the memory limit too. "
+           "workspace_bytes 0: /workspace is a host directory with no size limit of its own"},
+          {"properties",
+           {{"workspace_bytes", integer},
+            {"tmp_bytes", integer},
+            {"root_writes_bytes", integer},
+            {"largest_file_bytes", integer}}}}},
         {"cpu_time_ms", integer},
         {"memory_current_bytes", integer},
         {"peak_memory_bytes", integer},
@@ -69,6 +79,11 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
         {"memory_limit_bytes", limits.memory_max_bytes},
         {"pids_limit", limits.pids_max},
         {"cpu_millicores", limits.cpu_millicores},
+        {"disk_limits",
+         {{"workspace_bytes", cell.spec().tmpfs.workspace_bytes},
+          {"tmp_bytes", cell.spec().tmpfs.tmp_bytes},
+          {"root_writes_bytes", cell.spec().tmpfs.root_upper_bytes},
+          {"largest_file_bytes", cell.spec().rlimits.fsize_bytes}}},
         {"session_wall_time_s", secs(std::chrono::system_clock::now() - info.started_at)},
         {"idle_expiry_s", secs(info.idle_left)},
         {"lifetime_left_s", secs(info.lifetime_left)},
@@ -97,7 +112,13 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
     std::string text =
         "cell " + cell.id() + " (policy " + config.policy_name + ")\n" + "limits: memory " +
         limit(limits.memory_max_bytes >> 20, " MiB") + ", processes " + limit(limits.pids_max, "") +
-        ", cpu " + limit(limits.cpu_millicores, " millicores") + "\n" + usage_line +
+        ", cpu " + limit(limits.cpu_millicores, " millicores") + "\n" + "disk: /workspace " +
+        (cell.spec().tmpfs.workspace_bytes
+             ? std::to_string(cell.spec().tmpfs.workspace_bytes >> 20) + " MiB"
+             : std::string("a host directory (no size limit of its own)")) +
+        ", /tmp " + std::to_string(cell.spec().tmpfs.tmp_bytes >> 20) + " MiB, writes elsewhere " +
+        std::to_string(cell.spec().tmpfs.root_upper_bytes >> 20) + " MiB, largest file " +
+        limit(cell.spec().rlimits.fsize_bytes >> 20, " MiB") + "\n" + usage_line +
         "session: " + std::to_string(info.calls) + " calls, " +
         std::to_string(s["session_wall_time_s"].get<int64_t>()) + " s old; idle expiry in " +
         std::to_string(secs(info.idle_left)) + " s; lifetime left " +

@@ -1,6 +1,7 @@
 #include "tools/tool_env.h"
 
 #include <array>
+#include <cerrno>
 
 #include "sandbox/cell_channel.h"
 
@@ -62,10 +63,40 @@ LeaseOrError AcquireCell(const ToolEnv& env, mcp::Context& ctx) {
   return out;
 }
 
+std::string NulByteError(const std::string& field, std::string_view value, const std::string& why) {
+  const size_t at = value.find('\0');
+  if (at == std::string_view::npos) return "";
+  return "arguments." + field + ": contains a NUL byte at offset " + std::to_string(at) + "; " +
+         why;
+}
+
+namespace {
+std::string HintFor(const sandbox::Error& error) {
+  switch (error.err) {
+    case ENOENT:
+      return "Check the path with list_files (relative paths start at /workspace).";
+    case ENOTDIR:
+      return "A component of the path is a file, not a directory; check it with list_files.";
+    case EISDIR:
+      return "The path is a directory; use list_files to see what is in it.";
+    case EACCES:
+    case EPERM:
+      return "The sandbox's user may not do that there; work under /workspace or /tmp.";
+    case ELOOP:
+      return "The path goes through too many symbolic links (or a loop of them).";
+    case ENAMETOOLONG:
+      return "Use a shorter path.";
+    default:
+      return "";
+  }
+}
+}  // namespace
+
 mcp::ToolResult SandboxError(const std::string& what, const sandbox::Error& error,
                              const std::string& hint) {
   std::string text = what + " failed: " + error.message + ".";
-  if (!hint.empty()) text += " " + hint;
+  const std::string next = hint.empty() ? HintFor(error) : hint;
+  if (!next.empty()) text += " " + next;
   return mcp::ToolResult::Error(std::move(text));
 }
 

@@ -92,7 +92,14 @@ struct LeaseOrError {
 };
 LeaseOrError AcquireCell(const ToolEnv& env, mcp::Context& ctx);
 
-// "read_file failed: <cause>. <hint>" as an isError result.
+// "arguments.<field>: contains a NUL byte at offset N; <why>" when `value` holds one:
+// text that goes to a program's argv, environment or path cannot (the C string ends
+// there, and what follows would be silently dropped). Empty when there is none.
+std::string NulByteError(const std::string& field, std::string_view value, const std::string& why);
+
+// "read_file failed: <cause>. <hint>" as an isError result. Without a hint, one follows
+// from the error's errno where there is a usual next step (a missing path, a directory
+// where a file was meant, permissions, symlink loops); else the cause stands alone.
 mcp::ToolResult SandboxError(const std::string& what, const sandbox::Error& error,
                              const std::string& hint = "");
 

@@ -257,7 +257,12 @@ Result<std::string> NormalizeCellPath(const FileOpContext& ctx, const std::strin
     std::string_view part(full.data() + pos, next - pos);
     pos = next + 1;
     if (part.empty() || part == ".") continue;
-    if (part == "..") return Error::Msg("path " + Quoted(path) + ": \"..\" components are refused");
+    if (part == "..") {
+      return Error::Msg("path " + Quoted(path) +
+                        ": \"..\" components are refused; name the path without them (an "
+                        "absolute path such as /workspace/dir/file, or one relative to "
+                        "/workspace)");
+    }
     if (part.size() > control::kMaxNameBytes) {
       return Error::Msg("path " + Quoted(path) + ": a component is longer than 255 bytes");
     }

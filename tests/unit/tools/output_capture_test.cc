@@ -26,6 +26,13 @@ TEST(OutputCapture, KeepsHeadAndTailOfAFlood) {
   EXPECT_EQ(r.substr(r.size() - 4), "wxyz");
   EXPECT_NE(r.find("10000 bytes omitted"), std::string::npos) << r;
   EXPECT_NE(r.find("/workspace/.mcpcell/out"), std::string::npos) << r;
+  EXPECT_NE(r.find("the full output is in"), std::string::npos) << r;
+  // A saved copy that was capped is not called the full output.
+  r = c.Render("/workspace/.mcpcell/out", 5000);
+  EXPECT_EQ(r.find("full output"), std::string::npos) << r;
+  EXPECT_NE(r.find("the first 5000 of 10008 bytes are in /workspace/.mcpcell/out"),
+            std::string::npos)
+      << r;
 }
 
 TEST(OutputCapture, TailRingWrapsAcrossSmallChunks) {
