@@ -22,8 +22,18 @@ function rssKiB(pid) {
   return Number(/VmRSS:\s+(\d+)/.exec(status)[1]);
 }
 
+// Starts `mcpcell serve` and lists the tools once: the SDK checks a result's structuredContent
+// against the tool's outputSchema only for tools it has listed, so with this every call in
+// this file also checks that the server's results match the schemas it publishes.
 async function startServer(stateDir, extra = []) {
-  return connect({ binaryName: 'mcpcell', args: ['serve', '--state-dir', stateDir, ...extra] });
+  const s = await connect({ binaryName: 'mcpcell', args: ['serve', '--state-dir', stateDir, ...extra] });
+  try {
+    await s.client.listTools();
+  } catch (e) {
+    await s.close();
+    throw e;
+  }
+  return s;
 }
 
 describe('mcpcell tools over stdio', () => {
