@@ -123,6 +123,54 @@ describe('mcpcell tools over stdio', () => {
     assert.deepEqual(paths.sort(), ['a/hello.txt:file', 'a:directory']);
   });
 
+  it('list_files gives each entry\'s type and size, and max_entries cuts the listing with truncated', async () => {
+    const made = await call('run_command', { command:
+      'mkdir -p lf/sub && printf 12345 > lf/five && ln -s five lf/link && mkfifo lf/pipe && printf abc > lf/sub/three' });
+    assert.equal(made.structuredContent.exit_code, 0, made.structuredContent.stderr);
+    const all = await call('list_files', { path: 'lf', recursive: true });
+    assert.equal(all.isError ?? false, false, text(all));
+    assert.equal(all.structuredContent.path, 'lf');
+    assert.equal(all.structuredContent.truncated, false);
+    const byPath = Object.fromEntries(all.structuredContent.entries.map((e) => [e.path, e]));
+    assert.deepEqual(Object.keys(byPath).sort(), ['five', 'link', 'pipe', 'sub', 'sub/three']);
+    // Sizes are the lstat sizes: a symlink is its target's name ("five"), not followed.
+    assert.deepEqual(byPath.five, { path: 'five', type: 'file', size: 5 });
+    assert.deepEqual(byPath.link, { path: 'link', type: 'symlink', size: 4 });
+    assert.deepEqual(byPath.pipe, { path: 'pipe', type: 'fifo', size: 0 });
+    assert.equal(byPath.sub.type, 'directory');
+    assert.deepEqual(byPath['sub/three'], { path: 'sub/three', type: 'file', size: 3 });
+    // Five entries in all: a cap of 2 (top level) or 4 (recursive) cuts the listing and says so;
+    // a cap of exactly the top level's 4 entries does not.
+    const two = await call('list_files', { path: 'lf', max_entries: 2 });
+    assert.equal(two.structuredContent.entries.length, 2);
+    assert.equal(two.structuredContent.truncated, true);
+    const four = await call('list_files', { path: 'lf', recursive: true, max_entries: 4 });
+    assert.equal(four.structuredContent.entries.length, 4);
+    assert.equal(four.structuredContent.truncated, true);
+    const exact = await call('list_files', { path: 'lf', max_entries: 4 });
+    assert.equal(exact.structuredContent.entries.length, 4);
+    assert.equal(exact.structuredContent.truncated, false);
+  });
+
+  it('run_command takes cwd (relative to /workspace or absolute) and env; run_code takes stdin', async () => {
+    await call('run_command', { command: 'mkdir -p cwd/inner' });
+    const rel = await call('run_command', { command: 'pwd', cwd: 'cwd/inner' });
+    assert.equal(rel.structuredContent.stdout, '/workspace/cwd/inner\n', text(rel));
+    const abs = await call('run_command', { command: 'pwd', cwd: '/tmp' });
+    assert.equal(abs.structuredContent.stdout, '/tmp\n', text(abs));
+    // Values pass verbatim (spaces, '=', quotes), several at once, over the cell's own ones.
+    const env = await call('run_command', { command: 'printf "%s|%s|%s" "$ONE" "$TWO" "$HOME"',
+      env: { ONE: 'a b=c', TWO: '"q"', HOME: '/tmp/home' } });
+    assert.equal(env.structuredContent.stdout, 'a b=c|"q"|/tmp/home', text(env));
+    const badName = await call('run_command', { command: 'true', env: { 'NO=PE': 'x' } });
+    assert.equal(badName.isError, true);
+    assert.match(text(badName), /env/);
+    const stdin = await call('run_code', { language: 'python', code: 'import sys; print(sys.stdin.read()[::-1])',
+      stdin: 'abc\ndef' });
+    assert.equal(stdin.isError ?? false, false, text(stdin));
+    assert.equal(stdin.structuredContent.stdout, 'fed\ncba\n');
+  });
+
   it('binary files go through base64; bad base64 and binary-as-text are refused clearly', async () => {
     const bytes = Buffer.from([0, 1, 2, 255, 254, 10, 0]);
     const w = await call('write_file', { path: 'bin.dat', content: bytes.toString('base64'), encoding: 'base64' });
