@@ -23,6 +23,11 @@ function statusKiB(pid, field) {
   return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)[1]);
 }
 
+// The host pid of a cell's init, from the record the server keeps ("<pid> <start time>").
+function cellInitPid(stateDir, cellId) {
+  return Number(readFileSync(path.join(stateDir, 'cells', cellId, 'init'), 'utf8').split(' ')[0]);
+}
+
 // Starts `mcpcell serve` and lists the tools once: the SDK checks a result's structuredContent
 // against the tool's outputSchema only for tools it has listed, so with this every call in
 // this file also checks that the server's results match the schemas it publishes.
@@ -242,20 +247,40 @@ describe('mcpcell tools over stdio', () => {
 
   it('paths cannot escape the cell: .., absolute host paths, planted symlinks, /proc magic links', async () => {
     const hostShadow = readFileSync('/etc/shadow', 'utf8');
-    const probes = ['../../../../etc/shadow', '/etc/shadow', '/proc/1/root/etc/shadow',
-      path.resolve('package.json'), '/proc/self/root/etc/passwd'];
-    for (const p of probes) {
+    const hostPasswd = readFileSync('/etc/passwd', 'utf8');
+    // The cell has its own /etc/passwd (with the sandbox user) and no /etc/shadow, so a probe
+    // that reaches the host shows the host's text, and one that stays in the cell reads the
+    // cell's file or nothing.
+    assert.doesNotMatch(hostPasswd, /^sandbox:/m, 'the host must not have the cell\'s sandbox user');
+    const leaked = (r) => text(r).includes(hostShadow.split('\n')[0]);
+    const cellsPasswd = (r, p) => {
+      assert.equal(r.isError ?? false, false, `${p}: ${text(r)}`);
+      assert.match(r.structuredContent.content, /^sandbox:x:\d+:/m, `${p} is not the cell's /etc/passwd`);
+      assert.notEqual(r.structuredContent.content, hostPasswd, `${p} read the host's /etc/passwd`);
+    };
+    // Refused outright: a .. component, /proc magic links to a root (the cell's init's or our
+    // own), or missing in the cell: a host file outside the template, the host's /etc/shadow.
+    const refused = ['../../../../etc/shadow', 'a/../../etc/passwd', '/etc/shadow', '/proc/1/root/etc/shadow',
+      '/proc/1/root/etc/passwd', '/proc/self/root/etc/passwd', path.resolve('package.json')];
+    for (const p of refused) {
       const r = await call('read_file', { path: p });
-      if (!r.isError) assert.ok(!hostShadow.includes(r.structuredContent.content.split('\n')[0] || '\u0000'), p);
-      assert.ok(!text(r).includes(hostShadow.split('\n')[0]), `${p} leaked the host's /etc/shadow`);
+      assert.equal(r.isError, true, `${p} was read: ${text(r)}`);
+      assert.ok(!leaked(r), `${p} leaked the host's /etc/shadow`);
     }
-    const hostFile = await call('read_file', { path: path.resolve('package.json') });
-    assert.equal(hostFile.isError, true, 'a host path outside the template must not be readable');
-    await call('run_command', { command: 'ln -sf /proc/1/root/etc/shadow /workspace/l1; ln -sf ../../../../../etc /workspace/l2' });
-    const l1 = await call('read_file', { path: 'l1' });
-    assert.equal(l1.isError, true);
-    const l2 = await call('read_file', { path: 'l2/shadow' });
-    assert.ok(l2.isError || !l2.structuredContent.content.includes(hostShadow.split(':')[1] ?? '\u0000'));
+    const dotdot = await call('read_file', { path: '../../../../etc/shadow' });
+    assert.match(text(dotdot), /\.\./, 'the refusal names the .. component');
+    cellsPasswd(await call('read_file', { path: '/etc/passwd' }), '/etc/passwd');
+    // Planted symlinks: to a magic link (refused), up past the root (resolved inside the
+    // cell's root, like chroot), to the host's shadow path (missing in the cell).
+    await call('run_command', { command: 'ln -sf /proc/1/root/etc/shadow /workspace/l1; ln -sf ../../../../../etc /workspace/l2; ln -sf /etc/shadow /workspace/l3' });
+    for (const p of ['l1', 'l2/shadow', 'l3']) {
+      const r = await call('read_file', { path: p });
+      assert.equal(r.isError, true, `${p} was read: ${text(r)}`);
+      assert.ok(!leaked(r), `${p} leaked the host's /etc/shadow`);
+    }
+    cellsPasswd(await call('read_file', { path: 'l2/passwd' }), 'l2/passwd');
+    const ls = await call('list_files', { path: '/proc/1/root/etc' });
+    assert.equal(ls.isError, true, `a /proc magic link was listed: ${text(ls)}`);
     const w = await call('write_file', { path: '/proc/1/root/tmp/escape', content: 'x' });
     assert.equal(w.isError, true);
     const usr = await call('write_file', { path: '/usr/bin/evil', content: 'x' });
@@ -502,5 +527,34 @@ describe('two sessions', () => {
     const infoA = await a.client.callTool({ name: 'session_info', arguments: {} });
     const infoB = await b.client.callTool({ name: 'session_info', arguments: {} });
     assert.notEqual(infoA.structuredContent.cell_id, infoB.structuredContent.cell_id);
+  });
+
+  it('a symlink planted in one cell to the other\'s host paths reaches nothing of it', async () => {
+    const w = await b.client.callTool({ name: 'write_file', arguments: { path: 'marker-b', content: 'B-MARKER' } });
+    assert.equal(w.isError ?? false, false, text(w));
+    const idB = (await b.client.callTool({ name: 'session_info', arguments: {} })).structuredContent.cell_id;
+    const initB = cellInitPid(stateDir, idB);
+    const cellDirB = path.join(stateDir, 'cells', idB);
+    // From the host, B's files are at /proc/<B's init>/root (its workspace lives only in its
+    // mount namespace) and the server keeps B's records in cellDirB: the targets are real.
+    assert.equal(readFileSync(`/proc/${initB}/root/workspace/marker-b`, 'utf8'), 'B-MARKER');
+    const recordB = readFileSync(path.join(cellDirB, 'init'), 'utf8');
+    const plant = await a.client.callTool({ name: 'run_command', arguments: { command:
+      `ln -s /proc/${initB}/root rootB && ln -s /proc/${initB}/root/workspace/marker-b markerB && ` +
+      `ln -s ${cellDirB} dirB && ln -s ${cellDirB}/init initB` } });
+    assert.equal(plant.structuredContent.exit_code, 0, text(plant));
+    const reads = ['markerB', 'rootB/workspace/marker-b', 'initB', `/proc/${initB}/root/workspace/marker-b`,
+      `${cellDirB}/init`];
+    for (const p of reads) {
+      const r = await a.client.callTool({ name: 'read_file', arguments: { path: p } });
+      assert.equal(r.isError, true, `A read ${p}: ${text(r)}`);
+      assert.doesNotMatch(text(r), /B-MARKER/, p);
+      assert.ok(!text(r).includes(recordB.trim()), `${p} showed B's init record`);
+    }
+    for (const p of ['rootB', 'rootB/workspace', 'dirB', `/proc/${initB}/root/workspace`, cellDirB]) {
+      const r = await a.client.callTool({ name: 'list_files', arguments: { path: p } });
+      assert.equal(r.isError, true, `A listed ${p}: ${text(r)}`);
+      assert.doesNotMatch(text(r), /marker-b|owner/, p);
+    }
   });
 });
