@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import { connect } from '../lib/harness.mjs';
+import { connect, waitFor } from '../lib/harness.mjs';
 
 const kTools = ['run_code', 'run_command', 'read_file', 'write_file', 'edit_file', 'list_files',
   'session_info'];
@@ -316,23 +316,31 @@ describe('mcpcell tools over stdio', () => {
     assert.equal(ps.structuredContent.stdout.trim(), '0', 'sleep survived the timeout');
   });
 
-  it('cancellation kills the running program promptly', async () => {
+  it('cancellation kills the program\'s process group within 3 s, and the session goes on', async () => {
+    const run = async (command) => (await call('run_command', { command })).structuredContent;
+    const cellBefore = (await call('session_info', {})).structuredContent.cell_id;
+    await run('rm -f /tmp/pgid /tmp/pgid.tmp');
+    // The program publishes its process group (atomically, by rename), then waits in two
+    // sleeps of that group: one in the background, one in the foreground.
     const controller = new AbortController();
-    const pending = call('run_command', { command: 'touch /tmp/started; sleep 300' }, { signal: controller.signal, timeout: 600000 });
-    for (let i = 0; i < 200; i++) {
-      const r = await call('run_command', { command: 'test -f /tmp/started && echo yes || echo no' });
-      if (r.structuredContent.stdout.trim() === 'yes') break;
-      await new Promise((res) => setTimeout(res, 50));
-    }
+    const pending = call('run_command', {
+      command: 'ps -o pgid= -p $$ > /tmp/pgid.tmp && mv /tmp/pgid.tmp /tmp/pgid; sleep 300 & sleep 300',
+    }, { signal: controller.signal, timeout: 600000 });
+    const pgid = await waitFor(async () => (await run('cat /tmp/pgid 2>/dev/null')).stdout.trim(),
+      { timeoutMs: 10000, intervalMs: 50, what: 'the program to start' });
+    assert.match(pgid, /^\d+$/);
+    const members = async () => Number((await run(`ps -eo pgid= | awk '$1 == ${pgid}' | wc -l`)).stdout.trim());
+    // The shell and both sleeps, once the background sleep has been forked.
+    await waitFor(async () => (await members()) >= 3, { timeoutMs: 5000, what: 'the sleeps to start' });
     controller.abort('test cancels');
     await assert.rejects(pending);
-    let left = '1';
-    for (let i = 0; i < 100 && left !== '0'; i++) {
-      const ps = await call('run_command', { command: 'ps -eo comm= | grep -c "^sleep$" || true' });
-      left = ps.structuredContent.stdout.trim();
-      if (left !== '0') await new Promise((res) => setTimeout(res, 50));
-    }
-    assert.equal(left, '0', 'the cancelled program still runs');
+    await waitFor(async () => (await members()) === 0, { timeoutMs: 3000, intervalMs: 50,
+      what: `process group ${pgid} to be gone after the cancellation` });
+    // Same session, same cell: only the program was killed.
+    const ok = await call('run_command', { command: 'echo alive' });
+    assert.equal(ok.structuredContent.stdout, 'alive\n', text(ok));
+    const info = await call('session_info', {});
+    assert.equal(info.structuredContent.cell_id, cellBefore, 'the cancellation cost the session its cell');
   });
 
   it('streams output as progress notifications while the program runs', async () => {
@@ -346,14 +354,52 @@ describe('mcpcell tools over stdio', () => {
     assert.ok(messages.join('').includes('line1'), `progress did not carry the output: ${messages}`);
   });
 
-  it('runs calls of one session concurrently', async () => {
-    await call('run_command', { command: 'rm -f /tmp/flag' });
-    // The first call can only finish once the second has run: serial execution would hang
-    // until the first call's timeout.
-    const waiter = call('run_command', { command: 'for i in $(seq 200); do test -f /tmp/flag && echo seen && exit 0; sleep 0.05; done; exit 9', timeout_s: 30 });
-    const setter = call('run_command', { command: 'sleep 0.2; touch /tmp/flag' });
-    const [w] = await Promise.all([waiter, setter]);
-    assert.equal(w.structuredContent.stdout, 'seen\n');
+  it('sends a heartbeat while a program is silent, so a client that resets its timeout on progress waits', async () => {
+    // The client gives up after 6 s without progress; the program is silent for 7 s. Only the
+    // server's heartbeat (every 5 s, tools/tool_env.h) keeps the request alive.
+    const progress = [];
+    const started = Date.now();
+    const r = await call('run_command', { command: 'sleep 7' }, {
+      onprogress: (p) => progress.push({ at: Date.now() - started, message: p.message ?? '' }),
+      timeout: 6000,
+      resetTimeoutOnProgress: true,
+    });
+    const ended = Date.now() - started;
+    assert.equal(r.structuredContent.exit_code, 0, text(r));
+    assert.ok(progress.length >= 1, 'no progress notification while the program was silent');
+    assert.match(progress[0].message, /still running/);
+    assert.ok(progress[0].at >= 4000 && progress[0].at < ended - 500,
+      `the heartbeat came at ${progress[0].at} ms of ${ended} ms, not ~5 s into the run`);
+  });
+
+  it('runs calls of one session concurrently, each streaming its own output', async () => {
+    await call('run_command', { command: 'rm -f /tmp/ca /tmp/cb' });
+    // Each call says it started, creates its file and waits (up to 10 s) for the other's:
+    // both finish with "saw" only if they run at the same time.
+    const program = (me, other) => `echo ${me}-started; touch /tmp/c${me}; i=0; ` +
+      `while [ ! -f /tmp/c${other} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done; ` +
+      `test -f /tmp/c${other} && echo ${me}-saw-${other}`;
+    const from = s.wire.length;
+    const [a, b] = await Promise.all([
+      call('run_command', { command: program('a', 'b'), timeout_s: 30 }, { onprogress: () => {} }),
+      call('run_command', { command: program('b', 'a'), timeout_s: 30 }, { onprogress: () => {} }),
+    ]);
+    assert.equal(a.structuredContent.stdout, 'a-started\na-saw-b\n', text(a));
+    assert.equal(b.structuredContent.stdout, 'b-started\nb-saw-a\n', text(b));
+    // Progress, read off the wire (a notification sent just before its response would miss
+    // the SDK's handler): each call's token carries its own output and none of the other's.
+    const wire = s.wire.slice(from);
+    const progressOf = (result) => {
+      const response = wire.find((m) => m.result?.structuredContent?.stdout === result.structuredContent.stdout);
+      assert.ok(response, 'the response is not on the wire');
+      return wire.filter((m) => m.method === 'notifications/progress' && m.params.progressToken === response.id)
+        .map((m) => m.params.message ?? '').join('\n');
+    };
+    const [pa, pb] = [progressOf(a), progressOf(b)];
+    assert.match(pa, /a-started/);
+    assert.doesNotMatch(pa, /b-started|b-saw/);
+    assert.match(pb, /b-started/);
+    assert.doesNotMatch(pb, /a-started|a-saw/);
   });
 
   it('session_info describes the cell, its limits and usage', async () => {
