@@ -42,14 +42,25 @@ async function startServer(stateDir, extra = []) {
   return s;
 }
 
+// Limits and times of the main session below, each unlike the default policy's, so that
+// session_info showing them proves the flags reach the cell and the report.
+const kMain = { memoryMiB: 768, pids: 200, cpuMillicores: 1500, idleS: 1200, lifetimeS: 7200,
+  defaultTimeoutS: 90, maxTimeoutS: 900 };
+
 describe('mcpcell tools over stdio', () => {
   let stateDir;
   let s;  // the session under test
+  let startedAt;  // before the server started: the session cannot be older than this
   const call = (name, args, options) => s.client.callTool({ name, arguments: args }, undefined, options);
 
   before(async () => {
     stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
-    s = await startServer(stateDir);
+    startedAt = Date.now();
+    s = await startServer(stateDir, [
+      '--memory-mib', String(kMain.memoryMiB), '--pids', String(kMain.pids),
+      '--cpu-millicores', String(kMain.cpuMillicores), '--idle-timeout', String(kMain.idleS),
+      '--max-lifetime', String(kMain.lifetimeS), '--default-timeout', String(kMain.defaultTimeoutS),
+      '--max-timeout', String(kMain.maxTimeoutS)]);
   });
   after(async () => {
     await s?.close();
@@ -403,12 +414,46 @@ describe('mcpcell tools over stdio', () => {
   });
 
   it('session_info describes the cell, its limits and usage', async () => {
+    const before = (await call('session_info', {})).structuredContent;
+    // About 300 ms of CPU, and 64 MiB more memory touched than the cell's peak so far (the
+    // peak is the cell's whole life: earlier tests' files in /workspace count too).
+    const allocMiB = Math.ceil(before.peak_memory_bytes / 2 ** 20) + 64;
+    const busy = await call('run_command', { command:
+      `python3 -c "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\nb = b'x' * (${allocMiB} << 20)"` });
+    assert.equal(busy.structuredContent.exit_code, 0, text(busy));
     const r = await call('session_info', {});
     assert.equal(r.isError ?? false, false, text(r));
-    assert.match(r.structuredContent.cell_id, /^[cw]/);
-    assert.ok(r.structuredContent.calls > 5);
-    assert.match(r.structuredContent.network, /no network|loopback/);
-    assert.ok(r.structuredContent.lifetime_left_s > 0);
+    const i = r.structuredContent;
+    assert.match(i.cell_id, /^[cw][0-9a-f]+$/);
+    assert.ok(existsSync(path.join(stateDir, 'cells', i.cell_id)), 'the cell id names no cell of this server');
+    assert.equal(i.cell_id, before.cell_id);
+    assert.equal(i.policy, 'default');
+    // The limits and times the server was started with (none is the default policy's).
+    assert.equal(i.memory_limit_bytes, kMain.memoryMiB * 1024 * 1024);
+    assert.equal(i.pids_limit, kMain.pids);
+    assert.equal(i.cpu_millicores, kMain.cpuMillicores);
+    assert.equal(i.exec_default_timeout_s, kMain.defaultTimeoutS);
+    assert.equal(i.exec_max_timeout_s, kMain.maxTimeoutS);
+    // Usage: the busy call shows in the cell's CPU time and peak memory.
+    assert.ok(i.cpu_time_ms - before.cpu_time_ms >= 250,
+      `cpu_time_ms went from ${before.cpu_time_ms} to ${i.cpu_time_ms} over a 300 ms busy loop`);
+    assert.ok(i.peak_memory_bytes >= allocMiB * 2 ** 20,
+      `peak_memory_bytes went from ${before.peak_memory_bytes} to ${i.peak_memory_bytes} over a ${allocMiB} MiB allocation`);
+    assert.ok(i.peak_memory_bytes >= i.memory_current_bytes);
+    assert.equal(i.calls, before.calls + 2, 'calls counts this session\'s tool calls');
+    // Times: the session is no older than the server; a call in progress restarts the idle
+    // clock; what is left of the lifetime is the lifetime less the age.
+    const maxAgeS = Math.ceil((Date.now() - startedAt) / 1000);
+    assert.ok(i.session_wall_time_s >= 0 && i.session_wall_time_s <= maxAgeS, `session_wall_time_s ${i.session_wall_time_s}`);
+    assert.equal(i.idle_expiry_s, kMain.idleS);
+    assert.ok(i.lifetime_left_s <= kMain.lifetimeS && i.lifetime_left_s >= kMain.lifetimeS - maxAgeS - 1,
+      `lifetime_left_s ${i.lifetime_left_s}`);
+    assert.ok(Math.abs(i.lifetime_left_s + i.session_wall_time_s - kMain.lifetimeS) <= 1);
+    // Network: the default policy denies egress, and nothing went through the proxy.
+    assert.match(i.network, /^no network/);
+    assert.deepEqual(i.egress.allowlist, []);
+    assert.equal(i.egress.connections_total, 0);
+    assert.deepEqual(i.warnings, []);
   });
 });
 
