@@ -1,6 +1,7 @@
 // The sandbox tools of `mcpcell serve`, driven over stdio by the official MCP TypeScript SDK
 // client: every tool, bad inputs, path escapes, floods, timeouts, cancellation, progress,
-// concurrency and two sessions that cannot see each other. Each call runs in a real cell.
+// concurrency, idle and lifetime expiry, and two sessions that cannot see each other. Each
+// call runs in a real cell.
 
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -21,6 +22,15 @@ function text(result) {
 function statusKiB(pid, field) {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)[1]);
+}
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 // The host pid of a cell's init, from the record the server keeps ("<pid> <start time>").
@@ -589,6 +599,87 @@ describe('a cell that died', () => {
         const next = await s.client.callTool({ name: 'session_info', arguments: {} });
         assert.notEqual(next.structuredContent.cell_id, dead, name);
       }
+    } finally {
+      await s.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('idle timeout', () => {
+  it('destroys an idle cell; the next call gets a fresh one and says the files are gone', async () => {
+    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
+    const s = await startServer(stateDir, ['--idle-timeout', '2']);
+    const call = (name, args) => s.client.callTool({ name, arguments: args });
+    try {
+      await call('write_file', { path: 'keep.txt', content: 'x' });
+      const old = (await call('session_info', {})).structuredContent.cell_id;
+      const oldDir = path.join(stateDir, 'cells', old);
+      const oldInit = cellInitPid(stateDir, old);
+      const idleFrom = Date.now();
+      // The reaper looks once a second: the cell goes 2 to 3 s after the last call, not before.
+      await waitFor(() => !existsSync(oldDir), { timeoutMs: 6000, intervalMs: 100, what: `${oldDir} to be removed` });
+      assert.ok(Date.now() - idleFrom >= 1500, `the cell went after ${Date.now() - idleFrom} ms, before 2 s idle`);
+      assert.equal(alive(oldInit), false, 'the idle cell\'s init still runs');
+      // The session lives on in a new cell, without the file, and the first call says why.
+      const r = await call('read_file', { path: 'keep.txt' });
+      assert.equal(r.isError, true, text(r));
+      assert.match(text(r), /idle.*files from before are gone/s);
+      const ls = await call('run_command', { command: 'ls -A /workspace' });
+      assert.equal(ls.structuredContent.stdout, '');
+      assert.doesNotMatch(text(ls), /files from before/, 'only the first call in the new cell carries the note');
+      const info = (await call('session_info', {})).structuredContent;
+      assert.notEqual(info.cell_id, old);
+      assert.equal(info.cells_created, 2);
+    } finally {
+      await s.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('maximum session lifetime', () => {
+  it('kills a running program at the lifetime, removes the cell and refuses later calls', async () => {
+    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
+    const started = Date.now();  // the session starts after this
+    const s = await startServer(stateDir, ['--max-lifetime', '4']);
+    const call = (name, args) => s.client.callTool({ name, arguments: args }, undefined, { timeout: 60000 });
+    try {
+      const id = (await call('session_info', {})).structuredContent.cell_id;
+      const init = cellInitPid(stateDir, id);
+      const r = await call('run_command', { command: 'sleep 30', timeout_s: 60 });
+      const endedS = (Date.now() - started) / 1000;
+      assert.equal(r.isError, true, text(r));
+      assert.match(text(r), /session/);
+      // Killed at 4 s (plus the reaper's 1 s period and some slack), not at the sleep's end.
+      assert.ok(endedS >= 3.9 && endedS < 9, `sleep 30 ended ${endedS} s after the server started`);
+      await waitFor(() => !alive(init), { timeoutMs: 2000, what: 'the cell\'s init to exit' });
+      await waitFor(() => !existsSync(path.join(stateDir, 'cells', id)), { timeoutMs: 2000, what: 'the cell\'s directory to go' });
+      for (const [name, args] of [['run_command', { command: 'echo hi' }], ['read_file', { path: 'x' }]]) {
+        const later = await call(name, args);
+        assert.equal(later.isError, true, `${name} ran after the lifetime: ${text(later)}`);
+        assert.match(text(later), /ended.*maximum lifetime/s, name);
+      }
+    } finally {
+      await s.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('default timeout', () => {
+  it('a call without timeout_s gets --default-timeout', async () => {
+    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
+    const s = await startServer(stateDir, ['--default-timeout', '2']);
+    try {
+      await s.client.callTool({ name: 'session_info', arguments: {} });  // the cell exists: time only the call
+      const started = Date.now();
+      const r = await s.client.callTool({ name: 'run_command', arguments: { command: 'sleep 30' } });
+      const tookMs = Date.now() - started;
+      assert.equal(r.isError, true, text(r));
+      assert.equal(r.structuredContent.timed_out, true);
+      assert.match(text(r), /timed out after 2 s/);
+      assert.ok(tookMs >= 1900 && tookMs < 5000, `sleep 30 with a 2 s default timeout took ${tookMs} ms`);
     } finally {
       await s.close();
       rmSync(stateDir, { recursive: true, force: true });
