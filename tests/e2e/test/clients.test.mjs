@@ -1,9 +1,11 @@
 // The client set-ups in examples/clients: each parses, names `mcpcell serve`, and the
-// command it names starts and answers initialize and tools/list over stdio (with the
-// built binary standing in for the installed `mcpcell`).
+// exact command it names starts, answers initialize and tools/list over stdio and runs a
+// command in a cell (with the built binary standing in for the installed `mcpcell`). The
+// default state dir is redirected by MCPCELL_STATE_DIR, not by an argument, so the command
+// runs as written and still writes nothing outside a temp dir.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -39,11 +41,20 @@ describe('examples/clients', () => {
       assert.equal(entry.command, 'mcpcell', `${file}: the command should be mcpcell`);
       assert.deepEqual(entry.args.slice(0, 1), ['serve'], `${file}: the args should start with serve`);
       const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-client-'));
-      const s = await connect({ binaryName: entry.command, args: [...entry.args, '--state-dir', stateDir] });
+      // The example's own environment, if it has one, then the state dir redirected.
+      const s = await connect({ binaryName: entry.command, args: entry.args,
+        env: { ...entry.env, MCPCELL_STATE_DIR: stateDir } });
       try {
         const { tools } = await s.client.listTools();
         assert.ok(tools.some((t) => t.name === 'run_command'), `${file}: no run_command tool`);
         assert.equal(s.client.getServerVersion().name, 'mcpcell');
+        const r = await s.client.callTool({ name: 'run_command', arguments: { command: 'echo from-the-cell' } });
+        assert.equal(r.isError ?? false, false, `${file}: ${r.content.map((c) => c.text).join('\n')}`);
+        assert.equal(r.structuredContent.stdout, 'from-the-cell\n', file);
+        // The cell is under the temp dir: the server took its state dir from the environment.
+        const info = await s.client.callTool({ name: 'session_info', arguments: {} });
+        const cellDir = path.join(stateDir, 'cells', info.structuredContent.cell_id);
+        assert.ok(existsSync(cellDir), `${file}: the session's cell is not in ${stateDir}/cells`);
       } finally {
         await s.close();
         rmSync(stateDir, { recursive: true, force: true });
