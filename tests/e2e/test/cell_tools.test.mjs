@@ -261,6 +261,33 @@ describe('mcpcell tools over stdio', () => {
     const huge = await call('write_file', { path: 'big', content: 'x'.repeat(10 * 1024 * 1024) });
     assert.equal(huge.isError, true);
     assert.match(text(huge), /append=true/);
+    // Past the stdio message limit (16 MiB) the line is never parsed, but its id (written
+    // last by this SDK) is read from its end, so the call fails at once instead of waiting
+    // for the client's timeout.
+    await assert.rejects(
+      call('write_file', { path: 'bigger', content: 'x'.repeat(17 * 1024 * 1024) }, { timeout: 30000 }),
+      (e) => e.code === -32600 && /exceeds the maximum message size/.test(e.message),
+    );
+    // NUL bytes cannot reach a program's argv, environment or path: refused, named.
+    for (const [tool, args, field] of [
+      ['run_command', { command: 'echo a\0b' }, 'command'],
+      ['run_command', { command: 'true', env: { A: 'x\0y' } }, 'env.A'],
+      ['run_command', { command: 'true', cwd: '/tmp\0x' }, 'cwd'],
+      ['run_code', { language: 'python', code: 'print(1)\0print(2)' }, 'code'],
+    ]) {
+      const r = await call(tool, args);
+      assert.equal(r.isError, true, `${tool} ${field}: ${text(r)}`);
+      assert.match(text(r), new RegExp(`arguments\\.${field.replace('.', '\\.')}: contains a NUL byte at offset \\d+`));
+    }
+    // A missing file says how to look for it.
+    const absent = await call('read_file', { path: 'no/such/file.txt' });
+    assert.equal(absent.isError, true);
+    assert.match(text(absent), /ENOENT.*list_files/);
+    // A program killed by the cell's file-size limit is a failure of the tool, with a hint.
+    const fsize = await call('run_command', { command: 'ulimit -f 1; exec head -c 100000 /dev/zero > fsize.bin' });
+    assert.equal(fsize.isError, true, text(fsize));
+    assert.equal(fsize.structuredContent.signal, 'SIGXFSZ');
+    assert.match(text(fsize), /file-size limit/);
     // The server is still fine.
     const ok = await call('run_command', { command: 'echo alive' });
     assert.equal(ok.structuredContent.stdout, 'alive\n');
@@ -326,6 +353,12 @@ describe('mcpcell tools over stdio', () => {
     assert.ok(grown < 64 * 1024, `server peak RSS grew by ${grown} KiB during a 200 MB flood`);
     const saved = await call('run_command', { command: `wc -c < ${r.structuredContent.full_stdout_path}` });
     assert.ok(Number(saved.structuredContent.stdout.trim()) > 1000000, 'full output was not saved');
+    // The saved copy is capped (64 MiB a stream): the result says how much it holds rather
+    // than calling it the full output.
+    const kept = text(r).match(/the first (\d+) of 200000000 bytes are in \/workspace\/\.mcpcell\//);
+    assert.ok(kept, `the marker does not say the saved copy is partial: ${text(r).slice(0, 2000)}`);
+    assert.ok(Number(saved.structuredContent.stdout.trim()) >= Number(kept[1]), 'the file holds less than the marker says');
+    assert.doesNotMatch(text(r), /full output/);
   });
 
   it('a timeout kills the whole process group and says so', async () => {
@@ -461,6 +494,11 @@ describe('mcpcell tools over stdio', () => {
     assert.ok(Math.abs(i.lifetime_left_s + i.session_wall_time_s - kMain.lifetimeS) <= 1);
     // Network: the default policy denies egress, and nothing went through the proxy.
     assert.match(i.network, /^no network/);
+    // Disk: the default shape's RAM-backed /workspace and /tmp, and RLIMIT_FSIZE.
+    for (const k of ['workspace_bytes', 'tmp_bytes', 'root_writes_bytes', 'largest_file_bytes']) {
+      assert.ok(Number.isInteger(i.disk_limits[k]) && i.disk_limits[k] > 0, `disk_limits.${k}: ${i.disk_limits[k]}`);
+    }
+    assert.match(text(r), /disk: \/workspace \d+ MiB, \/tmp \d+ MiB/);
     assert.deepEqual(i.egress.allowlist, []);
     assert.equal(i.egress.connections_total, 0);
     assert.deepEqual(i.warnings, []);
