@@ -10,6 +10,10 @@
 // 2025-03-26, the only one that takes batches; bit 2: skip notifications/initialized); the
 // rest is split on '\n' and each line is one message, sent as raw bytes. A final ping must be
 // answered: a reader thread that died or wedged is a failure, not just a slow input.
+// Each line is also checked against jsonrpc::FindRequestIdIn, which reads the id of a
+// message too big to parse from its text alone: on a valid object whose text holds the
+// token "id" once, what it finds must be the parsed top-level id, and nothing when the
+// only "id" is nested.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "mcp/jsonrpc.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
 #include "mcp/session.h"
@@ -158,6 +163,29 @@ mcp::Server& TheServer() {
   return *server;
 }
 
+// See the header comment. Duplicate keys are left out (which one a parser keeps is its
+// choice), as are texts deeper than the server parses.
+void CheckFindRequestId(std::string_view line) {
+  const Json found = mcp::jsonrpc::FindRequestIdIn(line);
+  if (!found.is_null() && !mcp::jsonrpc::IsValidId(found)) {
+    std::fprintf(stderr, "fuzz_jsonrpc: FindRequestId returned an invalid id %s\n",
+                 found.dump().c_str());
+    std::abort();
+  }
+  const size_t first = line.find("\"id\"");
+  if (first == std::string_view::npos || line.find("\"id\"", first + 1) != std::string_view::npos)
+    return;
+  auto parsed = mcp::jsonrpc::Parse(line);
+  const Json* value = std::get_if<Json>(&parsed);
+  if (!value || !value->is_object() || found.is_null()) return;
+  auto id = value->find("id");
+  if (id == value->end() || *id != found) {
+    std::fprintf(stderr, "fuzz_jsonrpc: FindRequestId found %s where the top-level id is %s\n",
+                 found.dump().c_str(), id == value->end() ? "absent" : id->dump().c_str());
+    std::abort();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -171,6 +199,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     client.Initialize((preamble & 2) ? "2025-03-26" : "2025-06-18", !(preamble & 4));
   for (size_t n = 0; n < kMaxMessages && !rest.empty(); ++n) {
     size_t end = rest.find('\n');
+    CheckFindRequestId(rest.substr(0, end));
     client.SendRaw(std::string(rest.substr(0, end)));
     rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
   }
