@@ -109,16 +109,20 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
     auto limit = [](uint64_t v, const std::string& unit) {
       return v == 0 ? std::string("unlimited") : std::to_string(v) + unit;
     };
+    auto size = [](uint64_t bytes) {  // whole MiB, or bytes below one
+      return bytes >= (1ull << 20) ? std::to_string(bytes >> 20) + " MiB"
+                                   : std::to_string(bytes) + " bytes";
+    };
     std::string text =
         "cell " + cell.id() + " (policy " + config.policy_name + ")\n" + "limits: memory " +
         limit(limits.memory_max_bytes >> 20, " MiB") + ", processes " + limit(limits.pids_max, "") +
         ", cpu " + limit(limits.cpu_millicores, " millicores") + "\n" + "disk: /workspace " +
         (cell.spec().tmpfs.workspace_bytes
-             ? std::to_string(cell.spec().tmpfs.workspace_bytes >> 20) + " MiB"
+             ? size(cell.spec().tmpfs.workspace_bytes)
              : std::string("a host directory (no size limit of its own)")) +
-        ", /tmp " + std::to_string(cell.spec().tmpfs.tmp_bytes >> 20) + " MiB, writes elsewhere " +
-        std::to_string(cell.spec().tmpfs.root_upper_bytes >> 20) + " MiB, largest file " +
-        limit(cell.spec().rlimits.fsize_bytes >> 20, " MiB") + "\n" + usage_line +
+        ", /tmp " + size(cell.spec().tmpfs.tmp_bytes) + ", writes elsewhere " +
+        size(cell.spec().tmpfs.root_upper_bytes) + ", largest file " +
+        size(cell.spec().rlimits.fsize_bytes) + "\n" + usage_line +
         "session: " + std::to_string(info.calls) + " calls, " +
         std::to_string(s["session_wall_time_s"].get<int64_t>()) + " s old; idle expiry in " +
         std::to_string(secs(info.idle_left)) + " s; lifetime left " +
