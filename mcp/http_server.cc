@@ -105,6 +105,17 @@ bool RefuseOversizedBody(const httplib::Request& req, httplib::Response& res,
   return true;
 }
 
+// Nested deeper than jsonrpc::kMaxNestingDepth: refused before it is parsed and copied
+// (each level is a recursion there; 100,000 levels overflow a thread's stack).
+bool RefuseTooDeepBody(const httplib::Request& req, httplib::Response& res) {
+  if (!jsonrpc::NestedDeeperThan(req.body)) return false;
+  JsonError(res, 400,
+            "Invalid Request: JSON nested deeper than " +
+                std::to_string(jsonrpc::kMaxNestingDepth) + " levels of arrays and objects",
+            kInvalidRequest);
+  return true;
+}
+
 }  // namespace
 
 bool IsLoopbackHost(const std::string& host) {
@@ -565,14 +576,7 @@ struct HttpServer::Impl {
                 "text/event-stream");
       return;
     }
-    if (RefuseOversizedBody(req, res, *tenant)) return;
-    if (jsonrpc::NestedDeeperThan(req.body)) {
-      JsonError(res, 400,
-                "Invalid Request: JSON nested deeper than " +
-                    std::to_string(jsonrpc::kMaxNestingDepth) + " levels of arrays and objects",
-                kInvalidRequest);
-      return;
-    }
+    if (RefuseOversizedBody(req, res, *tenant) || RefuseTooDeepBody(req, res)) return;
     Json body = Json::parse(req.body, nullptr, false);
     if (body.is_discarded()) {
       JsonError(res, 400, "Parse error: the body is not valid JSON", kParseError);
@@ -869,14 +873,7 @@ struct HttpServer::Impl {
       JsonError(res, 415, "Unsupported Media Type: Content-Type must be application/json");
       return;
     }
-    if (RefuseOversizedBody(req, res, *tenant)) return;
-    if (jsonrpc::NestedDeeperThan(req.body)) {
-      JsonError(res, 400,
-                "Invalid Request: JSON nested deeper than " +
-                    std::to_string(jsonrpc::kMaxNestingDepth) + " levels of arrays and objects",
-                kInvalidRequest);
-      return;
-    }
+    if (RefuseOversizedBody(req, res, *tenant) || RefuseTooDeepBody(req, res)) return;
     if (Json::parse(req.body, nullptr, false).is_discarded()) {
       JsonError(res, 400, "Parse error: the body is not valid JSON", kParseError);
       return;
