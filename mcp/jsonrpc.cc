@@ -38,7 +38,8 @@ bool NestedDeeperThan(std::string_view text, size_t limit) {
 }
 
 std::variant<Json, RpcError> Parse(std::string_view text) {
-  if (NestedDeeperThan(text)) {
+  // Invalid text stays a parse error whatever its depth (accept() does not recurse).
+  if (NestedDeeperThan(text) && Json::accept(text.begin(), text.end())) {
     return RpcError{kInvalidRequest,
                     "Invalid Request: JSON nested deeper than " + std::to_string(kMaxNestingDepth) +
                         " levels of arrays and objects",
@@ -86,14 +87,22 @@ size_t SkipString(std::string_view s, size_t i) {
   return kNpos;
 }
 
-// Walks the members of the top-level object from the start, stepping over nested values.
-Json IdFromHead(std::string_view s) {
+// What the members of the top-level object show, walked from the start (stepping over
+// nested values) until the text ends or is cut off.
+struct HeadScan {
+  Json id;                   // the first top-level "id", when it could be read
+  bool has_method = false;   // a top-level "method" member
+  bool has_outcome = false;  // a top-level "result" or "error" member
+};
+
+HeadScan ScanHead(std::string_view s) {
+  HeadScan out;
   size_t i = 0;
   auto skip_space = [&] {
     while (i < s.size() && IsSpace(s[i])) ++i;
   };
   skip_space();
-  if (i >= s.size() || s[i] != '{') return nullptr;
+  if (i >= s.size() || s[i] != '{') return out;
   ++i;
   int depth = 1;
   bool at_key = true;  // the next string at depth 1 is a member's name
@@ -101,37 +110,41 @@ Json IdFromHead(std::string_view s) {
     const char c = s[i];
     if (c == '"') {
       const size_t end = SkipString(s, i);
-      if (end == kNpos) return nullptr;
+      if (end == kNpos) return out;
       const bool is_key = depth == 1 && at_key;
-      const bool is_id = is_key && s.substr(i, end - i) == "\"id\"";
+      const std::string_view key = s.substr(i, end - i);
       i = end;
       if (!is_key) continue;
       at_key = false;
       skip_space();
-      if (i >= s.size() || s[i] != ':') return nullptr;
+      if (i >= s.size() || s[i] != ':') return out;
       ++i;
       skip_space();
-      if (!is_id) continue;
+      if (key == "\"method\"") out.has_method = true;
+      if (key == "\"result\"" || key == "\"error\"") out.has_outcome = true;
+      if (key != "\"id\"" || !out.id.is_null()) continue;
       const size_t start = i;
       if (i < s.size() && s[i] == '"') {
-        i = SkipString(s, i);
-        if (i == kNpos) return nullptr;
+        const size_t value_end = SkipString(s, i);
+        if (value_end == kNpos) return out;
+        i = value_end;
       } else {
         while (i < s.size() && s[i] != ',' && s[i] != '}' && !IsSpace(s[i])) ++i;
-        if (i >= s.size()) return nullptr;  // cut off: the number may go on
+        if (i >= s.size()) return out;  // cut off: the number may go on
       }
-      return ScalarId(s.substr(start, i - start));
+      out.id = ScalarId(s.substr(start, i - start));
+      continue;
     }
     if (c == '{' || c == '[') {
       ++depth;
     } else if (c == '}' || c == ']') {
-      if (--depth == 0) return nullptr;
+      if (--depth == 0) return out;
     } else if (c == ',' && depth == 1) {
       at_key = true;
     }
     ++i;
   }
-  return nullptr;
+  return out;
 }
 
 // `"id": <integer or plain string>}` at the very end: the last '}' of valid JSON text
@@ -170,14 +183,16 @@ Json IdFromTail(std::string_view s) {
 }
 }  // namespace
 
-Json FindRequestId(std::string_view head, std::string_view tail) {
-  Json id = IdFromHead(head);
-  return id.is_null() ? IdFromTail(tail) : id;
+Peek PeekMessage(std::string_view head, std::string_view tail) {
+  HeadScan scan = ScanHead(head);
+  if (scan.has_outcome && !scan.has_method) return Peek{nullptr, true};
+  if (!scan.id.is_null()) return Peek{std::move(scan.id), false};
+  return Peek{IdFromTail(tail), false};
 }
 
-Json FindRequestIdIn(std::string_view text) {
-  return FindRequestId(text.substr(0, kIdScanBytes),
-                       text.substr(text.size() - std::min(text.size(), kIdScanBytes)));
+Peek PeekMessageIn(std::string_view text) {
+  return PeekMessage(text.substr(0, kIdScanBytes),
+                     text.substr(text.size() - std::min(text.size(), kIdScanBytes)));
 }
 
 namespace {

@@ -52,16 +52,25 @@ using Message = std::variant<Request, Notification, Response, Invalid>;
 // Classifies one JSON value (not an array: batches are split by the caller).
 Message Classify(const Json& value);
 
-// The id of a request too large to parse, read from the first and last bytes of its text
-// (a few KiB of each; they may overlap or be the whole text) so the error can echo it:
-// the top-level "id" member found scanning from the start (SDKs that write the envelope
-// first), else an "id" member that closes the object at the very end (the TypeScript SDK
-// writes it last). Null when neither is there or the value is not a valid id.
-Json FindRequestId(std::string_view head, std::string_view tail);
-// How much of each end of an oversized message the transports keep for FindRequestId.
+// What can be read of a message too large or too deep to parse, from the first and last
+// bytes of its text (a few KiB of each; they may overlap or be the whole text).
+struct Peek {
+  // A request's id, so the error can echo it: the top-level "id" member found scanning
+  // from the start (SDKs that write the envelope first), else an "id" member that closes
+  // the object at the very end (the TypeScript SDK writes it last). Null when neither is
+  // there, the value is not a valid id, or the message is a response.
+  Json id;
+  // The head shows a top-level "result" or "error" and no "method": a response, which is
+  // never answered (its id is the peer's answer to one of ours, not a request of theirs).
+  bool response = false;
+};
+// `tail` must end where the text ends; pass "" when the text was cut off (at EOF), where
+// the end proves nothing.
+Peek PeekMessage(std::string_view head, std::string_view tail);
+// How much of each end of an oversized message the transports keep for PeekMessage.
 inline constexpr size_t kIdScanBytes = 4096;
-// FindRequestId on the first and last kIdScanBytes of a whole text.
-Json FindRequestIdIn(std::string_view text);
+// PeekMessage on the first and last kIdScanBytes of a whole text.
+Peek PeekMessageIn(std::string_view text);
 
 // Valid ids are strings and integers (MCP forbids null; fractions are refused).
 bool IsValidId(const Json& id);

@@ -47,7 +47,7 @@ struct MemoryTransport::Shared {
                            " bytes exceeds the maximum message size of " + std::to_string(limit) +
                            " bytes; send large data in smaller parts",
                        nullptr},
-              jsonrpc::FindRequestIdIn(*item));
+              jsonrpc::PeekMessageIn(*item));
         }
       } else if (s.callbacks.on_message) {
         s.callbacks.on_message(std::move(*item));

@@ -315,8 +315,8 @@ std::shared_ptr<Session> Server::Connect(std::unique_ptr<Transport> transport, s
   callbacks.on_message = [weak](std::string text) {
     if (auto self = weak.lock()) self->impl_->OnText(text);
   };
-  callbacks.on_error = [weak](RpcError error, Json id) {
-    if (auto self = weak.lock()) self->impl_->OnTransportError(error, id);
+  callbacks.on_error = [weak](RpcError error, jsonrpc::Peek peek) {
+    if (auto self = weak.lock()) self->impl_->OnTransportError(error, peek);
   };
   callbacks.on_close = [weak] {
     if (auto self = weak.lock()) self->impl_->OnTransportClosed();

@@ -81,8 +81,12 @@ bool Session::Impl::Send(const Json& message) {
   return transport->Send(message);
 }
 
-void Session::Impl::OnTransportError(const RpcError& error, const Json& id) {
-  Send(jsonrpc::MakeError(id, error));
+void Session::Impl::OnTransportError(const RpcError& error, const jsonrpc::Peek& peek) {
+  if (peek.response) {
+    log::Warn(id + ": dropped a response from the client: " + error.message);
+    return;
+  }
+  Send(jsonrpc::MakeError(peek.id, error));
 }
 
 void Session::Impl::OnText(const std::string& text) {
@@ -94,14 +98,15 @@ void Session::Impl::OnText(const std::string& text) {
                      " bytes exceeds the maximum message size of " + std::to_string(limit) +
                      " bytes; send large data in smaller parts",
                  nullptr},
-        jsonrpc::FindRequestIdIn(text));
+        jsonrpc::PeekMessageIn(text));
     return;
   }
   if (log::Enabled(LogLevel::kDebug)) log::Debug(id + " -> " + text.substr(0, 4096));
   auto parsed = jsonrpc::Parse(text);
   if (auto* error = std::get_if<RpcError>(&parsed)) {
     // Valid JSON refused (nested too deep) may still carry a readable id.
-    OnTransportError(*error, error->code == kParseError ? Json() : jsonrpc::FindRequestIdIn(text));
+    OnTransportError(*error,
+                     error->code == kParseError ? jsonrpc::Peek{} : jsonrpc::PeekMessageIn(text));
     return;
   }
   const Json& value = std::get<Json>(parsed);

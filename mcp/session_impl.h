@@ -80,7 +80,9 @@ struct Session::Impl {
 
   // ---- intake, on the transport's thread (session.cc) ----
   void OnText(const std::string& text);
-  void OnTransportError(const RpcError& error, const Json& id = nullptr);
+  // Answers a message that could not be handled (id null unless `peek` read one); a
+  // response (peek.response) is logged and dropped instead.
+  void OnTransportError(const RpcError& error, const jsonrpc::Peek& peek = {});
   void OnTransportClosed();
   void OnPeerFinished();  // stdin EOF: drain, then close
   void CloseIfDrained();

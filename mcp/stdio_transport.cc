@@ -73,10 +73,11 @@ struct StdioState {
   void EndReading(bool at_eof);
   // Splits a chunk into lines, bounded by the limit.
   void Consume(const char* data, size_t n);
-  // Keeps what FindRequestId needs of a part of a line being discarded.
+  // Keeps what PeekMessage needs of a part of a line being discarded.
   void KeepDropped(std::string_view part);
-  // The end of a discarded line: answers it once, with its id when that could be read.
-  void ReportDropped();
+  // The end of a discarded line (its newline, or EOF: then it was cut off and its last
+  // bytes prove nothing): reported once, with what could be read of it.
+  void ReportDropped(bool at_eof);
   void Deliver();
 };
 
@@ -115,11 +116,12 @@ void StdioState::KeepDropped(std::string_view part) {
   }
 }
 
-void StdioState::ReportDropped() {
+void StdioState::ReportDropped(bool at_eof) {
   const size_t limit = options.max_message_bytes;
   log::Warn("stdio: dropped an incoming message of " + std::to_string(dropped_bytes) +
             " bytes, over the limit of " + std::to_string(limit));
-  Json id = jsonrpc::FindRequestId(dropped_head, dropped_tail);
+  jsonrpc::Peek peek =
+      jsonrpc::PeekMessage(dropped_head, at_eof ? std::string_view() : dropped_tail);
   discarding = false;
   dropped_head.clear();
   dropped_tail.clear();
@@ -132,7 +134,7 @@ void StdioState::ReportDropped() {
                    " bytes exceeds the maximum message size of " + std::to_string(limit) +
                    " bytes; it was discarded (send large data in smaller parts)",
                nullptr},
-      std::move(id));
+      std::move(peek));
 }
 
 void StdioState::Consume(const char* data, size_t n) {
@@ -157,7 +159,7 @@ void StdioState::Consume(const char* data, size_t n) {
     }
     if (!nl) break;
     if (discarding) {
-      ReportDropped();
+      ReportDropped(/*at_eof=*/false);
     } else {
       Deliver();
     }
@@ -179,7 +181,7 @@ StdioState::Read StdioState::ReadChunk() {
   if (n == 0) {  // EOF: a final line without newline still counts
     if (!closed.load()) {
       if (discarding) {
-        ReportDropped();
+        ReportDropped(/*at_eof=*/true);
       } else {
         Deliver();
       }

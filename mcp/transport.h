@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "mcp/jsonrpc.h"
 #include "mcp/types.h"
 
 namespace mcp {
@@ -18,10 +19,11 @@ struct TransportCallbacks {
   // One complete incoming message as text (not yet parsed: the session answers -32700
   // for malformed JSON, which needs the raw text). May be a JSON array (a batch).
   std::function<void(std::string text)> on_message;
-  // A message the transport could not deliver (e.g. larger than the limit). The session
-  // answers it with this error and `id`: the request's id when the transport could read it
-  // (jsonrpc::FindRequestId), else null; the connection keeps working.
-  std::function<void(RpcError error, Json id)> on_error;
+  // A message the transport could not deliver (e.g. larger than the limit), with what
+  // could be read of it (jsonrpc::PeekMessage). The session answers a request with this
+  // error under its id (null when unreadable) and drops a response unanswered; the
+  // connection keeps working.
+  std::function<void(RpcError error, jsonrpc::Peek peek)> on_error;
   // The peer is gone (EOF, Close()). Called at most once; no callback follows it.
   std::function<void()> on_close;
   // Optional. The peer has finished sending (stdin EOF) but replies can still be written.

@@ -77,7 +77,7 @@ mcp::Tool MakeEditFileTool(const ToolEnv& env) {
     auto& channel = acquired.lease->cell().channel();
     uint64_t size = 0;
     auto data = ReadCellFile(channel, path, env.config.max_read_bytes + 1, &size);
-    if (!data) return SandboxError("edit_file " + path, data.error());
+    if (!data) return PathError("edit_file " + path, data.error());
     if (data->size() > env.config.max_read_bytes || data->size() < size)
       return mcp::ToolResult::Error("edit_file " + path + ": the file is larger than " +
                                     std::to_string(env.config.max_read_bytes) +
@@ -119,7 +119,7 @@ mcp::Tool MakeEditFileTool(const ToolEnv& env) {
     }
     out.append(*data, prev);
     sandbox::Status st = ReplaceFileContents(channel, path, out);
-    if (!st) return SandboxError("edit_file " + path, st.error(), WriteHint(st.error()));
+    if (!st) return PathError("edit_file " + path, st.error(), WriteHint(st.error()));
     mcp::ToolResult r = mcp::ToolResult::Text("replaced " + std::to_string(at.size()) +
                                               " occurrence(s) in " + path);
     r.structured_content = {

@@ -141,6 +141,11 @@ mcp::ToolResult BuildResult(const ExecCall& call, const sandbox::ExecResult& r,
         "Write less, or split the output over several files.\n";
   } else if (r.signaled) {
     head += "killed by " + SignalName(r.signo) + "\n";
+  } else if (r.exit_code == 128 + SIGXFSZ) {
+    // The shell's way of saying a child of it died of SIGXFSZ (or the program chose 153).
+    head += "exit code: " + std::to_string(r.exit_code) +
+            " (128 + SIGXFSZ: a process may have been killed for writing a file past the "
+            "cell's file-size limit; see session_info)\n";
   } else {
     head += "exit code: " + std::to_string(r.exit_code) + "\n";
   }

@@ -81,7 +81,7 @@ mcp::Tool MakeListFilesTool(const ToolEnv& env) {
           // The listing itself is bounded by the server's cap; max_entries cuts it below.
           auto list = channel.ListDir(dir, env.config.max_list_entries + 1);
           if (!list) {
-            if (rel.empty()) return SandboxError("list_files " + root, list.error());
+            if (rel.empty()) return PathError("list_files " + root, list.error());
             truncated = true;  // a subdirectory we could not list: the listing is incomplete
             text += "[" + rel + ": not listed: " + list.error().message + "]\n";
             continue;

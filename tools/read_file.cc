@@ -104,14 +104,14 @@ mcp::Tool MakeReadFileTool(const ToolEnv& env) {
     const int64_t offset = args.value("offset", int64_t{0});
     const int64_t limit = args.value("limit", int64_t{0});
     auto st = channel.Stat(path, /*follow_symlinks=*/true);
-    if (!st) return SandboxError("read_file " + path, st.error());
+    if (!st) return PathError("read_file " + path, st.error());
     if (st->type == sandbox::control::FileType::kDirectory)
       return mcp::ToolResult::Error("read_file " + path + ": is a directory (use list_files)");
     if (st->type != sandbox::control::FileType::kRegular)
       return mcp::ToolResult::Error("read_file " + path + ": not a regular file");
     if (!base64) {
       auto w = channel.ReadFileRange(path, 0, env.config.max_read_bytes);
-      if (!w) return SandboxError("read_file " + path, w.error());
+      if (!w) return PathError("read_file " + path, w.error());
       if (LooksBinary(w->data))
         return mcp::ToolResult::Error(path + " is a binary file (" + std::to_string(w->file_size) +
                                       " bytes); read it with encoding \"base64\"");
@@ -125,7 +125,7 @@ mcp::Tool MakeReadFileTool(const ToolEnv& env) {
                                     " is past the end; the file has " + std::to_string(st->size) +
                                     " bytes");
     auto w = channel.ReadFileRange(path, offset, want);
-    if (!w) return SandboxError("read_file " + path, w.error());
+    if (!w) return PathError("read_file " + path, w.error());
     const uint64_t end = offset + w->data.size();
     const bool truncated = end < w->file_size;
     std::string b64 = Base64Encode(w->data);

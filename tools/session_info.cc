@@ -109,9 +109,9 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
     auto limit = [](uint64_t v, const std::string& unit) {
       return v == 0 ? std::string("unlimited") : std::to_string(v) + unit;
     };
-    auto size = [](uint64_t bytes) {  // whole MiB, or bytes below one
-      return bytes >= (1ull << 20) ? std::to_string(bytes >> 20) + " MiB"
-                                   : std::to_string(bytes) + " bytes";
+    auto size = [](uint64_t bytes) {  // whole MiB when it is, else exact bytes
+      return bytes % (1ull << 20) == 0 ? std::to_string(bytes >> 20) + " MiB"
+                                       : std::to_string(bytes) + " bytes";
     };
     std::string text =
         "cell " + cell.id() + " (policy " + config.policy_name + ")\n" + "limits: memory " +

@@ -95,9 +95,13 @@ std::string HintFor(const sandbox::Error& error) {
 mcp::ToolResult SandboxError(const std::string& what, const sandbox::Error& error,
                              const std::string& hint) {
   std::string text = what + " failed: " + error.message + ".";
-  const std::string next = hint.empty() ? HintFor(error) : hint;
-  if (!next.empty()) text += " " + next;
+  if (!hint.empty()) text += " " + hint;
   return mcp::ToolResult::Error(std::move(text));
+}
+
+mcp::ToolResult PathError(const std::string& what, const sandbox::Error& error,
+                          const std::string& hint) {
+  return SandboxError(what, error, hint.empty() ? HintFor(error) : hint);
 }
 
 namespace {

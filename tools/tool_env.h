@@ -97,11 +97,14 @@ LeaseOrError AcquireCell(const ToolEnv& env, mcp::Context& ctx);
 // there, and what follows would be silently dropped). Empty when there is none.
 std::string NulByteError(const std::string& field, std::string_view value, const std::string& why);
 
-// "read_file failed: <cause>. <hint>" as an isError result. Without a hint, one follows
-// from the error's errno where there is a usual next step (a missing path, a directory
-// where a file was meant, permissions, symlink loops); else the cause stands alone.
+// "read_file failed: <cause>. <hint>" as an isError result.
 mcp::ToolResult SandboxError(const std::string& what, const sandbox::Error& error,
                              const std::string& hint = "");
+// SandboxError for a path the model named (the file tools): without a hint, one follows
+// from the error's errno where there is a usual next step (a missing path, a directory
+// where a file was meant, permissions, symlink loops); else the cause stands alone.
+mcp::ToolResult PathError(const std::string& what, const sandbox::Error& error,
+                          const std::string& hint = "");
 
 // What to tell the model when a write failed with this error (disk limit, read-only).
 std::string WriteHint(const sandbox::Error& error);

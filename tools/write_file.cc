@@ -77,12 +77,12 @@ mcp::Tool MakeWriteFileTool(const ToolEnv& env) {
     auto& channel = acquired.lease->cell().channel();
     if (std::string parent = ParentDir(path); !parent.empty()) {
       sandbox::Status st = channel.Mkdir(parent, 0755, /*parents=*/true);
-      if (!st) return SandboxError("write_file " + path, st.error(), WriteHint(st.error()));
+      if (!st) return PathError("write_file " + path, st.error(), WriteHint(st.error()));
     }
     // Appends are O_APPEND in the cell, so two calls appending at once both land.
     sandbox::Status st = append ? channel.AppendFile(path, *content)
                                 : channel.WriteFileAt(path, 0, *content, /*truncate=*/true);
-    if (!st) return SandboxError("write_file " + path, st.error(), WriteHint(st.error()));
+    if (!st) return PathError("write_file " + path, st.error(), WriteHint(st.error()));
     uint64_t size = content->size();
     if (append) {
       auto now = channel.Stat(path, /*follow_symlinks=*/true);

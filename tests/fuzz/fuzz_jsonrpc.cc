@@ -10,10 +10,11 @@
 // 2025-03-26, the only one that takes batches; bit 2: skip notifications/initialized); the
 // rest is split on '\n' and each line is one message, sent as raw bytes. A final ping must be
 // answered: a reader thread that died or wedged is a failure, not just a slow input.
-// Each line is also checked against jsonrpc::FindRequestIdIn, which reads the id of a
+// Each line is also checked against jsonrpc::PeekMessageIn, which reads the id of a
 // message too big to parse from its text alone: on a valid object whose text holds the
 // token "id" once, what it finds must be the parsed top-level id, and nothing when the
-// only "id" is nested.
+// only "id" is nested; what it calls a response must have a top-level "result" or
+// "error" and no "method".
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -165,23 +166,30 @@ mcp::Server& TheServer() {
 
 // See the header comment. Duplicate keys are left out (which one a parser keeps is its
 // choice), as are texts deeper than the server parses.
-void CheckFindRequestId(std::string_view line) {
-  const Json found = mcp::jsonrpc::FindRequestIdIn(line);
-  if (!found.is_null() && !mcp::jsonrpc::IsValidId(found)) {
-    std::fprintf(stderr, "fuzz_jsonrpc: FindRequestId returned an invalid id %s\n",
-                 found.dump().c_str());
+void CheckPeekMessage(std::string_view line) {
+  const mcp::jsonrpc::Peek peek = mcp::jsonrpc::PeekMessageIn(line);
+  if (!peek.id.is_null() && (peek.response || !mcp::jsonrpc::IsValidId(peek.id))) {
+    std::fprintf(stderr, "fuzz_jsonrpc: PeekMessage returned id %s (response: %d)\n",
+                 peek.id.dump().c_str(), peek.response);
+    std::abort();
+  }
+  auto parsed = mcp::jsonrpc::Parse(line);
+  const Json* value = std::get_if<Json>(&parsed);
+  if (!value || !value->is_object()) return;
+  auto once = [&](std::string_view key) { return line.find(key) == line.rfind(key); };
+  if (peek.response && once("\"method\"") && once("\"result\"") && once("\"error\"") &&
+      (value->contains("method") || (!value->contains("result") && !value->contains("error")))) {
+    std::fprintf(stderr,
+                 "fuzz_jsonrpc: PeekMessage called a message without a top-level "
+                 "result or error, or with a method, a response\n");
     std::abort();
   }
   const size_t first = line.find("\"id\"");
-  if (first == std::string_view::npos || line.find("\"id\"", first + 1) != std::string_view::npos)
-    return;
-  auto parsed = mcp::jsonrpc::Parse(line);
-  const Json* value = std::get_if<Json>(&parsed);
-  if (!value || !value->is_object() || found.is_null()) return;
+  if (first == std::string_view::npos || !once("\"id\"") || peek.id.is_null()) return;
   auto id = value->find("id");
-  if (id == value->end() || *id != found) {
-    std::fprintf(stderr, "fuzz_jsonrpc: FindRequestId found %s where the top-level id is %s\n",
-                 found.dump().c_str(), id == value->end() ? "absent" : id->dump().c_str());
+  if (id == value->end() || *id != peek.id) {
+    std::fprintf(stderr, "fuzz_jsonrpc: PeekMessage found %s where the top-level id is %s\n",
+                 peek.id.dump().c_str(), id == value->end() ? "absent" : id->dump().c_str());
     std::abort();
   }
 }
@@ -199,7 +207,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     client.Initialize((preamble & 2) ? "2025-03-26" : "2025-06-18", !(preamble & 4));
   for (size_t n = 0; n < kMaxMessages && !rest.empty(); ++n) {
     size_t end = rest.find('\n');
-    CheckFindRequestId(rest.substr(0, end));
+    CheckPeekMessage(rest.substr(0, end));
     client.SendRaw(std::string(rest.substr(0, end)));
     rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
   }

@@ -288,6 +288,11 @@ describe('mcpcell tools over stdio', () => {
     assert.equal(fsize.isError, true, text(fsize));
     assert.equal(fsize.structuredContent.signal, 'SIGXFSZ');
     assert.match(text(fsize), /file-size limit/);
+    // A child of the shell killed so: the shell exits 153, a normal result with the hint.
+    const child = await call('run_command', { command: 'ulimit -f 1; head -c 100000 /dev/zero > fsize2.bin; exit $?' });
+    assert.equal(child.isError ?? false, false, text(child));
+    assert.equal(child.structuredContent.exit_code, 153);
+    assert.match(text(child), /128 \+ SIGXFSZ.*file-size limit/);
     // The server is still fine.
     const ok = await call('run_command', { command: 'echo alive' });
     assert.equal(ok.structuredContent.stdout, 'alive\n');

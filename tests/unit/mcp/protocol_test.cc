@@ -55,7 +55,7 @@ TEST(Jsonrpc, ClassifiesMessages) {
 
 // The id of a message too big to parse, from its two ends. Each row: head, tail, the id
 // expected (null: none can be read safely).
-TEST(Jsonrpc, FindRequestIdReadsOnlyATopLevelIdFromEitherEnd) {
+TEST(Jsonrpc, PeekMessageReadsOnlyATopLevelIdFromEitherEnd) {
   struct Row {
     std::string head, tail;
     Json id;
@@ -87,8 +87,33 @@ TEST(Jsonrpc, FindRequestIdReadsOnlyATopLevelIdFromEitherEnd) {
       {"[1,2]", "[1,2]", nullptr},
   };
   for (const Row& r : rows) {
-    EXPECT_EQ(jsonrpc::FindRequestId(r.head, r.tail), r.id) << r.head << " ... " << r.tail;
+    jsonrpc::Peek peek = jsonrpc::PeekMessage(r.head, r.tail);
+    EXPECT_EQ(peek.id, r.id) << r.head << " ... " << r.tail;
+    EXPECT_FALSE(peek.response) << r.head;
   }
+  // A text cut off (EOF in the middle of the line) has no end to read the id from.
+  EXPECT_TRUE(jsonrpc::PeekMessage(R"({"method":"m","params":")" + pad, "").id.is_null());
+}
+
+// A response is recognized from its head, in either SDK's order, and never given an id to
+// answer: the id is the peer's answer to one of our requests (ids of the two directions
+// overlap), so an error under it would fail an unrelated call of the peer's.
+TEST(Jsonrpc, PeekMessageRecognizesResponsesAndGivesThemNoId) {
+  const std::string pad(100, 'x');
+  for (const std::string& head : {
+           R"({"jsonrpc":"2.0","id":1,"result":{"content":")" + pad,
+           R"({"result":{"content":")" + pad,
+           R"({"jsonrpc":"2.0","id":1,"error":{"code":1,"message":")" + pad,
+       }) {
+    jsonrpc::Peek peek = jsonrpc::PeekMessage(head, pad + R"("}},"jsonrpc":"2.0","id":1})");
+    EXPECT_TRUE(peek.response) << head;
+    EXPECT_TRUE(peek.id.is_null()) << head;
+  }
+  // "result" nested in a request's params is not an outcome.
+  jsonrpc::Peek request = jsonrpc::PeekMessage(
+      R"({"method":"tools/call","params":{"result":1,"a":")" + pad, pad + R"("},"id":4})");
+  EXPECT_FALSE(request.response);
+  EXPECT_EQ(request.id, 4);
 }
 
 TEST(Protocol, MalformedJsonIsParseErrorWithNullIdAndConnectionSurvives) {
@@ -187,6 +212,9 @@ TEST(Protocol, OversizedMessageIsRefusedNamingTheLimit) {
   client.Request("ping");
   std::string big = R"({"jsonrpc":"2.0","id":77,"method":"ping","params":{"pad":")" +
                     std::string(5000, 'x') + "\"}}";
+  // An oversized response (to a request of the server's, id 1 like the client's own
+  // first request) is dropped: an error under its id would fail the client's call 1.
+  client.SendRaw(R"({"jsonrpc":"2.0","id":1,"result":{"pad":")" + std::string(5000, 'x') + "\"}}");
   client.SendRaw(big);
   Json e = NextUnmatched(client, 1);
   EXPECT_EQ(ErrorCode(e), kInvalidRequest);
@@ -393,12 +421,21 @@ TEST(Protocol, JsonNestedTooDeepIsRefusedAndTheServerGoesOn) {
   EXPECT_EQ(errors[0]["id"], "d1");
   EXPECT_TRUE(errors[1]["id"].is_null());
   EXPECT_TRUE(errors[2]["id"].is_null());  // a batch's ids are not read from its text
+  // Deep but not valid JSON is a parse error (-32700, id null), as any invalid text.
+  client.SendRaw(R"({"jsonrpc":"2.0","id":"d4","method":"ping","params":)" + nest(deep) +
+                 R"(,"a":{"id":5})");
+  Json invalid = NextUnmatched(client, 4);
+  EXPECT_EQ(ErrorCode(invalid), kParseError);
+  EXPECT_TRUE(invalid["id"].is_null());
+  // A deep response is dropped, not answered.
+  client.SendRaw(R"({"jsonrpc":"2.0","id":1,"result":)" + nest(deep) + "}");
   for (const Json& e : errors) {
     EXPECT_EQ(ErrorCode(e), kInvalidRequest);
     EXPECT_NE(ErrorMessage(e).find("nested deeper than 256 levels"), std::string::npos)
         << ErrorMessage(e);
   }
   ExpectStillServing(client);
+  EXPECT_EQ(client.Unmatched(0, std::chrono::milliseconds(0)).size(), 4u);
 }
 
 TEST(Jsonrpc, NestedDeeperThanCountsOnlyStructureOutsideStrings) {

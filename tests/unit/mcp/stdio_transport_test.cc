@@ -92,16 +92,18 @@ struct Collected {
   std::vector<std::string> messages;
   std::vector<RpcError> errors;
   std::vector<Json> error_ids;
+  std::vector<bool> error_responses;
   bool closed = false;
   bool eof = false;
 
   TransportCallbacks Callbacks(bool with_eof) {
     TransportCallbacks cb;
     cb.on_message = [this](std::string m) { Add([&] { messages.push_back(std::move(m)); }); };
-    cb.on_error = [this](RpcError e, Json id) {
+    cb.on_error = [this](RpcError e, jsonrpc::Peek peek) {
       Add([&] {
         errors.push_back(std::move(e));
-        error_ids.push_back(std::move(id));
+        error_ids.push_back(std::move(peek.id));
+        error_responses.push_back(peek.response);
       });
     };
     cb.on_close = [this] { Add([&] { closed = true; }); };
@@ -168,15 +170,25 @@ TEST(StdioTransport, OversizedRequestIsAnsweredWithItsIdFromEitherEnd) {
     for (int i = 0; i < 40; ++i) in.Write(pad);  // 2.5 MiB, the id far past the limit
     in.Write(R"("},"jsonrpc":"2.0","id":42})"
              "\n");
-    in.Write(R"({"jsonrpc":"2.0","id":"first","method":"m","params":{"p":")" + pad + "\"}}\n");
+    in.Write(R"({"jsonrpc":"2.0","id":"first","method":"m","params":{"p":")" + pad + "\"}}\r\n");
+    // A response of the same size: recognized, so the session can drop it unanswered.
+    in.Write(R"({"result":{"p":")" + pad +
+             R"("},"jsonrpc":"2.0","id":1})"
+             "\n");
     in.Write("{\"after\":true}\n");
+    // Cut off by EOF: its last bytes prove nothing, even where they look like an id.
+    in.Write(R"({"method":"m","params":{"p":")" + pad + R"(","id":5})");
+    in.CloseWrite();
   });
-  ASSERT_TRUE(c.WaitFor([&] { return c.messages.size() == 1; }));
+  ASSERT_TRUE(c.WaitFor([&] { return c.closed && c.errors.size() == 4; }));
   writer.join();
-  ASSERT_EQ(c.errors.size(), 2u);
-  EXPECT_EQ(c.error_ids[0], 42);
-  EXPECT_EQ(c.error_ids[1], "first");
+  ASSERT_EQ(c.messages.size(), 1u);
   EXPECT_EQ(c.messages[0], "{\"after\":true}");
+  EXPECT_EQ(c.error_ids[0], 42);
+  EXPECT_EQ(c.error_ids[1], "first");  // the \r before the newline is no obstacle
+  EXPECT_TRUE(c.error_ids[2].is_null());
+  EXPECT_TRUE(c.error_ids[3].is_null());
+  EXPECT_EQ(c.error_responses, (std::vector<bool>{false, false, true, false}));
 }
 
 TEST(StdioTransport, EofHalfClosesWhenAskedAndSendStillWorks) {
