@@ -185,9 +185,9 @@ Json IdFromTail(std::string_view s) {
 
 Peek PeekMessage(std::string_view head, std::string_view tail) {
   HeadScan scan = ScanHead(head);
-  if (scan.has_outcome && !scan.has_method) return Peek{nullptr, true};
-  if (!scan.id.is_null()) return Peek{std::move(scan.id), false};
-  return Peek{IdFromTail(tail), false};
+  const bool response = scan.has_outcome && !scan.has_method;
+  if (!scan.id.is_null()) return Peek{std::move(scan.id), response};
+  return Peek{IdFromTail(tail), response};
 }
 
 Peek PeekMessageIn(std::string_view text) {

@@ -55,13 +55,15 @@ Message Classify(const Json& value);
 // What can be read of a message too large or too deep to parse, from the first and last
 // bytes of its text (a few KiB of each; they may overlap or be the whole text).
 struct Peek {
-  // A request's id, so the error can echo it: the top-level "id" member found scanning
-  // from the start (SDKs that write the envelope first), else an "id" member that closes
-  // the object at the very end (the TypeScript SDK writes it last). Null when neither is
-  // there, the value is not a valid id, or the message is a response.
+  // The message's id: the top-level "id" member found scanning from the start (SDKs that
+  // write the envelope first), else an "id" member that closes the object at the very end
+  // (the TypeScript SDK writes it last). Null when neither is there or the value is not a
+  // valid id.
   Json id;
-  // The head shows a top-level "result" or "error" and no "method": a response, which is
-  // never answered (its id is the peer's answer to one of ours, not a request of theirs).
+  // The head shows a top-level "result" or "error" and no "method": a response. It is never
+  // answered (its id is the peer's answer to a request of ours, and ids of both directions
+  // overlap, so an error under it would fail one of the peer's own calls); the request of
+  // ours it answers can be failed instead.
   bool response = false;
 };
 // `tail` must end where the text ends; pass "" when the text was cut off (at EOF), where

@@ -83,7 +83,13 @@ bool Session::Impl::Send(const Json& message) {
 
 void Session::Impl::OnTransportError(const RpcError& error, const jsonrpc::Peek& peek) {
   if (peek.response) {
-    log::Warn(id + ": dropped a response from the client: " + error.message);
+    log::Warn(id + ": dropped a response from the client (" + peek.id.dump() +
+              "): " + error.message);
+    if (!peek.id.is_null()) {
+      RpcError failed = error;
+      failed.message = "the client's response could not be read: " + error.message;
+      HandleResponse(jsonrpc::Response{peek.id, nullptr, std::move(failed)});
+    }
     return;
   }
   Send(jsonrpc::MakeError(peek.id, error));

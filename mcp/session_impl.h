@@ -80,8 +80,9 @@ struct Session::Impl {
 
   // ---- intake, on the transport's thread (session.cc) ----
   void OnText(const std::string& text);
-  // Answers a message that could not be handled (id null unless `peek` read one); a
-  // response (peek.response) is logged and dropped instead.
+  // Answers a message that could not be handled (id null unless `peek` read one). A
+  // response (peek.response) is not answered: the request of ours it answers, if its id
+  // was read, fails with `error` (rather than waiting for its timeout).
   void OnTransportError(const RpcError& error, const jsonrpc::Peek& peek = {});
   void OnTransportClosed();
   void OnPeerFinished();  // stdin EOF: drain, then close

@@ -168,7 +168,7 @@ mcp::Server& TheServer() {
 // choice), as are texts deeper than the server parses.
 void CheckPeekMessage(std::string_view line) {
   const mcp::jsonrpc::Peek peek = mcp::jsonrpc::PeekMessageIn(line);
-  if (!peek.id.is_null() && (peek.response || !mcp::jsonrpc::IsValidId(peek.id))) {
+  if (!peek.id.is_null() && !mcp::jsonrpc::IsValidId(peek.id)) {
     std::fprintf(stderr, "fuzz_jsonrpc: PeekMessage returned id %s (response: %d)\n",
                  peek.id.dump().c_str(), peek.response);
     std::abort();

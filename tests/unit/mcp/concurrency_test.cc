@@ -224,6 +224,34 @@ TEST(ServerToClient, SessionLevelRequestWithCallback) {
   EXPECT_EQ(err.get_future().get().error->code, kMethodNotFound);
 }
 
+// A client's answer too big to read fails the server's request at once with the reason
+// (its id is read from the text), and the client gets no error for it: the id is the
+// server's, and an error under it would fail a request of the client's with the same id.
+TEST(ServerToClient, OversizedResponseFailsTheRequestAndIsNotAnswered) {
+  ServerOptions o = TestOptions();
+  o.max_message_bytes = 1000;
+  Server server(o);
+  MemoryClient client(server);
+  client.SetRequestHandler([](const std::string& method, const Json&) -> Json {
+    if (method == "roots/list")
+      return {{"roots", {{{"uri", "file:///" + std::string(5000, 'w')}}}}};
+    throw RpcException(kMethodNotFound, "no");
+  });
+  client.Initialize();
+  std::promise<ClientResponse> got;
+  client.session()->SendRequest("roots/list", Json::object(),
+                                [&](ClientResponse r) { got.set_value(std::move(r)); });
+  auto future = got.get_future();
+  ASSERT_EQ(future.wait_for(5s), std::future_status::ready) << "the request waited on";
+  ClientResponse r = future.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error->message.find("the client's response could not be read"), std::string::npos)
+      << r.error->message;
+  EXPECT_NE(r.error->message.find("1000 bytes"), std::string::npos) << r.error->message;
+  EXPECT_EQ(client.Request("ping")["result"], Json::object());
+  EXPECT_TRUE(client.Unmatched(0, 0ms).empty());
+}
+
 // ---- exactly one response ----
 
 TEST(ReplyOnce, ThrowingDroppingAndDoubleReplyingHandlersGetExactlyOneResponse) {
