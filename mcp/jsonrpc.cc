@@ -122,7 +122,10 @@ HeadScan ScanHead(std::string_view s) {
       skip_space();
       if (key == "\"method\"") out.has_method = true;
       if (key == "\"result\"" || key == "\"error\"") out.has_outcome = true;
-      if (key != "\"id\"" || !out.id.is_null()) continue;
+      // Only a scalar is read here; an object or array (not an id anyway) is stepped over
+      // by the walk like any other value, so its members are not taken for top-level ones.
+      if (key != "\"id\"" || !out.id.is_null() || i >= s.size() || s[i] == '{' || s[i] == '[')
+        continue;
       const size_t start = i;
       if (i < s.size() && s[i] == '"') {
         const size_t value_end = SkipString(s, i);

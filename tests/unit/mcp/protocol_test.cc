@@ -67,6 +67,8 @@ TEST(Jsonrpc, PeekMessageReadsOnlyATopLevelIdFromEitherEnd) {
       {R"( { "id" : "req-1" , "method":")" + pad, pad, "req-1"},
       // Nested "id" members before the top-level one are stepped over.
       {R"({"params":{"id":1,"b":[{"id":2}]},"id":3,"x":")" + pad, pad, 3},
+      // An id that is an object: no id, and its members are not the message's.
+      {R"({"id":{"a":1,"id":2},"method":"m","p":")" + pad, pad, nullptr},
       // A key that only ends in id, and "id" inside a string value, are not the id.
       {R"({"xid":5,"s":""id":6","params":")" + pad, pad, nullptr},
       // The TypeScript SDK writes the id last: found at the end.
@@ -108,7 +110,9 @@ TEST(Jsonrpc, PeekMessageRecognizesResponses) {
     EXPECT_TRUE(peek.response) << head;
     EXPECT_EQ(peek.id, 1) << head;
   }
-  // "result" nested in a request's params is not an outcome.
+  // "result" nested in a request's params, or in an id that is an object, is not an outcome.
+  EXPECT_FALSE(
+      jsonrpc::PeekMessage(R"({"id":{"a":1,"result":2},"method":"m","p":")" + pad, "").response);
   jsonrpc::Peek request = jsonrpc::PeekMessage(
       R"({"method":"tools/call","params":{"result":1,"a":")" + pad, pad + R"("},"id":4})");
   EXPECT_FALSE(request.response);
