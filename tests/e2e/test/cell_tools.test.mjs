@@ -52,6 +52,22 @@ async function startServer(stateDir, extra = []) {
   return s;
 }
 
+// A server of its own for one test, in a state dir of its own: fn(s, stateDir). Both are
+// gone afterwards, also when the test fails.
+async function withServer(extra, fn) {
+  const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
+  try {
+    const s = await startServer(stateDir, extra);
+    try {
+      return await fn(s, stateDir);
+    } finally {
+      await s.close();
+    }
+  } finally {
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+}
+
 // Limits and times of the main session below, each unlike the default policy's, so that
 // session_info showing them proves the flags reach the cell and the report.
 const kMain = { memoryMiB: 768, pids: 200, cpuMillicores: 1500, idleS: 1200, lifetimeS: 7200,
@@ -512,9 +528,7 @@ describe('mcpcell tools over stdio', () => {
 
 describe('concurrent appends', () => {
   it('write_file append from many calls at once loses nothing', async () => {
-    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
-    const s = await startServer(stateDir);
-    try {
+    await withServer([], async (s) => {
       const lines = Array.from({ length: 24 }, (_, i) => `line ${i} ${'x'.repeat(200)}\n`);
       const results = await Promise.all(lines.map((content) =>
         s.client.callTool({ name: 'write_file', arguments: { path: 'log.txt', content, append: true } })));
@@ -522,19 +536,14 @@ describe('concurrent appends', () => {
       const read = await s.client.callTool({ name: 'read_file', arguments: { path: 'log.txt', limit: 1000 } });
       const got = read.structuredContent.content.split('\n').filter((l) => l).sort();
       assert.deepEqual(got, lines.map((l) => l.trimEnd()).sort());
-    } finally {
-      await s.close();
-      rmSync(stateDir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe('edit_file replaces atomically', () => {
   it('keeps the mode, leaves no temporary file, and edits through a symlink', async () => {
-    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
-    const s = await startServer(stateDir);
-    const run = async (command) => (await s.client.callTool({ name: 'run_command', arguments: { command } })).structuredContent;
-    try {
+    await withServer([], async (s) => {
+      const run = async (command) => (await s.client.callTool({ name: 'run_command', arguments: { command } })).structuredContent;
       await run("printf '#!/bin/sh\\necho old\\n' > tool.sh && chmod 750 tool.sh && ln -s tool.sh via-link");
       const e1 = await s.client.callTool({ name: 'edit_file', arguments: { path: 'tool.sh', old_text: 'old', new_text: 'new' } });
       assert.equal(e1.isError ?? false, false, text(e1));
@@ -544,18 +553,13 @@ describe('edit_file replaces atomically', () => {
       assert.equal(e2.isError ?? false, false, text(e2));
       const viaLink = await run('readlink via-link; ./tool.sh');
       assert.equal(viaLink.stdout, 'tool.sh\nnewer\n');
-    } finally {
-      await s.close();
-      rmSync(stateDir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe('disk limit', () => {
   it('write_file past the cell\'s disk limit fails with a clear message, and the cell goes on', async () => {
-    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
-    const s = await startServer(stateDir, ['--disk-mib', '8']);
-    try {
+    await withServer(['--disk-mib', '8'], async (s) => {
       const chunk = 'y'.repeat(3 * 1024 * 1024);
       const results = [];
       for (let i = 0; i < 4; i++) {
@@ -568,10 +572,7 @@ describe('disk limit', () => {
       assert.equal(df.structuredContent.stdout, 'freed\n');
       const again = await s.client.callTool({ name: 'write_file', arguments: { path: 'small.txt', content: 'ok' } });
       assert.equal(again.isError ?? false, false, text(again));
-    } finally {
-      await s.close();
-      rmSync(stateDir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
@@ -597,38 +598,27 @@ describe('warm cells', () => {
   });
 
   it('--warm-cells 0 makes the cell at the first call', async () => {
-    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
-    const s = await startServer(stateDir, ['--warm-cells', '0']);
-    try {
+    await withServer(['--warm-cells', '0'], async (s, stateDir) => {
       await new Promise((r) => setTimeout(r, 300));
       assert.equal(existsSync(path.join(stateDir, 'cells')) ? readdirSync(path.join(stateDir, 'cells')).length : 0, 0);
       const info = await s.client.callTool({ name: 'session_info', arguments: {} });
       assert.match(info.structuredContent.cell_id, /^c/);
-    } finally {
-      await s.close();
-      rmSync(stateDir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe('a cell that died', () => {
   it('is replaced on the next call, and every tool, file tools included, says the files are gone', async () => {
-    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
-    const s = await startServer(stateDir);
-    const killInit = async () => {
-      const info = await s.client.callTool({ name: 'session_info', arguments: {} });
-      const id = info.structuredContent.cell_id;
-      // The cell init this server started (its record: "<pid> <start time>").
-      const pid = Number(readFileSync(path.join(stateDir, 'cells', id, 'init'), 'utf8').split(' ')[0]);
-      assert.ok(pid > 1, `init pid of ${id}`);
-      process.kill(pid, 'SIGKILL');
-      for (let i = 0; i < 200; i++) {
-        try { process.kill(pid, 0); } catch { return id; }
-        await new Promise((r) => setTimeout(r, 10));
-      }
-      return id;
-    };
-    try {
+    await withServer([], async (s, stateDir) => {
+      const killInit = async () => {
+        const info = await s.client.callTool({ name: 'session_info', arguments: {} });
+        const id = info.structuredContent.cell_id;
+        const pid = cellInitPid(stateDir, id);  // the cell init this server started
+        assert.ok(pid > 1, `init pid of ${id}`);
+        process.kill(pid, 'SIGKILL');
+        for (let i = 0; i < 200 && alive(pid); i++) await new Promise((r) => setTimeout(r, 10));
+        return id;
+      };
       await s.client.callTool({ name: 'write_file', arguments: { path: 'keep.txt', content: 'x' } });
       for (const [name, args] of [['read_file', { path: 'keep.txt' }], ['write_file', { path: 'new.txt', content: 'y' }],
         ['list_files', {}], ['edit_file', { path: 'new.txt', old_text: 'y', new_text: 'z' }],
@@ -642,19 +632,14 @@ describe('a cell that died', () => {
         const next = await s.client.callTool({ name: 'session_info', arguments: {} });
         assert.notEqual(next.structuredContent.cell_id, dead, name);
       }
-    } finally {
-      await s.close();
-      rmSync(stateDir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe('idle timeout', () => {
   it('destroys an idle cell; the next call gets a fresh one and says the files are gone', async () => {
-    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
-    const s = await startServer(stateDir, ['--idle-timeout', '2']);
-    const call = (name, args) => s.client.callTool({ name, arguments: args });
-    try {
+    await withServer(['--idle-timeout', '2'], async (s, stateDir) => {
+      const call = (name, args) => s.client.callTool({ name, arguments: args });
       await call('write_file', { path: 'keep.txt', content: 'x' });
       const old = (await call('session_info', {})).structuredContent.cell_id;
       const oldDir = path.join(stateDir, 'cells', old);
@@ -674,20 +659,15 @@ describe('idle timeout', () => {
       const info = (await call('session_info', {})).structuredContent;
       assert.notEqual(info.cell_id, old);
       assert.equal(info.cells_created, 2);
-    } finally {
-      await s.close();
-      rmSync(stateDir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe('maximum session lifetime', () => {
   it('kills a running program at the lifetime, removes the cell and refuses later calls', async () => {
-    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
     const started = Date.now();  // the session starts after this
-    const s = await startServer(stateDir, ['--max-lifetime', '4']);
-    const call = (name, args) => s.client.callTool({ name, arguments: args }, undefined, { timeout: 60000 });
-    try {
+    await withServer(['--max-lifetime', '4'], async (s, stateDir) => {
+      const call = (name, args) => s.client.callTool({ name, arguments: args }, undefined, { timeout: 60000 });
       const id = (await call('session_info', {})).structuredContent.cell_id;
       const init = cellInitPid(stateDir, id);
       const r = await call('run_command', { command: 'sleep 30', timeout_s: 60 });
@@ -703,18 +683,13 @@ describe('maximum session lifetime', () => {
         assert.equal(later.isError, true, `${name} ran after the lifetime: ${text(later)}`);
         assert.match(text(later), /ended.*maximum lifetime/s, name);
       }
-    } finally {
-      await s.close();
-      rmSync(stateDir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe('default timeout', () => {
   it('a call without timeout_s gets --default-timeout', async () => {
-    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-'));
-    const s = await startServer(stateDir, ['--default-timeout', '2']);
-    try {
+    await withServer(['--default-timeout', '2'], async (s) => {
       await s.client.callTool({ name: 'session_info', arguments: {} });  // the cell exists: time only the call
       const started = Date.now();
       const r = await s.client.callTool({ name: 'run_command', arguments: { command: 'sleep 30' } });
@@ -723,10 +698,7 @@ describe('default timeout', () => {
       assert.equal(r.structuredContent.timed_out, true);
       assert.match(text(r), /timed out after 2 s/);
       assert.ok(tookMs >= 1900 && tookMs < 5000, `sleep 30 with a 2 s default timeout took ${tookMs} ms`);
-    } finally {
-      await s.close();
-      rmSync(stateDir, { recursive: true, force: true });
-    }
+    });
   });
 });
 

@@ -186,7 +186,7 @@ TEST(StdioTransport, OversizedRequestIsAnsweredWithItsIdFromEitherEnd) {
   EXPECT_EQ(c.messages[0], "{\"after\":true}");
   EXPECT_EQ(c.error_ids[0], 42);
   EXPECT_EQ(c.error_ids[1], "first");  // the \r before the newline is no obstacle
-  EXPECT_EQ(c.error_ids[2], 1);  // a response's id: the session fails our request 1
+  EXPECT_EQ(c.error_ids[2], 1);        // a response's id: the session fails our request 1
   EXPECT_TRUE(c.error_ids[3].is_null());
   EXPECT_EQ(c.error_responses, (std::vector<bool>{false, false, true, false}));
 }
