@@ -20,6 +20,7 @@
 #include "sandbox/control/unique_fd.h"
 #include "sandbox/init/exec.h"
 #include "sandbox/init/file_ops.h"
+#include "sandbox/init/simple_command.h"
 
 namespace mcpcell::sandbox {
 namespace {
@@ -51,7 +52,7 @@ class ControlLoop {
   void HandleSignal(const SignalRequest& request);
   void ReapChildren();
   size_t StopLeftovers(int signo);
-  Result<pid_t> StartExecAtTheLimit(const ExecRequest& request, const int stdio[3]);
+  Result<pid_t> StartExecAtTheLimit(const ExecRequest& request, const int stdio[3], bool* direct);
   void Send(const Message& message);
   void SendError(uint64_t id, const Error& error) {
     Send(ErrorReply{id, error.err, error.message});
@@ -78,7 +79,10 @@ class ControlLoop {
   FileOpContext files_;
   struct RunningExec {
     uint64_t request_id = 0;
-    UniqueFd events;  // the exec's event socket: ExecExited goes here
+    UniqueFd events;      // the exec's event socket: ExecExited goes here
+    bool direct = false;  // run without the shell (simple_command.h)
+    // A SignalRequest reached the group: the shell would have had the signal too.
+    bool group_signalled = false;
   };
   std::map<pid_t, RunningExec> execs_;  // by the running exec leader's pid
   uint64_t children_reaped_ = 0;
@@ -101,8 +105,9 @@ void ControlLoop::SendEvent(int events_fd, const Message& message) {
 void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& fds) {
   const int stdio[3] = {fds[0].get(), fds[1].get(), fds[2].get()};
   UniqueFd events = std::move(fds[3]);
-  Result<pid_t> pid = StartExec(request, stdio, ctx_);
-  if (!pid.ok() && pid.error().err == EAGAIN) pid = StartExecAtTheLimit(request, stdio);
+  bool direct = false;
+  Result<pid_t> pid = StartExec(request, stdio, ctx_, &direct);
+  if (!pid.ok() && pid.error().err == EAGAIN) pid = StartExecAtTheLimit(request, stdio, &direct);
   if (!pid.ok()) {
     fds.clear();  // no program: nothing may hold the pipes open
     const Error& e = pid.error();
@@ -112,7 +117,7 @@ void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& 
   // Init's copies of the program's stdio close now: the child has its own, and the server
   // keeps its copies of the output ends until it has read ExecExited (so the pipes hang up
   // only after the exit is reported, however the server's thread and init are scheduled).
-  execs_[*pid] = RunningExec{request.request_id, std::move(events)};
+  execs_[*pid] = RunningExec{request.request_id, std::move(events), direct};
   fds.clear();
 }
 
@@ -161,7 +166,8 @@ size_t ControlLoop::StopLeftovers(int signo) {
 // unable to run anything until it ends. Processes of execs in progress are spared; the
 // leftovers are stopped first (a stopped process cannot fork into the slot a killed one
 // frees), then killed and reaped, and the exec is tried again.
-Result<pid_t> ControlLoop::StartExecAtTheLimit(const ExecRequest& request, const int stdio[3]) {
+Result<pid_t> ControlLoop::StartExecAtTheLimit(const ExecRequest& request, const int stdio[3],
+                                               bool* direct) {
   size_t stopped = 0;
   for (int round = 0; round < 64; ++round) {
     size_t n = StopLeftovers(SIGSTOP);
@@ -185,7 +191,7 @@ Result<pid_t> ControlLoop::StartExecAtTheLimit(const ExecRequest& request, const
     timespec pause{0, 5'000'000};
     ::nanosleep(&pause, nullptr);
   }
-  return StartExec(request, stdio, ctx_);
+  return StartExec(request, stdio, ctx_, direct);
 }
 
 void ControlLoop::HandleSignal(const SignalRequest& request) {
@@ -193,8 +199,9 @@ void ControlLoop::HandleSignal(const SignalRequest& request) {
     return SendError(request.request_id, Error::Msg("signo " + std::to_string(request.signo) +
                                                     ": not a signal number"));
   }
-  for (const auto& [pid, exec] : execs_) {
+  for (auto& [pid, exec] : execs_) {
     if (exec.request_id != request.exec_request_id) continue;
+    if (request.signo != 0) exec.group_signalled = true;
     // The group id is the leader's pid (setpgid in exec.cc); the leader is not reaped yet,
     // so the id cannot have been reused.
     if (::kill(-pid, request.signo) != 0) {
@@ -265,6 +272,14 @@ void ControlLoop::ReapChildren() {
     exited.user_cpu_us = usage.ru_utime.tv_sec * 1000000ull + usage.ru_utime.tv_usec;
     exited.system_cpu_us = usage.ru_stime.tv_sec * 1000000ull + usage.ru_stime.tv_usec;
     exited.max_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+    exited.direct = it->second.direct ? 1 : 0;
+    if (it->second.direct && WIFSIGNALED(status) && !it->second.group_signalled) {
+      // The shell that was not started would have outlived its child and said so.
+      exited.signaled = 0;
+      exited.exit_code = 128 + WTERMSIG(status);
+      exited.signo = 0;
+      exited.shell_report = DashSignalReport(WTERMSIG(status), WCOREDUMP(status));
+    }
     SendEvent(it->second.events.get(), exited);
     execs_.erase(it);  // closes the event socket: the exec's last event was sent
   }

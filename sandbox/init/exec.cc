@@ -4,18 +4,21 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <linux/close_range.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "sandbox/init/simple_command.h"
 #include "sandbox/linux/caps.h"
 
 // Under AddressSanitizer the child's stack needs its shadow cleared before each clone (below).
@@ -51,19 +54,31 @@ struct ChildPlan {
   std::string not_found;  // the message when no candidate is executable
   std::string setresgid_step, setresuid_step, chdir_step;
   bool may_setgroups = true;
+  // A simple command run without the shell (simple_command.h): its words, and the PATH
+  // candidates of its program; argv above stays the shell's, run when none can be exec'd.
+  bool direct = false;
+  std::vector<std::string> words;
+  std::vector<char*> words_ptrs;
+  std::vector<std::string> word_candidates;
+  // PWD as dash sets it: `env_pwd` is the environment's value (null: none), `pwd_slot` the
+  // env_ptrs index that gets `pwd_entry` ("PWD=" and room for getcwd) when it must change.
+  const char* env_pwd = nullptr;
+  size_t pwd_slot = 0;
+  std::string pwd_entry;
 };
 
 // The child's failure, written into init's memory (shared until execve or _exit). Read by
 // the parent once the clone returns; `failed` stays false when execve succeeded.
 struct ChildReport {
   bool failed = false;
-  bool sys = false;  // append errno's name and text, as Error::Sys does
+  bool direct = false;  // the program was exec'd without the shell (set before its execve)
+  bool sys = false;     // append errno's name and text, as Error::Sys does
   int err = 0;
   char what[1024] = {};
 };
 
 struct ChildArgs {
-  const ChildPlan* plan;
+  ChildPlan* plan;  // the child writes PWD into it (init's memory, discarded after the clone)
   const int* stdio;
   const InitContext* ctx;
   ChildReport* report;
@@ -150,10 +165,30 @@ const char* ResolveProgram(const ChildPlan& plan, ChildReport& r) {
   ChildFail(r, plan.not_found.c_str(), "", last_errno, false);
 }
 
+// Step 10b: the simple command without the shell (simple_command.h). Returns when it could
+// not be exec'd; the shell then runs the line and reports whatever went wrong as it would.
+void TryDirectExec(ChildPlan& plan, ChildReport& r) {
+  struct stat dot, pwd;
+  const bool keep_pwd = plan.env_pwd != nullptr && plan.env_pwd[0] == '/' &&
+                        ::stat(".", &dot) == 0 && ::stat(plan.env_pwd, &pwd) == 0 &&
+                        dot.st_dev == pwd.st_dev && dot.st_ino == pwd.st_ino;
+  if (!keep_pwd) {
+    char* value = plan.pwd_entry.data() + 4;  // after "PWD="
+    if (::getcwd(value, plan.pwd_entry.size() - 4) == nullptr) return;
+    plan.env_ptrs[plan.pwd_slot] = plan.pwd_entry.data();
+  }
+  for (const std::string& candidate : plan.word_candidates) {
+    r.direct = true;
+    ::execve(candidate.c_str(), plan.words_ptrs.data(), plan.env_ptrs.data());
+    r.direct = false;
+    if (errno != ENOENT && errno != ENOTDIR) return;
+  }
+}
+
 // The child, on its own stack in init's memory; init is suspended until execve or _exit.
 int ChildMain(void* raw) {
   const ChildArgs& a = *static_cast<const ChildArgs*>(raw);
-  const ChildPlan& plan = *a.plan;
+  ChildPlan& plan = *a.plan;
   const InitContext& ctx = *a.ctx;
   ChildReport& r = *a.report;
   if (::setpgid(0, 0) != 0) ChildFailSys(r, "setpgid");
@@ -171,6 +206,7 @@ int ChildMain(void* raw) {
   if (ctx.seccomp != nullptr && ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != SECCOMP_MODE_FILTER) {
     ChildFail(r, "seccomp: the cell's filter is not in effect in cell init", "", EPERM, false);
   }
+  if (plan.direct) TryDirectExec(plan, r);
   ::execve(program, plan.argv_ptrs.data(), plan.env_ptrs.data());
   const int e = errno;
   r.what[0] = '\0';
@@ -253,8 +289,65 @@ std::vector<std::string> MergeEnvironment(const std::vector<std::string>& defaul
   return out;
 }
 
+namespace {
+
+// The PATH candidates of `name`: itself when it has a '/', else "dir/name" for each entry
+// of `path_var` (an empty entry is the working directory).
+std::vector<std::string> PathCandidates(const std::string& name, const std::string& path_var) {
+  if (name.find('/') != std::string::npos) return {name};
+  std::vector<std::string> out;
+  for (size_t pos = 0; pos <= path_var.size();) {
+    size_t end = path_var.find(':', pos);
+    if (end == std::string::npos) end = path_var.size();
+    std::string dir = path_var.substr(pos, end - pos);
+    pos = end + 1;
+    out.push_back((dir.empty() ? "." : dir) + "/" + name);
+  }
+  return out;
+}
+
+// Whether the cell's /bin/sh is dash, whose rules simple_command.h follows. Asked once:
+// the root's /usr is read-only to the cell (its overlay upper is the cell's own, but the
+// sandbox user cannot write /usr/bin), and init's view does not change.
+bool CellShellIsDash() {
+  static const bool dash = IsDash("/bin/sh");
+  return dash;
+}
+
+// Fills plan.words and the rest when the request allows running its line directly and
+// the rules of simple_command.h hold (argv and env are final in `plan` by now).
+void PlanDirectExec(const control::ExecRequest& request, ChildPlan& plan) {
+  if (!request.direct_simple_command || plan.argv.size() != 3 || plan.argv[0] != "/bin/sh" ||
+      plan.argv[1] != "-c" || !CellShellIsDash())
+    return;
+  std::optional<std::vector<std::string>> words = DashSimpleCommandWords(plan.argv[2]);
+  if (!words || !DashKeepsEnvironment(plan.env, (*words)[0])) return;
+  plan.direct = true;
+  plan.words = std::move(*words);
+  for (std::string& w : plan.words) plan.words_ptrs.push_back(w.data());
+  plan.words_ptrs.push_back(nullptr);
+  std::string path_var;
+  for (size_t i = 0; i < plan.env.size(); ++i) {
+    const std::string& e = plan.env[i];
+    if (e.rfind("PATH=", 0) == 0) path_var = e.substr(5);
+    if (e.rfind("PWD=", 0) == 0) {
+      plan.env_pwd = plan.env_ptrs[i] + 4;
+      plan.pwd_slot = i;
+    }
+  }
+  if (plan.env_pwd == nullptr) {  // a slot of its own before the terminating null
+    plan.pwd_slot = plan.env_ptrs.size() - 1;
+    plan.env_ptrs.push_back(nullptr);
+  }
+  plan.pwd_entry.assign(4 + PATH_MAX, '\0');
+  std::memcpy(plan.pwd_entry.data(), "PWD=", 4);
+  plan.word_candidates = PathCandidates(plan.words[0], path_var);
+}
+
+}  // namespace
+
 Result<pid_t> StartExec(const control::ExecRequest& request, const int stdio[3],
-                        const InitContext& ctx) {
+                        const InitContext& ctx, bool* direct) {
   if (Status s = ValidateRequest(request); !s.ok()) return s.error();
   ChildPlan plan;
   plan.argv = request.argv;
@@ -269,20 +362,13 @@ Result<pid_t> StartExec(const control::ExecRequest& request, const int stdio[3],
   }
   plan.env_ptrs.push_back(nullptr);
   const std::string& name = plan.argv[0];
-  if (name.find('/') != std::string::npos) {
-    plan.candidates.push_back(name);
-    plan.is_path = true;
-  } else {
+  plan.is_path = name.find('/') != std::string::npos;
+  if (!plan.is_path) {
     if (path_var.empty()) path_var = "/usr/local/bin:/usr/bin:/bin";
-    for (size_t pos = 0; pos <= path_var.size();) {
-      size_t end = path_var.find(':', pos);
-      if (end == std::string::npos) end = path_var.size();
-      std::string dir = path_var.substr(pos, end - pos);
-      pos = end + 1;
-      plan.candidates.push_back((dir.empty() ? "." : dir) + "/" + name);
-    }
     plan.not_found = "not found in PATH (" + path_var + ")";
   }
+  plan.candidates = PathCandidates(name, path_var);
+  PlanDirectExec(request, plan);
   plan.setresgid_step = "setresgid(" + std::to_string(ctx.sandbox_gid) + ")";
   plan.setresuid_step = "setresuid(" + std::to_string(ctx.sandbox_uid) + ")";
   plan.chdir_step = "chdir(\"" + plan.cwd + "\")";
@@ -306,6 +392,7 @@ Result<pid_t> StartExec(const control::ExecRequest& request, const int stdio[3],
   // Also from the parent, so a signal to the group sent right after ExecStarted cannot
   // miss a child that has not run its own setpgid yet. EACCES after its execve is fine.
   ::setpgid(pid, pid);
+  if (direct != nullptr) *direct = report.direct;
   if (!report.failed) return pid;
   int status;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {

@@ -19,7 +19,9 @@
 //   7. ClearPermittedCaps (B): permitted/effective/inheritable empty, verified;
 //   8. chdir(cwd) and PATH search as the sandbox user (permission checks are its own);
 //   9. PR_SET_NO_NEW_PRIVS;
-//  10. seccomp checked LAST (PR_GET_SECCOMP is filter mode), then execve.
+//  10. seccomp checked LAST (PR_GET_SECCOMP is filter mode), then execve: of a simple
+//      command's program first when the request allows it (simple_command.h; PWD set as
+//      dash would), and of argv when that is not done or fails.
 // The filter itself is installed once on init (ApplySeccompToInit, before Ready) and comes
 // with every clone: loading it per exec made the kernel convert it, JIT it and build its
 // action cache each time (~130 us of a ~1 ms exec here). The child's steps 1-9 therefore
@@ -58,7 +60,9 @@ std::vector<std::string> MergeEnvironment(const std::vector<std::string>& defaul
 
 // Validates the request (non-empty argv, no NUL bytes, cwd absolute or empty), clones, and
 // returns the child's pid once it has exec'd. `stdio` are the 3 fds the request carried.
+// With request.direct_simple_command, `*direct` (when given) says whether the program was
+// exec'd without the shell (simple_command.h).
 Result<pid_t> StartExec(const control::ExecRequest& request, const int stdio[3],
-                        const InitContext& ctx);
+                        const InitContext& ctx, bool* direct = nullptr);
 
 }  // namespace mcpcell::sandbox
