@@ -321,7 +321,9 @@ void PlanDirectExec(const control::ExecRequest& request, ChildPlan& plan) {
       plan.argv[1] != "-c" || !CellShellIsDash())
     return;
   std::optional<std::vector<std::string>> words = DashSimpleCommandWords(plan.argv[2]);
-  if (!words || !DashKeepsEnvironment(plan.env, (*words)[0])) return;
+  if (!words) return;
+  const std::string stand_in = DashBuiltinStandIn((*words)[0]);
+  if (!DashKeepsEnvironment(plan.env, stand_in.empty() ? (*words)[0] : stand_in)) return;
   plan.direct = true;
   plan.words = std::move(*words);
   for (std::string& w : plan.words) plan.words_ptrs.push_back(w.data());
@@ -341,7 +343,8 @@ void PlanDirectExec(const control::ExecRequest& request, ChildPlan& plan) {
   }
   plan.pwd_entry.assign(4 + PATH_MAX, '\0');
   std::memcpy(plan.pwd_entry.data(), "PWD=", 4);
-  plan.word_candidates = PathCandidates(plan.words[0], path_var);
+  plan.word_candidates =
+      stand_in.empty() ? PathCandidates(plan.words[0], path_var) : std::vector{stand_in};
 }
 
 }  // namespace

@@ -77,6 +77,11 @@ std::optional<std::vector<std::string>> DashSimpleCommandWords(std::string_view 
   return words;
 }
 
+std::string DashBuiltinStandIn(std::string_view word) {
+  if (word == "true" || word == "false") return "/usr/bin/" + std::string(word);
+  return "";
+}
+
 bool DashKeepsEnvironment(const std::vector<std::string>& env, std::string_view program) {
   std::vector<std::string_view> names;
   names.reserve(env.size());

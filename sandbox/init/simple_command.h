@@ -12,8 +12,9 @@
 //   - LINE must be words of [A-Za-z0-9_./,:+=@%-] separated by blanks: no quoting,
 //     expansion, globbing, redirection, separators, comments or tilde;
 //   - the first word is no assignment (no '=') and no reserved word, and no dash builtin,
-//     except `true` and `false` with no arguments (the programs do exactly what the
-//     builtins do then: nothing, and exit 0 or 1);
+//     except `true` and `false` with no arguments, which run /usr/bin/true and
+//     /usr/bin/false (they do exactly what the builtins do then: nothing, and exit 0 or 1),
+//     never a `true` found in PATH: dash's builtin comes before any PATH entry;
 //   - every environment name is a shell name (dash drops the others from the program's
 //     environment), and PATH is set, non-empty and without dash's '%' entries, when the
 //     program is looked up in it;
@@ -34,6 +35,11 @@ namespace mcpcell::sandbox {
 
 // The words dash would exec for LINE by the rules above, or nullopt: run the shell.
 std::optional<std::vector<std::string>> DashSimpleCommandWords(std::string_view line);
+
+// For a bare `true` or `false` (DashSimpleCommandWords allows no other builtin), the
+// program that does what the builtin does: "/usr/bin/true" or "/usr/bin/false". Empty
+// for every other word, whose program is looked up in PATH.
+std::string DashBuiltinStandIn(std::string_view word);
 
 // Whether dash passes `env` ("KEY=VALUE") to the program unchanged but for PWD, and
 // whether it would search PATH as init does for `program` (a name without '/' needs PATH

@@ -113,6 +113,7 @@ TEST_F(ExecTest, DirectSimpleCommandDoesWhatTheShellDoes) {
          "printf 'echo no-shebang $0 \"$@\"\n' > nosheb; "
          "printf '#!/nonexistent/interp\n' > badinterp; "
          "printf '#!/bin/sh\nkill -$1 $$\n' > sig; "
+         "printf '#!/bin/sh\necho not the builtin\n' > true; chmod 755 true; "
          "echo x > noexec; chmod 755 s.sh nosheb badinterp sig; chmod 644 noexec; "
          "cp s.sh /workspace/bin2/later; ln -s /tmp /workspace/tmplink");
   ASSERT_TRUE(setup.ok() && setup->exit_code == 0) << (setup.ok() ? setup->err.data : "");
@@ -127,6 +128,7 @@ TEST_F(ExecTest, DirectSimpleCommandDoesWhatTheShellDoes) {
       {"true", true},
       {"  false ", true},
       {"true --help", false},  // the builtin ignores it; /usr/bin/true would print help
+      {"true", true, {path}},  // the builtin comes before a `true` in PATH
       {"echo -e a", false},
       {"env", true},
       {"ls -d /workspace /nonexistent", true},

@@ -132,6 +132,14 @@ TEST(DashSimpleCommand, AnythingTheShellWouldDoMoreWithGoesToTheShell) {
   EXPECT_FALSE(DashSimpleCommandWords(std::string_view("ls \0x", 5)).has_value());
 }
 
+TEST(DashBuiltinStandIn, OnlyBareTrueAndFalseHaveOne) {
+  EXPECT_EQ(DashBuiltinStandIn("true"), "/usr/bin/true");
+  EXPECT_EQ(DashBuiltinStandIn("false"), "/usr/bin/false");
+  EXPECT_EQ(DashBuiltinStandIn("ls"), "");
+  EXPECT_EQ(DashBuiltinStandIn("echo"), "");
+  EXPECT_EQ(DashBuiltinStandIn("/usr/bin/true"), "");
+}
+
 TEST(DashKeepsEnvironment, OnlyShellNamesOnceEachAndAPathToSearch) {
   const std::string program = "ls";
   EXPECT_TRUE(DashKeepsEnvironment({"PATH=/usr/bin:/bin", "HOME=/w", "_x1=", "A=a=b"}, program));
