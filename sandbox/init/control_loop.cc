@@ -52,7 +52,8 @@ class ControlLoop {
   void HandleSignal(const SignalRequest& request);
   void ReapChildren();
   size_t StopLeftovers(int signo);
-  Result<pid_t> StartExecAtTheLimit(const ExecRequest& request, const int stdio[3], bool* direct);
+  Result<pid_t> StartExecAtTheLimit(const ExecRequest& request, const int stdio[3],
+                                    ExecStart* start);
   void Send(const Message& message);
   void SendError(uint64_t id, const Error& error) {
     Send(ErrorReply{id, error.err, error.message});
@@ -81,6 +82,7 @@ class ControlLoop {
     uint64_t request_id = 0;
     UniqueFd events;      // the exec's event socket: ExecExited goes here
     bool direct = false;  // run without the shell (simple_command.h)
+    pid_t pgid = 0;       // its process group (exec.h, ExecStart)
     // A SignalRequest reached the group: the shell would have had the signal too.
     bool group_signalled = false;
   };
@@ -105,9 +107,9 @@ void ControlLoop::SendEvent(int events_fd, const Message& message) {
 void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& fds) {
   const int stdio[3] = {fds[0].get(), fds[1].get(), fds[2].get()};
   UniqueFd events = std::move(fds[3]);
-  bool direct = false;
-  Result<pid_t> pid = StartExec(request, stdio, ctx_, &direct);
-  if (!pid.ok() && pid.error().err == EAGAIN) pid = StartExecAtTheLimit(request, stdio, &direct);
+  ExecStart start;
+  Result<pid_t> pid = StartExec(request, stdio, ctx_, &start);
+  if (!pid.ok() && pid.error().err == EAGAIN) pid = StartExecAtTheLimit(request, stdio, &start);
   if (!pid.ok()) {
     fds.clear();  // no program: nothing may hold the pipes open
     const Error& e = pid.error();
@@ -117,7 +119,7 @@ void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& 
   // Init's copies of the program's stdio close now: the child has its own, and the server
   // keeps its copies of the output ends until it has read ExecExited (so the pipes hang up
   // only after the exit is reported, however the server's thread and init are scheduled).
-  execs_[*pid] = RunningExec{request.request_id, std::move(events), direct};
+  execs_[*pid] = RunningExec{request.request_id, std::move(events), start.direct, start.pgid};
   fds.clear();
 }
 
@@ -127,7 +129,7 @@ void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& 
 // (they hold their pid until reaped).
 size_t ControlLoop::StopLeftovers(int signo) {
   std::set<pid_t> live_groups;
-  for (const auto& [pid, exec] : execs_) live_groups.insert(pid);  // leader pid = group id
+  for (const auto& [pid, exec] : execs_) live_groups.insert(exec.pgid);
   DIR* proc = ::opendir("/proc");
   if (!proc) return 0;
   size_t signalled = 0;
@@ -167,7 +169,7 @@ size_t ControlLoop::StopLeftovers(int signo) {
 // leftovers are stopped first (a stopped process cannot fork into the slot a killed one
 // frees), then killed and reaped, and the exec is tried again.
 Result<pid_t> ControlLoop::StartExecAtTheLimit(const ExecRequest& request, const int stdio[3],
-                                               bool* direct) {
+                                               ExecStart* start) {
   size_t stopped = 0;
   for (int round = 0; round < 64; ++round) {
     size_t n = StopLeftovers(SIGSTOP);
@@ -191,7 +193,7 @@ Result<pid_t> ControlLoop::StartExecAtTheLimit(const ExecRequest& request, const
     timespec pause{0, 5'000'000};
     ::nanosleep(&pause, nullptr);
   }
-  return StartExec(request, stdio, ctx_, direct);
+  return StartExec(request, stdio, ctx_, start);
 }
 
 void ControlLoop::HandleSignal(const SignalRequest& request) {
@@ -202,10 +204,10 @@ void ControlLoop::HandleSignal(const SignalRequest& request) {
   for (auto& [pid, exec] : execs_) {
     if (exec.request_id != request.exec_request_id) continue;
     if (request.signo != 0) exec.group_signalled = true;
-    // The group id is the leader's pid (setpgid in exec.cc); the leader is not reaped yet,
-    // so the id cannot have been reused.
-    if (::kill(-pid, request.signo) != 0) {
-      return SendError(request.request_id, Error::Sys("kill(-" + std::to_string(pid) + ")"));
+    // The group id is the exec's pid or its leader clone's (exec.h, ExecStart); either
+    // way the program is a member and not reaped yet, so the id cannot have been reused.
+    if (::kill(-exec.pgid, request.signo) != 0) {
+      return SendError(request.request_id, Error::Sys("kill(-" + std::to_string(exec.pgid) + ")"));
     }
     return Send(OkReply{request.request_id});
   }

@@ -65,6 +65,8 @@ struct ChildPlan {
   const char* env_pwd = nullptr;
   size_t pwd_slot = 0;
   std::string pwd_entry;
+  // The process group to join; 0: a group of its own (the child leads it).
+  pid_t pgid = 0;
 };
 
 // The child's failure, written into init's memory (shared until execve or _exit). Read by
@@ -185,13 +187,16 @@ void TryDirectExec(ChildPlan& plan, ChildReport& r) {
   }
 }
 
+// A direct exec's process group leader (exec.h): it makes the group and exits at once.
+int GroupLeaderMain(void*) { _exit(::setpgid(0, 0) == 0 ? 0 : 1); }
+
 // The child, on its own stack in init's memory; init is suspended until execve or _exit.
 int ChildMain(void* raw) {
   const ChildArgs& a = *static_cast<const ChildArgs*>(raw);
   ChildPlan& plan = *a.plan;
   const InitContext& ctx = *a.ctx;
   ChildReport& r = *a.report;
-  if (::setpgid(0, 0) != 0) ChildFailSys(r, "setpgid");
+  if (::setpgid(0, plan.pgid) != 0) ChildFailSys(r, "setpgid");
   ResetSignalsAndFds(a.stdio, r);
   if (Status s = ApplyRlimits(ctx.rlimits); !s.ok()) ChildFailWith(r, "rlimits: ", s.error());
   // The bounding and ambient sets were emptied and the securebits locked by init at start
@@ -292,7 +297,8 @@ std::vector<std::string> MergeEnvironment(const std::vector<std::string>& defaul
 namespace {
 
 // The PATH candidates of `name`: itself when it has a '/', else "dir/name" for each entry
-// of `path_var` (an empty entry is the working directory).
+// of `path_var`; an empty entry is the working directory, and its candidate is `name`
+// itself, as dash makes it (a script's $0 is the path it was exec'd by).
 std::vector<std::string> PathCandidates(const std::string& name, const std::string& path_var) {
   if (name.find('/') != std::string::npos) return {name};
   std::vector<std::string> out;
@@ -301,7 +307,7 @@ std::vector<std::string> PathCandidates(const std::string& name, const std::stri
     if (end == std::string::npos) end = path_var.size();
     std::string dir = path_var.substr(pos, end - pos);
     pos = end + 1;
-    out.push_back((dir.empty() ? "." : dir) + "/" + name);
+    out.push_back(dir.empty() ? name : dir + "/" + name);
   }
   return out;
 }
@@ -350,7 +356,7 @@ void PlanDirectExec(const control::ExecRequest& request, ChildPlan& plan) {
 }  // namespace
 
 Result<pid_t> StartExec(const control::ExecRequest& request, const int stdio[3],
-                        const InitContext& ctx, bool* direct) {
+                        const InitContext& ctx, ExecStart* start) {
   if (Status s = ValidateRequest(request); !s.ok()) return s.error();
   ChildPlan plan;
   plan.argv = request.argv;
@@ -380,22 +386,48 @@ Result<pid_t> StartExec(const control::ExecRequest& request, const int stdio[3],
 
   Result<char*> stack = ChildStackTop();
   if (!stack.ok()) return stack.error();
-#ifdef MCPCELL_ASAN
   // The child shares init's memory, shadow included, and never returns from its frames
   // (execve or _exit), so the previous child's frames are still poisoned on the reused
   // stack: without this the next child's first write there is reported as a use after scope.
-  __asan_unpoison_memory_region(*stack - kStackBytes, kStackBytes);
+  auto unpoison_stack = [&] {
+#ifdef MCPCELL_ASAN
+    __asan_unpoison_memory_region(*stack - kStackBytes, kStackBytes);
 #endif
+  };
+  unpoison_stack();
+  // A direct exec's program must not lead its process group: under the shell it is a
+  // member of the shell's, so setsid() works in it (util-linux `setsid PROG` forks and
+  // returns at once when its caller leads a group) and getpgrp() is not its pid. A clone
+  // makes the group and exits; the program joins it while the leader's zombie holds the
+  // id, and the group lives on with its members once the zombie is reaped. The leader has
+  // no exit signal, so it is a "clone child" that ReapChildren's wait4(-1) leaves alone.
+  pid_t leader = 0;
+  if (plan.direct) {
+    leader = ::clone(GroupLeaderMain, *stack, CLONE_VM | CLONE_VFORK, nullptr);
+    if (leader < 0) return Error::Sys("clone(process group leader)");
+    plan.pgid = leader;
+    unpoison_stack();
+  }
+  auto reap_leader = [&] {
+    int leader_status;
+    while (leader > 0 && ::waitpid(leader, &leader_status, __WCLONE) < 0 && errno == EINTR) {
+    }
+  };
   ChildReport report;
   ChildArgs args{&plan, stdio, &ctx, &report};
   // CLONE_VM | CLONE_VFORK, as posix_spawn does: no copy of init's page tables, and the
   // clone returns once the child has exec'd (or failed and exited), so `report` is final.
   pid_t pid = ::clone(ChildMain, *stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
-  if (pid < 0) return Error::Sys("clone(CLONE_VM | CLONE_VFORK)");
+  if (pid < 0) {
+    const Error e = Error::Sys("clone(CLONE_VM | CLONE_VFORK)");
+    reap_leader();
+    return e;
+  }
   // Also from the parent, so a signal to the group sent right after ExecStarted cannot
   // miss a child that has not run its own setpgid yet. EACCES after its execve is fine.
-  ::setpgid(pid, pid);
-  if (direct != nullptr) *direct = report.direct;
+  ::setpgid(pid, leader > 0 ? leader : pid);
+  reap_leader();  // the program holds the group now (or failed and is reaped below)
+  if (start != nullptr) *start = ExecStart{report.direct, leader > 0 ? leader : pid};
   if (!report.failed) return pid;
   int status;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {

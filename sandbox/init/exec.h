@@ -8,7 +8,8 @@
 // is prepared before the clone (argv, the merged environment, the PATH candidates, the
 // step names of error messages), and the child allocates nothing: it makes syscalls and
 // fills fixed buffers. It runs, in order:
-//   1. setpgid(0, 0): its own process group, so a timeout or signal reaches the group;
+//   1. setpgid: its own process group, so a timeout or signal reaches the group (for a
+//      direct exec, the group a leader clone made just before: ExecStart::pgid);
 //   2. signal mask and the dispositions init changed reset (init blocks SIGCHLD for its
 //      signalfd and ignores kInitIgnoredSignals; everything else it reset at start);
 //   3. stdin/stdout/stderr from the fds the server passed; every other fd closed;
@@ -58,11 +59,19 @@ Status ApplySeccompToInit(const InitContext& ctx);
 std::vector<std::string> MergeEnvironment(const std::vector<std::string>& defaults,
                                           const std::vector<std::string>& overlay);
 
+// What the caller needs of a started exec besides its pid.
+struct ExecStart {
+  bool direct = false;  // exec'd without the shell (request.direct_simple_command)
+  // Its process group: the pid, or for a direct exec the group its leader clone made (the
+  // program must not lead its group, as under the shell it does not). Signals to the
+  // exec go to -pgid.
+  pid_t pgid = 0;
+};
+
 // Validates the request (non-empty argv, no NUL bytes, cwd absolute or empty), clones, and
 // returns the child's pid once it has exec'd. `stdio` are the 3 fds the request carried.
-// With request.direct_simple_command, `*direct` (when given) says whether the program was
-// exec'd without the shell (simple_command.h).
+// `*start` (when given) is filled once the child is cloned.
 Result<pid_t> StartExec(const control::ExecRequest& request, const int stdio[3],
-                        const InitContext& ctx, bool* direct = nullptr);
+                        const InitContext& ctx, ExecStart* start = nullptr);
 
 }  // namespace mcpcell::sandbox

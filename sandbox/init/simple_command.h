@@ -1,13 +1,13 @@
-// `/bin/sh -c LINE` without the shell, where that is the same thing.
+// `/bin/sh -c LINE` without the shell, where that gives the same result.
 //
 // `run_command` is defined as `/bin/sh -c LINE`. When LINE is one plain external command
-// (`python3 x.py`, `ls -la`, `true`), dash itself does nothing but look the program up in
-// PATH and exec it in its own place (dash execs the last command of -c without forking),
-// after setting PWD. Starting dash for that costs a warm call ~90 us of CPU and two dozen
-// page faults here, as much as everything MCP adds. So cell init, asked to
-// (ExecRequest::direct_simple_command), does those steps itself, as GNU make does for
-// recipe lines without shell syntax, and falls back to the shell whenever it cannot be
-// sure of the same result:
+// (`python3 x.py`, `ls -la`, `true`), dash (0.5.12) sets PWD, looks the program up in
+// PATH, forks, execs it in the child and waits, then exits with its status, or with
+// 128+n and the signal's name on stderr when a signal killed it. Starting dash for that
+// costs a warm call ~90 us of CPU and two dozen page faults here, as much as everything
+// MCP adds. So cell init, asked to (ExecRequest::direct_simple_command), does those steps
+// itself, as GNU make does for recipe lines without shell syntax, and falls back to the
+// shell whenever it cannot be sure of the same result:
 //   - the cell's /bin/sh must be dash (the rules below are dash's);
 //   - LINE must be words of [A-Za-z0-9_./,:+=@%-] separated by blanks: no quoting,
 //     expansion, globbing, redirection, separators, comments or tilde;
@@ -16,14 +16,29 @@
 //     /usr/bin/false (they do exactly what the builtins do then: nothing, and exit 0 or 1),
 //     never a `true` found in PATH: dash's builtin comes before any PATH entry;
 //   - every environment name is a shell name (dash drops the others from the program's
-//     environment), and PATH is set, non-empty and without dash's '%' entries, when the
-//     program is looked up in it;
+//     environment), none is one dash resets (IFS, OPTIND, PPID), none comes twice, and
+//     PATH is set, non-empty and without dash's '%' entries, when the program is looked
+//     up in it;
 //   - in the child: PWD is kept when it is absolute and names the working directory, else
 //     set from getcwd, as dash does at startup; then each PATH candidate is exec'd in
-//     order while the kernel says ENOENT or ENOTDIR. Any other failure (not executable, no
-//     #! line, no candidate at all) execs `/bin/sh -c LINE` after all, which then does and
-//     reports exactly what it always did (`not found`, 126, running a script).
+//     order while the kernel says ENOENT or ENOTDIR (an empty entry's candidate is the bare
+//     name, as dash's). Any other failure (not executable, no #! line, no candidate at
+//     all) execs `/bin/sh -c LINE` after all, which then does and reports exactly what it
+//     always did (`not found`, 126, running a script);
+//   - the program joins a process group that a clone of init made and left (exec.h): under
+//     the shell it is a member of the shell's group, not its leader, so setsid() must work
+//     in it and getpgrp() must not be its pid;
+//   - a death by a signal that no SignalRequest sent (the server's timeout and
+//     cancellation send one, and would have killed the shell too) is reported as dash
+//     reports it: exit 128+n, and DashSignalReport's line after the program's stderr.
+// What still differs, by design: no shell process exists, so the program's parent is
+// cell init; a program that signals its own group (`kill 0`) is reported as exit 128+n
+// with the signal's name, where the shell would have died with it; the signal's name
+// comes after all of stderr rather than when the program died (it differs only when a
+// background process keeps writing); and `env` lists the environment in another order.
 // A false "no" only costs the shell's startup; so every rule errs towards the shell.
+// tests/integration/exec_test.cc (DirectSimpleCommandDoesWhatTheShellDoes) runs each kind
+// of line both ways in a real cell and compares the results.
 #pragma once
 
 #include <optional>
@@ -51,7 +66,9 @@ bool DashKeepsEnvironment(const std::vector<std::string>& env, std::string_view 
 // SIGPIPE. Its exit status is then 128 + signo.
 std::string DashSignalReport(int signo, bool core_dumped);
 
-// Whether `path` resolves (symlinks followed) to a file named "dash".
+// Whether `path` resolves (symlinks followed) to a file named "dash". The rules above are
+// those of dash 0.5.x, which forks for the last command of -c (a dash that exec'd it in
+// place would report no signal deaths, and would lead no group of its own).
 bool IsDash(const char* path);
 
 }  // namespace mcpcell::sandbox

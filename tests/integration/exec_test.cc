@@ -109,12 +109,14 @@ TEST_F(ExecTest, EnvCwdAndStdin) {
 TEST_F(ExecTest, DirectSimpleCommandDoesWhatTheShellDoes) {
   auto setup =
       Sh("set -e; mkdir -p /workspace/bin/ls /workspace/bin2; cd /workspace/bin; "
-         "printf '#!/bin/sh\necho script \"$@\" $PWD\n' > s.sh; "
+         "printf '#!/bin/sh\necho script $0 \"$@\" $PWD\n' > s.sh; "
+         "printf '#!/usr/bin/python3\nimport os\nprint(os.getpid() == os.getpgrp())\n"
+         "os.setsid()\nprint(\"setsid ok\")\n' > pg; "
          "printf 'echo no-shebang $0 \"$@\"\n' > nosheb; "
          "printf '#!/nonexistent/interp\n' > badinterp; "
          "printf '#!/bin/sh\nkill -$1 $$\n' > sig; "
          "printf '#!/bin/sh\necho not the builtin\n' > true; chmod 755 true; "
-         "echo x > noexec; chmod 755 s.sh nosheb badinterp sig; chmod 644 noexec; "
+         "echo x > noexec; chmod 755 s.sh nosheb badinterp sig pg; chmod 644 noexec; "
          "cp s.sh /workspace/bin2/later; ln -s /tmp /workspace/tmplink");
   ASSERT_TRUE(setup.ok() && setup->exit_code == 0) << (setup.ok() ? setup->err.data : "");
   const std::string path = "PATH=/workspace/bin:/workspace/bin2:/usr/bin:/bin";
@@ -136,7 +138,15 @@ TEST_F(ExecTest, DirectSimpleCommandDoesWhatTheShellDoes) {
       {"/workspace/bin/s.sh a b", true},
       {"./bin/s.sh rel", true},
       {"s.sh x y", true, {path}},
-      {"later z", true, {path}},            // ENOENT in the first dirs, found in the next
+      {"later z", true, {path}},  // ENOENT in the first dirs, found in the next
+      {"s.sh $0", false, {path}},
+      {"s.sh a", true, {"PATH=:/usr/bin"}, "/workspace/bin"},  // empty entry: $0 is "s.sh"
+      {"s.sh b", true, {"PATH=/usr/bin::/bin"}, "/workspace/bin"},
+      // The program is a member of its exec's process group, not its leader, as under
+      // the shell: setsid() works, and util-linux setsid runs the program in place.
+      {"pg", true, {path}},
+      {"setsid false", true},
+      {"setsid sh -c 'exit 3'", false},
       {"nosheb x", false, {path}},          // ENOEXEC: dash runs it as a script
       {"noexec", false, {path}},            // 126 Permission denied
       {"badinterp", false, {path}},         // the interpreter is missing
