@@ -12,6 +12,7 @@ CellToolsConfig ToolsConfigFromPolicy(const policies::Policy& policy) {
   config.default_timeout = policy.time.exec_default;
   config.max_timeout = policy.time.exec_max;
   config.enabled_tools.insert(policy.tools.enabled.begin(), policy.tools.enabled.end());
+  config.direct_exec = policy.tools.direct_exec;
   config.policy_name = policy.name;
   config.network_summary = policies::NetworkSummary(policy);
   config.packages = policy.packages;

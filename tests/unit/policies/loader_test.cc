@@ -27,6 +27,7 @@ TEST(Loader, EmptyFileIsTheDefaults) {
   EXPECT_EQ(p->filesystem.workspace, WorkspaceMode::kEphemeral);
   EXPECT_FALSE(p->network.egress_allowed);
   EXPECT_TRUE(p->tools.enabled.empty());
+  EXPECT_TRUE(p->tools.direct_exec);
 }
 
 TEST(Loader, ReadsEverySection) {
@@ -79,6 +80,7 @@ allow_sdist = true
 max_artifact_size = "64MiB"
 [tools]
 enabled = ["run_code", "session_info"]
+direct_exec = false
 )";
   auto p = ParsePolicy(text, "full.toml");
   std::filesystem::remove_all(dir);
@@ -111,6 +113,7 @@ enabled = ["run_code", "session_info"]
   EXPECT_FALSE(p->packages.allow_install_scripts);
   EXPECT_EQ(p->packages.max_artifact_bytes, 64ull << 20);
   EXPECT_EQ(p->tools.enabled.size(), 2u);
+  EXPECT_FALSE(p->tools.direct_exec);
 }
 
 struct BadCase {
