@@ -81,7 +81,7 @@ struct ExecRequest {
   // one wake-up less for the server per exec.
   uint8_t report_start = 1;
   // 1: argv is {"/bin/sh", "-c", LINE} and init may run LINE's one external command
-  // itself when dash would do nothing else (sandbox/init/simple_command.h); 0: run argv.
+  // itself where that gives dash's result (sandbox/init/simple_command.h); 0: run argv.
   uint8_t direct_simple_command = 0;
 };
 // Sends `signo` to the process group of the exec started by `exec_request_id`.
