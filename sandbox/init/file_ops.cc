@@ -75,9 +75,12 @@ Result<UniqueFd> OpenInRoot(int root_fd, const std::string& path, uint64_t flags
   how.mode = mode;
   how.resolve = resolve;
   int fd;
+  // EAGAIN: a ".." was resolved while a rename or mount happened somewhere on the system,
+  // and the kernel would rather fail than risk an escape; it is safe to ask again.
+  int tries = 0;
   do {
     fd = static_cast<int>(::syscall(SYS_openat2, root_fd, path.c_str(), &how, sizeof(how)));
-  } while (fd < 0 && errno == EINTR);
+  } while (fd < 0 && (errno == EINTR || (errno == EAGAIN && ++tries < 64)));
   if (fd < 0) return PathError("openat2", path);
   UniqueFd opened(fd);
   if (Status own = RefuseOwnProcEntry(opened.get(), path); !own) return own.error();
@@ -131,6 +134,13 @@ struct ParentAndName {
 Result<ParentAndName> OpenParent(const FileOpContext& ctx, const std::string& path) {
   if (path == "/") return Error::Msg("\"/\": operation not allowed on the cell root");
   auto [parent, name] = SplitParent(path);
+  // "x/.." names a directory by way of its child: creating, removing or renaming it as the
+  // entry ".." of x would act on x's parent (rm -rf refuses it too).
+  if (name == "..") {
+    return Error::Msg("path " + Quoted(path) +
+                      ": ends in \"..\"; name the directory itself (its path without the "
+                      "last two components)");
+  }
   Result<UniqueFd> dir = OpenInRoot(ctx.root_fd, parent, O_PATH | O_DIRECTORY);
   if (!dir.ok()) return dir.error();
   return ParentAndName{std::move(*dir), std::move(name)};
@@ -256,13 +266,9 @@ Result<std::string> NormalizeCellPath(const FileOpContext& ctx, const std::strin
     if (next == std::string::npos) next = full.size();
     std::string_view part(full.data() + pos, next - pos);
     pos = next + 1;
+    // ".." stays: the kernel resolves it under RESOLVE_IN_ROOT (physically, after any
+    // symlink before it, as the sandboxed code's own open would; never above the root).
     if (part.empty() || part == ".") continue;
-    if (part == "..") {
-      return Error::Msg("path " + Quoted(path) +
-                        ": \"..\" components are refused; name the path without them (an "
-                        "absolute path such as /workspace/dir/file, or one relative to "
-                        "/workspace)");
-    }
     if (part.size() > control::kMaxNameBytes) {
       return Error::Msg("path " + Quoted(path) + ": a component is longer than 255 bytes");
     }
@@ -430,6 +436,14 @@ Status MakeDirectory(const FileOpContext& ctx, const control::MkdirRequest& requ
   for (size_t end = path->find('/', start);; end = path->find('/', end + 1)) {
     const bool last = end == std::string::npos;
     std::string prefix = last ? *path : path->substr(0, end);
+    // "a/b/.." exists once "a/b" does (as mkdir -p finds): nothing to make; the next
+    // prefix resolves it as its parent.
+    if (prefix.size() >= 3 && prefix.compare(prefix.size() - 3, 3, "/..") == 0) {
+      if (!last) continue;
+      if (!OpenInRoot(ctx.root_fd, prefix, O_PATH | O_DIRECTORY).ok())
+        return PathError("mkdirat", prefix);
+      return request.parents ? Ok() : PathError("mkdirat", prefix, EEXIST);
+    }
     Result<ParentAndName> parent = OpenParent(ctx, prefix);
     if (!parent.ok()) return parent.error();
     if (::mkdirat(parent->dir.get(), parent->name.c_str(), mode) != 0) {

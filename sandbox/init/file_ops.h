@@ -8,9 +8,12 @@
 //   - resolution: every path is resolved with openat2 under `root_fd` with
 //     RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS: absolute symlinks and ".." stay inside the
 //     root, and /proc/<pid>/root, /proc/<pid>/fd/<n>, /proc/<pid>/cwd and the like are
-//     refused (ELOOP). Paths with a ".." component, NUL bytes or over kMaxPathBytes are
-//     refused before any syscall; relative paths are taken relative to `base` (the
-//     workspace). Cell init's own /proc/<pid> entries (also as /proc/self) are refused
+//     refused (ELOOP). A ".." component is resolved by the kernel the same way: after any
+//     symlink before it, never above the root (as the sandboxed code's own open would);
+//     a path that ends in ".." is refused where the operation would act on it as an entry
+//     (create, remove, rename, stat without following). NUL bytes and paths over
+//     kMaxPathBytes are refused before any syscall; relative paths are taken relative to
+//     `base` (the workspace). Cell init's own /proc/<pid> entries (also as /proc/self) are refused
 //     (EACCES): the kernel exempts a process from the access checks on its own entries.
 //   - type: read and write only act on regular files (a FIFO could block init forever, a
 //     device could be infinite); files are opened O_NONBLOCK and checked with fstat.
@@ -57,8 +60,9 @@ class FileOpIdentity {
   unsigned saved_effective_[2] = {0, 0};
 };
 
-// Checks a request path and makes it absolute (relative to ctx.base); refuses "", "..",
-// NUL, overlong paths, naming the problem.
+// Checks a request path and makes it absolute (relative to ctx.base), dropping empty and
+// "." components and keeping ".." ones for the kernel; refuses "", NUL and overlong paths
+// and components, naming the problem.
 Result<std::string> NormalizeCellPath(const FileOpContext& ctx, const std::string& path);
 
 Result<control::ReadFileReply> ReadFile(const FileOpContext& ctx,

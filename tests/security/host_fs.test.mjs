@@ -150,13 +150,23 @@ print(json.dumps({
     const listed = await s.call('list_files', { path: 'up' });
     assert.ok(listed.structuredContent.entries.some((e) => e.path === 'workspace'), 'list_files through a climbing link lists the cell\'s root');
     assert.ok(!listed.structuredContent.entries.some((e) => e.path === path.basename(dir)));
-    for (const p of ['../../../etc/passwd', '/workspace/../etc/passwd', 'a/../../x']) {
+    // ".." is resolved inside the cell, as the sandboxed code's own open resolves it: it
+    // climbs no higher than the cell's root, and a write lands where the code could write.
+    const cellPasswd = (await s.run('cat /etc/passwd')).stdout;
+    for (const p of ['../../../etc/passwd', '/workspace/../etc/passwd', '../../../../../../../../etc/passwd']) {
       const r = await s.call('read_file', { path: p });
-      assert.equal(r.isError, true);
-      assert.match(text(r), /"\.\." components are refused/, p);
+      assert.equal(r.isError ?? false, false, `${p}: ${text(r)}`);
+      assert.equal(r.structuredContent.content, cellPasswd, `${p} is the cell's /etc/passwd`);
     }
-    const write = await s.call('write_file', { path: '../escape', content: 'x' });
-    assert.match(text(write), /"\.\." components are refused/);
+    assertRefused(await s.call('read_file', { path: `../../../..${decoyFile}` }), 'ENOENT', 'the host decoy by ..');
+    // A write by ".." to the cell's root succeeds exactly when the code's own write does
+    // (its root is the user's in a cell without privilege), and lands in the cell.
+    const byCode = await s.run('echo x > /escape-by-code && echo wrote || true');
+    const byTool = await s.call('write_file', { path: '../escape', content: 'x' });
+    assert.equal(byTool.isError ?? false, byCode.stdout !== 'wrote\n', `write_file: ${text(byTool)}; the code: ${byCode.text}`);
+    if (!byTool.isError) assert.equal((await s.run('cat /escape')).stdout, 'x');
+    assert.ok(!existsSync('/escape') && !existsSync('/escape-by-code'), 'a write at the cell root reached the host root');
+    assertRefused(await s.call('read_file', { path: 'missing/../../etc/passwd' }), 'ENOENT', '.. after a directory that is not there');
     const links = await s.pyJson(`${kPySyscall}
 print(json.dumps({
   'ws': err(lambda: os.link('/usr/bin/python3', '/workspace/hl')),

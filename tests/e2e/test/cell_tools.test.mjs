@@ -327,18 +327,20 @@ describe('mcpcell tools over stdio', () => {
       assert.match(r.structuredContent.content, /^sandbox:x:\d+:/m, `${p} is not the cell's /etc/passwd`);
       assert.notEqual(r.structuredContent.content, hostPasswd, `${p} read the host's /etc/passwd`);
     };
-    // Refused outright: a .. component, /proc magic links to a root (the cell's init's or our
-    // own), or missing in the cell: a host file outside the template, the host's /etc/shadow.
-    const refused = ['../../../../etc/shadow', 'a/../../etc/passwd', '/etc/shadow', '/proc/1/root/etc/shadow',
+    // Refused: /proc magic links to a root (the cell's init's or our own), or missing in the
+    // cell: a host file outside the template, the host's /etc/shadow, also reached by "..".
+    const refused = ['../../../../etc/shadow', 'missing/../../etc/passwd', '/etc/shadow', '/proc/1/root/etc/shadow',
       '/proc/1/root/etc/passwd', '/proc/self/root/etc/passwd', path.resolve('package.json')];
     for (const p of refused) {
       const r = await call('read_file', { path: p });
       assert.equal(r.isError, true, `${p} was read: ${text(r)}`);
       assert.ok(!leaked(r), `${p} leaked the host's /etc/shadow`);
     }
-    const dotdot = await call('read_file', { path: '../../../../etc/shadow' });
-    assert.match(text(dotdot), /\.\./, 'the refusal names the .. component');
     cellsPasswd(await call('read_file', { path: '/etc/passwd' }), '/etc/passwd');
+    // ".." is resolved inside the cell and stops at its root, as for the sandboxed code.
+    for (const p of ['../../../../../../etc/passwd', '/workspace/../etc/passwd']) cellsPasswd(await call('read_file', { path: p }), p);
+    const endsInDotDot = await call('write_file', { path: 'sub/..', content: 'x' });
+    assert.equal(endsInDotDot.isError, true);
     // Planted symlinks: to a magic link (refused), up past the root (resolved inside the
     // cell's root, like chroot), to the host's shadow path (missing in the cell).
     await call('run_command', { command: 'ln -sf /proc/1/root/etc/shadow /workspace/l1; ln -sf ../../../../../etc /workspace/l2; ln -sf /etc/shadow /workspace/l3' });

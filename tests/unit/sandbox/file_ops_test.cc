@@ -127,17 +127,42 @@ TEST_F(FileOps, RenameInsideTheCellNeverFollowsTheLastComponent) {
   fs::create_symlink("/etc/hostname", root_ + "/workspace/link");
   ASSERT_TRUE(RenamePath(ctx_, {6, "link", "link2", 0}).ok());
   EXPECT_TRUE(fs::is_symlink(root_ + "/workspace/link2"));
-  EXPECT_THAT(RenamePath(ctx_, {7, "b", "../b", 0}).error().message,
-              HasSubstr("\"..\" components are refused"));
+  // ".." resolves in the kernel: "../workspace/b2" is /workspace/b2.
+  ASSERT_TRUE(RenamePath(ctx_, {7, "b", "../workspace/b2", 0}).ok());
+  EXPECT_EQ(ReadOk("b2"), "A");
+  EXPECT_THAT(RenamePath(ctx_, {9, "b2", "sub/..", 0}).error().message,
+              HasSubstr("ends in \"..\""));
   EXPECT_EQ(RenamePath(ctx_, {8, "missing", "x", 0}).error().err, ENOENT);
 }
 
-TEST_F(FileOps, DotDotAndBadPathsAreRefusedByName) {
-  for (std::string bad : {"../etc/passwd", "/workspace/../../etc/passwd", "a/../../b"}) {
-    auto r = Read(bad);
-    ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_THAT(r.error().message, HasSubstr("\"..\" components are refused"));
+// ".." is resolved by the kernel under the root, physically (after a symlink before it),
+// and never climbs above the root; a path ending in ".." is never acted on as an entry.
+TEST_F(FileOps, DotDotResolvesInsideTheRootAndBadPathsAreRefusedByName) {
+  // Climbing past the root stops at it: the cell's /etc/passwd, never the host's.
+  for (std::string up : {"../etc/passwd", "/workspace/../../etc/passwd", "./../../etc/passwd",
+                         "../../../../../../../etc/passwd"}) {
+    EXPECT_EQ(ReadOk(up), "cell-passwd\n") << up;
   }
+  ASSERT_TRUE(MakeDirectory(ctx_, {1, "d/e/../f", 0755, 1}).ok());  // mkdir -p: d, d/e, d/f
+  EXPECT_TRUE(fs::is_directory(root_ + "/workspace/d/e"));
+  EXPECT_TRUE(fs::is_directory(root_ + "/workspace/d/f"));
+  ASSERT_TRUE(WriteFile(ctx_, {2, "d/e/../f/x", 0, control::kWriteCreate, 0644, "X"}).ok());
+  EXPECT_EQ(ReadOk("d/f/x"), "X");
+  // Physically, as open(2) would: "link/.." is the link target's parent, not /workspace.
+  fs::create_directories(root_ + "/elsewhere/inner");
+  std::ofstream(root_ + "/elsewhere/y") << "Y";
+  // Resolution is physical: through a directory that is not there, ".." finds nothing.
+  EXPECT_EQ(Read("missing/../../etc/passwd").error().err, ENOENT);
+  fs::create_symlink("/elsewhere/inner", root_ + "/workspace/link");
+  EXPECT_EQ(ReadOk("link/../y"), "Y");
+  // Ends in "..": acted on as an entry it would be the parent; refused by name. As a
+  // directory to read from or make with parents, it is fine.
+  EXPECT_THAT(MakeDirectory(ctx_, {4, "d/..", 0755, 0}).error().err, EEXIST);
+  EXPECT_TRUE(MakeDirectory(ctx_, {5, "d/..", 0755, 1}).ok());
+  EXPECT_THAT(RemovePath(ctx_, {6, "d/e/..", 1}).error().message, HasSubstr("ends in \"..\""));
+  EXPECT_TRUE(fs::exists(root_ + "/workspace/d/f/x"));  // nothing of d was removed
+  EXPECT_FALSE(WriteFile(ctx_, {7, "d/..", 0, control::kWriteCreate, 0644, "Z"}).ok());
+  EXPECT_TRUE(ListDir(ctx_, {8, "d/e/..", 0}).ok());
   EXPECT_THAT(Read("").error().message, HasSubstr("path: empty"));
   EXPECT_THAT(Read(std::string("a\0b", 3)).error().message, HasSubstr("NUL"));
   EXPECT_THAT(Read(std::string(5000, 'a')).error().message, HasSubstr("longer than 4096"));
