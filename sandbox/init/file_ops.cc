@@ -440,8 +440,8 @@ Status MakeDirectory(const FileOpContext& ctx, const control::MkdirRequest& requ
     // prefix resolves it as its parent.
     if (prefix.size() >= 3 && prefix.compare(prefix.size() - 3, 3, "/..") == 0) {
       if (!last) continue;
-      if (!OpenInRoot(ctx.root_fd, prefix, O_PATH | O_DIRECTORY).ok())
-        return PathError("mkdirat", prefix);
+      Result<UniqueFd> dir = OpenInRoot(ctx.root_fd, prefix, O_PATH | O_DIRECTORY);
+      if (!dir.ok()) return dir.error();
       return request.parents ? Ok() : PathError("mkdirat", prefix, EEXIST);
     }
     Result<ParentAndName> parent = OpenParent(ctx, prefix);
