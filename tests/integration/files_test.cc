@@ -126,7 +126,9 @@ TEST_F(FilesTest, DotDotAndSymlinkEscapesStayInside) {
   const bool code_can = Sh("echo y > /etc/y 2>/dev/null && echo wrote") == "wrote\n";
   Status written = ch().WriteFile("/workspace/../etc/x", "x");
   EXPECT_EQ(written.ok(), code_can) << (written.ok() ? "" : written.error().message);
-  if (!written.ok()) EXPECT_EQ(written.error().err, EACCES);
+  if (!written.ok()) {
+    EXPECT_EQ(written.error().err, EACCES);
+  }
   // The state dir exists on the host but not inside the cell, whatever the link says.
   Sh("ln -s " + state_.path() + " /workspace/host; ln -s ../../../../.. /workspace/up");
   EXPECT_EQ(ch().ListDir("/workspace/host").error().err, ENOENT);
