@@ -290,7 +290,15 @@ Status ValidateDecoded(const Message& message) {
     return boolean(m->egress_listener, "Ready.egress_listener");
   if (auto* m = std::get_if<ExecExited>(&message)) {
     if (Status s = boolean(m->signaled, "ExecExited.signaled"); !s.ok()) return s;
-    return boolean(m->direct, "ExecExited.direct");
+    if (Status s = boolean(m->direct, "ExecExited.direct"); !s.ok()) return s;
+    // The shell's report of a signal death comes only with a direct exec's translated exit
+    // (128+n): anything else would be text a cell slips into a program's stderr.
+    if (!m->shell_report.empty() &&
+        (!m->direct || m->signaled || m->exit_code <= 128 || m->exit_code >= 128 + 65)) {
+      return Error::Msg(
+          "ExecExited.shell_report: only with direct = 1 and an exit code of 128+signal");
+    }
+    return Ok();
   }
   if (auto* m = std::get_if<ExecRequest>(&message)) {
     if (Status s = boolean(m->report_start, "ExecRequest.report_start"); !s.ok()) return s;

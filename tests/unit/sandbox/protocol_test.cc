@@ -116,6 +116,20 @@ TEST(ProtocolCodec, EveryMessageRoundTrips) {
 
 // ExecExited carries no fds (the server keeps its own copies of the output pipes): a
 // hostile init cannot slip one in with it.
+// A shell report is the translated status of a direct exec's signal death, nothing else.
+TEST(ProtocolCodec, ExecExitedShellReportOnlyWithADirectSignalExit) {
+  EXPECT_TRUE(
+      DecodeFrame(EncodeFrame(ExecExited{1, 0, 143, 0, 0, 0, 0, 1, "Terminated\n"}, 0), 0).ok());
+  for (const ExecExited& bad : {ExecExited{1, 0, 143, 0, 0, 0, 0, 0, "Terminated\n"},
+                                ExecExited{1, 1, 0, 15, 0, 0, 0, 1, "Terminated\n"},
+                                ExecExited{1, 0, 0, 0, 0, 0, 0, 1, "hello\n"},
+                                ExecExited{1, 0, 200, 0, 0, 0, 0, 1, "x\n"}}) {
+    Result<Message> r = DecodeFrame(EncodeFrame(bad, 0), 0);
+    ASSERT_FALSE(r.ok()) << bad.exit_code;
+    EXPECT_THAT(r.error().message, HasSubstr("ExecExited.shell_report"));
+  }
+}
+
 TEST(ProtocolCodec, ExecExitedCarriesNoFds) {
   ExecExited exited{3, 0, 0, 0, 0, 0, 0, 0, ""};
   Result<Message> ok = DecodeFrame(EncodeFrame(exited, 0), 0);
