@@ -486,9 +486,40 @@ bool DrainOutput(UniqueFd& fd, OutputStream stream, const ExecOptions& options,
   return true;
 }
 
+// A write to a pipe whose reader is gone raises SIGPIPE at the writing thread, which kills
+// a caller that has not ignored it (the server has; a test or another embedding program
+// may not). So SIGPIPE is blocked on this thread around the writes, and one they raise is
+// taken off the thread's pending set before the mask is restored: the write says EPIPE.
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigemptyset(&pending);
+    was_pending_ = ::sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+    ::pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeBlocked() {
+    if (raised_ && !was_pending_) {
+      const timespec now{0, 0};
+      while (::sigtimedwait(&pipe_, nullptr, &now) < 0 && errno == EINTR) {
+      }
+    }
+    ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  void Raised() { raised_ = true; }
+
+ private:
+  sigset_t pipe_, old_;
+  bool was_pending_ = false, raised_ = false;
+};
+
 void FeedStdin(UniqueFd& fd, const std::string& data, size_t& offset) {
+  SigpipeBlocked blocked;
   while (offset < data.size()) {
     ssize_t n = ::write(fd.get(), data.data() + offset, data.size() - offset);
+    if (n < 0 && errno == EPIPE) blocked.Raised();
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return;
     if (n < 0) break;  // EPIPE: the program closed its stdin; not an error of the exec

@@ -126,6 +126,39 @@ TEST(CellChannel, ReadFileAssemblesChunksAndDistrustsSizes) {
   EXPECT_THAT(ch->ReadFile("liar", 100).error().message, HasSubstr("more data than asked"));
 }
 
+// A program that stops reading its stdin (exits, closes it) makes the channel's next write
+// EPIPE; the SIGPIPE that comes with it must not kill the caller, which here, unlike the
+// server, has not ignored it.
+TEST(CellChannel, StdinToAProgramThatStoppedReadingIsNoSigpipe) {
+  struct sigaction dfl {
+  }, old{};
+  dfl.sa_handler = SIG_DFL;
+  ASSERT_EQ(::sigaction(SIGPIPE, &dfl, &old), 0);
+  FakeInit init;
+  init.Serve([](FakeInit& i, Received& r) {
+    auto* m = std::get_if<ExecRequest>(&r.message);
+    if (m == nullptr) return;
+    UniqueFd events = std::move(r.fds[3]);
+    r.fds[0].Reset();  // the "program" closes its stdin unread
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    r.fds.clear();
+    i.SendOn(events, ExecExited{m->request_id, 0, 0, 0, 0, 0, 0, 0, ""});
+  });
+  auto ch = Connect(init);
+  ExecOptions o;
+  o.argv = {"/bin/prog"};
+  o.stdin_data = std::string(1 << 20, 'i');  // more than a pipe holds: a write meets EPIPE
+  o.timeout = std::chrono::seconds(30);
+  auto r = ch->Exec(o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->exit_code, 0);
+  sigset_t pending;
+  sigemptyset(&pending);
+  ASSERT_EQ(::sigpending(&pending), 0);
+  EXPECT_FALSE(sigismember(&pending, SIGPIPE)) << "a SIGPIPE was left pending";
+  ::sigaction(SIGPIPE, &old, nullptr);
+}
+
 // A simple command init ran without the shell: the request says it may (only when the
 // channel captures stderr), and the shell's report of a signal death that comes with
 // ExecExited ends the stderr stream, after the program's own output, in the kept text and
