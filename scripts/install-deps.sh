@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   nlohmann-json3-dev libcpp-httplib-dev libboost-dev libseccomp-dev libcap-dev
   libspdlog-dev libcli11-dev libtomlplusplus-dev libssl-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
