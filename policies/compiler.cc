@@ -291,7 +291,6 @@ std::string DescribePolicy(const Policy& p) {
     o << "# every tool\n";
   else
     o << "enabled = " << List(p.tools.enabled) << "\n";
-  o << "direct_exec = " << (p.tools.direct_exec ? "true" : "false") << "\n";
   return o.str();
 }
 

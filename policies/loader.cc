@@ -505,8 +505,7 @@ void ReadPackages(Reader& r, const toml::table& root, PackagesPolicy* out) {
 void ReadTools(Reader& r, const toml::table& root, ToolsPolicy* out) {
   const toml::table* t = r.Table(root, "", "tools");
   if (!t) return;
-  r.OnlyKeys(*t, "tools", {"enabled", "direct_exec"});
-  r.Bool(*t, "tools", "direct_exec", &out->direct_exec);
+  r.OnlyKeys(*t, "tools", {"enabled"});
   r.Strings(*t, "tools", "enabled", &out->enabled, [](const std::string& s) {
     const auto& known = KnownToolNames();
     if (std::find(known.begin(), known.end(), s) != known.end()) return std::string();

@@ -83,9 +83,6 @@ struct PackagesPolicy {
 
 struct ToolsPolicy {
   std::vector<std::string> enabled;  // empty: every tool
-  // run_command runs a plain program call without the shell where that gives the shell's
-  // result (sandbox/init/simple_command.h); false: every line through /bin/sh -c.
-  bool direct_exec = true;
 };
 
 struct Policy {

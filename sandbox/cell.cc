@@ -238,9 +238,7 @@ Result<std::string> FindCellInit() {
 Status Cell::Impl::MakeDirs(Cell& c, const CellCreateOptions&) {
   if (Status s = EnsureStateDir(c.spec_.state_dir); !s) return s;
   std::string dir = c.spec_.state_dir + "/cells/" + c.spec_.id;
-  // A destroyed cell's emptied dir if there is one (state_dir.h: no directory to make now
-  // nor to remove at destroy), else a new one.
-  if (!ClaimSpareCellDir(c.spec_.state_dir, dir) && ::mkdir(dir.c_str(), 0755) != 0) {
+  if (::mkdir(dir.c_str(), 0755) != 0) {
     if (errno == EEXIST) return Error::Msg("cell dir " + dir + " exists: id already in use");
     return Error::Sys("mkdir(\"" + dir + "\")");
   }
@@ -358,8 +356,7 @@ Status Cell::Impl::PrepareWorkspace(Cell& c) {
                                     c.id_map_.host_gid_base + c.spec_.sandbox_gid);
   }
   // An ephemeral workspace with a size limit is a tmpfs of the cell's own (init's binds
-  // step): nothing of it on the host, so nothing to make or remove here (on a disk
-  // mounted with discard, removing the directory cost 1-8 ms per cell).
+  // step): nothing of it on the host, so nothing to make or remove here.
   if (c.spec_.tmpfs.workspace_bytes > 0) return Ok();
   std::string ws = c.dir_ + "/workspace";
   if (::mkdir(ws.c_str(), 0755) != 0) return Error::Sys("mkdir(\"" + ws + "\")");
@@ -411,19 +408,7 @@ std::string Cell::Impl::MakeDeviceNodes(Cell& c) {
   std::string reason = DeviceNodesUnavailableReason();
   if (reason.empty()) {
     const std::string dir = c.dir_ + "/dev";
-    Status made = Ok();
-    struct stat st;
-    if (::lstat(dir.c_str(), &st) == 0) {
-      // A reused cell dir's nodes: checked and renewed, remade if anything about them
-      // changed.
-      made = ReuseCellDeviceNodes(dir);
-      if (!made) {
-        (void)RemoveCellDeviceNodes(dir);
-        made = MakeCellDeviceNodes(dir);
-      }
-    } else {
-      made = MakeCellDeviceNodes(dir);
-    }
+    Status made = MakeCellDeviceNodes(dir);
     if (made) {
       c.spec_.device_dir = dir;
       return "";
@@ -717,12 +702,9 @@ Status Cell::Destroy() {
   // 4. The cgroup, now empty.
   if (cgroup_) keep(cgroup_->Destroy(), "cgroup");
   steps.Mark("cgroup");
-  // 5. The cell dir (workspace unless the spec named one, records), emptied and kept as a
-  //    spare with its device nodes for a later cell (state_dir.h) once no process of this
-  //    one exists, and the id range claim.
-  if (!dir_.empty()) {
-    keep(reaped ? RecycleCellDir(spec_.state_dir, dir_, "dev") : RemoveCellDir(dir_), "cell dir");
-  }
+  // 5. The cell dir (workspace unless the spec named one, records, device nodes), and the
+  //    id range claim.
+  if (!dir_.empty()) keep(RemoveCellDir(dir_), "cell dir");
   if (id_map_.slot >= 0) {
     keep(ReleaseIdRangeSlot(spec_.state_dir + "/idranges", id_map_.slot), "id range");
     id_map_.slot = -1;

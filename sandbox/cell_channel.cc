@@ -69,12 +69,6 @@ bool ReportStart(const ExecOptions& options) {
   return options.on_started || options.timeout.count() == 0;
 }
 
-// Only with captured stderr: the shell's report of a signal death (ExecExited::
-// shell_report) is appended to the stream here, which a caller's own fd would not get.
-uint8_t DirectSimpleCommand(const ExecOptions& options) {
-  return options.direct_simple_command && options.stderr_fd < 0 ? 1 : 0;
-}
-
 int MillisUntil(Clock::time_point t) {
   auto ms = std::chrono::ceil<std::chrono::milliseconds>(t - Clock::now()).count();
   return static_cast<int>(std::clamp<int64_t>(ms, 0, 60000));
@@ -439,11 +433,10 @@ Result<ExecResult> CellChannel::Exec(const ExecOptions& options) {
   if (ThreadWakeFd() < 0) return Error::Sys("exec: eventfd");
   const uint64_t id = NextId();
   auto pending = Register(id, true);  // so Close() and Fail() wake this thread
-  Status sent =
-      control::SendMessage(fd_.get(),
-                           control::ExecRequest{id, options.argv, options.env, options.cwd,
-                                                ReportStart(options), DirectSimpleCommand(options)},
-                           child_fds);
+  Status sent = control::SendMessage(
+      fd_.get(),
+      control::ExecRequest{id, options.argv, options.env, options.cwd, ReportStart(options)},
+      child_fds);
   child_ends[0].Reset();
   child_ends[3].Reset();
   pipes.stdout_hold = std::move(child_ends[1]);  // empty when the caller gave its own fd
@@ -603,19 +596,8 @@ Status CellChannel::PumpExec(const ExecOptions& options, ExecPipes& pipes,
     Status s = SignalExec(id, SIGKILL);
     (void)s;
   };
-  // The exit's report joins the end of stderr once the pipe is drained (or given up on).
-  std::string shell_report;
-  auto finish = [&]() -> Status {
-    if (!shell_report.empty()) {
-      result.err.total += shell_report.size();
-      if (result.err.data.size() < options.keep_bytes)
-        result.err.data.append(shell_report, 0, options.keep_bytes - result.err.data.size());
-      if (options.on_output) options.on_output(OutputStream::kStderr, shell_report);
-    }
-    return Ok();
-  };
   for (;;) {
-    if (exited && !pipes.stdout_read && !pipes.stderr_read) return finish();
+    if (exited && !pipes.stdout_read && !pipes.stderr_read) return Ok();
     const auto now = Clock::now();
     if (!started && now - sent_at > kStartTimeout) {
       return Error::Msg("cell init did not start the program within " +
@@ -626,7 +608,7 @@ Status CellChannel::PumpExec(const ExecOptions& options, ExecPipes& pipes,
     if (!exited && killed_at && now - *killed_at > kKillGrace) {
       return Error::Msg("the process group did not exit within 10 s of SIGKILL");
     }
-    if (exited && now - *exited_at > kDrainMax) return finish();  // a leftover keeps writing
+    if (exited && now - *exited_at > kDrainMax) return Ok();  // a leftover keeps writing
     if (!exited && dead_.load()) {
       std::lock_guard lock(mu_);
       return *death_;  // closed by the server, or init gone
@@ -648,7 +630,7 @@ Status CellChannel::PumpExec(const ExecOptions& options, ExecPipes& pipes,
                                                          : std::min(1000, MillisUntil(deadline));
     int ready = ::poll(fds, n, timeout);
     if (ready < 0 && errno != EINTR) return Error::Sys("poll(exec pipes)");
-    if (ready == 0 && exited) return finish();  // output went quiet after the exit
+    if (ready == 0 && exited) return Ok();  // output went quiet after the exit
     if (ready <= 0) continue;
     if (fds[0].revents & POLLIN) {
       uint64_t counter;
@@ -673,8 +655,6 @@ Status CellChannel::PumpExec(const ExecOptions& options, ExecPipes& pipes,
         result.user_cpu = std::chrono::microseconds(e.user_cpu_us);
         result.system_cpu = std::chrono::microseconds(e.system_cpu_us);
         result.peak_memory_bytes = e.max_rss_bytes;
-        result.direct = e.direct != 0;
-        shell_report = e.shell_report;
         result.wall_time =
             std::chrono::duration_cast<std::chrono::microseconds>(*exited_at - start);
         pipes.events.Reset();  // init sends nothing after ExecExited

@@ -50,10 +50,6 @@ enum class OutputStream { kStdout, kStderr };
 
 struct ExecOptions {
   std::vector<std::string> argv;
-  // argv is {"/bin/sh", "-c", LINE}: cell init may run LINE's one external command without
-  // the shell when that gives what dash gives (sandbox/init/simple_command.h). Ignored
-  // with a stderr_fd of the caller's.
-  bool direct_simple_command = false;
   std::vector<std::string> env;          // "KEY=VALUE", overlaid on the cell's defaults
   std::string cwd;                       // empty: the workspace
   std::string stdin_data;                // written to the program's stdin, then closed
@@ -81,8 +77,6 @@ struct ExecResult {
   bool timed_out = false;   // the wall-clock timeout fired and killed the group
   bool cancelled = false;   // the stop token fired
   bool oom_killed = false;  // the cell's cgroup recorded an OOM kill during the exec
-  // Init ran the simple command without the shell (direct_simple_command).
-  bool direct = false;
   // From ExecStarted (or, when none was asked for, the request) to ExecExited.
   std::chrono::microseconds wall_time{0};
   std::chrono::microseconds user_cpu{0}, system_cpu{0};  // of the process and its waited children

@@ -21,8 +21,7 @@ constexpr const char* kOwnerRecord = "owner";
 constexpr const char* kInitRecord = "init";
 
 // Every record is this many bytes, the text padded with spaces and ended by a newline, and
-// is written over in place: the file keeps its one data block for the life of the cell
-// dir (spares included), so writing a record never allocates, truncates or frees one.
+// is written over in place: a rewrite never changes the file's size.
 constexpr size_t kRecordBytes = 64;
 
 // Writes `text` (shorter than kRecordBytes) as the record `name` in `dir_fd`, created if
@@ -146,79 +145,6 @@ Status RemoveCellDir(const std::string& dir) {
   Status s = RemoveAt(parent_fd, dir.substr(slash + 1), dir);
   ::close(parent_fd);
   return s;
-}
-
-namespace {
-// Where the next recycle starts looking: the slot the last claim emptied, so a server
-// that makes and destroys cells in turn finds a free slot at the first try.
-std::atomic<unsigned> spare_hint{0};
-
-std::string SparePath(const std::string& state_dir, unsigned k) {
-  return state_dir + "/spare/" + std::to_string(k % kSpareCellDirs);
-}
-}  // namespace
-
-bool ClaimSpareCellDir(const std::string& state_dir, const std::string& dir) {
-  // The spares present, read in one go: a server making one cell (`mcpcell run`) would
-  // otherwise try every slot from the first, each failed rename a path walk of its own.
-  DIR* d = ::opendir((state_dir + "/spare").c_str());
-  if (!d) return false;  // no spare dir yet (or unreadable: the caller's mkdir says why)
-  bool claimed = false;
-  while (struct dirent* e = ::readdir(d)) {
-    char* end = nullptr;
-    const unsigned long k = std::strtoul(e->d_name, &end, 10);
-    if (e->d_name[0] < '0' || e->d_name[0] > '9' || *end != '\0' || k >= kSpareCellDirs) continue;
-    const std::string spare = SparePath(state_dir, static_cast<unsigned>(k));
-    if (::renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, dir.c_str(), RENAME_NOREPLACE) == 0) {
-      spare_hint.store(static_cast<unsigned>(k), std::memory_order_relaxed);
-      claimed = true;
-      break;
-    }
-    // ENOENT: another server took it just now; anything else (EEXIST: the id is taken,
-    // EXDEV, EPERM): the caller's mkdir reports the real problem.
-    if (errno != ENOENT) break;
-  }
-  ::closedir(d);
-  return claimed;
-}
-
-Status RecycleCellDir(const std::string& state_dir, const std::string& dir, const char* keep) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? Ok() : Error::Sys("open(\"" + dir + "\")");
-  DIR* d = ::fdopendir(fd);
-  if (!d) {
-    ::close(fd);
-    return Error::Sys("fdopendir(\"" + dir + "\")");
-  }
-  Status emptied;
-  while (struct dirent* e = ::readdir(d)) {
-    const std::string child = e->d_name;
-    if (child == "." || child == ".." || child == keep) continue;
-    if (child == kOwnerRecord || child == kInitRecord) {
-      // Kept, blanked in place: the next cell rewrites them in place, so no file is
-      // created, truncated or removed per cell (on this host's ext4 with discard, each of
-      // those waited for the disk: 0.75-0.87 ms median per cell for the records and the
-      // id range claim, 2.4-3.3 ms p90). A blank record means "orphaned" to ReapOrphans,
-      // which never looks into spares anyway.
-      if (WriteRecordAt(::dirfd(d), child.c_str(), "")) continue;
-    }
-    emptied = RemoveAt(::dirfd(d), child, dir + "/" + child);
-    if (!emptied) break;
-  }
-  ::closedir(d);
-  if (!emptied) return emptied;
-  const std::string spares = state_dir + "/spare";
-  const unsigned start = spare_hint.load(std::memory_order_relaxed);
-  for (unsigned i = 0; i < kSpareCellDirs; ++i) {
-    const std::string spare = SparePath(state_dir, start + i);
-    int r = ::renameat2(AT_FDCWD, dir.c_str(), AT_FDCWD, spare.c_str(), RENAME_NOREPLACE);
-    if (r != 0 && errno == ENOENT && ::mkdir(spares.c_str(), 0700) == 0) {
-      r = ::renameat2(AT_FDCWD, dir.c_str(), AT_FDCWD, spare.c_str(), RENAME_NOREPLACE);
-    }
-    if (r == 0) return Ok();
-    if (errno != EEXIST) break;
-  }
-  return RemoveCellDir(dir);
 }
 
 std::string ProcStartTime(pid_t pid) {

@@ -8,8 +8,6 @@
 //   <state_dir>/cells/<id>/          one per live cell: workspace/ (unless the spec names
 //                                    a host dir), init (host pid and start time of init)
 //   <state_dir>/idranges/<slot>      uid/gid range claims of a root server (user.h)
-//   <state_dir>/spare/<k>            up to kSpareCellDirs emptied cell dirs of destroyed
-//                                    cells, kept for the next cells (RecycleCellDir)
 //
 // A crashed server leaves exactly these behind; ReapOrphans (cell.h) reads them. Server
 // side; functions are thread-safe with respect to different cells.
@@ -36,25 +34,6 @@ Status EnsureStateDir(const std::string& state_dir);
 // Removes a cell dir recursively without following symlinks, making directories the
 // sandbox user left unwritable or unsearchable (chmod 0) writable first.
 Status RemoveCellDir(const std::string& dir);
-
-// Cell dirs are reused instead of made and removed: on a state dir on disk, removing a
-// directory frees its data block, which on ext4 mounted with `discard` (this kind of
-// host's /run) waits for a synchronous discard, 0.1-14 ms per directory measured here;
-// a rename takes microseconds. A spare keeps only its blank owner and init records and
-// the entry named `keep` (the cell's device nodes, devices.h, which hold nothing of the
-// cell that used them: locks go with the last fd, and the cell can change neither their
-// owner nor their mode).
-inline constexpr int kSpareCellDirs = 8;
-
-// Moves a spare dir to `dir` (rename(2) with RENAME_NOREPLACE: two servers sharing the
-// state dir never take the same one). False when there is none (make a new one).
-bool ClaimSpareCellDir(const std::string& state_dir, const std::string& dir);
-
-// Empties `dir` but for its entry `keep` and its owner and init records, which are kept
-// and blanked in place (everything else removed like RemoveCellDir), and moves it to a
-// free <state_dir>/spare/<k>; when every slot is taken or the move fails, removes it
-// whole. Call only once no process of the cell exists.
-Status RecycleCellDir(const std::string& state_dir, const std::string& dir, const char* keep);
 
 // <cell_dir>/init: "<pid> <start time>" of cell init, so a later server can tell a live
 // orphan from a reused pid. Records are 64 bytes, padded with spaces, written over in

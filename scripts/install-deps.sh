@@ -8,7 +8,6 @@ PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libboost-dev libseccomp-dev libcap-dev
   libspdlog-dev libcli11-dev libtomlplusplus-dev libssl-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  musl-tools  # the mcpcell launcher (tools/launcher): a static C program on musl
   clang libclang-rt-dev llvm  # the fuzz build: libFuzzer and sanitizer runtimes, llvm-symbolizer
   python3 python3-pip python3-venv python3-setuptools python3-wheel
   bubblewrap iproute2 curl openssl util-linux procps ca-certificates

@@ -231,7 +231,6 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
 
   sandbox::ExecOptions opts;
   opts.argv = call.argv;
-  opts.direct_simple_command = call.direct_simple_command && config.direct_exec;
   opts.env = call.env;
   opts.cwd = call.cwd;
   opts.stdin_data = call.stdin_data;

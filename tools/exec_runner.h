@@ -21,8 +21,7 @@ namespace mcpcell::tools {
 struct ExecCall {
   std::string tool;  // "run_command" / "run_code", for messages and file names
   std::vector<std::string> argv;
-  bool direct_simple_command = false;  // sandbox::ExecOptions::direct_simple_command
-  std::vector<std::string> env;        // KEY=VALUE
+  std::vector<std::string> env;  // KEY=VALUE
   std::string cwd;
   std::string stdin_data;
   std::optional<int64_t> timeout_s;  // from the arguments; nullopt: the default

@@ -62,9 +62,6 @@ mcp::Tool MakeRunCommandTool(const ToolEnv& env) {
         !e.empty())
       return mcp::ToolResult::Error(e);
     call.argv = {"/bin/sh", "-c", command};
-    // A plain `prog args` runs without dash's startup where that gives dash's result
-    // (sandbox/init/simple_command.h), unless the policy says tools.direct_exec = false.
-    call.direct_simple_command = true;
     call.cwd = args.value("cwd", "");
     if (auto e = NulByteError("cwd", call.cwd, "a path cannot hold one"); !e.empty())
       return mcp::ToolResult::Error(e);

@@ -46,7 +46,6 @@ struct CellToolsConfig {
       8ull << 20;  // write_file content after decoding (below the 16 MiB message cap)
   size_t max_list_entries = 10000;
   std::set<std::string> enabled_tools;  // empty: all
-  bool direct_exec = true;              // the policy's tools.direct_exec
   std::string policy_name = "default";
   std::string network_summary = "no network: the cell has only a loopback interface";
   // pip_install/npm_install: the policy's [packages] (mode, rules) and one line saying it.

@@ -156,7 +156,6 @@ void Fields(V& v, ExecRequest& m) {
   StrList(v, m.env, kMaxEnv, "env");
   v.Str(m.cwd, kMaxPathBytes, "cwd");
   v.Num(m.report_start, "report_start");
-  v.Num(m.direct_simple_command, "direct_simple_command");
 }
 template <typename V>
 void Fields(V& v, SignalRequest& m) {
@@ -240,8 +239,6 @@ void Fields(V& v, ExecExited& m) {
   v.Num(m.user_cpu_us, "user_cpu_us");
   v.Num(m.system_cpu_us, "system_cpu_us");
   v.Num(m.max_rss_bytes, "max_rss_bytes");
-  v.Num(m.direct, "direct");
-  v.Str(m.shell_report, kMaxNameBytes, "shell_report");
 }
 template <typename V>
 void Fields(V& v, ReadFileReply& m) {
@@ -288,22 +285,10 @@ Status ValidateDecoded(const Message& message) {
   };
   if (auto* m = std::get_if<Ready>(&message))
     return boolean(m->egress_listener, "Ready.egress_listener");
-  if (auto* m = std::get_if<ExecExited>(&message)) {
-    if (Status s = boolean(m->signaled, "ExecExited.signaled"); !s.ok()) return s;
-    if (Status s = boolean(m->direct, "ExecExited.direct"); !s.ok()) return s;
-    // The shell's report of a signal death comes only with a direct exec's translated exit
-    // (128+n): anything else would be text a cell slips into a program's stderr.
-    if (!m->shell_report.empty() &&
-        (!m->direct || m->signaled || m->exit_code <= 128 || m->exit_code >= 128 + 65)) {
-      return Error::Msg(
-          "ExecExited.shell_report: only with direct = 1 and an exit code of 128+signal");
-    }
-    return Ok();
-  }
-  if (auto* m = std::get_if<ExecRequest>(&message)) {
-    if (Status s = boolean(m->report_start, "ExecRequest.report_start"); !s.ok()) return s;
-    return boolean(m->direct_simple_command, "ExecRequest.direct_simple_command");
-  }
+  if (auto* m = std::get_if<ExecExited>(&message))
+    return boolean(m->signaled, "ExecExited.signaled");
+  if (auto* m = std::get_if<ExecRequest>(&message))
+    return boolean(m->report_start, "ExecRequest.report_start");
   if (auto* m = std::get_if<ReadFileReply>(&message)) return boolean(m->eof, "ReadFileReply.eof");
   if (auto* m = std::get_if<StatRequest>(&message))
     return boolean(m->follow_symlinks, "StatRequest.follow_symlinks");

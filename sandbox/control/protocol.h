@@ -80,9 +80,6 @@ struct ExecRequest {
   // moment (it has a timeout of its own), so the only events are ErrorReply or ExecExited:
   // one wake-up less for the server per exec.
   uint8_t report_start = 1;
-  // 1: argv is {"/bin/sh", "-c", LINE} and init may run LINE's one external command
-  // itself where that gives dash's result (sandbox/init/simple_command.h); 0: run argv.
-  uint8_t direct_simple_command = 0;
 };
 // Sends `signo` to the process group of the exec started by `exec_request_id`.
 struct SignalRequest {
@@ -166,13 +163,6 @@ struct ExecExited {
   uint64_t user_cpu_us = 0;
   uint64_t system_cpu_us = 0;
   uint64_t max_rss_bytes = 0;
-  // 1: init ran the request's simple command without the shell (direct_simple_command).
-  // The status is then the one the shell would have reported: a death by a signal no
-  // SignalRequest sent is exit 128+n, and `shell_report` holds the line the shell would
-  // have written to stderr after the program's output ("Killed\n"), for the server to
-  // append to the stream.
-  uint8_t direct = 0;
-  std::string shell_report;
 };
 enum class FileType : uint8_t {
   kUnknown,

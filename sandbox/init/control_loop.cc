@@ -20,7 +20,6 @@
 #include "sandbox/control/unique_fd.h"
 #include "sandbox/init/exec.h"
 #include "sandbox/init/file_ops.h"
-#include "sandbox/init/simple_command.h"
 
 namespace mcpcell::sandbox {
 namespace {
@@ -52,8 +51,7 @@ class ControlLoop {
   void HandleSignal(const SignalRequest& request);
   void ReapChildren();
   size_t StopLeftovers(int signo);
-  Result<pid_t> StartExecAtTheLimit(const ExecRequest& request, const int stdio[3],
-                                    ExecStart* start);
+  Result<pid_t> StartExecAtTheLimit(const ExecRequest& request, const int stdio[3]);
   void Send(const Message& message);
   void SendError(uint64_t id, const Error& error) {
     Send(ErrorReply{id, error.err, error.message});
@@ -80,11 +78,7 @@ class ControlLoop {
   FileOpContext files_;
   struct RunningExec {
     uint64_t request_id = 0;
-    UniqueFd events;      // the exec's event socket: ExecExited goes here
-    bool direct = false;  // run without the shell (simple_command.h)
-    pid_t pgid = 0;       // its process group (exec.h, ExecStart)
-    // A SignalRequest reached the group: the shell would have had the signal too.
-    bool group_signalled = false;
+    UniqueFd events;  // the exec's event socket: ExecExited goes here
   };
   std::map<pid_t, RunningExec> execs_;  // by the running exec leader's pid
   uint64_t children_reaped_ = 0;
@@ -107,9 +101,8 @@ void ControlLoop::SendEvent(int events_fd, const Message& message) {
 void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& fds) {
   const int stdio[3] = {fds[0].get(), fds[1].get(), fds[2].get()};
   UniqueFd events = std::move(fds[3]);
-  ExecStart start;
-  Result<pid_t> pid = StartExec(request, stdio, ctx_, &start);
-  if (!pid.ok() && pid.error().err == EAGAIN) pid = StartExecAtTheLimit(request, stdio, &start);
+  Result<pid_t> pid = StartExec(request, stdio, ctx_);
+  if (!pid.ok() && pid.error().err == EAGAIN) pid = StartExecAtTheLimit(request, stdio);
   if (!pid.ok()) {
     fds.clear();  // no program: nothing may hold the pipes open
     const Error& e = pid.error();
@@ -119,7 +112,7 @@ void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& 
   // Init's copies of the program's stdio close now: the child has its own, and the server
   // keeps its copies of the output ends until it has read ExecExited (so the pipes hang up
   // only after the exit is reported, however the server's thread and init are scheduled).
-  execs_[*pid] = RunningExec{request.request_id, std::move(events), start.direct, start.pgid};
+  execs_[*pid] = RunningExec{request.request_id, std::move(events)};
   fds.clear();
 }
 
@@ -129,7 +122,7 @@ void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& 
 // (they hold their pid until reaped).
 size_t ControlLoop::StopLeftovers(int signo) {
   std::set<pid_t> live_groups;
-  for (const auto& [pid, exec] : execs_) live_groups.insert(exec.pgid);
+  for (const auto& [pid, exec] : execs_) live_groups.insert(pid);  // leader pid = group id
   DIR* proc = ::opendir("/proc");
   if (!proc) return 0;
   size_t signalled = 0;
@@ -168,8 +161,7 @@ size_t ControlLoop::StopLeftovers(int signo) {
 // unable to run anything until it ends. Processes of execs in progress are spared; the
 // leftovers are stopped first (a stopped process cannot fork into the slot a killed one
 // frees), then killed and reaped, and the exec is tried again.
-Result<pid_t> ControlLoop::StartExecAtTheLimit(const ExecRequest& request, const int stdio[3],
-                                               ExecStart* start) {
+Result<pid_t> ControlLoop::StartExecAtTheLimit(const ExecRequest& request, const int stdio[3]) {
   size_t stopped = 0;
   for (int round = 0; round < 64; ++round) {
     size_t n = StopLeftovers(SIGSTOP);
@@ -193,7 +185,7 @@ Result<pid_t> ControlLoop::StartExecAtTheLimit(const ExecRequest& request, const
     timespec pause{0, 5'000'000};
     ::nanosleep(&pause, nullptr);
   }
-  return StartExec(request, stdio, ctx_, start);
+  return StartExec(request, stdio, ctx_);
 }
 
 void ControlLoop::HandleSignal(const SignalRequest& request) {
@@ -201,13 +193,12 @@ void ControlLoop::HandleSignal(const SignalRequest& request) {
     return SendError(request.request_id, Error::Msg("signo " + std::to_string(request.signo) +
                                                     ": not a signal number"));
   }
-  for (auto& [pid, exec] : execs_) {
+  for (const auto& [pid, exec] : execs_) {
     if (exec.request_id != request.exec_request_id) continue;
-    if (request.signo != 0) exec.group_signalled = true;
-    // The group id is the exec's pid or its leader clone's (exec.h, ExecStart); either
-    // way the program is a member and not reaped yet, so the id cannot have been reused.
-    if (::kill(-exec.pgid, request.signo) != 0) {
-      return SendError(request.request_id, Error::Sys("kill(-" + std::to_string(exec.pgid) + ")"));
+    // The group id is the leader's pid (setpgid in exec.cc); the leader is not reaped yet,
+    // so the id cannot have been reused.
+    if (::kill(-pid, request.signo) != 0) {
+      return SendError(request.request_id, Error::Sys("kill(-" + std::to_string(pid) + ")"));
     }
     return Send(OkReply{request.request_id});
   }
@@ -274,14 +265,6 @@ void ControlLoop::ReapChildren() {
     exited.user_cpu_us = usage.ru_utime.tv_sec * 1000000ull + usage.ru_utime.tv_usec;
     exited.system_cpu_us = usage.ru_stime.tv_sec * 1000000ull + usage.ru_stime.tv_usec;
     exited.max_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
-    exited.direct = it->second.direct ? 1 : 0;
-    if (it->second.direct && WIFSIGNALED(status) && !it->second.group_signalled) {
-      // The shell that was not started would have outlived its child and said so.
-      exited.signaled = 0;
-      exited.exit_code = 128 + WTERMSIG(status);
-      exited.signo = 0;
-      exited.shell_report = DashSignalReport(WTERMSIG(status), WCOREDUMP(status));
-    }
     SendEvent(it->second.events.get(), exited);
     execs_.erase(it);  // closes the event socket: the exec's last event was sent
   }

@@ -4,21 +4,18 @@
 
 #include <fcntl.h>
 #include <grp.h>
-#include <limits.h>
 #include <linux/close_range.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "sandbox/init/simple_command.h"
 #include "sandbox/linux/caps.h"
 
 // Under AddressSanitizer the child's stack needs its shadow cleared before each clone (below).
@@ -54,33 +51,19 @@ struct ChildPlan {
   std::string not_found;  // the message when no candidate is executable
   std::string setresgid_step, setresuid_step, chdir_step;
   bool may_setgroups = true;
-  // A simple command run without the shell (simple_command.h): its words, and the PATH
-  // candidates of its program; argv above stays the shell's, run when none can be exec'd.
-  bool direct = false;
-  std::vector<std::string> words;
-  std::vector<char*> words_ptrs;
-  std::vector<std::string> word_candidates;
-  // PWD as dash sets it: `env_pwd` is the environment's value (null: none), `pwd_slot` the
-  // env_ptrs index that gets `pwd_entry` ("PWD=" and room for getcwd) when it must change.
-  const char* env_pwd = nullptr;
-  size_t pwd_slot = 0;
-  std::string pwd_entry;
-  // The process group to join; 0: a group of its own (the child leads it).
-  pid_t pgid = 0;
 };
 
 // The child's failure, written into init's memory (shared until execve or _exit). Read by
 // the parent once the clone returns; `failed` stays false when execve succeeded.
 struct ChildReport {
   bool failed = false;
-  bool direct = false;  // the program was exec'd without the shell (set before its execve)
-  bool sys = false;     // append errno's name and text, as Error::Sys does
+  bool sys = false;  // append errno's name and text, as Error::Sys does
   int err = 0;
   char what[1024] = {};
 };
 
 struct ChildArgs {
-  ChildPlan* plan;  // the child writes PWD into it (init's memory, discarded after the clone)
+  const ChildPlan* plan;
   const int* stdio;
   const InitContext* ctx;
   ChildReport* report;
@@ -167,36 +150,13 @@ const char* ResolveProgram(const ChildPlan& plan, ChildReport& r) {
   ChildFail(r, plan.not_found.c_str(), "", last_errno, false);
 }
 
-// Step 10b: the simple command without the shell (simple_command.h). Returns when it could
-// not be exec'd; the shell then runs the line and reports whatever went wrong as it would.
-void TryDirectExec(ChildPlan& plan, ChildReport& r) {
-  struct stat dot, pwd;
-  const bool keep_pwd = plan.env_pwd != nullptr && plan.env_pwd[0] == '/' &&
-                        ::stat(".", &dot) == 0 && ::stat(plan.env_pwd, &pwd) == 0 &&
-                        dot.st_dev == pwd.st_dev && dot.st_ino == pwd.st_ino;
-  if (!keep_pwd) {
-    char* value = plan.pwd_entry.data() + 4;  // after "PWD="
-    if (::getcwd(value, plan.pwd_entry.size() - 4) == nullptr) return;
-    plan.env_ptrs[plan.pwd_slot] = plan.pwd_entry.data();
-  }
-  for (const std::string& candidate : plan.word_candidates) {
-    r.direct = true;
-    ::execve(candidate.c_str(), plan.words_ptrs.data(), plan.env_ptrs.data());
-    r.direct = false;
-    if (errno != ENOENT && errno != ENOTDIR) return;
-  }
-}
-
-// A direct exec's process group leader (exec.h): it makes the group and exits at once.
-int GroupLeaderMain(void*) { _exit(::setpgid(0, 0) == 0 ? 0 : 1); }
-
 // The child, on its own stack in init's memory; init is suspended until execve or _exit.
 int ChildMain(void* raw) {
   const ChildArgs& a = *static_cast<const ChildArgs*>(raw);
-  ChildPlan& plan = *a.plan;
+  const ChildPlan& plan = *a.plan;
   const InitContext& ctx = *a.ctx;
   ChildReport& r = *a.report;
-  if (::setpgid(0, plan.pgid) != 0) ChildFailSys(r, "setpgid");
+  if (::setpgid(0, 0) != 0) ChildFailSys(r, "setpgid");
   ResetSignalsAndFds(a.stdio, r);
   if (Status s = ApplyRlimits(ctx.rlimits); !s.ok()) ChildFailWith(r, "rlimits: ", s.error());
   // The bounding and ambient sets were emptied and the securebits locked by init at start
@@ -211,7 +171,6 @@ int ChildMain(void* raw) {
   if (ctx.seccomp != nullptr && ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != SECCOMP_MODE_FILTER) {
     ChildFail(r, "seccomp: the cell's filter is not in effect in cell init", "", EPERM, false);
   }
-  if (plan.direct) TryDirectExec(plan, r);
   ::execve(program, plan.argv_ptrs.data(), plan.env_ptrs.data());
   const int e = errno;
   r.what[0] = '\0';
@@ -294,69 +253,8 @@ std::vector<std::string> MergeEnvironment(const std::vector<std::string>& defaul
   return out;
 }
 
-namespace {
-
-// The PATH candidates of `name`: itself when it has a '/', else "dir/name" for each entry
-// of `path_var`; an empty entry is the working directory, and its candidate is `name`
-// itself, as dash makes it (a script's $0 is the path it was exec'd by).
-std::vector<std::string> PathCandidates(const std::string& name, const std::string& path_var) {
-  if (name.find('/') != std::string::npos) return {name};
-  std::vector<std::string> out;
-  for (size_t pos = 0; pos <= path_var.size();) {
-    size_t end = path_var.find(':', pos);
-    if (end == std::string::npos) end = path_var.size();
-    std::string dir = path_var.substr(pos, end - pos);
-    pos = end + 1;
-    out.push_back(dir.empty() ? name : dir + "/" + name);
-  }
-  return out;
-}
-
-// Whether the cell's /bin/sh is dash, whose rules simple_command.h follows. Asked once:
-// the root's /usr is read-only to the cell (its overlay upper is the cell's own, but the
-// sandbox user cannot write /usr/bin), and init's view does not change.
-bool CellShellIsDash() {
-  static const bool dash = IsDash("/bin/sh");
-  return dash;
-}
-
-// Fills plan.words and the rest when the request allows running its line directly and
-// the rules of simple_command.h hold (argv and env are final in `plan` by now).
-void PlanDirectExec(const control::ExecRequest& request, ChildPlan& plan) {
-  if (!request.direct_simple_command || plan.argv.size() != 3 || plan.argv[0] != "/bin/sh" ||
-      plan.argv[1] != "-c" || !CellShellIsDash())
-    return;
-  std::optional<std::vector<std::string>> words = DashSimpleCommandWords(plan.argv[2]);
-  if (!words) return;
-  const std::string stand_in = DashBuiltinStandIn((*words)[0]);
-  if (!DashKeepsEnvironment(plan.env, stand_in.empty() ? (*words)[0] : stand_in)) return;
-  plan.direct = true;
-  plan.words = std::move(*words);
-  for (std::string& w : plan.words) plan.words_ptrs.push_back(w.data());
-  plan.words_ptrs.push_back(nullptr);
-  std::string path_var;
-  for (size_t i = 0; i < plan.env.size(); ++i) {
-    const std::string& e = plan.env[i];
-    if (e.rfind("PATH=", 0) == 0) path_var = e.substr(5);
-    if (e.rfind("PWD=", 0) == 0) {
-      plan.env_pwd = plan.env_ptrs[i] + 4;
-      plan.pwd_slot = i;
-    }
-  }
-  if (plan.env_pwd == nullptr) {  // a slot of its own before the terminating null
-    plan.pwd_slot = plan.env_ptrs.size() - 1;
-    plan.env_ptrs.push_back(nullptr);
-  }
-  plan.pwd_entry.assign(4 + PATH_MAX, '\0');
-  std::memcpy(plan.pwd_entry.data(), "PWD=", 4);
-  plan.word_candidates =
-      stand_in.empty() ? PathCandidates(plan.words[0], path_var) : std::vector{stand_in};
-}
-
-}  // namespace
-
 Result<pid_t> StartExec(const control::ExecRequest& request, const int stdio[3],
-                        const InitContext& ctx, ExecStart* start) {
+                        const InitContext& ctx) {
   if (Status s = ValidateRequest(request); !s.ok()) return s.error();
   ChildPlan plan;
   plan.argv = request.argv;
@@ -371,13 +269,20 @@ Result<pid_t> StartExec(const control::ExecRequest& request, const int stdio[3],
   }
   plan.env_ptrs.push_back(nullptr);
   const std::string& name = plan.argv[0];
-  plan.is_path = name.find('/') != std::string::npos;
-  if (!plan.is_path) {
+  if (name.find('/') != std::string::npos) {
+    plan.candidates.push_back(name);
+    plan.is_path = true;
+  } else {
     if (path_var.empty()) path_var = "/usr/local/bin:/usr/bin:/bin";
+    for (size_t pos = 0; pos <= path_var.size();) {
+      size_t end = path_var.find(':', pos);
+      if (end == std::string::npos) end = path_var.size();
+      std::string dir = path_var.substr(pos, end - pos);
+      pos = end + 1;
+      plan.candidates.push_back((dir.empty() ? "." : dir) + "/" + name);
+    }
     plan.not_found = "not found in PATH (" + path_var + ")";
   }
-  plan.candidates = PathCandidates(name, path_var);
-  PlanDirectExec(request, plan);
   plan.setresgid_step = "setresgid(" + std::to_string(ctx.sandbox_gid) + ")";
   plan.setresuid_step = "setresuid(" + std::to_string(ctx.sandbox_uid) + ")";
   plan.chdir_step = "chdir(\"" + plan.cwd + "\")";
@@ -386,48 +291,21 @@ Result<pid_t> StartExec(const control::ExecRequest& request, const int stdio[3],
 
   Result<char*> stack = ChildStackTop();
   if (!stack.ok()) return stack.error();
+#ifdef MCPCELL_ASAN
   // The child shares init's memory, shadow included, and never returns from its frames
   // (execve or _exit), so the previous child's frames are still poisoned on the reused
   // stack: without this the next child's first write there is reported as a use after scope.
-  auto unpoison_stack = [&] {
-#ifdef MCPCELL_ASAN
-    __asan_unpoison_memory_region(*stack - kStackBytes, kStackBytes);
+  __asan_unpoison_memory_region(*stack - kStackBytes, kStackBytes);
 #endif
-  };
-  unpoison_stack();
-  // A direct exec's program must not lead its process group: under the shell it is a
-  // member of the shell's, so setsid() works in it (util-linux `setsid PROG` forks and
-  // returns at once when its caller leads a group) and getpgrp() is not its pid. A clone
-  // makes the group and exits; the program joins it while the leader's zombie holds the
-  // id, and the group lives on with its members once the zombie is reaped. The leader has
-  // no exit signal, so it is a "clone child" that ReapChildren's wait4(-1) leaves alone.
-  pid_t leader = 0;
-  if (plan.direct) {
-    leader = ::clone(GroupLeaderMain, *stack, CLONE_VM | CLONE_VFORK, nullptr);
-    if (leader < 0) return Error::Sys("clone(process group leader)");
-    plan.pgid = leader;
-    unpoison_stack();
-  }
-  auto reap_leader = [&] {
-    int leader_status;
-    while (leader > 0 && ::waitpid(leader, &leader_status, __WCLONE) < 0 && errno == EINTR) {
-    }
-  };
   ChildReport report;
   ChildArgs args{&plan, stdio, &ctx, &report};
   // CLONE_VM | CLONE_VFORK, as posix_spawn does: no copy of init's page tables, and the
   // clone returns once the child has exec'd (or failed and exited), so `report` is final.
   pid_t pid = ::clone(ChildMain, *stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
-  if (pid < 0) {
-    const Error e = Error::Sys("clone(CLONE_VM | CLONE_VFORK)");
-    reap_leader();
-    return e;
-  }
+  if (pid < 0) return Error::Sys("clone(CLONE_VM | CLONE_VFORK)");
   // Also from the parent, so a signal to the group sent right after ExecStarted cannot
   // miss a child that has not run its own setpgid yet. EACCES after its execve is fine.
-  ::setpgid(pid, leader > 0 ? leader : pid);
-  reap_leader();  // the program holds the group now (or failed and is reaped below)
-  if (start != nullptr) *start = ExecStart{report.direct, leader > 0 ? leader : pid};
+  ::setpgid(pid, pid);
   if (!report.failed) return pid;
   int status;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {

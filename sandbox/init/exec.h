@@ -8,8 +8,7 @@
 // is prepared before the clone (argv, the merged environment, the PATH candidates, the
 // step names of error messages), and the child allocates nothing: it makes syscalls and
 // fills fixed buffers. It runs, in order:
-//   1. setpgid: its own process group, so a timeout or signal reaches the group (for a
-//      direct exec, the group a leader clone made just before: ExecStart::pgid);
+//   1. setpgid(0, 0): its own process group, so a timeout or signal reaches the group;
 //   2. signal mask and the dispositions init changed reset (init blocks SIGCHLD for its
 //      signalfd and ignores kInitIgnoredSignals; everything else it reset at start);
 //   3. stdin/stdout/stderr from the fds the server passed; every other fd closed;
@@ -20,9 +19,7 @@
 //   7. ClearPermittedCaps (B): permitted/effective/inheritable empty, verified;
 //   8. chdir(cwd) and PATH search as the sandbox user (permission checks are its own);
 //   9. PR_SET_NO_NEW_PRIVS;
-//  10. seccomp checked LAST (PR_GET_SECCOMP is filter mode), then execve: of a simple
-//      command's program first when the request allows it (simple_command.h; PWD set as
-//      dash would), and of argv when that is not done or fails.
+//  10. seccomp checked LAST (PR_GET_SECCOMP is filter mode), then execve.
 // The filter itself is installed once on init (ApplySeccompToInit, before Ready) and comes
 // with every clone: loading it per exec made the kernel convert it, JIT it and build its
 // action cache each time (~130 us of a ~1 ms exec here). The child's steps 1-9 therefore
@@ -59,19 +56,9 @@ Status ApplySeccompToInit(const InitContext& ctx);
 std::vector<std::string> MergeEnvironment(const std::vector<std::string>& defaults,
                                           const std::vector<std::string>& overlay);
 
-// What the caller needs of a started exec besides its pid.
-struct ExecStart {
-  bool direct = false;  // exec'd without the shell (request.direct_simple_command)
-  // Its process group: the pid, or for a direct exec the group its leader clone made (the
-  // program must not lead its group, as under the shell it does not). Signals to the
-  // exec go to -pgid.
-  pid_t pgid = 0;
-};
-
 // Validates the request (non-empty argv, no NUL bytes, cwd absolute or empty), clones, and
 // returns the child's pid once it has exec'd. `stdio` are the 3 fds the request carried.
-// `*start` (when given) is filled once the child is cloned.
 Result<pid_t> StartExec(const control::ExecRequest& request, const int stdio[3],
-                        const InitContext& ctx, ExecStart* start = nullptr);
+                        const InitContext& ctx);
 
 }  // namespace mcpcell::sandbox

@@ -140,26 +140,6 @@ Status MakeCellDeviceNodes(const std::string& dir) {
   return made;
 }
 
-Status ReuseCellDeviceNodes(const std::string& dir) {
-  for (const char* node : kCellDeviceNodes) {
-    const std::string path = dir + "/" + node;
-    struct stat host, st;
-    if (Status s = StatHostNode(node, host); !s) return s;
-    if (::lstat(path.c_str(), &st) != 0) return Error::Sys("lstat(\"" + path + "\")");
-    if (!S_ISCHR(st.st_mode) || st.st_rdev != host.st_rdev || st.st_uid != host.st_uid ||
-        st.st_gid != host.st_gid || (st.st_mode & 07777) != NodeMode(host)) {
-      return Error::Msg(path + " differs from /dev/" + node);
-    }
-    // The earlier cell could read and write its nodes (mode 0666), which sets their access
-    // and modification times: renewed, so the next cell cannot learn when or how much.
-    const struct timespec now[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
-    if (::utimensat(AT_FDCWD, path.c_str(), now, AT_SYMLINK_NOFOLLOW) != 0) {
-      return Error::Sys("utimensat(\"" + path + "\", UTIME_NOW)");
-    }
-  }
-  return CheckNodesOpen(dir);
-}
-
 Status RemoveCellDeviceNodes(const std::string& dir) {
   for (const char* node : kCellDeviceNodes) {
     const std::string path = dir + "/" + node;

@@ -8,8 +8,7 @@
 // nodes from a host directory. Where the server may mknod (root in the initial user
 // namespace, on a filesystem that allows device nodes), MakeCellDeviceNodes makes nodes for
 // each cell in its own cell dir, so locks on them (flock, fcntl) and their inodes are the
-// cell's alone (a cell dir, nodes included, is reused by a later cell only once no process
-// of the earlier one exists, state_dir.h). Elsewhere (desktop mode, a nodev state dir) the
+// cell's alone. Elsewhere (desktop mode, a nodev state dir) the
 // cell binds the host's /dev nodes, which every cell and the host then share, and the cell
 // reports that in its warnings. The binds are the only mounts of a cell without nodev; the
 // /dev tmpfs is remounted read-only once populated.
@@ -35,13 +34,6 @@ inline constexpr const char* kCellDeviceNodes[] = {"null",   "zero",    "full",
 // and the message says why ("... nodev ...", "mknod(...): EPERM ..."); the caller then
 // falls back to the host's nodes.
 Status MakeCellDeviceNodes(const std::string& dir);
-// Readies the nodes of a reused cell dir (state_dir.h) for the next cell: checks that
-// `dir` holds, for each kCellDeviceNodes entry, a node that is still what
-// MakeCellDeviceNodes makes now (character device, major:minor, owner and mode of the
-// host's node) and that they open, and sets their access and modification times to now,
-// so nothing of the cell that used them before remains. Otherwise the error names the
-// first difference (the caller then makes new nodes).
-Status ReuseCellDeviceNodes(const std::string& dir);
 // Removes what MakeCellDeviceNodes made (a cell's dir goes whole with RemoveCellDir).
 Status RemoveCellDeviceNodes(const std::string& dir);
 

@@ -1,8 +1,8 @@
-// The executables installed together (mcpcell, mcpcell-server, mcpcell-init) find one
-// another as siblings of the running executable, never through PATH: a front exec'ing the
-// server, a server exec'ing cell init for every cell.
+// The executables installed together (mcpcell, mcpcell-init) find one another as siblings
+// of the running executable, never through PATH: the server exec'ing cell init for every
+// cell.
 //
-// No exceptions; usable by cell init, the front and the server.
+// No exceptions; usable by cell init and the server.
 #pragma once
 
 #include <string>

@@ -278,23 +278,6 @@ void ExpectNoTraces(const HostTraces& t, const std::string& state_dir) {
   if (std::filesystem::exists(state_dir + "/idranges")) {
     EXPECT_TRUE(std::filesystem::is_empty(state_dir + "/idranges")) << "uid range still claimed";
   }
-  // A recycled cell dir (state_dir.h) keeps its device nodes and blank records, nothing of
-  // the cell: no workspace, no pids.
-  if (std::filesystem::exists(state_dir + "/spare")) {
-    for (const auto& spare : std::filesystem::directory_iterator(state_dir + "/spare")) {
-      for (const auto& e : std::filesystem::directory_iterator(spare.path())) {
-        const std::string name = e.path().filename();
-        if (name == "owner" || name == "init") {
-          std::ifstream record(e.path());
-          const std::string text((std::istreambuf_iterator<char>(record)),
-                                 std::istreambuf_iterator<char>());
-          EXPECT_EQ(text, std::string(63, ' ') + "\n") << e.path();
-        } else {
-          EXPECT_EQ(name, "dev") << "left in a spare cell dir: " << e.path();
-        }
-      }
-    }
-  }
 }
 
 // Cell init is in every one of the cell's cgroups by the time Create returns (with v1 it

@@ -22,7 +22,6 @@
 #include <string>
 #include <vector>
 
-#include "tools/launcher/pool_reply.h"
 
 #ifndef MCPCELL_BIN
 #error "MCPCELL_BIN must name the mcpcell executable"
@@ -119,12 +118,6 @@ Outcome RunMcpcell(const std::string& state, std::vector<std::string> args,
   return RunProgram(args, input);
 }
 
-// mcpcell-server, installed next to mcpcell (tools/command.h).
-std::string ServerBin() {
-  std::string bin = MCPCELL_BIN;
-  return bin.substr(0, bin.rfind('/') + 1) + "mcpcell-server";
-}
-
 class RunTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -187,7 +180,7 @@ TEST_F(RunTest, SignalsTimeoutsAndMissingCommands) {
 // A terminal's SIGINT or a supervisor's SIGTERM reaches only `mcpcell run` (the command
 // runs in cell init's session): it is forwarded to the command's process group, and the
 // run ends with the command's 128+N.
-TEST_F(RunTest, SignalsToTheFrontReachTheCommand) {
+TEST_F(RunTest, SignalsToTheRunReachTheCommand) {
   for (int sig : {SIGTERM, SIGINT}) {
     Started run = Start({MCPCELL_BIN, "run", "--state-dir", state_, "--", "/bin/sh", "-c",
                          "echo ready; exec sleep 100"});
@@ -282,83 +275,20 @@ TEST_F(RunTest, EachRunGetsAFreshCell) {
   EXPECT_THAT(o.out, ::testing::Not(HasSubstr("mark")));
 }
 
-// The front delegates the commands it does not link to mcpcell-server (tools/command.h):
-// both list the same commands with the same summaries, whichever answers --help.
-TEST(RunFrontTest, HelpListsEveryCommand) {
-  Outcome front = RunProgram({MCPCELL_BIN, "--help"});
-  Outcome server = RunProgram({ServerBin(), "--help"});
-  ASSERT_EQ(front.status, 0) << front.err;
-  ASSERT_EQ(server.status, 0) << server.err;
-  // The same text but for the usage line, which names argv[0].
-  auto without_usage = [](std::string text) {
-    const size_t at = text.find("\nUsage: ");
-    if (at != std::string::npos) text.erase(at, text.find('\n', at + 1) - at);
-    return text;
-  };
-  EXPECT_EQ(without_usage(front.out), without_usage(server.out));
+// One executable has every command.
+TEST(RunCommandLineTest, HelpListsEveryCommand) {
+  Outcome help = RunProgram({MCPCELL_BIN, "--help"});
+  ASSERT_EQ(help.status, 0) << help.err;
   for (const char* command : {"run", "pool", "doctor", "serve", "policy"}) {
-    EXPECT_THAT(front.out, HasSubstr(std::string("\n  ") + command + " ")) << front.out;
+    EXPECT_THAT(help.out, HasSubstr(std::string("\n  ") + command + " ")) << help.out;
   }
-}
-
-TEST(RunFrontTest, DelegatedCommandsRunInTheServer) {
   Outcome serve = RunProgram({MCPCELL_BIN, "serve", "--help"});
   EXPECT_EQ(serve.status, 0) << serve.err;
-  EXPECT_THAT(serve.out, HasSubstr("--http")) << "serve's own options, from mcpcell-server";
-  Outcome policy = RunProgram({MCPCELL_BIN, "policy", "show", "default"});
-  EXPECT_EQ(policy.status, 0) << policy.err;
-  EXPECT_THAT(policy.out, HasSubstr("# shipped profiles:"));
-  // Exit statuses and errors come through unchanged.
+  EXPECT_THAT(serve.out, HasSubstr("--http"));
   Outcome bad = RunProgram({MCPCELL_BIN, "policy", "check", "/nonexistent/p.toml"});
   EXPECT_EQ(bad.status, 1);
   EXPECT_THAT(bad.err, HasSubstr("mcpcell policy check: "));
   EXPECT_THAT(bad.err, HasSubstr("/nonexistent/p.toml"));
-}
-
-TEST(RunFrontTest, AMissingServerIsNamed) {
-  char tmpl[] = "/tmp/mcpcell-front-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
-  // The launcher alone: it names the front it needs.
-  std::filesystem::copy_file(MCPCELL_BIN, dir + "/mcpcell");
-  Outcome alone = RunProgram({dir + "/mcpcell", "--version"});
-  EXPECT_EQ(alone.status, 127);
-  EXPECT_THAT(alone.err, HasSubstr("mcpcell: cannot run " + dir + "/mcpcell-front")) << alone.err;
-  std::filesystem::copy_file(std::string(MCPCELL_BIN) + "-front", dir + "/mcpcell-front");
-  Outcome o = RunProgram({dir + "/mcpcell", "serve"});
-  EXPECT_EQ(o.status, 127);
-  EXPECT_THAT(o.err, HasSubstr("mcpcell serve: this command runs in mcpcell-server"));
-  EXPECT_THAT(o.err, HasSubstr(dir + "/mcpcell-server"));
-  // Its own commands need nothing else (the cell init it then looks for is another matter).
-  Outcome version = RunProgram({dir + "/mcpcell", "--version"});
-  EXPECT_EQ(version.status, 0) << version.err;
-  EXPECT_THAT(version.out, HasSubstr("mcpcell 0.1.0"));
-  std::filesystem::remove_all(dir);
-}
-
-// What `mcpcell run` maps while its command runs: none of the HTTP stack (cpp-httplib,
-// OpenSSL, brotli, toml++), whose loading cost every run ~5 ms before main.
-TEST_F(RunTest, TheFrontLoadsNoHttpStack) {
-  std::vector<std::string> args = {MCPCELL_BIN, "run",     "--state-dir", state_,
-                                   "--",        "/bin/sh", "-c",          "echo up; read x; true"};
-  Started child = Start(std::move(args));
-  pid_t pid = child.pid;
-  char buf[8] = {};
-  ASSERT_EQ(read(child.out, buf, 3), 3) << "the command never started";
-  EXPECT_STREQ(buf, "up\n");
-  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
-  std::stringstream text;
-  text << maps.rdbuf();
-  EXPECT_THAT(text.str(), HasSubstr("/mcpcell")) << "not the maps of mcpcell";
-  for (const char* lib : {"httplib", "libssl", "libcrypto", "brotli", "tomlplusplus"}) {
-    EXPECT_THAT(text.str(), ::testing::Not(HasSubstr(lib))) << text.str();
-  }
-  close(child.in);  // `read x` ends
-  close(child.out);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  close(child.err);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 // ---- mcpcell pool: cells made ahead for `mcpcell run` (tools/cell_pool.h) ----
@@ -492,25 +422,24 @@ TEST_F(PoolRunTest, ARunTakesAReadyCellWithItsStdioAndStatus) {
   EXPECT_EQ(CellDirs(), 1u);
 }
 
-// A pooled run with only the options the launcher knows is the launcher's alone (no
-// front exec'd); any other option goes through the front, which takes a pooled cell too.
-// The pool's cells are of the shape the launcher asks for.
-TEST_F(PoolRunTest, ThePooledRunIsTheLaunchersOwnAndOtherOptionsGoThroughTheFront) {
+// A pooled run takes a ready cell whatever else it asks for (--timings here); the pool's
+// cells are of the shape a run with default options asks for.
+TEST_F(PoolRunTest, APooledRunTakesAReadyCellWithOrWithoutOtherOptions) {
   EXPECT_THAT(Status(), HasSubstr(std::string("\"cell\":\"") + MCPCELL_DEFAULT_CELL_KEY + "\""));
-  for (const bool front : {false, true}) {
+  for (const bool timings : {false, true}) {
     std::vector<std::string> args = {MCPCELL_BIN, "run", "--state-dir", state_};
-    if (front) args.push_back("--timings");
+    if (timings) args.push_back("--timings");
     for (const char* a : {"--", "/bin/sh", "-c", "echo up; read x; true"}) args.push_back(a);
     Started run = Start(args);
     ASSERT_EQ(ReadUntil(run.out, "up\n"), "up\n");
     char exe[4096] = {};
     ASSERT_GT(readlink(("/proc/" + std::to_string(run.pid) + "/exe").c_str(), exe, sizeof exe - 1),
               0);
-    EXPECT_THAT(exe, ::testing::EndsWith(front ? "/mcpcell-front" : "/mcpcell"));
+    EXPECT_THAT(exe, ::testing::EndsWith("/mcpcell"));
     close(run.in);
     Outcome o = Collect(run);
     EXPECT_EQ(o.status, 0) << o.err;
-    if (front) {
+    if (timings) {
       EXPECT_THAT(o.err, HasSubstr("was made ahead by the pool")) << o.err;
     }
   }
@@ -682,16 +611,16 @@ TEST_F(RunTest, ASignalWhileThePoolDeclinesMeansTheCommandNeverRuns) {
   close(listener);
 }
 
-// `mcpcell` is a launcher (tools/launcher/launcher.c) that serves a pooled run itself: the
-// request it sends is the front's (checked field by field, strings that need escaping
-// included), and it follows whatever the pool answers: an exit, a timeout, a bad frame,
-// a decline (then the front makes a cell of its own and the command runs there).
-TEST_F(RunTest, TheLauncherSpeaksThePoolProtocol) {
+// `mcpcell run` is the pool's client (tools/cell_pool.h, PoolClient): the request it sends
+// is checked field by field (strings that need escaping included), and it follows whatever
+// the pool answers: an exit, a timeout, a bad frame, a decline (then it makes a cell of its
+// own and the command runs there).
+TEST_F(RunTest, TheRunSpeaksThePoolProtocol) {
   const int listener = ListenAsAStandInPool(state_ + "/pool.sock");
   ASSERT_GE(listener, 0);
   const std::vector<std::string> command = {"/bin/sh", "-c", "printf '%s|' \"$0\" 'x\"y\\z'",
                                             "caf\xc3\xa9\n\t\x01"};
-  // Runs the launcher against the stand-in, which answers with `frames`; returns the run's
+  // Runs `mcpcell run` against the stand-in, which answers with `frames`; returns the run's
   // outcome and the request it sent.
   auto exchange = [&](const std::vector<std::string>& frames, std::vector<std::string> options) {
     std::vector<std::string> args = {MCPCELL_BIN, "run", "--state-dir", state_};
@@ -752,7 +681,7 @@ TEST_F(RunTest, TheLauncherSpeaksThePoolProtocol) {
   EXPECT_THAT(gone.err, HasSubstr("the pool closed the connection before the command ended"));
 
   // Declined, or the pool went away before it started the command: the command runs in a
-  // cell the front makes (the stand-in is not asked again).
+  // cell the run makes (the stand-in is not asked again).
   auto [closed, r7] = exchange({}, {});
   EXPECT_EQ(closed.status, 0) << closed.err;
   EXPECT_EQ(closed.out, "caf\xc3\xa9\n\t\x01|x\"y\\z|");

@@ -339,8 +339,7 @@ print(json.dumps({'connected': len(socks), 'still_open': open_}))`, { timeout_s:
     assert.equal(r.timed_out, true);
     assert.equal(r.signal, 'SIGKILL');
     const left = await a.run('ps -eo pid=,comm=');
-    // `ps` alone is a plain line, which init runs without a shell (sandbox/init/simple_command.h).
-    assert.match(left.stdout, /^\s*1 mcpcell-init\n\s*\d+ ps\n$/, 'the timeout killed the hog\'s whole group');
+    assert.match(left.stdout, /^\s*1 mcpcell-init\n\s*\d+ sh\n\s*\d+ ps\n$/, 'the timeout killed the hog\'s whole group');
     const cpu = (await a.call('session_info')).structuredContent.cpu_time_ms - cpuBefore;
     t.diagnostic(`CPU hog (spinners ${spinners}): ${limitsEnforced ? cpu : 'unmeasured (no cgroup)'} ms of cell cpu in ${r.duration_ms} ms (limit ${kCpus} CPU); B's run_command true during it: p50 ${percentile(during, 50).toFixed(0)} ms p99 ${percentile(during, 99).toFixed(0)} ms`);
     if (limitsEnforced) {

@@ -689,37 +689,27 @@ describe('maximum session lifetime', () => {
   });
 });
 
-describe('plain lines without the shell', () => {
-  it('a plain program call runs without /bin/sh, every line does with tools.direct_exec = false, and both read alike', async () => {
-    const dir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-policy-'));
-    try {
-      const policyFile = path.join(dir, 'shell-only.toml');
-      writeFileSync(policyFile, 'name = "shell-only"\n[tools]\ndirect_exec = false\n');
-      for (const [extra, processes] of [[[], ['mcpcell-init', 'ps']],
-        [['--policy', policyFile], ['mcpcell-init', 'sh', 'ps']]]) {
-        await withServer(extra, async (s) => {
-          const call = (command) => s.client.callTool({ name: 'run_command', arguments: { command } });
-          // `ps` lists the cell's processes: a shell among them only when it ran the line.
-          const ps = await call('ps -eo comm=');
-          assert.deepEqual(ps.structuredContent.stdout.trim().split('\n').map((l) => l.trim()), processes,
-            `${extra.join(' ') || 'default policy'}: ${text(ps)}`);
-          // A program killed by a signal reads as the shell reports it, either way.
-          await s.client.callTool({ name: 'write_file', arguments: { path: 'die.sh', content: '#!/bin/sh\nkill -TERM $$\n' } });
-          await call('chmod 755 die.sh');
-          const died = await call('./die.sh');
-          assert.equal(died.isError ?? false, false, text(died));
-          assert.equal(died.structuredContent.exit_code, 143);
-          assert.equal(died.structuredContent.signal, '');
-          assert.equal(died.structuredContent.stderr, 'Terminated\n');
-          // A program that is not there: the shell's own message and code, either way.
-          const missing = await call('no-such-program x');
-          assert.equal(missing.structuredContent.exit_code, 127);
-          assert.equal(missing.structuredContent.stderr, '/bin/sh: 1: no-such-program: not found\n');
-        });
-      }
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+describe('run_command is /bin/sh -c COMMAND', () => {
+  it('a plain program call runs under /bin/sh, and a signal death and a missing program read as the shell reports them', async () => {
+    await withServer([], async (s) => {
+      const call = (command) => s.client.callTool({ name: 'run_command', arguments: { command } });
+      // `ps` lists the cell's processes: the shell that ran the line is among them.
+      const ps = await call('ps -eo comm=');
+      assert.deepEqual(ps.structuredContent.stdout.trim().split('\n').map((l) => l.trim()),
+        ['mcpcell-init', 'sh', 'ps'], text(ps));
+      // A program killed by a signal reads as dash reports it.
+      await s.client.callTool({ name: 'write_file', arguments: { path: 'die.sh', content: '#!/bin/sh\nkill -TERM $$\n' } });
+      await call('chmod 755 die.sh');
+      const died = await call('./die.sh');
+      assert.equal(died.isError ?? false, false, text(died));
+      assert.equal(died.structuredContent.exit_code, 143);
+      assert.equal(died.structuredContent.signal, '');
+      assert.equal(died.structuredContent.stderr, 'Terminated\n');
+      // A program that is not there: the shell's own message and code.
+      const missing = await call('no-such-program x');
+      assert.equal(missing.structuredContent.exit_code, 127);
+      assert.equal(missing.structuredContent.stderr, '/bin/sh: 1: no-such-program: not found\n');
+    });
   });
 });
 

@@ -27,7 +27,6 @@ TEST(Loader, EmptyFileIsTheDefaults) {
   EXPECT_EQ(p->filesystem.workspace, WorkspaceMode::kEphemeral);
   EXPECT_FALSE(p->network.egress_allowed);
   EXPECT_TRUE(p->tools.enabled.empty());
-  EXPECT_TRUE(p->tools.direct_exec);
 }
 
 TEST(Loader, ReadsEverySection) {
@@ -80,7 +79,6 @@ allow_sdist = true
 max_artifact_size = "64MiB"
 [tools]
 enabled = ["run_code", "session_info"]
-direct_exec = false
 )";
   auto p = ParsePolicy(text, "full.toml");
   std::filesystem::remove_all(dir);
@@ -113,7 +111,6 @@ direct_exec = false
   EXPECT_FALSE(p->packages.allow_install_scripts);
   EXPECT_EQ(p->packages.max_artifact_bytes, 64ull << 20);
   EXPECT_EQ(p->tools.enabled.size(), 2u);
-  EXPECT_FALSE(p->tools.direct_exec);
 }
 
 struct BadCase {
@@ -291,10 +288,6 @@ INSTANTIATE_TEST_SUITE_P(
                 "p.toml:2:11: tools.enabled: expected an array of strings, got a string"},
         BadCase{"[tools]\nenabled = [1]\n",
                 "p.toml:2:12: tools.enabled[0]: expected a string, got an integer"},
-        BadCase{"[tools]\ndirect_exec = \"no\"\n",
-                "p.toml:2:15: tools.direct_exec: expected true or false, got a string"},
-        BadCase{"[tools]\ndirect = true\n",
-                "p.toml:2:1: tools.direct: unknown key (known here: enabled, direct_exec)"},
         BadCase{"name = \"Bad Name\"\n",
                 "p.toml:1:8: name: \"Bad Name\" must be 1 to 64 of [a-z0-9_-]"},
         BadCase{"[limits\nmemory = 1\n",

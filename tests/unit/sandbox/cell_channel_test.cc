@@ -142,7 +142,7 @@ TEST(CellChannel, StdinToAProgramThatStoppedReadingIsNoSigpipe) {
     r.fds[0].Reset();  // the "program" closes its stdin unread
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     r.fds.clear();
-    i.SendOn(events, ExecExited{m->request_id, 0, 0, 0, 0, 0, 0, 0, ""});
+    i.SendOn(events, ExecExited{m->request_id, 0, 0, 0, 0, 0, 0});
   });
   auto ch = Connect(init);
   ExecOptions o;
@@ -159,52 +159,6 @@ TEST(CellChannel, StdinToAProgramThatStoppedReadingIsNoSigpipe) {
   ::sigaction(SIGPIPE, &old, nullptr);
 }
 
-// A simple command init ran without the shell: the request says it may (only when the
-// channel captures stderr), and the shell's report of a signal death that comes with
-// ExecExited ends the stderr stream, after the program's own output, in the kept text and
-// in what is streamed.
-TEST(CellChannel, ShellReportOfADirectExecEndsStderr) {
-  FakeInit init;
-  std::atomic<int> direct_asked{-1};
-  init.Serve([&](FakeInit& i, Received& r) {
-    auto* m = std::get_if<ExecRequest>(&r.message);
-    if (m == nullptr) return;
-    direct_asked = m->direct_simple_command;
-    UniqueFd events = std::move(r.fds[3]);
-    if (r.fds[2].get() >= 0) {
-      ASSERT_EQ(::write(r.fds[2].get(), "oops\n", 5), 5);
-    }
-    r.fds.clear();
-    i.SendOn(events, ExecExited{m->request_id, 0, 143, 0, 0, 0, 0, 1, "Terminated\n"});
-  });
-  auto ch = Connect(init);
-  ExecOptions o;
-  o.argv = {"/bin/sh", "-c", "prog"};
-  o.direct_simple_command = true;
-  o.timeout = std::chrono::seconds(30);
-  std::string streamed;
-  o.on_output = [&](OutputStream s, std::string_view d) {
-    if (s == OutputStream::kStderr) streamed += d;
-  };
-  auto r = ch->Exec(o);
-  ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(direct_asked, 1);
-  EXPECT_TRUE(r->direct);
-  EXPECT_FALSE(r->signaled);
-  EXPECT_EQ(r->exit_code, 143);
-  EXPECT_EQ(r->err.data, "oops\nTerminated\n");
-  EXPECT_EQ(r->err.total, 16u);
-  EXPECT_EQ(streamed, "oops\nTerminated\n");
-  // stderr to a caller's own fd: the report would have nowhere to go, so no direct exec.
-  int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-  ASSERT_GE(devnull, 0);
-  o.stderr_fd = devnull;
-  r = ch->Exec(o);
-  ::close(devnull);
-  ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(direct_asked, 0);
-}
-
 TEST(CellChannel, ExecStreamsFromPipesAndBoundsWhatItKeeps) {
   FakeInit init;
   init.Serve([](FakeInit& i, Received& r) {
@@ -219,7 +173,7 @@ TEST(CellChannel, ExecStreamsFromPipesAndBoundsWhatItKeeps) {
     ASSERT_EQ(::write(r.fds[1].get(), big.data(), big.size()), static_cast<ssize_t>(big.size()));
     ASSERT_EQ(::write(r.fds[2].get(), in, n), n);
     r.fds.clear();  // the "program" exits: pipes close
-    i.SendOn(events, ExecExited{m->request_id, 0, 5, 0, 1000, 2000, 4096, 0, ""});
+    i.SendOn(events, ExecExited{m->request_id, 0, 5, 0, 1000, 2000, 4096});
   });
   auto ch = Connect(init);
   ExecOptions o;
@@ -258,7 +212,7 @@ TEST(CellChannel, TimeoutSendsSigkillToTheGroup) {
       signalled = s->signo;
       i.Send(OkReply{s->request_id});
       held.clear();
-      i.SendOn(events, ExecExited{s->exec_request_id, 1, 0, SIGKILL, 0, 0, 0, 0, ""});
+      i.SendOn(events, ExecExited{s->exec_request_id, 1, 0, SIGKILL, 0, 0, 0});
     }
   });
   auto ch = Connect(init);
@@ -286,7 +240,7 @@ TEST(CellChannel, ExecWithoutAStartReport) {
     UniqueFd events = std::move(r.fds[3]);
     r.fds.clear();
     if (mode.load() == Init::kExits)
-      return i.SendOn(events, ExecExited{m->request_id, 0, 3, 0, 0, 0, 0, 0, ""});
+      return i.SendOn(events, ExecExited{m->request_id, 0, 3, 0, 0, 0, 0});
     if (mode.load() == Init::kFailsToStart)
       return i.SendOn(events, ErrorReply{m->request_id, ENOENT, "execve: ENOENT"});
     i.SendOn(events, ExecStarted{m->request_id, 5});
@@ -393,7 +347,7 @@ TEST(CellChannel, StopRequestKillsTheGroupPromptly) {
         if (before_started) i.SendOn(events, ExecStarted{s->exec_request_id, 9});
         i.Send(OkReply{s->request_id});
         held.clear();
-        i.SendOn(events, ExecExited{s->exec_request_id, 1, 0, SIGKILL, 0, 0, 0, 0, ""});
+        i.SendOn(events, ExecExited{s->exec_request_id, 1, 0, SIGKILL, 0, 0, 0});
       }
     });
     auto ch = Connect(init);
@@ -481,7 +435,7 @@ TEST(CellChannel, OutputIsCompleteWhenInitClosesItsCopiesFirst) {
     stdout_fds_after_init_let_go = FdsOnTheSamePipe(probe.get());
     probe.Reset();
     std::this_thread::sleep_for(100ms);
-    FakeInit::SendOn(events, ExecExited{m->request_id, 0, 4, 0, 0, 0, 0, 0, ""});
+    FakeInit::SendOn(events, ExecExited{m->request_id, 0, 4, 0, 0, 0, 0});
   });
   auto ch = Connect(init);
   ExecOptions o;
@@ -506,7 +460,7 @@ TEST(CellChannel, AnExecExitedWithAnFdIsRefusedAndTheFdNotKept) {
     auto* m = std::get_if<ExecRequest>(&r.message);
     if (m == nullptr) return;
     const int fds[1] = {extra_write.get()};
-    Status s = SendMessage(r.fds[3].get(), ExecExited{m->request_id, 0, 0, 0, 0, 0, 0, 0, ""}, fds);
+    Status s = SendMessage(r.fds[3].get(), ExecExited{m->request_id, 0, 0, 0, 0, 0, 0}, fds);
     ASSERT_TRUE(s.ok()) << s.error().message;
     extra_write.Reset();
     r.fds.clear();
@@ -575,7 +529,7 @@ TEST(CellChannel, HostileInitOnTheExecEventSocketKillsTheChannel) {
       "on the event socket of exec");
   ExpectExecDeathFrom(
       [](FakeInit&, uint64_t id, std::vector<UniqueFd>& fds) {
-        FakeInit::SendOn(fds[3], ExecExited{id, 0, 0, 0, 0, 0, 0, 0, ""});  // before ExecStarted
+        FakeInit::SendOn(fds[3], ExecExited{id, 0, 0, 0, 0, 0, 0});  // before ExecStarted
       },
       "sent ExecExited for request");
   ExpectExecDeathFrom(

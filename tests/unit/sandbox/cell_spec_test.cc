@@ -340,56 +340,6 @@ TEST(RemoveCellDir, RemovesWhatTheSandboxMadeUnreadable) {
   EXPECT_TRUE(RemoveCellDir(cell).ok()) << "removing a missing dir is fine";
 }
 
-// Destroyed cells' dirs are emptied but for `keep` and empty records, and reused
-// (state_dir.h): a claim takes
-// one whole, at most kSpareCellDirs wait, and beyond that a dir is removed.
-TEST(RecycleCellDir, KeepsOnlyTheNamedEntryAndHandsTheDirToTheNextCell) {
-  TempDir dir;
-  namespace fs = std::filesystem;
-  const std::string cells = dir.path() + "/cells";
-  fs::create_directories(cells);
-  EXPECT_FALSE(ClaimSpareCellDir(dir.path(), cells + "/none")) << "no spare yet";
-  EXPECT_FALSE(fs::exists(cells + "/none"));
-  for (int i = 0; i <= kSpareCellDirs; ++i) {
-    const std::string cell = cells + "/c" + std::to_string(i);
-    fs::create_directories(cell + "/workspace/locked");
-    fs::create_directories(cell + "/dev");
-    std::ofstream(cell + "/dev/null") << "kept";
-    std::ofstream(cell + "/init") << "1 2";
-    ::chmod((cell + "/workspace/locked").c_str(), 0);
-    Status s = RecycleCellDir(dir.path(), cell, "dev");
-    ASSERT_TRUE(s.ok()) << s.error().message;
-    EXPECT_FALSE(fs::exists(cell));
-  }
-  EXPECT_TRUE(RecycleCellDir(dir.path(), cells + "/missing", "dev").ok());
-  size_t spares = 0;
-  for (const auto& e : fs::directory_iterator(dir.path() + "/spare")) {
-    ++spares;
-    std::set<std::string> names;
-    for (const auto& f : fs::directory_iterator(e.path())) names.insert(f.path().filename());
-    EXPECT_EQ(names, (std::set<std::string>{"dev", "init"})) << e.path();
-    EXPECT_EQ(fs::file_size(e.path() / "init"), 64u) << "records are kept, blanked in place";
-    std::ifstream blank(e.path() / "init");
-    std::string word;
-    EXPECT_FALSE(blank >> word) << "a blank record holds nothing but spaces: " << word;
-  }
-  EXPECT_EQ(spares, static_cast<size_t>(kSpareCellDirs)) << "the one past the limit was removed";
-  EXPECT_TRUE(fs::is_empty(cells));
-
-  std::ofstream(cells + "/taken") << "";
-  EXPECT_FALSE(ClaimSpareCellDir(dir.path(), cells + "/taken")) << "never replaces an entry";
-  for (int i = 0; i < kSpareCellDirs; ++i) {
-    const std::string cell = cells + "/n" + std::to_string(i);
-    ASSERT_TRUE(ClaimSpareCellDir(dir.path(), cell)) << i;
-    std::ifstream kept(cell + "/dev/null");
-    std::string text;
-    kept >> text;
-    EXPECT_EQ(text, "kept");
-  }
-  EXPECT_FALSE(ClaimSpareCellDir(dir.path(), cells + "/more")) << "all spares taken";
-  EXPECT_TRUE(fs::is_empty(dir.path() + "/spare"));
-}
-
 TEST(MakeDirs, MakesMissingParentsAndAcceptsWhatExists) {
   TempDir dir;
   namespace fs = std::filesystem;

@@ -98,40 +98,6 @@ TEST(CellDeviceNodes, AreCopiesOfTheHostsOnTheirOwnInodes) {
   EXPECT_EQ(MakeCellDeviceNodes(dir).ok(), false) << "an existing dir is not reused";
 }
 
-// A reused cell dir's nodes (state_dir.h) are taken only while they still copy the host's.
-TEST(CellDeviceNodes, CheckAcceptsIntactNodesAndNamesAChangedOne) {
-  if (!CanMakeNodes()) GTEST_SKIP() << "cannot mknod here: " << DeviceNodesUnavailableReason();
-  TempDir tmp;
-  ASSERT_FALSE(tmp.path().empty());
-  const std::string dir = tmp.path() + "/dev";
-  Status made = MakeCellDeviceNodes(dir);
-  ASSERT_TRUE(made.ok()) << made.error().message;
-  // An earlier cell's use shows in the nodes' times; a check for reuse renews them.
-  const struct timespec old_times[2] = {{1000, 0}, {2000, 0}};
-  ASSERT_EQ(::utimensat(AT_FDCWD, (dir + "/null").c_str(), old_times, 0), 0);
-  Status ok = ReuseCellDeviceNodes(dir);
-  EXPECT_TRUE(ok.ok()) << ok.error().message;
-  struct stat renewed;
-  ASSERT_EQ(::lstat((dir + "/null").c_str(), &renewed), 0);
-  EXPECT_GT(renewed.st_atim.tv_sec, 2000) << "access time of the earlier cell kept";
-  EXPECT_GT(renewed.st_mtim.tv_sec, 2000) << "modification time of the earlier cell kept";
-  ASSERT_EQ(::chmod((dir + "/zero").c_str(), 0600), 0);
-  Status changed = ReuseCellDeviceNodes(dir);
-  ASSERT_FALSE(changed.ok());
-  EXPECT_NE(changed.error().message.find(dir + "/zero differs from /dev/zero"), std::string::npos)
-      << changed.error().message;
-  ASSERT_EQ(::unlink((dir + "/tty").c_str()), 0);
-  ASSERT_EQ(::chmod((dir + "/zero").c_str(), 0666), 0);
-  Status missing = ReuseCellDeviceNodes(dir);
-  ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.error().message.find("lstat(\"" + dir + "/tty\")"), std::string::npos)
-      << missing.error().message;
-  ASSERT_EQ(::mknod((dir + "/tty").c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
-  EXPECT_FALSE(ReuseCellDeviceNodes(dir).ok()) << "a node of another device is refused";
-  EXPECT_TRUE(RemoveCellDeviceNodes(dir).ok());
-  EXPECT_FALSE(ReuseCellDeviceNodes(dir).ok());
-}
-
 TEST(CellDeviceNodes, RefusedWithoutPrivilegeLeavingNothing) {
   if (CanMakeNodes()) GTEST_SKIP() << "this process may mknod";
   TempDir tmp;
