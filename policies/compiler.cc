@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "policies/mount_check.h"
+#include "policies/package_env.h"
 #include "policies/units.h"
 
 namespace mcpcell::policies {
@@ -192,6 +193,8 @@ Result<sandbox::CellSpec> CompileCellSpec(const Policy& p, const std::string& ce
   // 403 with its reason instead of a silent connection failure.
   spec.egress_proxy_port = kEgressProxyPort;
   for (std::string& var : EgressProxyEnv()) spec.env.push_back(std::move(var));
+  // pip and npm point at the server's package service where the policy enables it.
+  AddPackageEnv(p.packages, spec);
   if (sandbox::Status s = sandbox::ValidateCellSpec(spec); !s) {
     return s.error().Wrap("policy " + p.name + " compiles to an invalid cell spec");
   }

@@ -2,8 +2,9 @@
 //
 // ApplyOverrides composes command-line choices (--mount, --output, --workspace, per-limit
 // flags) into a policy with the same checks the loader applies, so the flags are just a
-// shorter way to write a profile. CompileCellSpec (the cell) and CompileCellEgress (its
-// egress proxy settings) are the only places a policy becomes mechanism;
+// shorter way to write a profile. CompileCellSpec (the cell, its package environment
+// included: package_env.h) and CompileCellEgress (its egress proxy settings) are the only
+// places a policy becomes mechanism;
 // DescribePolicy/DescribeCellSpec print both for `mcpcell policy`.
 // Threading: stateless functions.
 #pragma once

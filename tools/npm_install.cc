@@ -5,7 +5,7 @@
 #include "packages/service.h"
 #include "sandbox/cell_channel.h"
 #include "tools/cell_tools.h"
-#include "tools/package_env.h"
+#include "policies/package_env.h"
 #include "tools/package_install.h"
 
 namespace mcpcell::tools {

@@ -9,7 +9,7 @@
 #include "sandbox/cell_channel.h"
 #include "tools/egress_registry.h"
 #include "tools/exec_runner.h"
-#include "tools/package_env.h"
+#include "policies/package_env.h"
 
 namespace mcpcell::tools {
 namespace {

@@ -5,13 +5,16 @@
 #include "packages/service.h"
 #include "sandbox/cell_channel.h"
 #include "tools/cell_tools.h"
-#include "tools/package_env.h"
+#include "policies/package_env.h"
 #include "tools/package_install.h"
 
 namespace mcpcell::tools {
 namespace {
 
 using packages::Registry;
+using policies::kSystemPython;
+using policies::kVenvDir;
+using policies::kVenvPython;
 
 constexpr uint64_t kMaxReportBytes = 16 << 20;
 

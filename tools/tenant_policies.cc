@@ -2,7 +2,7 @@
 
 #include "policies/compiler.h"
 #include "policies/loader.h"
-#include "tools/package_env.h"
+#include "policies/package_env.h"
 
 namespace mcpcell::tools {
 
@@ -12,11 +12,10 @@ CellToolsConfig ToolsConfigFromPolicy(const policies::Policy& policy) {
   config.default_timeout = policy.time.exec_default;
   config.max_timeout = policy.time.exec_max;
   config.enabled_tools.insert(policy.tools.enabled.begin(), policy.tools.enabled.end());
-  config.direct_exec = policy.tools.direct_exec;
   config.policy_name = policy.name;
   config.network_summary = policies::NetworkSummary(policy);
   config.packages = policy.packages;
-  config.packages_summary = PackagesSummary(policy.packages);
+  config.packages_summary = policies::PackagesSummary(policy.packages);
   return config;
 }
 
@@ -45,9 +44,7 @@ sandbox::CellSpecFactory PolicySpecFactory(policies::Policy policy, std::string 
   return [policy = std::move(policy), state_dir = std::move(state_dir),
           skeleton = std::move(skeleton_dir)](
              const std::string& id) -> sandbox::Result<sandbox::CellSpec> {
-    auto spec = policies::CompileCellSpec(policy, id, state_dir, skeleton);
-    if (spec) AddPackageEnv(policy.packages, *spec);
-    return spec;
+    return policies::CompileCellSpec(policy, id, state_dir, skeleton);
   };
 }
 

@@ -40,7 +40,7 @@ sandbox::Status InstallTenantProfiles(const std::map<std::string, policies::Poli
                                       sandbox::CellSessionManager& cells, ToolEnv& env);
 
 // The spec factory of cells under `policy`: its compiled spec plus the package service's
-// environment (tools/package_env.h).
+// environment (policies/package_env.h).
 sandbox::CellSpecFactory PolicySpecFactory(policies::Policy policy, std::string state_dir,
                                            std::string skeleton_dir);
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "mcp/schema.h"
-#include "tools/package_env.h"
+#include "policies/package_env.h"
 #include "tools/package_install.h"
 
 namespace mcpcell::tools {
@@ -16,6 +16,9 @@ namespace {
 
 using policies::PackagesMode;
 using policies::PackagesPolicy;
+using policies::AddPackageEnv;
+using policies::PackageCellEnv;
+using policies::PackagesSummary;
 
 PackagesPolicy Online() {
   PackagesPolicy p;

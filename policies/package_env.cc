@@ -1,11 +1,11 @@
-#include "tools/package_env.h"
+#include "policies/package_env.h"
 
 #include <algorithm>
 
 #include "packages/rules.h"
 #include "packages/service.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::policies {
 namespace {
 
 using packages::Registry;
@@ -94,4 +94,4 @@ std::string PackagesSummary(const policies::PackagesPolicy& p) {
          (p.allow_install_scripts ? "npm install scripts allowed" : "npm install scripts off");
 }
 
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::policies

@@ -24,7 +24,7 @@
 #include "policies/policy.h"
 #include "sandbox/cell_spec.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::policies {
 
 inline constexpr char kVenvDir[] = "/workspace/.venv";
 inline constexpr char kVenvPython[] = "/workspace/.venv/bin/python";
@@ -47,4 +47,4 @@ std::string PackagesSummary(const policies::PackagesPolicy& packages);
 // "disabled" / "online" / "offline".
 std::string PackagesModeName(policies::PackagesMode mode);
 
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::policies
