@@ -372,5 +372,58 @@ TEST(Loader, ShippedProfilesSayWhatTheyPromise) {
   EXPECT_FALSE(dev->packages.registries.empty());
 }
 
+// A policy without a `name` key is named after its file, made into a valid name: the user
+// never wrote a name, so an odd file name must not fail the load.
+TEST(Loader, NameIsMadeFromTheFileNameWhenTheKeyIsAbsent) {
+  struct Row {
+    std::string source;
+    std::string name;
+  };
+  for (const Row& row : std::initializer_list<Row>{
+           {"My.Policy.toml", "my-policy"},
+           {"/etc/mcpcell/My.Policy.toml", "my-policy"},
+           {"team_A  v2.toml", "team_a-v2"},
+           {"--x--.toml", "x"},
+           {"\xc3\x84\xc3\x96-dev.toml", "dev"},  // "ÄÖ-dev.toml"
+           {"./policy.conf", "policy-conf"},
+           {std::string(100, 'A') + ".toml", std::string(64, 'a')},
+           // Cut at 64, then the '-' left at the end goes too.
+           {std::string(63, 'a') + ".b.toml", std::string(63, 'a')},
+       }) {
+    auto p = ParsePolicy("", row.source);
+    ASSERT_TRUE(p) << row.source << ": " << p.error().message;
+    EXPECT_EQ(p->name, row.name) << row.source;
+  }
+  // A name that is written wins over the file's.
+  auto named = ParsePolicy("name = \"team\"\n", "My.Policy.toml");
+  ASSERT_TRUE(named) << named.error().message;
+  EXPECT_EQ(named->name, "team");
+}
+
+TEST(Loader, PolicyFileWithADottedNameLoads) {
+  char tmpl[] = "/tmp/policy-name-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/My.Policy.toml";
+  std::ofstream(path) << "[limits]\nmemory = \"2GiB\"\n";
+  auto p = LoadPolicyFile(path);
+  std::filesystem::remove_all(tmpl);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->name, "my-policy");
+  EXPECT_EQ(p->source, path);
+}
+
+// Nothing valid left of the file name: the error says where the name came from and how to
+// set one, without a line:column of a key that is not in the file.
+TEST(Loader, NoNameKeyAndNoneFromTheFileNameSaysHowToSetOne) {
+  for (const std::string source : {"....toml", "/x/\xc3\x84\xc3\x96.toml"}) {
+    auto p = ParsePolicy("[limits]\nmemory = \"2GiB\"\n", source);
+    ASSERT_FALSE(p) << source;
+    const std::string file = source.substr(source.rfind('/') + 1);
+    EXPECT_EQ(p.error().message, source +
+                                     ": no name key, and none can be made from the file name \"" +
+                                     file + "\": add name = \"...\" (1 to 64 of [a-z0-9_-])");
+  }
+}
+
 }  // namespace
 }  // namespace mcpcell::policies
