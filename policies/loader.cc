@@ -15,6 +15,7 @@
 #include "egress/allowlist.h"
 #include "packages/rules.h"
 #include "policies/mount_check.h"
+#include "policies/package_upstreams.h"
 #include "policies/units.h"
 
 namespace mcpcell::policies {
@@ -448,7 +449,8 @@ void ReadPackages(Reader& r, const toml::table& root, PackagesPolicy* out) {
   if (!t) return;
   r.OnlyKeys(*t, "packages",
              {"mode", "registries", "pypi_index", "npm_registry", "wheelhouse", "npm_offline_dir",
-              "allow", "deny", "allow_sdist", "allow_install_scripts", "max_artifact_size"});
+              "allow", "deny", "allow_sdist", "allow_install_scripts", "max_artifact_size",
+              "allow_direct_registry_access"});
   std::string mode = "disabled";
   r.String(*t, "packages", "mode", &mode, {"disabled", "online", "offline"});
   out->mode = mode == "online"    ? PackagesMode::kOnline
@@ -479,6 +481,7 @@ void ReadPackages(Reader& r, const toml::table& root, PackagesPolicy* out) {
   r.Bool(*t, "packages", "allow_sdist", &out->allow_sdist);
   r.Bool(*t, "packages", "allow_install_scripts", &out->allow_install_scripts);
   r.Size(*t, "packages", "max_artifact_size", 1 << 20, 4ull << 30, &out->max_artifact_bytes);
+  r.Bool(*t, "packages", "allow_direct_registry_access", &out->allow_direct_registry_access);
   if (r.failed()) return;
   for (const auto* rules : {&out->allow, &out->deny}) {
     for (const std::string& rule : *rules) {
@@ -524,6 +527,17 @@ void ReadTools(Reader& r, const toml::table& root, ToolsPolicy* out) {
     r.Fail(t->get("enabled")->source(), "tools.enabled",
            "is empty: a profile with no tools is useless (omit the key to enable every tool)");
   }
+}
+
+// A network.allow entry that lets the cell reach the package service's upstreams itself,
+// past every package rule (policies/package_upstreams.h), refused at the entry.
+void CheckDirectRegistryAccess(Reader& r, const toml::table& root, const Policy& policy) {
+  if (r.failed()) return;
+  std::optional<DirectRegistryAccess> access = FindDirectRegistryAccess(policy);
+  if (!access) return;
+  const toml::node* entry = root["network"]["allow"][access->entry].node();
+  r.Fail(entry ? entry->source() : root.source(),
+         "network.allow[" + std::to_string(access->entry) + "]", access->message);
 }
 
 bool IsNameChar(char c) {
@@ -617,6 +631,7 @@ Result<Policy> ParsePolicy(std::string_view text, const std::string& source_name
   ReadFilesystem(r, root, &policy.filesystem);
   ReadNetwork(r, root, &policy.network);
   ReadPackages(r, root, &policy.packages);
+  CheckDirectRegistryAccess(r, root, policy);
   ReadTools(r, root, &policy.tools);
   if (r.failed()) return Error::Msg(r.error());
   return policy;
