@@ -288,7 +288,9 @@ std::string DescribePolicy(const Policy& p) {
   o << "allow = " << List(k.allow) << "\ndeny = " << List(k.deny)
     << "\nallow_sdist = " << (k.allow_sdist ? "true" : "false")
     << "\nallow_install_scripts = " << (k.allow_install_scripts ? "true" : "false")
-    << "\nmax_artifact_size = " << Quoted(FormatSize(k.max_artifact_bytes)) << "\n";
+    << "\nmax_artifact_size = " << Quoted(FormatSize(k.max_artifact_bytes))
+    << "\nallow_direct_registry_access = " << (k.allow_direct_registry_access ? "true" : "false")
+    << "\n";
   o << "\n[tools]\n";
   if (p.tools.enabled.empty())
     o << "# every tool\n";

@@ -15,6 +15,7 @@
 #include "egress/allowlist.h"
 #include "packages/rules.h"
 #include "policies/mount_check.h"
+#include "policies/package_upstreams.h"
 #include "policies/units.h"
 
 namespace mcpcell::policies {
@@ -36,6 +37,12 @@ class Reader {
     if (failed()) return;
     error_ = source_ + ":" + std::to_string(where.begin.line) + ":" +
              std::to_string(where.begin.column) + ": " + (path.empty() ? "" : path + ": ") + what;
+  }
+
+  // A problem that has no place in the text (the name made from the file name).
+  void FailFile(const std::string& what) {
+    if (failed()) return;
+    error_ = source_ + ": " + what;
   }
 
   // Refuses keys of `table` outside `known`.
@@ -442,7 +449,8 @@ void ReadPackages(Reader& r, const toml::table& root, PackagesPolicy* out) {
   if (!t) return;
   r.OnlyKeys(*t, "packages",
              {"mode", "registries", "pypi_index", "npm_registry", "wheelhouse", "npm_offline_dir",
-              "allow", "deny", "allow_sdist", "allow_install_scripts", "max_artifact_size"});
+              "allow", "deny", "allow_sdist", "allow_install_scripts", "max_artifact_size",
+              "allow_direct_registry_access"});
   std::string mode = "disabled";
   r.String(*t, "packages", "mode", &mode, {"disabled", "online", "offline"});
   out->mode = mode == "online"    ? PackagesMode::kOnline
@@ -473,6 +481,7 @@ void ReadPackages(Reader& r, const toml::table& root, PackagesPolicy* out) {
   r.Bool(*t, "packages", "allow_sdist", &out->allow_sdist);
   r.Bool(*t, "packages", "allow_install_scripts", &out->allow_install_scripts);
   r.Size(*t, "packages", "max_artifact_size", 1 << 20, 4ull << 30, &out->max_artifact_bytes);
+  r.Bool(*t, "packages", "allow_direct_registry_access", &out->allow_direct_registry_access);
   if (r.failed()) return;
   for (const auto* rules : {&out->allow, &out->deny}) {
     for (const std::string& rule : *rules) {
@@ -519,13 +528,68 @@ void ReadTools(Reader& r, const toml::table& root, ToolsPolicy* out) {
   }
 }
 
-std::string StemOf(const std::string& path) {
-  if (path.rfind("<builtin:", 0) == 0 && path.back() == '>')
-    return path.substr(9, path.size() - 10);
-  std::string base = path.substr(path.rfind('/') + 1);
-  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".toml") == 0)
-    base.resize(base.size() - 5);
-  return base;
+// A network.allow entry that lets the cell reach the package service's upstreams itself,
+// past every package rule (policies/package_upstreams.h), refused at the entry.
+void CheckDirectRegistryAccess(Reader& r, const toml::table& root, const Policy& policy) {
+  if (r.failed()) return;
+  std::optional<DirectRegistryAccess> access = FindDirectRegistryAccess(policy);
+  if (!access) return;
+  const toml::node* entry = root["network"]["allow"][access->entry].node();
+  r.Fail(entry ? entry->source() : root.source(),
+         "network.allow[" + std::to_string(access->entry) + "]", access->message);
+}
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+bool IsValidName(const std::string& name) {
+  return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), IsNameChar);
+}
+
+std::string FileNameOf(const std::string& source) { return source.substr(source.rfind('/') + 1); }
+
+// The name of a policy without a `name` key, made from where it came from: a shipped
+// profile's own name, or the file name without ".toml", lower case, each run of characters
+// outside [a-z0-9_-] one '-', no '-' at either end, at most 64 characters ("My.Policy.toml"
+// -> "my-policy"). "" when nothing is left ("....toml").
+std::string NameFromSource(const std::string& source) {
+  if (source.rfind("<builtin:", 0) == 0 && source.back() == '>')
+    return source.substr(9, source.size() - 10);
+  std::string stem = FileNameOf(source);
+  if (stem.size() > 5 && stem.ends_with(".toml")) stem.resize(stem.size() - 5);
+  std::string name;
+  bool in_run = false;  // inside a run of characters that became one '-'
+  for (char c : stem) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (IsNameChar(c)) {
+      name += c;
+    } else if (!in_run) {
+      name += '-';
+    }
+    in_run = !IsNameChar(c);
+  }
+  name.erase(0, name.find_first_not_of('-'));
+  if (name.size() > 64) name.resize(64);
+  while (!name.empty() && name.back() == '-') name.pop_back();
+  return name;
+}
+
+// `name`, checked as written, or made from the file name when the key is absent: a name
+// the user never wrote must not fail the load at a line that does not exist.
+void ReadName(Reader& r, const toml::table& root, const std::string& source, std::string* out) {
+  const toml::node* n = root.get("name");
+  if (!n) {
+    *out = NameFromSource(source);
+    if (out->empty()) {
+      r.FailFile("no name key, and none can be made from the file name \"" + FileNameOf(source) +
+                 "\": add name = \"...\" (1 to 64 of [a-z0-9_-])");
+    }
+    return;
+  }
+  r.String(root, "", "name", out);
+  if (!r.failed() && !IsValidName(*out))
+    r.Fail(n->source(), "name", "\"" + *out + "\" must be 1 to 64 of [a-z0-9_-]");
 }
 
 }  // namespace
@@ -555,22 +619,10 @@ Result<Policy> ParsePolicy(std::string_view text, const std::string& source_name
   Reader r(source_name, options);
   Policy policy;
   policy.source = source_name;
-  policy.name = StemOf(source_name);
   r.OnlyKeys(root, "",
              {"name", "description", "isolation", "limits", "time", "filesystem", "network",
               "packages", "tools"});
-  r.String(root, "", "name", &policy.name);
-  if (!r.failed()) {
-    bool ok = !policy.name.empty() && policy.name.size() <= 64;
-    for (char c : policy.name) {
-      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_')) ok = false;
-    }
-    if (!ok) {
-      const toml::node* n = root.get("name");
-      r.Fail(n ? n->source() : root.source(), "name",
-             "\"" + policy.name + "\" must be 1 to 64 of [a-z0-9_-]");
-    }
-  }
+  ReadName(r, root, source_name, &policy.name);
   r.String(root, "", "description", &policy.description);
   ReadIsolation(r, root, &policy.isolation);
   ReadLimits(r, root, &policy.limits);
@@ -578,6 +630,7 @@ Result<Policy> ParsePolicy(std::string_view text, const std::string& source_name
   ReadFilesystem(r, root, &policy.filesystem);
   ReadNetwork(r, root, &policy.network);
   ReadPackages(r, root, &policy.packages);
+  CheckDirectRegistryAccess(r, root, policy);
   ReadTools(r, root, &policy.tools);
   if (r.failed()) return Error::Msg(r.error());
   return policy;

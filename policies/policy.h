@@ -79,6 +79,10 @@ struct PackagesPolicy {
   bool allow_sdist = false;                    // sdists served (pip builds them: install-time code)
   bool allow_install_scripts = false;          // npm lifecycle scripts run
   uint64_t max_artifact_bytes = 512ull << 20;  // one wheel or tarball
+  // network.allow may reach the upstreams above (policies/package_upstreams.h). Gives up the
+  // rules for what a cell installs from them directly: no allow/deny, no install log, no
+  // wheels-only or install-scripts setting. false: the loader refuses such an allowlist.
+  bool allow_direct_registry_access = false;
 };
 
 struct ToolsPolicy {

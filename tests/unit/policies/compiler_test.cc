@@ -51,7 +51,30 @@ TEST_F(Compiler, EveryShippedProfileCompiles) {
     EXPECT_EQ(again->network.max_connections, p->network.max_connections);
     EXPECT_EQ(again->network.egress_allowed, p->network.egress_allowed);
     EXPECT_EQ(again->tools.enabled, p->tools.enabled);
+    EXPECT_EQ(again->packages.allow_direct_registry_access,
+              p->packages.allow_direct_registry_access);
   }
+}
+
+// `mcpcell policy show` prints the opt-in, so a profile that needs it loads again from
+// what was printed (without it the printed allowlist would be refused).
+TEST_F(Compiler, DescribedPolicyKeepsDirectRegistryAccess) {
+  auto p = ResolvePolicy("dev", {state_});
+  ASSERT_TRUE(p);
+  p->network.allow.push_back("pypi.org:443");
+  p->packages.allow_direct_registry_access = true;
+  const std::string text = DescribePolicy(*p);
+  EXPECT_NE(text.find("\nallow_direct_registry_access = true\n"), std::string::npos) << text;
+  auto again = ParsePolicy(text, "described.toml", {state_});
+  ASSERT_TRUE(again) << again.error().message << "\n" << text;
+  EXPECT_TRUE(again->packages.allow_direct_registry_access);
+  EXPECT_EQ(again->network.allow, p->network.allow);
+
+  p->packages.allow_direct_registry_access = false;
+  auto refused = ParsePolicy(DescribePolicy(*p), "described.toml", {state_});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("\"pypi.org:443\" reaches pypi.org"), std::string::npos)
+      << refused.error().message;
 }
 
 // Found by fuzz_policy: a description with a newline or other control characters printed
@@ -129,10 +152,10 @@ TEST_F(Compiler, CellEgressCarriesTheAllowlistAndLimits) {
   auto allowed = CompileCellEgress(*dev);
   ASSERT_TRUE(allowed) << allowed.error().message;
   EXPECT_EQ(allowed->allowlist.entries().size(), dev->network.allow.size());
-  EXPECT_NE(allowed->allowlist.Match("pypi.org", 443), nullptr);
-  EXPECT_EQ(allowed->allowlist.Match("pypi.org", 80), nullptr);  // the entry says :443
+  EXPECT_NE(allowed->allowlist.Match("crates.io", 443), nullptr);
+  EXPECT_EQ(allowed->allowlist.Match("crates.io", 80), nullptr);  // the entry says :443
   EXPECT_EQ(allowed->allowlist.Match("evil.example", 443), nullptr);
-  EXPECT_NE(NetworkSummary(*dev).find("pypi.org:443"), std::string::npos);
+  EXPECT_NE(NetworkSummary(*dev).find("crates.io:443"), std::string::npos);
 
   Policy custom = *dev;
   custom.network.allow = {"*.wild.test:8443", "allowed.test"};

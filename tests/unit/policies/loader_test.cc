@@ -10,6 +10,9 @@
 #include <fstream>
 #include <string>
 
+#include "egress/allowlist.h"
+#include "policies/package_upstreams.h"
+
 namespace mcpcell::policies {
 namespace {
 
@@ -275,7 +278,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"[packages]\nallow_scripts = true\n",
                 "p.toml:2:1: packages.allow_scripts: unknown key (known here: mode, registries, "
                 "pypi_index, npm_registry, wheelhouse, npm_offline_dir, allow, deny, "
-                "allow_sdist, allow_install_scripts, max_artifact_size)"},
+                "allow_sdist, allow_install_scripts, max_artifact_size, "
+                "allow_direct_registry_access)"},
         BadCase{
             "[tools]\nenabled = [\"run_code\", \"rm_rf\"]\n",
             "p.toml:2:24: tools.enabled[1]: unknown tool \"rm_rf\" (known: run_code, "
@@ -363,6 +367,187 @@ TEST(Loader, ShippedProfilesSayWhatTheyPromise) {
   EXPECT_LT(strict->tools.enabled.size(), KnownToolNames().size());
   EXPECT_TRUE(dev->network.egress_allowed);
   EXPECT_FALSE(dev->packages.registries.empty());
+}
+
+// A policy without a `name` key is named after its file, made into a valid name: the user
+// never wrote a name, so an odd file name must not fail the load.
+TEST(Loader, NameIsMadeFromTheFileNameWhenTheKeyIsAbsent) {
+  struct Row {
+    std::string source;
+    std::string name;
+  };
+  for (const Row& row : std::initializer_list<Row>{
+           {"My.Policy.toml", "my-policy"},
+           {"/etc/mcpcell/My.Policy.toml", "my-policy"},
+           {"team_A  v2.toml", "team_a-v2"},
+           {"--x--.toml", "x"},
+           {"\xc3\x84\xc3\x96-dev.toml", "dev"},  // "ÄÖ-dev.toml"
+           {"./policy.conf", "policy-conf"},
+           {std::string(100, 'A') + ".toml", std::string(64, 'a')},
+           // Cut at 64, then the '-' left at the end goes too.
+           {std::string(63, 'a') + ".b.toml", std::string(63, 'a')},
+       }) {
+    auto p = ParsePolicy("", row.source);
+    ASSERT_TRUE(p) << row.source << ": " << p.error().message;
+    EXPECT_EQ(p->name, row.name) << row.source;
+  }
+  // A name that is written wins over the file's.
+  auto named = ParsePolicy("name = \"team\"\n", "My.Policy.toml");
+  ASSERT_TRUE(named) << named.error().message;
+  EXPECT_EQ(named->name, "team");
+}
+
+TEST(Loader, PolicyFileWithADottedNameLoads) {
+  char tmpl[] = "/tmp/policy-name-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/My.Policy.toml";
+  std::ofstream(path) << "[limits]\nmemory = \"2GiB\"\n";
+  auto p = LoadPolicyFile(path);
+  std::filesystem::remove_all(tmpl);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->name, "my-policy");
+  EXPECT_EQ(p->source, path);
+}
+
+// Nothing valid left of the file name: the error says where the name came from and how to
+// set one, without a line:column of a key that is not in the file.
+TEST(Loader, NoNameKeyAndNoneFromTheFileNameSaysHowToSetOne) {
+  for (const std::string source : {"....toml", "/x/\xc3\x84\xc3\x96.toml"}) {
+    auto p = ParsePolicy("[limits]\nmemory = \"2GiB\"\n", source);
+    ASSERT_FALSE(p) << source;
+    const std::string file = source.substr(source.rfind('/') + 1);
+    EXPECT_EQ(p.error().message, source +
+                                     ": no name key, and none can be made from the file name \"" +
+                                     file + "\": add name = \"...\" (1 to 64 of [a-z0-9_-])");
+  }
+}
+
+// A network.allow entry that reaches a host the package service fetches from would let code
+// in the cell install past every package rule (pip install --index-url https://pypi.org/...).
+INSTANTIATE_TEST_SUITE_P(
+    DirectRegistryAccess, LoaderErrors,
+    ::testing::Values(
+        BadCase{"[network]\negress = \"allowlist\"\nallow = [\"crates.io:443\", \"pypi.org:443\"]\n"
+                "[packages]\nmode = \"online\"\nregistries = [\"pypi\"]\nallow = [\"pypi:*\"]\n",
+                "p.toml:3:27: network.allow[1]: \"pypi.org:443\" reaches pypi.org, an upstream of "
+                "the package service (packages.pypi_index): code in the cell could install past "
+                "every package rule; remove it, or set packages.allow_direct_registry_access = "
+                "true to give up the package rules for direct installs"},
+        BadCase{"[network]\negress = \"allowlist\"\nallow = [\"*.pythonhosted.org:443\"]\n"
+                "[packages]\nmode = \"online\"\nregistries = [\"pypi\"]\n",
+                "p.toml:3:10: network.allow[0]: \"*.pythonhosted.org:443\" reaches "
+                "files.pythonhosted.org, an upstream of the package service (PyPI's file host, "
+                "for packages.pypi_index): code in the cell could install past every package rule; "
+                "remove it, or set packages.allow_direct_registry_access = true to give up the "
+                "package rules for direct installs"},
+        // No port: 80 and 443.
+        BadCase{"[network]\negress = \"allowlist\"\nallow = [\"registry.npmjs.org\"]\n"
+                "[packages]\nmode = \"online\"\nregistries = [\"npm\"]\n",
+                "p.toml:3:10: network.allow[0]: \"registry.npmjs.org\" reaches registry.npmjs.org, "
+                "an upstream of the package service (packages.npm_registry): code in the cell "
+                "could install past every package rule; remove it, or set "
+                "packages.allow_direct_registry_access = true to give up the package rules for "
+                "direct installs"},
+        BadCase{"[network]\negress = \"allowlist\"\nallow = [\"*.npmjs.org:443\"]\n"
+                "[packages]\nmode = \"online\"\nregistries = [\"npm\"]\n",
+                "p.toml:3:10: network.allow[0]: \"*.npmjs.org:443\" reaches registry.npmjs.org, "
+                "an upstream of the package service (packages.npm_registry): code in the cell "
+                "could install past every package rule; remove it, or set "
+                "packages.allow_direct_registry_access = true to give up the package rules for "
+                "direct installs"},
+        // A mirror on its own port; an address upstream matched by a CIDR entry.
+        BadCase{"[network]\negress = \"allowlist\"\nallow = [\"mirror.example:8443\"]\n"
+                "[packages]\nmode = \"online\"\nregistries = [\"pypi\"]\n"
+                "pypi_index = \"https://Mirror.Example:8443/simple/\"\n",
+                "p.toml:3:10: network.allow[0]: \"mirror.example:8443\" reaches mirror.example, "
+                "an upstream of the package service (packages.pypi_index): code in the cell could "
+                "install past every package rule; remove it, or set "
+                "packages.allow_direct_registry_access = true to give up the package rules for "
+                "direct installs"},
+        BadCase{"[network]\negress = \"allowlist\"\nallow = [\"127.0.0.0/8:8080\"]\n"
+                "[packages]\nmode = \"online\"\nregistries = [\"npm\"]\n"
+                "npm_registry = \"http://127.0.0.1:8080/\"\n",
+                "p.toml:3:10: network.allow[0]: \"127.0.0.0/8:8080\" reaches 127.0.0.1, an "
+                "upstream of the package service (packages.npm_registry): code in the cell could "
+                "install past every package rule; remove it, or set "
+                "packages.allow_direct_registry_access = true to give up the package rules for "
+                "direct installs"},
+        // Offline mode serves from a directory, but pip pointed at pypi.org would not be.
+        BadCase{"[network]\negress = \"allowlist\"\nallow = [\"pypi.org\"]\n"
+                "[packages]\nmode = \"offline\"\nregistries = [\"pypi\"]\n"
+                "wheelhouse = \"/srv/wheels\"\n",
+                "p.toml:3:10: network.allow[0]: \"pypi.org\" reaches pypi.org, an upstream of the "
+                "package service (packages.pypi_index): code in the cell could install past every "
+                "package rule; remove it, or set packages.allow_direct_registry_access = true to "
+                "give up the package rules for direct installs"},
+        // "Everything on 443" is not in the grammar at all.
+        BadCase{"[network]\negress = \"allowlist\"\nallow = [\"*:443\"]\n"
+                "[packages]\nmode = \"online\"\nregistries = [\"pypi\"]\n",
+                "p.toml:3:10: network.allow[0]: \"*:443\": '*' is allowed only as a whole first "
+                "label (\"*.example.com\")"},
+        BadCase{"[packages]\nallow_direct_registry_access = \"yes\"\n",
+                "p.toml:2:32: packages.allow_direct_registry_access: expected true or false, got "
+                "a string"}));
+
+TEST(Loader, RegistryOnTheAllowlistLoadsWithTheOptInOrWithoutPackages) {
+  const std::string network =
+      "[network]\negress = \"allowlist\"\nallow = [\"pypi.org:443\", "
+      "\"files.pythonhosted.org:443\", \"registry.npmjs.org:443\"]\n";
+  auto opted_in =
+      ParsePolicy(network +
+                      "[packages]\nmode = \"online\"\nregistries = [\"pypi\", \"npm\"]\n"
+                      "allow_direct_registry_access = true\n",
+                  "p.toml");
+  ASSERT_TRUE(opted_in) << opted_in.error().message;
+  EXPECT_EQ(opted_in->network.allow.size(), 3u);
+  EXPECT_TRUE(opted_in->packages.allow_direct_registry_access);
+  auto disabled =
+      ParsePolicy(network + "[packages]\nmode = \"disabled\"\nregistries = [\"pypi\"]\n", "p.toml");
+  ASSERT_TRUE(disabled) << disabled.error().message;
+  EXPECT_FALSE(disabled->packages.allow_direct_registry_access);  // the default
+  auto no_section = ParsePolicy(network, "p.toml");
+  ASSERT_TRUE(no_section) << no_section.error().message;
+  // Only the registries the service serves: an npm-only service has no PyPI upstream.
+  auto npm_only = ParsePolicy(
+      "[network]\negress = \"allowlist\"\nallow = [\"pypi.org:443\"]\n"
+      "[packages]\nmode = \"online\"\nregistries = [\"npm\"]\n",
+      "p.toml");
+  ASSERT_TRUE(npm_only) << npm_only.error().message;
+  // Matching is the proxy's: a mirror on 8443 is not reached by an entry for 80 and 443, and
+  // "*.pypi.org" is pypi.org's subdomains, not pypi.org.
+  auto other_port = ParsePolicy(
+      "[network]\negress = \"allowlist\"\nallow = [\"mirror.example\", \"*.pypi.org:443\"]\n"
+      "[packages]\nmode = \"online\"\nregistries = [\"pypi\"]\n"
+      "pypi_index = \"https://mirror.example:8443/simple/\"\n",
+      "p.toml");
+  ASSERT_TRUE(other_port) << other_port.error().message;
+}
+
+// The shipped dev profile lets pip and npm through the package service only: none of its
+// allowlist entries reaches a package upstream.
+TEST(Loader, DevProfileReachesNoPackageUpstream) {
+  auto dev = ResolvePolicy("dev");
+  ASSERT_TRUE(dev) << dev.error().message;
+  EXPECT_NE(dev->packages.mode, PackagesMode::kDisabled);
+  auto allowlist = egress::Allowlist::Parse(dev->network.allow);
+  ASSERT_TRUE(allowlist) << allowlist.error().message;
+  for (const char* host : {"pypi.org", "files.pythonhosted.org", "registry.npmjs.org"}) {
+    const egress::AllowEntry* e = allowlist->Match(host, 443);
+    EXPECT_EQ(e, nullptr) << host << " is reached by \"" << (e ? e->text : "") << "\"";
+  }
+  EXPECT_NE(allowlist->Match("crates.io", 443), nullptr);  // the rest stays
+  EXPECT_NE(allowlist->Match("deb.debian.org", 80), nullptr);
+  // The same through the loader's own list of upstreams, which names those three.
+  EXPECT_FALSE(dev->packages.allow_direct_registry_access);
+  const std::vector<PackageUpstream> upstreams = PackageUpstreams(dev->packages);
+  std::vector<std::string> hosts;
+  for (const PackageUpstream& up : upstreams) {
+    hosts.push_back(up.host.Display() + ":" + std::to_string(up.port));
+    EXPECT_EQ(allowlist->Match(up.host, up.port), nullptr) << up.host.Display();
+  }
+  EXPECT_EQ(hosts, (std::vector<std::string>{"pypi.org:443", "files.pythonhosted.org:443",
+                                             "registry.npmjs.org:443"}));
+  EXPECT_FALSE(FindDirectRegistryAccess(*dev));
 }
 
 }  // namespace
