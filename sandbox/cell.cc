@@ -685,14 +685,12 @@ Status Cell::Destroy() {
   if (channel_) channel_->Close();
   steps.Mark("close_channel");
   // 3. Reap init. Its exit completes only after every process of its namespace is gone.
-  bool reaped = pidfd_ < 0;  // no init ever started: nothing of the cell ran
   if (pidfd_ >= 0) {
     siginfo_t info;
     int r;
     do {
       r = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_), &info, WEXITED);
     } while (r < 0 && errno == EINTR);
-    reaped = r == 0;
     if (r != 0 && errno != ECHILD) keep(Error::Sys("waitid(cell init)"), "reap");
     ::close(pidfd_);
     pidfd_ = -1;

@@ -102,6 +102,10 @@ Outcome Collect(const Started& child) {
   return o;
 }
 
+// The cell options `mcpcell run` sends when none is given (CellShape::Key of the defaults);
+// APooledRunTakesAReadyCellWithOrWithoutOtherOptions checks a pool's own key against it.
+constexpr char kDefaultCellKey[] = "disk=1073741824 memory=0 pids=0 cpu=0 seccomp=on";
+
 // Runs argv (argv[0] a path) with `input` on its stdin; collects its status and output.
 Outcome RunProgram(std::vector<std::string> args, const std::string& input = "") {
   Started child = Start(std::move(args));
@@ -425,7 +429,7 @@ TEST_F(PoolRunTest, ARunTakesAReadyCellWithItsStdioAndStatus) {
 // A pooled run takes a ready cell whatever else it asks for (--timings here); the pool's
 // cells are of the shape a run with default options asks for.
 TEST_F(PoolRunTest, APooledRunTakesAReadyCellWithOrWithoutOtherOptions) {
-  EXPECT_THAT(Status(), HasSubstr(std::string("\"cell\":\"") + MCPCELL_DEFAULT_CELL_KEY + "\""));
+  EXPECT_THAT(Status(), HasSubstr(std::string("\"cell\":\"") + kDefaultCellKey + "\""));
   for (const bool timings : {false, true}) {
     std::vector<std::string> args = {MCPCELL_BIN, "run", "--state-dir", state_};
     if (timings) args.push_back("--timings");
@@ -649,7 +653,7 @@ TEST_F(RunTest, TheRunSpeaksThePoolProtocol) {
   auto req = nlohmann::json::parse(request, nullptr, false);
   ASSERT_FALSE(req.is_discarded()) << request;
   EXPECT_EQ(req["op"], "exec");
-  EXPECT_EQ(req["cell"], MCPCELL_DEFAULT_CELL_KEY);
+  EXPECT_EQ(req["cell"], kDefaultCellKey);
   EXPECT_EQ(req["argv"], command);
   std::vector<std::string> env = req["env"];
   ASSERT_GE(env.size(), 2u) << request;
