@@ -116,6 +116,37 @@ bool RefuseTooDeepBody(const httplib::Request& req, httplib::Response& res) {
   return true;
 }
 
+// Binding is exclusive: only SO_REUSEADDR (a restart may bind while the previous server's
+// connections linger in TIME_WAIT). cpp-httplib's default options set SO_REUSEPORT, which
+// lets a second server of the same user bind the same address and take part of the
+// connections, so sessions break at random.
+void SetListenSocketOptions(int sock) {
+  int yes = 1;
+  ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+}
+
+// "cannot listen on ADDR:PORT: why", from the errno of cpp-httplib's last bind(2) or
+// listen(2); `made_socket` false when it never got as far as a socket (the host did not
+// resolve).
+std::string ListenFailure(const std::string& host, int port, int err, bool made_socket) {
+  std::string addr = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+                     (port == 0 ? std::string("<any port>") : std::to_string(port));
+  std::string why;
+  if (!made_socket) {
+    why = "no socket could be made for it (is " + host + " an address of this host?)";
+  } else if (err == EADDRINUSE) {
+    why = "address already in use (another server, perhaps another mcpcell, is listening there)";
+  } else if (err == EADDRNOTAVAIL) {
+    why = "address not available (not an address of this host)";
+  } else if (err == EACCES) {
+    why = "permission denied (a port below 1024 needs privilege)";
+  } else {
+    const char* name = err != 0 ? strerrorname_np(err) : nullptr;
+    why = std::string(name ? name : "unknown error") + " (" + std::strerror(err) + ")";
+  }
+  return "cannot listen on " + addr + ": " + why;
+}
+
 }  // namespace
 
 bool IsLoopbackHost(const std::string& host) {
@@ -1024,7 +1055,7 @@ Status HttpServer::Bind() {
   // (a hundred agents after a restart) overflows it and the extra connections wait for SYN
   // retransmits or fail. Remember the socket so Bind can listen again with a real backlog.
   m.http->set_socket_options([&m](int sock) {
-    httplib::default_socket_options(sock);
+    SetListenSocketOptions(sock);
     m.listen_fd = sock;
   });
   // The largest any tenant may send is checked per tenant in HandlePost; this only stops
@@ -1058,17 +1089,21 @@ Status HttpServer::Bind() {
       JsonError(r, 405, "Method Not Allowed: use POST, GET or DELETE");
     }
   });
-  if (m.opts.port == 0) {
-    int port = m.http->bind_to_any_port(m.opts.host);
-    if (port <= 0) return Status::Error("cannot bind to " + m.opts.host + " (any port)");
-    m.bound_port = port;
-  } else {
-    if (!m.http->bind_to_port(m.opts.host, m.opts.port)) {
-      return Status::Error("cannot bind to " + m.opts.host + ":" + std::to_string(m.opts.port) +
-                           " (in use, or not a local address?)");
-    }
-    m.bound_port = m.opts.port;
+  // cpp-httplib returns only success or failure. On failure errno is still that of its last
+  // bind(2) or listen(2): all it does after it is close(2) of that socket and
+  // freeaddrinfo(3), which leave errno alone when they succeed. No socket made at all
+  // (listen_fd unset) means the host did not resolve.
+  m.listen_fd = -1;
+  errno = 0;
+  int port = m.opts.port == 0 ? m.http->bind_to_any_port(m.opts.host)
+                              : (m.http->bind_to_port(m.opts.host, m.opts.port) ? m.opts.port : -1);
+  if (port <= 0) {
+    int err = errno;
+    bool made_socket = m.listen_fd >= 0;
+    m.listen_fd = -1;  // closed by cpp-httplib
+    return Status::Error(ListenFailure(m.opts.host, m.opts.port, err, made_socket));
   }
+  m.bound_port = port;
   // listen(2) on a listening socket only changes its backlog (capped by somaxconn).
   if (m.listen_fd >= 0 && ::listen(m.listen_fd, SOMAXCONN) != 0) {
     log::Warn(std::string("http: listen(backlog ") + std::to_string(SOMAXCONN) +
@@ -1137,7 +1172,7 @@ int ServeHttp(Server& server, HttpOptions options,
   HttpServer http(server, std::move(options));
   if (Status st = http.Bind(); !st) {
     log::Error("http: " + st.message());
-    std::fprintf(stderr, "%s\n", st.message().c_str());
+    std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
     return 2;
   }
   int stop[2];

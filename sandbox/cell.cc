@@ -301,7 +301,7 @@ Result<std::unique_ptr<Cell>> Cell::Create(const CellSpec& spec, const CellCreat
 }
 
 Status Cell::Impl::ClaimIds(Cell& c) {
-  if (::geteuid() != 0) {
+  if (!CellsRunAsOtherUids()) {
     // Desktop mode: we own exactly one uid and gid, and they become the sandbox user's.
     c.id_map_ = CellIdMap{true, ::geteuid(), ::getegid(), 1, -1};
     return Ok();

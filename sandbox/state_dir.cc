@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace mcpcell::sandbox {
 namespace {
@@ -130,6 +132,46 @@ Status EnsureStateDir(const std::string& state_dir) {
   if (Status s = MakeTraversable(state_dir); !s) return s;
   if (Status s = MakeTraversable(state_dir + "/mnt"); !s) return s;
   return MakeTraversable(state_dir + "/cells");
+}
+
+bool CellsRunAsOtherUids() { return ::geteuid() == 0; }
+
+Status CheckCellsCanReachStateDir(const std::string& state_dir) {
+  if (!CellsRunAsOtherUids()) return Ok();
+  return CheckSearchableByOthers(state_dir);
+}
+
+Status CheckSearchableByOthers(const std::string& dir) {
+  char* real = ::realpath(dir.c_str(), nullptr);
+  if (real == nullptr) return Error::Sys("realpath(\"" + dir + "\")");
+  const std::string resolved = real;
+  std::free(real);
+  // The directories the kernel walks for `dir` as written and, when a symlink leads
+  // elsewhere, those of its target; "/" first, so the error names the topmost culprit.
+  std::vector<std::string> walk = {"/"};
+  for (const std::string& path : {dir, resolved}) {
+    for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+      std::string prefix = path.substr(0, slash);
+      if (!prefix.empty() && prefix.back() != '/' &&
+          std::find(walk.begin(), walk.end(), prefix) == walk.end()) {
+        walk.push_back(prefix);
+      }
+      if (slash == std::string::npos) break;
+    }
+  }
+  for (const std::string& ancestor : walk) {
+    struct stat st;
+    if (::stat(ancestor.c_str(), &st) != 0) return Error::Sys("stat(\"" + ancestor + "\")");
+    if ((st.st_mode & S_IXOTH) != 0) continue;
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
+    std::string owner = st.st_uid == 0 ? "root" : "uid " + std::to_string(st.st_uid);
+    return Error::Msg(ancestor + " (mode " + mode + ", owner " + owner +
+                      ") cannot be searched by the cells' uids (a root server runs each cell "
+                      "as host uids of its own): chmod o+x " +
+                      ancestor + ", or choose another --state-dir");
+  }
+  return Ok();
 }
 
 Status RemoveCellDir(const std::string& dir) {

@@ -31,6 +31,23 @@ std::string DefaultStateDir();
 // the template by path, without being able to list other cells.
 Status EnsureStateDir(const std::string& state_dir);
 
+// Whether cells run as host uids other than the server's: a root server maps every cell to
+// an id range of its own (linux/user.h, Cell::Create's id range step); an unprivileged
+// server has one uid, and its cells are that uid on the host.
+bool CellsRunAsOtherUids();
+
+// Cells reach the state dir by path (cell init mounts its scratch on <state_dir>/mnt and
+// reads the template). A root server's cells are host uids that own no host directory, so
+// every directory from / to the state dir must let others search it (x), or every cell
+// fails at its first mount with EACCES. Call after EnsureStateDir; Ok when the cells run as
+// the server's own uid. The error names the first directory that does not and the fix.
+Status CheckCellsCanReachStateDir(const std::string& state_dir);
+
+// The walk itself, whoever the cells are: every directory from / to `dir` (an existing
+// path; symlinks resolved with realpath, and each directory of `dir` as written checked
+// too) must have the others' search bit.
+Status CheckSearchableByOthers(const std::string& dir);
+
 // Removes a cell dir recursively without following symlinks, making directories the
 // sandbox user left unwritable or unsearchable (chmod 0) writable first.
 Status RemoveCellDir(const std::string& dir);

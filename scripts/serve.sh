@@ -3,6 +3,9 @@
 # Streamable HTTP on 127.0.0.1:8765 (it prints the URL and how to connect Claude Code,
 # VS Code and the MCP Inspector). Arguments replace the default transport, e.g.
 # `scripts/serve.sh --stdio` for Claude Desktop, or `--http 127.0.0.1:9000 --policy dev`.
+# Run again while a server listens on the address, it exits at once saying so ("cannot
+# listen on 127.0.0.1:8765: address already in use (another server, perhaps another
+# mcpcell, is listening there)").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

@@ -4,12 +4,19 @@
 // short-lived child) and prints one block per probe: verdict, what was found, and what the
 // server will do about it. Exit status 0 when cells can be created here (possibly with
 // degraded guarantees, which are listed), 1 when they cannot. --json prints the same report
-// as one JSON object for scripts and CI.
+// as one JSON object for scripts and CI. --state-dir DIR (default: the servers' default)
+// also checks that DIR would serve cells: its filesystem takes their device nodes, and a
+// root server's cells can search every directory above it (serve, run and pool refuse a
+// state dir they cannot; then cells are not possible there and the status is 1).
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "sandbox/linux/host_probe.h"
+#include "sandbox/state_dir.h"
 #include "tools/command.h"
 
 namespace mcpcell::tools {
@@ -58,8 +65,45 @@ std::string ReportJson(const sandbox::HostReport& report) {
   return out + "]}\n";
 }
 
-int RunDoctor(bool json) {
-  const sandbox::HostReport report = sandbox::ProbeHost();
+// The nearest existing directory strictly above `state_dir`: the server makes the state
+// dir itself and gives it o+x, but never changes the directories above it.
+std::string ExistingParent(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  struct stat st;
+  do {
+    const size_t slash = dir.rfind('/');
+    if (slash == std::string::npos) return ".";
+    dir = slash == 0 ? "/" : dir.substr(0, slash);
+  } while (dir != "/" && (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)));
+  return dir;
+}
+
+// What serve, run and pool check at start (sandbox::CheckCellsCanReachStateDir).
+sandbox::ProbeResult ProbeStateDirReach(const std::string& state_dir) {
+  sandbox::ProbeResult r{"state dir", sandbox::ProbeVerdict::kOk, "", ""};
+  if (!sandbox::CellsRunAsOtherUids()) {
+    r.detail = state_dir + ": cells run as this user's own uid";
+    r.consequence = "cells reach the state dir wherever this user can";
+    return r;
+  }
+  sandbox::Status reach = sandbox::CheckSearchableByOthers(ExistingParent(state_dir));
+  if (reach) {
+    r.detail = state_dir + ": every directory above it lets others search it";
+    r.consequence = "cells (host uids of their own) reach their scratch, template and workspace";
+    return r;
+  }
+  r.verdict = sandbox::ProbeVerdict::kMissing;
+  r.detail = "state dir " + state_dir + ": " + reach.error().message;
+  r.consequence =
+      "serve, run and pool refuse this state dir at start (every cell would fail mounting its "
+      "scratch there with EACCES)";
+  return r;
+}
+
+int RunDoctor(bool json, const std::string& state_dir) {
+  sandbox::HostReport report = sandbox::ProbeHost(state_dir);
+  report.probes.push_back(ProbeStateDirReach(state_dir));
+  if (report.probes.back().verdict != sandbox::ProbeVerdict::kOk) report.cells_possible = false;
   const std::string text = json ? ReportJson(report) : sandbox::FormatHostReport(report);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return report.cells_possible ? 0 : 1;
@@ -67,12 +111,16 @@ int RunDoctor(bool json) {
 
 const bool kRegistered = RegisterCommand("doctor", [](CLI::App& parent, int* exit_code) {
   auto json = std::make_shared<bool>(false);
+  auto state_dir = std::make_shared<std::string>(sandbox::DefaultStateDir());
   CLI::App* sub = parent.add_subcommand(
       "doctor",
       "Report what this host supports for cells (namespaces, overlayfs, cgroups, "
-      "seccomp, openat2) and what follows from it");
+      "seccomp, openat2, the state dir) and what follows from it");
   sub->add_flag("--json", *json, "Print the report as JSON");
-  sub->callback([json, exit_code] { *exit_code = RunDoctor(*json); });
+  sub->add_option("--state-dir", *state_dir,
+                  "The state dir to check (device nodes, reachable by the cells)")
+      ->capture_default_str();
+  sub->callback([json, state_dir, exit_code] { *exit_code = RunDoctor(*json, *state_dir); });
 });
 
 }  // namespace

@@ -252,6 +252,13 @@ int RunCommand(const RunOptions& o) {
     if (std::optional<int> status = RunInPool(o, *shape, *env, forwarder)) return *status;
   }
   forwarder.Start();
+  sandbox::Status reachable = sandbox::EnsureStateDir(o.cell.state_dir);
+  if (reachable) reachable = sandbox::CheckCellsCanReachStateDir(o.cell.state_dir);
+  if (!reachable) {
+    std::fprintf(stderr, "mcpcell run: state dir %s: %s\n", o.cell.state_dir.c_str(),
+                 reachable.error().message.c_str());
+    return 125;
+  }
   auto skeleton = sandbox::PrepareHostTemplate(o.cell.state_dir);
   auto spec = skeleton ? BuildCellSpec(*shape, sandbox::GenerateCellId(), o.cell.state_dir,
                                        *skeleton, o.workspace)

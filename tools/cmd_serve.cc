@@ -100,10 +100,11 @@ std::string FrontPath() {
   return front ? *front : std::string("mcpcell");
 }
 
-// Makes the state dir usable: created, orphans reaped, the template prepared. Returns the
-// template's skeleton dir.
+// Makes the state dir usable: created, reachable by the cells, orphans reaped, the
+// template prepared. Returns the template's skeleton dir.
 sandbox::Result<std::string> PrepareStateDir(const std::string& state_dir) {
   if (sandbox::Status s = sandbox::EnsureStateDir(state_dir); !s) return s.error();
+  if (sandbox::Status s = sandbox::CheckCellsCanReachStateDir(state_dir); !s) return s.error();
   auto reaped = sandbox::ReapOrphans(state_dir);
   if (!reaped) return reaped.error().Wrap("reap orphaned cells");
   if (!reaped->empty()) {

@@ -353,11 +353,13 @@ ProbeResult ProbeDeviceNodes(const std::string& dir) {
 }
 
 namespace {
-// The state dir a server started now would use by default (state_dir.h), or its nearest
-// existing ancestor: the filesystem the cells' device nodes would live on.
-std::string DefaultStateDirOrAncestor() {
+// `state_dir`, or the one a server started now would use by default (state_dir.h), or its
+// nearest existing ancestor: the filesystem the cells' device nodes would live on.
+std::string StateDirOrAncestor(const std::string& state_dir) {
   std::string dir;
-  if (const char* env = std::getenv("MCPCELL_STATE_DIR"); env && *env == '/') {
+  if (!state_dir.empty()) {
+    dir = state_dir;
+  } else if (const char* env = std::getenv("MCPCELL_STATE_DIR"); env && *env == '/') {
     dir = env;
   } else if (geteuid() == 0) {
     dir = "/run/mcpcell";
@@ -369,13 +371,14 @@ std::string DefaultStateDirOrAncestor() {
   struct stat st;
   while (dir.size() > 1 && (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
     const size_t slash = dir.rfind('/');
+    if (slash == std::string::npos) return ".";  // a relative name: the working directory
     dir = slash == 0 ? "/" : dir.substr(0, slash);
   }
   return dir;
 }
 }  // namespace
 
-HostReport ProbeHost() {
+HostReport ProbeHost(const std::string& state_dir) {
   HostReport report;
   report.root = geteuid() == 0;
   const ProbeResult userns = ProbeUserNamespaces();
@@ -393,7 +396,7 @@ HostReport ProbeHost() {
                    seccomp,
                    ProbeOpenat2(),
                    ProbeCloneIntoCgroup(),
-                   ProbeDeviceNodes(DefaultStateDirOrAncestor())};
+                   ProbeDeviceNodes(StateDirOrAncestor(state_dir))};
   return report;
 }
 

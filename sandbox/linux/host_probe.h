@@ -45,7 +45,9 @@ ProbeResult ProbeCloneIntoCgroup();
 // removed again; degraded when cells must share the host's nodes, saying why.
 ProbeResult ProbeDeviceNodes(const std::string& dir);
 
-HostReport ProbeHost();
+// `state_dir`: where the cells' device nodes would live ("" = the default state dir); the
+// probe uses its nearest existing directory.
+HostReport ProbeHost(const std::string& state_dir = "");
 
 // Human-readable report, one block per probe.
 std::string FormatHostReport(const HostReport& report);

@@ -376,6 +376,36 @@ TEST(HttpTls, MissingKeyIsRefusedAtBind) {
   EXPECT_NE(st2.message().find("cannot load the TLS certificate"), std::string::npos);
 }
 
+// Issue 24: with SO_REUSEPORT both servers listened and the kernel spread the connections
+// over them, so a session's requests reached a server that did not know it.
+TEST_F(HttpServerTest, ASecondServerOnTheSamePortFailsToBindSayingTheAddressIsInUse) {
+  Start(HttpOptions{});
+  HttpOptions same;
+  same.port = http_->port();
+  HttpServer second(*server_, same);
+  Status st = second.Bind();
+  ASSERT_FALSE(st) << "a second server bound 127.0.0.1:" << same.port;
+  const std::string address = "127.0.0.1:" + std::to_string(same.port);
+  EXPECT_NE(st.message().find("cannot listen on " + address + ": address already in use"),
+            std::string::npos)
+      << st.message();
+  // The first one still serves every connection.
+  for (int i = 0; i < 4; ++i) EXPECT_FALSE(Open().empty());
+}
+
+TEST(HttpBind, AHostThatIsNotOursIsNamedInTheError) {
+  Server server(TestOptions());
+  HttpOptions o;
+  o.host = "192.0.2.1";  // TEST-NET-1: never an address of this host
+  o.port = 1;
+  HttpServer http(server, o);
+  Status st = http.Bind();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("cannot listen on 192.0.2.1:1: address not available"),
+            std::string::npos)
+      << st.message();
+}
+
 TEST(HttpLoopback, RecognizesLoopbackNames) {
   EXPECT_TRUE(IsLoopbackHost("localhost"));
   EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));

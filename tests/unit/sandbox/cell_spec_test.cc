@@ -408,5 +408,40 @@ TEST(StateDir, RefusesADirectoryOthersCouldWriteOrASymlink) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 24: a state dir in a `mktemp -d` dir (0700) started fine, and then every cell of a
+// root server failed at mount("tmpfs", "<state>/mnt"): EACCES.
+TEST(StateDir, ADirectoryAboveItThatOthersCannotSearchIsNamedWithTheFix) {
+  TempDir parent;
+  ASSERT_EQ(::chmod(parent.path().c_str(), 0700), 0);
+  const std::string state = parent.path() + "/state";
+  ASSERT_TRUE(EnsureStateDir(state).ok());
+  Status st = CheckSearchableByOthers(state);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.error().message, HasSubstr(parent.path() + " (mode 0700, owner "));
+  EXPECT_THAT(st.error().message, HasSubstr("chmod o+x " + parent.path() + ","));
+  // The server refuses it exactly when its cells are other uids (a root server).
+  EXPECT_EQ(CheckCellsCanReachStateDir(state).ok(), !CellsRunAsOtherUids());
+
+  // Through a symlink, the directories above its target count too.
+  const std::string link = parent.path() + "-link";
+  ASSERT_EQ(::symlink(state.c_str(), link.c_str()), 0);
+  Status via_link = CheckSearchableByOthers(link);
+  ::unlink(link.c_str());
+  ASSERT_FALSE(via_link.ok());
+  EXPECT_THAT(via_link.error().message, HasSubstr("chmod o+x " + parent.path() + ","));
+
+  ASSERT_EQ(::chmod(parent.path().c_str(), 0711), 0);  // search without listing is enough
+  Status ok = CheckSearchableByOthers(state);
+  EXPECT_TRUE(ok.ok()) << ok.error().message;
+  ASSERT_EQ(::chmod(parent.path().c_str(), 0755), 0);
+  EXPECT_TRUE(CheckCellsCanReachStateDir(state).ok());
+}
+
+TEST(StateDir, ReachCheckOfAMissingDirSaysWhy) {
+  Status st = CheckSearchableByOthers("/nonexistent-mcpcell-state/x");
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.error().message, HasSubstr("realpath(\"/nonexistent-mcpcell-state/x\"): ENOENT"));
+}
+
 }  // namespace
 }  // namespace mcpcell::sandbox
