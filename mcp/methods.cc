@@ -198,11 +198,14 @@ Json Session::Impl::ListTools(const Json& params, Context& ctx) {
     std::shared_lock lock(server->registry_mu);
     tools = server->tools;
   }
-  // The filter runs without the registry lock: it is the embedder's code.
+  // The filters run without the registry lock: they are the embedder's code.
   const auto& filter = server->options.tool_filter;
+  const auto& listed = server->options.tool_listed;
   std::vector<Json> items;
   for (const auto& t : tools) {
-    if (!filter || filter(ctx.session(), t->name)) items.push_back(t->ToJson());
+    if (filter && !filter(ctx.session(), t->name)) continue;
+    if (listed && !listed(ctx.session(), t->name)) continue;  // list-only: still callable
+    items.push_back(t->ToJson());
   }
   return Paginate(std::move(items), params, "tools", "tools", server->options.page_size);
 }

@@ -343,6 +343,12 @@ Json Server::Capabilities() const { return impl_->Capabilities(); }
 
 std::vector<std::shared_ptr<Session>> Server::Sessions() const { return impl_->LiveSessions(); }
 
+std::shared_ptr<Session> Server::FindSession(const std::string& session_id) const {
+  std::lock_guard lock(impl_->sessions_mu);
+  auto it = impl_->sessions.find(session_id);
+  return it == impl_->sessions.end() ? nullptr : it->second;
+}
+
 void Server::Shutdown() {
   {
     std::lock_guard lock(impl_->sessions_mu);

@@ -62,6 +62,12 @@ struct ServerOptions {
   // refused tool looks exactly like one that is not registered. Called on handler threads,
   // concurrently: must be thread-safe, quick and must not block.
   std::function<bool(const Session& session, const std::string& tool_name)> tool_filter{};
+  // Optional, per session, list-only: whether tools/list shows `session` tool `tool_name`
+  // (asked only for tools tool_filter lets through). tools/call does not consult it, so a
+  // tool it hides can still be called by name and answers as its handler does: for a tool
+  // the session's configuration leaves nothing to do, whose call would only refuse, and
+  // that a model should not be offered. Same threading rules as tool_filter.
+  std::function<bool(const Session& session, const std::string& tool_name)> tool_listed{};
   // Optional, per session: the initialize result's instructions (instead of
   // `instructions`); empty = none. Same threading rules as tool_filter.
   std::function<std::string(const Session& session)> session_instructions{};
@@ -115,6 +121,9 @@ class Server {
   // The capabilities object an initialize result would carry now.
   Json Capabilities() const;
   std::vector<std::shared_ptr<Session>> Sessions() const;
+  // The live session with this id (Session::id()), or nullptr once it has closed (or never
+  // was). For work that arrives outside any request, e.g. a log line for one client.
+  std::shared_ptr<Session> FindSession(const std::string& session_id) const;
 
   // Closes all sessions, cancels in-flight work, waits for handlers. Idempotent.
   void Shutdown();

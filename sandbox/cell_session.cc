@@ -1,5 +1,6 @@
 #include "sandbox/cell_session.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 
@@ -24,17 +25,19 @@ bool CellUsable(const std::shared_ptr<Cell>& cell) {
 // ---- CellLease ----
 
 CellLease::CellLease(CellSession* session, std::shared_ptr<Cell> cell, std::stop_token stop,
-                     std::string replaced_reason)
+                     std::string replaced_reason, std::string lifetime_notice)
     : session_(session),
       cell_(std::move(cell)),
       stop_(std::move(stop)),
-      replaced_reason_(std::move(replaced_reason)) {}
+      replaced_reason_(std::move(replaced_reason)),
+      lifetime_notice_(std::move(lifetime_notice)) {}
 
 CellLease::CellLease(CellLease&& other) noexcept
     : session_(other.session_),
       cell_(std::move(other.cell_)),
       stop_(std::move(other.stop_)),
-      replaced_reason_(std::move(other.replaced_reason_)) {
+      replaced_reason_(std::move(other.replaced_reason_)),
+      lifetime_notice_(std::move(other.lifetime_notice_)) {
   other.session_ = nullptr;
 }
 
@@ -78,7 +81,7 @@ Result<CellLease> CellSession::Acquire() {
     if (CellUsable(cell_)) {
       ++leases_;
       ++calls_;
-      return CellLease(this, cell_, stop_.get_token(), "");
+      return CellLease(this, cell_, stop_.get_token(), "", TakeLifetimeNoticeLocked());
     }
     break;
   }
@@ -117,7 +120,22 @@ Result<CellLease> CellSession::Acquire() {
   ++cells_created_;
   ++leases_;
   ++calls_;
-  return CellLease(this, std::move(cell), stop_.get_token(), std::move(replaced));
+  return CellLease(this, std::move(cell), stop_.get_token(), std::move(replaced),
+                   TakeLifetimeNoticeLocked());
+}
+
+std::string CellSession::TakeLifetimeNoticeLocked() {
+  if (lifetime_noticed_) return "";
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      started_ + options_.max_lifetime - Clock::now());
+  const std::chrono::milliseconds soon =
+      std::max<std::chrono::milliseconds>(options_.max_lifetime / 10, std::chrono::minutes(5));
+  if (left >= soon) return "";
+  lifetime_noticed_ = true;
+  return "this session ends in " + Seconds(std::max(left, std::chrono::milliseconds(0))) +
+         ", at its maximum lifetime of " + Seconds(options_.max_lifetime) +
+         " (time.session_max): its cell and files are destroyed then and later calls are "
+         "refused; a new MCP session gets a new cell";
 }
 
 Result<std::unique_ptr<Cell>> CellSession::MakeCell(const std::string& id) {

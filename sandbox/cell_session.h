@@ -82,15 +82,20 @@ class CellLease {
   std::stop_token stop_token() const { return stop_; }
   // Non-empty when this call got a new cell because the previous one had died.
   const std::string& replaced_reason() const { return replaced_reason_; }
+  // Non-empty for the session's first call made once less than a tenth of its maximum
+  // lifetime, or less than 5 minutes, is left (whichever comes first): says when the
+  // session ends. Once per session.
+  const std::string& lifetime_notice() const { return lifetime_notice_; }
 
  private:
   friend class CellSession;
   CellLease(CellSession* session, std::shared_ptr<Cell> cell, std::stop_token stop,
-            std::string replaced_reason);
+            std::string replaced_reason, std::string lifetime_notice);
   CellSession* session_;
   std::shared_ptr<Cell> cell_;
   std::stop_token stop_;
   std::string replaced_reason_;
+  std::string lifetime_notice_;
 };
 
 // What session_info shows.
@@ -141,6 +146,8 @@ class CellSession {
   Result<std::unique_ptr<Cell>> MakeCell(const std::string& id);
   // on_destroying, then Destroy. Outside mu_.
   Status Retire(const std::shared_ptr<Cell>& cell);
+  // CellLease::lifetime_notice for a lease made now. Under mu_.
+  std::string TakeLifetimeNoticeLocked();
 
   const std::string key_;
   const std::string profile_;
@@ -161,6 +168,7 @@ class CellSession {
   uint64_t cells_created_ = 0;
   bool creating_ = false;  // one creation at a time; others wait on released_
   bool closed_ = false;
+  bool lifetime_noticed_ = false;  // a lease carried the lifetime notice
   std::string closed_reason_;
 };
 

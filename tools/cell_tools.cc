@@ -1,31 +1,65 @@
 #include "tools/cell_tools.h"
 
+#include "tools/package_install.h"
+
 namespace mcpcell::tools {
+namespace {
+
+// Every tool, in the order tools/list shows them, by the name its maker gives it.
+struct CellToolMaker {
+  const char* name;
+  mcp::Tool (*make)(const ToolEnv&);
+};
+constexpr CellToolMaker kCellTools[] = {
+    {"run_code", MakeRunCodeTool},         {"run_command", MakeRunCommandTool},
+    {"read_file", MakeReadFileTool},       {"write_file", MakeWriteFileTool},
+    {"edit_file", MakeEditFileTool},       {"list_files", MakeListFilesTool},
+    {"session_info", MakeSessionInfoTool}, {"pip_install", MakePipInstallTool},
+    {"npm_install", MakeNpmInstallTool}};
+
+}  // namespace
 
 mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env) {
-  using Maker = mcp::Tool (*)(const ToolEnv&);
-  const Maker makers[] = {MakeRunCodeTool,     MakeRunCommandTool, MakeReadFileTool,
-                          MakeWriteFileTool,   MakeEditFileTool,   MakeListFilesTool,
-                          MakeSessionInfoTool, MakePipInstallTool, MakeNpmInstallTool};
-  for (Maker make : makers) {
-    mcp::Tool tool = make(env);
+  for (const CellToolMaker& maker : kCellTools) {
+    mcp::Tool tool = maker.make(env);
+    if (tool.name != maker.name) {
+      return mcp::Status::Error("tool " + tool.name + " is registered as " + maker.name);
+    }
     // Registered when any policy served enables it; each session sees its own
     // (ToolEnv::ToolEnabled, through the server's tool_filter).
     bool enabled = false;
-    for (const CellToolsConfig* c : env.AllConfigs()) {
-      enabled = enabled || c->enabled_tools.empty() || c->enabled_tools.count(tool.name) > 0;
-    }
+    for (const CellToolsConfig* c : env.AllConfigs()) enabled = enabled || c->Enables(tool.name);
     if (!enabled) continue;
-    std::string name = tool.name;
     mcp::Status st = server.AddTool(std::move(tool));
-    if (!st) return mcp::Status::Error("tool " + name + ": " + st.message());
+    if (!st) return mcp::Status::Error("tool " + std::string(maker.name) + ": " + st.message());
   }
   return mcp::Status::Ok();
+}
+
+std::optional<std::string> ToolOffReason(const CellToolsConfig& config, const std::string& name) {
+  if (!config.Enables(name)) return std::string("not in tools.enabled");
+  if (auto registry = PackageToolRegistry(name)) return PackageToolOff(config, *registry);
+  return std::nullopt;
+}
+
+std::vector<ToolOff> ToolsOff(const CellToolsConfig& config) {
+  std::vector<ToolOff> off;
+  for (const CellToolMaker& maker : kCellTools) {
+    if (auto why = ToolOffReason(config, maker.name)) off.push_back({maker.name, std::move(*why)});
+  }
+  return off;
 }
 
 std::function<bool(const mcp::Session&, const std::string&)> ServerToolFilter(const ToolEnv& env) {
   return [&env](const mcp::Session& session, const std::string& name) {
     return env.ToolEnabled(session.tenant(), name);
+  };
+}
+
+std::function<bool(const mcp::Session&, const std::string&)> ServerToolListed(const ToolEnv& env) {
+  return [&env](const mcp::Session& session, const std::string& name) {
+    const CellToolsConfig* config = env.ConfigFor(session.tenant());
+    return config && !ToolOffReason(*config, name);
   };
 }
 

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "mcp/server.h"
 #include "tools/tool_env.h"
@@ -25,7 +27,23 @@ mcp::Tool MakeNpmInstallTool(const ToolEnv& env);
 // of them a session sees and may call is ToolEnv::ToolEnabled: install it as the server's
 // tool_filter (ServerToolFilter). `env` must outlive the server's use of them.
 mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env);
-// ServerOptions::tool_filter for `env`: a session sees its tenant's enabled tools only.
+// ServerOptions::tool_filter for `env`: a session sees and may call its tenant's enabled
+// tools only (a call of another is an unknown tool).
 std::function<bool(const mcp::Session&, const std::string&)> ServerToolFilter(const ToolEnv& env);
+
+// Why tool `name` is off for sessions with `config`, naming the policy key: "not in
+// tools.enabled", or a package tool its policy leaves nothing to install (PackageToolOff,
+// e.g. `packages.mode = "disabled"`); nullopt when it is on.
+std::optional<std::string> ToolOffReason(const CellToolsConfig& config, const std::string& name);
+struct ToolOff {
+  std::string tool;
+  std::string reason;
+};
+// Every tool of this file that is off for `config`, in tools/list order (session_info).
+std::vector<ToolOff> ToolsOff(const CellToolsConfig& config);
+// ServerOptions::tool_listed for `env`: tools/list leaves out the tools ToolOffReason turns
+// off for the session's tenant, so a model is not offered a tool that can only refuse. A
+// call by name of one that tool_filter allows still gets that tool's own refusal.
+std::function<bool(const mcp::Session&, const std::string&)> ServerToolListed(const ToolEnv& env);
 
 }  // namespace mcpcell::tools

@@ -37,6 +37,7 @@
 #include "sandbox/linux/self_exe.h"
 #include "sandbox/state_dir.h"
 #include "tools/cell_tools.h"
+#include "tools/client_log.h"
 #include "tools/command.h"
 #include "tools/egress_registry.h"
 #include "tools/http_config.h"
@@ -180,11 +181,17 @@ sandbox::Status SetEgressProfiles(EgressRegistry& egress, const ServeOptions& o)
 // What initialize tells the model: the tools, and the host directories its policy mounts.
 std::string Instructions(const policies::Policy& policy) {
   std::string instructions = kInstructions;
-  if (policy.packages.mode != policies::PackagesMode::kDisabled) {
-    instructions +=
-        " Install packages with pip_install (Python, into /workspace/.venv) and npm_install "
-        "(into /workspace/node_modules): the policy's package rules are checked first, and "
-        "later calls see what was installed.";
+  // Only the package tools the session is offered (ServerToolListed).
+  const CellToolsConfig tools = ToolsConfigFromPolicy(policy);
+  std::string install;
+  if (!ToolOffReason(tools, "pip_install")) install = "pip_install (Python, into /workspace/.venv)";
+  if (!ToolOffReason(tools, "npm_install"))
+    install += (install.empty() ? "" : " and ") +
+               std::string("npm_install (into /workspace/node_modules)");
+  if (!install.empty()) {
+    instructions += " Install packages with " + install +
+                    ": the policy's package rules are checked first, and later calls see what "
+                    "was installed.";
   }
   for (const policies::MountPolicy& m : policy.filesystem.mounts) {
     instructions += " The host directory " + m.source + " is at " + m.target +
@@ -296,6 +303,10 @@ int RunServe(const ServeOptions& opts) {
     }
   }
 
+  // Warnings to MCP sessions outside their requests (a refusal of their cell's proxy or of
+  // the package service); outlives both, attached to the server while it exists.
+  SessionLogRouter client_log;
+
   // The package service starts before the proxy (which routes to its port) and outlives
   // it; its refusals reach the registry through the relay while the registry exists.
   auto relay = std::make_shared<RefusalRelay>();
@@ -324,6 +335,13 @@ int RunServe(const ServeOptions& opts) {
     egress_options->internal_routes.push_back(PackageServiceRoute(package_service->port()));
   }
   EgressRegistry egress(std::move(*egress_options));
+  egress.SetRefusalListener(
+      [&client_log](const std::string& session_key, const std::string& line, RefusalSource source) {
+        client_log.Warn(
+            session_key,
+            source == RefusalSource::kPackageService ? kEventPackageRefused : kEventEgressRefused,
+            line);
+      });
   relay->Attach(&egress);
   RefusalRelay::DetachGuard detach_relay{*relay};
   if (sandbox::Status st = SetEgressProfiles(egress, opts); !st) {
@@ -365,8 +383,10 @@ int RunServe(const ServeOptions& opts) {
   server_options.title = "mcpcell sandbox";
   server_options.version = "0.1.0";
   server_options.instructions = Instructions(policy);
-  // Each session sees its tenant's tools and is told about its tenant's mounts.
+  // Each session sees its tenant's tools and is told about its tenant's mounts; tools/list
+  // leaves out the tools its policy turns off (a call by name gets their refusal).
   server_options.tool_filter = ServerToolFilter(env);
+  server_options.tool_listed = ServerToolListed(env);
   std::map<std::string, std::string> tenant_instructions;
   for (const auto& [name, tenant_policy] : opts.tenant_policies) {
     tenant_instructions[name] = Instructions(tenant_policy);
@@ -381,6 +401,8 @@ int RunServe(const ServeOptions& opts) {
   int rc = 0;
   {
     mcp::Server server(server_options);
+    client_log.Attach(&server);
+    SessionLogRouter::DetachGuard detach_client_log{client_log};
     if (mcp::Status st = RegisterCellTools(server, env); !st) {
       std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
       return 2;

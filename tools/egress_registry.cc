@@ -95,14 +95,26 @@ std::optional<EgressRegistry::CellEgressInfo> EgressRegistry::Info(
   return info;
 }
 
+void EgressRegistry::SetRefusalListener(RefusalListener listener) {
+  std::lock_guard lock(mu_);
+  listener_ = std::move(listener);
+}
+
 void EgressRegistry::OnRefusal(const std::string& session_key, const std::string& line) {
+  // Outside the lock: the listener writes to a client, which may be slow.
+  if (RefusalListener tell = Record(session_key, line))
+    tell(session_key, line, RefusalSource::kEgressProxy);
+}
+
+RefusalListener EgressRegistry::Record(const std::string& session_key, const std::string& line) {
   std::lock_guard lock(mu_);
   bool bound = false;
   for (const auto& [id, cell] : cells_) bound = bound || cell.session_key == session_key;
-  if (!bound) return;  // the cell is going away; nobody will ask
+  if (!bound) return nullptr;  // the cell is going away; nobody will ask
   Refusals& r = refusals_[session_key];
   r.emplace_back(next_refusal_++, line);
   while (r.size() > kKeptRefusals) r.pop_front();
+  return listener_;
 }
 
 uint64_t EgressRegistry::RefusalCursor(const std::string&) const {

@@ -9,15 +9,20 @@
 // CellEgress per cell profile, set at start). Unbind runs before the cell is destroyed and
 // removes it from the proxy (closing its connections). session_info reads the counters
 // (Stats); run_command and run_code show the refusals of their call (RefusalsSince), which
-// the proxy reports through OnRefusal before the program can see the answer.
+// the proxy reports through OnRefusal before the program can see the answer. The package
+// service's refusals come in the same way (tools/serve_packages.h RefusalRelay). Each
+// refusal of a bound session is also passed to the refusal listener (`mcpcell serve`: a
+// warning to that MCP session, tools/client_log.h).
 //
-// Threading: every method is thread-safe. OnRefusal is called on the proxy's threads and
-// takes only the registry's own lock; Unbind calls the proxy without holding it (the proxy
-// emits audit events and refusals while a cell is removed).
+// Threading: every method is thread-safe. OnRefusal is called on the proxy's threads (and
+// the package service's) and takes only the registry's own lock, which it releases before
+// calling the listener; Unbind calls the proxy without holding it (the proxy emits audit
+// events and refusals while a cell is removed).
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,6 +40,12 @@ namespace mcpcell::tools {
 // <state_dir>/audit/egress.jsonl, names in `hosts_file` (hosts(5); "" = none) pinned.
 sandbox::Result<egress::EgressProxyOptions> ServeEgressOptions(const std::string& state_dir,
                                                                const std::string& hosts_file);
+
+// Who refused: the cell's egress proxy, or the package service (a package index request).
+enum class RefusalSource { kEgressProxy, kPackageService };
+// Told every refusal of a session whose cell is bound, with its one-line reason.
+using RefusalListener = std::function<void(const std::string& session_key, const std::string& line,
+                                           RefusalSource source)>;
 
 class EgressRegistry {
  public:
@@ -62,8 +73,15 @@ class EgressRegistry {
   // The proxy's counters for a bound cell, by cell id.
   std::optional<CellEgressInfo> Info(const std::string& cell_id) const;
 
-  // The proxy's RefusalSink.
+  // Start-up: the listener every later refusal goes to (replaces any earlier one). It must
+  // outlive the registry and the package service.
+  void SetRefusalListener(RefusalListener listener);
+  // The proxy's RefusalSink: Record, then the listener.
   void OnRefusal(const std::string& session_key, const std::string& line);
+  // Keeps a refusal for RefusalsSince when `session_key`'s cell is bound, and returns the
+  // listener to tell it to (empty: not bound, or none); the caller calls it holding no
+  // lock (the package service's relay records under its own).
+  RefusalListener Record(const std::string& session_key, const std::string& line);
   // A position in the refusals of the session that `cell_id` is bound to: take it before
   // a call, then RefusalsSince with the same cell.
   uint64_t RefusalCursor(const std::string& cell_id) const;
@@ -85,6 +103,7 @@ class EgressRegistry {
   std::map<std::string, Bound> cells_;                  // by sandbox cell id
   std::map<std::string, Refusals> refusals_;            // by session key; dropped with its cell
   uint64_t next_refusal_ = 0;                   // one sequence for all, so cursors never repeat
+  RefusalListener listener_;                    // called outside mu_
   std::unique_ptr<egress::EgressProxy> proxy_;  // last: destroyed first
 };
 

@@ -33,9 +33,11 @@ mcp::ToolResult Install(const ToolEnv& env, mcp::Context& ctx, const mcp::Json& 
   if (parsed.error) return *parsed.error;
   const CellToolsConfig* session_config = SessionConfig(env, ctx);
   if (!session_config) return mcp::ToolResult::Error("npm_install: no policy for this session");
-  if (auto refused =
-          CheckPackagesPolicy(*session_config, Registry::kNpm, parsed.requirements, "npm_install"))
+  if (auto refused = CheckPackagesPolicy(*session_config, Registry::kNpm, parsed.requirements,
+                                         "npm_install")) {
+    LogPolicyRefusals(ctx, "npm_install", *refused);
     return *refused;
+  }
 
   LeaseOrError acquired = AcquireCell(env, ctx);
   if (!acquired.lease) return acquired.error;

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "sandbox/cell_channel.h"
+#include "tools/client_log.h"
 #include "tools/egress_registry.h"
 #include "tools/exec_runner.h"
 #include "policies/package_env.h"
@@ -140,17 +141,31 @@ ParsedPackages ParsePackages(const mcp::Json& args, packages::Registry registry,
   return out;
 }
 
+std::optional<packages::Registry> PackageToolRegistry(std::string_view tool) {
+  if (tool == "pip_install") return packages::Registry::kPypi;
+  if (tool == "npm_install") return packages::Registry::kNpm;
+  return std::nullopt;
+}
+
+std::optional<std::string> PackageToolOff(const CellToolsConfig& config,
+                                          packages::Registry registry) {
+  if (config.packages.mode == policies::PackagesMode::kDisabled)
+    return std::string("packages.mode = \"disabled\"");
+  return packages::CheckRegistryEnabled(config.packages, registry);
+}
+
 std::optional<mcp::ToolResult> CheckPackagesPolicy(
     const CellToolsConfig& config, packages::Registry registry,
     const std::vector<packages::Requirement>& requirements, const std::string& tool) {
   const policies::PackagesPolicy& p = config.packages;
-  if (p.mode == policies::PackagesMode::kDisabled) {
-    return mcp::ToolResult::Error(tool + ": packages are disabled by policy " + config.policy_name +
-                                  " (packages.mode = \"disabled\"); nothing was installed. Ask "
-                                  "the operator for a policy that enables them.");
-  }
-  if (auto why = packages::CheckRegistryEnabled(p, registry)) {
-    return mcp::ToolResult::Error(tool + ": " + *why + " (policy " + config.policy_name +
+  if (auto off = PackageToolOff(config, registry)) {
+    if (p.mode == policies::PackagesMode::kDisabled) {
+      return mcp::ToolResult::Error(tool + ": packages are disabled by policy " +
+                                    config.policy_name + " (" + *off +
+                                    "); nothing was installed. Ask the operator for a policy "
+                                    "that enables them.");
+    }
+    return mcp::ToolResult::Error(tool + ": " + *off + " (policy " + config.policy_name +
                                   "); nothing was installed.");
   }
   mcp::Json refused = mcp::Json::array();
@@ -173,6 +188,19 @@ std::optional<mcp::ToolResult> CheckPackagesPolicy(
                           {"output", ""}};
   r.is_error = true;
   return r;
+}
+
+void LogPolicyRefusals(const mcp::Context& ctx, const std::string& tool,
+                       const mcp::ToolResult& refusal) {
+  const mcp::Json& result = refusal.structured_content;
+  if (!result.is_object()) return;
+  auto refused = result.find("refused");
+  if (refused == result.end() || !refused->is_array()) return;
+  for (const mcp::Json& item : *refused) {
+    LogCallWarning(
+        ctx, kEventPackageRefused,
+        tool + " refused " + StringField(item, "package") + ": " + StringField(item, "reason"));
+  }
 }
 
 mcp::Json PackagesInputSchema(const std::string& example, mcp::Json extra_properties) {

@@ -42,11 +42,28 @@ struct ParsedPackages {
 ParsedPackages ParsePackages(const mcp::Json& args, packages::Registry registry,
                              const std::string& tool);
 
-// nullopt: every requirement may go on; else the isError result (disabled mode, registry
-// not enabled, or the refused requirements with their rules, nothing installed).
+// The registry package tool `tool` installs from: pip_install pypi, npm_install npm;
+// nullopt for any other tool.
+std::optional<packages::Registry> PackageToolRegistry(std::string_view tool);
+
+// Why a package tool of `registry` can install nothing at all under `config`, naming the
+// policy key (`packages.mode = "disabled"`, `registry "npm" is not in packages.registries`);
+// nullopt when it may install something. The one predicate behind both the tool's refusal
+// (CheckPackagesPolicy) and its absence from tools/list (cell_tools.h ToolOffReason).
+std::optional<std::string> PackageToolOff(const CellToolsConfig& config,
+                                          packages::Registry registry);
+
+// nullopt: every requirement may go on; else the isError result (PackageToolOff, or the
+// refused requirements with their rules, nothing installed).
 std::optional<mcp::ToolResult> CheckPackagesPolicy(
     const CellToolsConfig& config, packages::Registry registry,
     const std::vector<packages::Requirement>& requirements, const std::string& tool);
+
+// A warning to the client (tools/client_log.h, "package_refused"), related to the call,
+// for each requirement a CheckPackagesPolicy result refused by the package rules; none
+// when the tool is off (the result says so, and tools/list did not offer it).
+void LogPolicyRefusals(const mcp::Context& ctx, const std::string& tool,
+                       const mcp::ToolResult& refusal);
 
 // The input schema: {packages: [...]} plus `extra` properties.
 mcp::Json PackagesInputSchema(const std::string& example, mcp::Json extra_properties);

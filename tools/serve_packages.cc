@@ -13,8 +13,13 @@ void RefusalRelay::Attach(EgressRegistry* registry) {
 }
 
 void RefusalRelay::operator()(const std::string& session_id, const std::string& line) {
-  std::lock_guard lock(mu_);
-  if (registry_) registry_->OnRefusal(session_id, line);
+  RefusalListener tell;
+  {
+    std::lock_guard lock(mu_);
+    if (registry_) tell = registry_->Record(session_id, line);
+  }
+  // Outside the lock (the listener writes to a client); it outlives the registry.
+  if (tell) tell(session_id, line, RefusalSource::kPackageService);
 }
 
 bool AnyPackagesEnabled(const policies::Policy& server_policy,

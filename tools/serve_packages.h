@@ -26,8 +26,9 @@ namespace mcpcell::tools {
 
 class EgressRegistry;
 
-// Passes the service's refusal lines to the registry while one is attached; drops them
-// otherwise (before the proxy exists, and during shutdown no cell can see them anyway).
+// Passes the service's refusal lines to the registry while one is attached, and then to its
+// refusal listener (outside the relay's lock); drops them otherwise (before the proxy
+// exists, and during shutdown no cell can see them anyway).
 class RefusalRelay {
  public:
   void Attach(EgressRegistry* registry);

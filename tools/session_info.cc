@@ -1,9 +1,39 @@
 // session_info: what the agent's sandbox is and how much of it is left.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "sandbox/cell_channel.h"
 #include "tools/cell_tools.h"
 #include "tools/egress_registry.h"
 
 namespace mcpcell::tools {
+namespace {
+
+// structuredContent's tools_off, and its text line ("" when every tool is on): the tools
+// with the same reason together, e.g.
+//   tools off: pip_install, npm_install (packages.mode = "disabled"); read_file (not in ...)
+std::pair<mcp::Json, std::string> DescribeToolsOff(const CellToolsConfig& config) {
+  mcp::Json items = mcp::Json::array();
+  std::vector<std::pair<std::string, std::string>> groups;  // (reason, tools), first seen first
+  for (const ToolOff& off : ToolsOff(config)) {
+    items.push_back({{"tool", off.tool}, {"reason", off.reason}});
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [&](const auto& g) { return g.first == off.reason; });
+    if (group == groups.end()) {
+      groups.emplace_back(off.reason, off.tool);
+    } else {
+      group->second += ", " + off.tool;
+    }
+  }
+  std::string line;
+  for (const auto& [reason, tools] : groups)
+    line += (line.empty() ? "tools off: " : "; ") + tools + " (" + reason + ")";
+  if (!line.empty()) line += "\n";
+  return {std::move(items), std::move(line)};
+}
+
+}  // namespace
 
 mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
   mcp::Tool tool;
@@ -12,9 +42,9 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
   tool.description =
       "Shows this session's sandbox: cell id, policy, limits, usage so far (CPU time, peak "
       "memory, wall time), time left before idle expiry and the session's maximum lifetime, "
-      "the network policy with the traffic through the egress proxy so far, and what "
-      "pip_install/npm_install may install. Creates the "
-      "sandbox if it does not exist yet.";
+      "the network policy with the traffic through the egress proxy so far, what "
+      "pip_install/npm_install may install, and which tools the policy turns off and why. "
+      "Creates the sandbox if it does not exist yet.";
   tool.input_schema = {
       {"type", "object"}, {"properties", mcp::Json::object()}, {"additionalProperties", false}};
   auto integer = mcp::Json{{"type", "integer"}};
@@ -60,6 +90,16 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
             {"connections_active", integer},
             {"connections_refused", integer},
             {"allowlist", {{"type", "array"}, {"items", {{"type", "string"}}}}}}}}},
+        {"tools_off",
+         {{"type", "array"},
+          {"description",
+           "tools this session's policy turns off (not in tools/list), each with the policy "
+           "key that does"},
+          {"items",
+           {{"type", "object"},
+            {"properties", {{"tool", {{"type", "string"}}}, {"reason", {{"type", "string"}}}}},
+            {"required", {"tool", "reason"}},
+            {"additionalProperties", false}}}}},
         {"warnings", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
       {"required", {"cell_id", "policy", "network", "warnings"}}};
   tool.annotations = {{"title", tool.title}, {"readOnlyHint", true}, {"openWorldHint", false}};
@@ -95,6 +135,8 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
         {"packages", config.packages_summary},
         {"warnings", cell.warnings()},
     };
+    auto [tools_off, tools_off_line] = DescribeToolsOff(config);
+    s["tools_off"] = std::move(tools_off);
     std::string usage_line;
     if (auto usage = cell.Usage()) {
       s["cpu_time_ms"] = usage->cpu_usage_ns / 1000000;
@@ -129,7 +171,7 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
         std::to_string(secs(info.lifetime_left)) + " s\nexec timeout: default " +
         std::to_string(config.default_timeout.count()) + " s, at most " +
         std::to_string(config.max_timeout.count()) + " s\nnetwork: " + config.network_summary +
-        "\npackages: " + config.packages_summary + "\n";
+        "\npackages: " + config.packages_summary + "\n" + tools_off_line;
     if (env.egress) {
       if (auto egress = env.egress->Info(cell.id())) {
         const egress::EgressStats& st = egress->stats;

@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include "sandbox/cell_channel.h"
+#include "tools/client_log.h"
 
 namespace mcpcell::tools {
 
@@ -15,7 +16,7 @@ const CellToolsConfig* ToolEnv::ConfigFor(const std::string& tenant) const {
 
 bool ToolEnv::ToolEnabled(const std::string& tenant, const std::string& name) const {
   const CellToolsConfig* c = ConfigFor(tenant);
-  return c && (c->enabled_tools.empty() || c->enabled_tools.count(name) > 0);
+  return c && c->Enables(name);
 }
 
 std::string ToolEnv::CellProfile(const std::string& tenant) const { return tenant; }
@@ -60,6 +61,11 @@ LeaseOrError AcquireCell(const ToolEnv& env, mcp::Context& ctx) {
     return out;
   }
   out.lease.emplace(std::move(lease).value());
+  // The client hears it too (the tools put the replacement in their result for the model).
+  if (!out.lease->replaced_reason().empty())
+    LogCallWarning(ctx, kEventCellReplaced, out.lease->replaced_reason());
+  if (!out.lease->lifetime_notice().empty())
+    LogCallWarning(ctx, kEventSessionEnding, out.lease->lifetime_notice());
   return out;
 }
 

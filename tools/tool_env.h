@@ -45,12 +45,17 @@ struct CellToolsConfig {
   size_t max_write_bytes =
       8ull << 20;  // write_file content after decoding (below the 16 MiB message cap)
   size_t max_list_entries = 10000;
-  std::set<std::string> enabled_tools;  // empty: all
+  std::set<std::string> enabled_tools;  // empty: all (the policy's tools.enabled)
   std::string policy_name = "default";
   std::string network_summary = "no network: the cell has only a loopback interface";
   // pip_install/npm_install: the policy's [packages] (mode, rules) and one line saying it.
   policies::PackagesPolicy packages;
   std::string packages_summary = "disabled (packages.mode)";
+
+  // Whether tools.enabled lets sessions with this config see and call tool `name`.
+  bool Enables(const std::string& name) const {
+    return enabled_tools.empty() || enabled_tools.count(name) > 0;
+  }
 };
 
 inline constexpr const char* kOutputDir = "/workspace/.mcpcell";
@@ -84,7 +89,8 @@ sandbox::Result<std::shared_ptr<sandbox::CellSession>> SessionCells(const ToolEn
                                                                     const mcp::Context& ctx);
 
 // The calling client's cell and its session's config; on failure an isError result
-// explaining what to do.
+// explaining what to do. A fresh cell replacing a dead or idled-out one, and the session's
+// lifetime nearing its end, are logged to the client as warnings (tools/client_log.h).
 struct LeaseOrError {
   std::optional<sandbox::CellLease> lease;
   const CellToolsConfig* config = nullptr;  // set with lease

@@ -117,6 +117,38 @@ TEST(CellSessionManager, ADeadCellIsRetiredThroughTheHookAndReplaced) {
   EXPECT_EQ(celltest::CellDirNames(state.path()).count(first), 0u);
 }
 
+// Less than 5 minutes of a 10 hour lifetime left is "near its end", and so is less than a
+// tenth of a 60 s one (that is, from the start): the first call then carries the notice, and
+// only the first.
+TEST(CellSessionManager, TheFirstCallNearTheMaximumLifetimeCarriesANoticeOnce) {
+  TempStateDir state;
+  ASSERT_FALSE(state.path().empty());
+  CellSessionOptions far = Options(0);
+  far.max_lifetime = 10h;
+  CellSessionManager long_lived(ProbeFactory(state), far);
+  auto far_session = long_lived.Get("far");
+  ASSERT_TRUE(far_session.ok());
+  {
+    auto lease = (*far_session)->Acquire();
+    ASSERT_TRUE(lease.ok()) << lease.error().message;
+    EXPECT_EQ(lease->lifetime_notice(), "");
+  }
+  CellSessionOptions near = Options(0);
+  near.max_lifetime = 60s;
+  CellSessionManager manager(ProbeFactory(state), near);
+  auto session = manager.Get("near");
+  ASSERT_TRUE(session.ok());
+  {
+    auto lease = (*session)->Acquire();
+    ASSERT_TRUE(lease.ok()) << lease.error().message;
+    EXPECT_THAT(lease->lifetime_notice(), HasSubstr("this session ends in"));
+    EXPECT_THAT(lease->lifetime_notice(), HasSubstr("maximum lifetime of 60 s"));
+  }
+  auto again = (*session)->Acquire();
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->lifetime_notice(), "") << "once per session";
+}
+
 TEST(CellSessionManager, FailingOnBoundFailsTheCallAndLeavesNothing) {
   TempStateDir state;
   ASSERT_FALSE(state.path().empty());

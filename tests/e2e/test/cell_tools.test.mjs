@@ -107,6 +107,24 @@ describe('mcpcell tools over stdio', () => {
       assert.equal(byName[name].annotations.destructiveHint, true, name);
   });
 
+  it('under the default policy tools/list leaves out pip_install and npm_install; a call by name is refused; session_info says why', async () => {
+    const { tools } = await s.client.listTools();
+    const names = tools.map((t) => t.name);
+    assert.deepEqual(names, kTools, 'packages.mode = "disabled": the package tools are not offered');
+    for (const tool of ['pip_install', 'npm_install']) {
+      // Still known by name: the tool's own refusal, an isError result, not -32602.
+      const r = await call(tool, { packages: ['tinyalpha'] });
+      assert.equal(r.isError, true, `${tool}: ${text(r)}`);
+      assert.match(text(r), new RegExp(`^${tool}: packages are disabled by policy default \\(packages\\.mode = "disabled"\\)`));
+    }
+    const info = await call('session_info', {});
+    assert.deepEqual(info.structuredContent.tools_off, [
+      { tool: 'pip_install', reason: 'packages.mode = "disabled"' },
+      { tool: 'npm_install', reason: 'packages.mode = "disabled"' },
+    ]);
+    assert.match(text(info), /^tools off: pip_install, npm_install \(packages\.mode = "disabled"\)$/m);
+  });
+
   it('run_command reports stdout, stderr and exit codes; non-zero exit is not an error', async () => {
     const ok = await call('run_command', { command: 'echo hello; echo oops >&2' });
     assert.equal(ok.isError ?? false, false, text(ok));
@@ -689,6 +707,166 @@ describe('maximum session lifetime', () => {
   });
 });
 
+// A policy of its own for one test, in a directory removed afterwards: fn(policyFile).
+async function withPolicy(toml, fn) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mcpcell-e2e-policy-'));
+  try {
+    const policyFile = path.join(dir, 'policy.toml');
+    writeFileSync(policyFile, toml);
+    return await fn(policyFile);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// The notifications/message of mcpcell's own logger the server has sent so far.
+function mcpcellLogs(s) {
+  return s.wire.filter((m) => m.method === 'notifications/message' && m.params?.logger === 'mcpcell')
+    .map((m) => m.params);
+}
+
+describe('tools a policy turns off', () => {
+  it('packages online for pypi only: pip_install is listed, npm_install is not but refuses by name; tools.enabled hides and refuses as before', async () => {
+    const toml = `name = "pypi-only"
+[packages]
+mode = "online"
+registries = ["pypi"]
+allow = ["pypi:tiny*"]
+[tools]
+enabled = ["run_code", "run_command", "write_file", "edit_file", "list_files", "session_info", "pip_install", "npm_install"]
+`;
+    await withPolicy(toml, (policyFile) => withServer(['--policy', policyFile, '--warm-cells', '0'], async (s) => {
+      const call = (name, args) => s.client.callTool({ name, arguments: args });
+      const names = (await s.client.listTools()).tools.map((t) => t.name);
+      assert.ok(names.includes('pip_install'), names.join(', '));
+      assert.ok(!names.includes('npm_install'), names.join(', '));
+      assert.ok(!names.includes('read_file'), names.join(', '));
+      const npm = await call('npm_install', { packages: ['tinynpm'] });
+      assert.equal(npm.isError, true, text(npm));
+      assert.match(text(npm), /^npm_install: registry "npm" is not in packages\.registries \(policy pypi-only\)/);
+      // Not in tools.enabled: unknown to this session, as before.
+      await assert.rejects(call('read_file', { path: 'x' }), (e) => e.code === -32602);
+      const info = await call('session_info', {});
+      assert.deepEqual(info.structuredContent.tools_off, [
+        { tool: 'read_file', reason: 'not in tools.enabled' },
+        { tool: 'npm_install', reason: 'registry "npm" is not in packages.registries' },
+      ]);
+      assert.match(text(info),
+        /^tools off: read_file \(not in tools\.enabled\); npm_install \(registry "npm" is not in packages\.registries\)$/m);
+    }));
+  });
+});
+
+describe('log messages to the client (logger "mcpcell")', () => {
+  it('an egress refusal is a warning to the session; at level error it is not sent', async () => {
+    await withServer(['--warm-cells', '0'], async (s) => {
+      const fetch = () => s.client.callTool({ name: 'run_code', arguments: { language: 'python',
+        code: 'import urllib.request\ntry:\n  urllib.request.urlopen("http://denied.example/", timeout=10)\nexcept Exception as e:\n  print(e)' } });
+      await s.client.setLoggingLevel('warning');
+      const r = await fetch();
+      assert.match(r.structuredContent.stdout, /403/, text(r));
+      const logs = mcpcellLogs(s);
+      assert.equal(logs.length, 1, JSON.stringify(logs));
+      assert.equal(logs[0].level, 'warning');
+      assert.equal(logs[0].data.event, 'egress_refused');
+      assert.match(logs[0].data.message, /egress to denied\.example:80 denied/);
+      await s.client.setLoggingLevel('error');
+      const again = await fetch();
+      assert.match(again.structuredContent.stdout, /403/, text(again));
+      assert.equal(mcpcellLogs(s).length, 1, 'a warning sent at level error: ' + JSON.stringify(mcpcellLogs(s)));
+    });
+  });
+
+  it('a replaced cell is a warning related to the call that got the fresh cell; at level error it is not sent', async () => {
+    await withServer(['--warm-cells', '0'], async (s, stateDir) => {
+      const call = (name, args) => s.client.callTool({ name, arguments: args });
+      const killInit = async () => {
+        const id = (await call('session_info', {})).structuredContent.cell_id;
+        const pid = cellInitPid(stateDir, id);
+        process.kill(pid, 'SIGKILL');
+        for (let i = 0; i < 200 && alive(pid); i++) await new Promise((r) => setTimeout(r, 10));
+        return id;
+      };
+      await s.client.setLoggingLevel('warning');
+      const dead = await killInit();
+      assert.deepEqual(mcpcellLogs(s), [], 'nothing before the replacement');
+      await call('run_command', { command: 'true' });
+      const logs = mcpcellLogs(s);
+      assert.equal(logs.length, 1, JSON.stringify(logs));
+      assert.equal(logs[0].level, 'warning');
+      assert.equal(logs[0].data.event, 'cell_replaced');
+      assert.match(logs[0].data.message, new RegExp(`previous cell ${dead} had stopped.*files from before are gone`));
+      await s.client.setLoggingLevel('error');
+      await killInit();
+      const r = await call('run_command', { command: 'true' });
+      assert.match(text(r), /had stopped/, 'the cell was replaced again');
+      assert.equal(mcpcellLogs(s).length, 1, JSON.stringify(mcpcellLogs(s)));
+    });
+  });
+
+  it('a session near its maximum lifetime is warned once, at the first call; at level error it is not', async () => {
+    // 120 s: less than 5 minutes left from the start.
+    await withServer(['--max-lifetime', '120', '--warm-cells', '0'], async (s) => {
+      await s.client.setLoggingLevel('warning');
+      await s.client.callTool({ name: 'run_command', arguments: { command: 'true' } });
+      const logs = mcpcellLogs(s);
+      assert.equal(logs.length, 1, JSON.stringify(logs));
+      assert.equal(logs[0].level, 'warning');
+      assert.equal(logs[0].data.event, 'session_ending');
+      assert.match(logs[0].data.message, /this session ends in 1[01]\d s, at its maximum lifetime of 120 s/);
+      await s.client.callTool({ name: 'run_command', arguments: { command: 'true' } });
+      assert.equal(mcpcellLogs(s).length, 1, 'once per session');
+    });
+    await withServer(['--max-lifetime', '120', '--warm-cells', '0'], async (s) => {
+      await s.client.setLoggingLevel('error');
+      await s.client.callTool({ name: 'run_command', arguments: { command: 'true' } });
+      assert.deepEqual(mcpcellLogs(s), []);
+    });
+    // Far from the end (the default 4 h): no warning.
+    await withServer(['--warm-cells', '0'], async (s) => {
+      await s.client.setLoggingLevel('warning');
+      await s.client.callTool({ name: 'run_command', arguments: { command: 'true' } });
+      assert.deepEqual(mcpcellLogs(s), []);
+    });
+  });
+
+  it('a package refused by the rules (pip_install) and by the package service (pip in the cell) are warnings; at level error they are not', async () => {
+    const toml = `name = "pypi-rules"
+[packages]
+mode = "online"
+registries = ["pypi"]
+allow = ["pypi:tiny*", "pypi:evil*"]
+deny = ["pypi:evil*"]
+`;
+    await withPolicy(toml, (policyFile) => withServer(['--policy', policyFile, '--warm-cells', '0'], async (s) => {
+      const call = (name, args) => s.client.callTool({ name, arguments: args }, undefined, { timeout: 120000 });
+      await s.client.setLoggingLevel('warning');
+      const r = await call('pip_install', { packages: ['tinyalpha', 'requests'] });
+      assert.equal(r.isError, true, text(r));
+      let logs = mcpcellLogs(s);
+      assert.equal(logs.length, 1, JSON.stringify(logs));
+      assert.equal(logs[0].level, 'warning');
+      assert.equal(logs[0].data.event, 'package_refused');
+      assert.match(logs[0].data.message, /^pip_install refused requests: "requests" is not in packages\.allow/);
+      // pip in the cell, around the tool: the package service refuses the index request
+      // (no venv yet: the system pip, allowed to install there for this test).
+      const pipDenied = 'PIP_BREAK_SYSTEM_PACKAGES=1 pip install --no-input evilpkg';
+      const shell = await call('run_command', { command: pipDenied });
+      assert.notEqual(shell.structuredContent.exit_code, 0, text(shell));
+      logs = mcpcellLogs(s);
+      assert.ok(logs.length >= 2, JSON.stringify(logs) + '\n' + text(shell));
+      assert.ok(logs.slice(1).every((l) => l.level === 'warning' && l.data.event === 'package_refused'),
+        JSON.stringify(logs));
+      assert.match(logs[1].data.message, /evilpkg.*packages\.deny rule "pypi:evil\*"/);
+      await s.client.setLoggingLevel('error');
+      const quiet = await call('pip_install', { packages: ['requests'] });
+      assert.equal(quiet.isError, true, text(quiet));
+      const shellQuiet = await call('run_command', { command: pipDenied });
+      assert.notEqual(shellQuiet.structuredContent.exit_code, 0, text(shellQuiet));
+      assert.equal(mcpcellLogs(s).length, logs.length, JSON.stringify(mcpcellLogs(s)));
+    }));
+  });
+});
 describe('run_command is /bin/sh -c COMMAND', () => {
   it('a plain program call runs under /bin/sh, and a signal death and a missing program read as the shell reports them', async () => {
     await withServer([], async (s) => {

@@ -2,7 +2,9 @@
 // checks, pagination, argument validation, errors the model can read.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <set>
 
 #include "mcp/session.h"
@@ -157,6 +159,51 @@ TEST(Tools, ToolFilterHidesAndRefusesPerSession) {
   EXPECT_EQ(ErrorCode(unknown), ErrorCode(refused));
   EXPECT_EQ(FirstText(CallTool(restricted, "other", {{"text", "ok"}})), "ok");
   EXPECT_GT(calls.load(), 0);
+}
+
+// The list-only hook: a tool it hides is missing from tools/list but a call by name still
+// reaches its handler (unlike tool_filter, which makes it an unknown tool); it is asked
+// only about tools tool_filter lets through.
+TEST(Tools, ToolListedHidesFromTheListButNotFromCalls) {
+  ServerOptions o = TestOptions();
+  std::vector<std::string> asked;
+  std::mutex asked_mu;
+  o.tool_filter = [](const Session&, const std::string& name) { return name != "secret"; };
+  o.tool_listed = [&](const Session& session, const std::string& name) {
+    std::lock_guard lock(asked_mu);
+    asked.push_back(name);
+    return session.tenant() != "quiet" || name != "echo";
+  };
+  Server server(o);
+  for (const char* name : {"echo", "other", "secret"}) {
+    Tool t = EchoTool();
+    t.name = name;
+    ASSERT_TRUE(server.AddTool(t).ok());
+  }
+  auto names = [](const Json& r) {
+    std::vector<std::string> out;
+    for (const auto& t : r["result"]["tools"]) out.push_back(t["name"]);
+    return out;
+  };
+  MemoryClient loud(server, 0, "loud");
+  loud.Initialize();
+  MemoryClient quiet(server, 0, "quiet");
+  quiet.Initialize();
+  EXPECT_EQ(names(loud.Request("tools/list")), (std::vector<std::string>{"echo", "other"}));
+  EXPECT_EQ(names(quiet.Request("tools/list")), (std::vector<std::string>{"other"}));
+  {
+    std::lock_guard lock(asked_mu);
+    EXPECT_EQ(std::count(asked.begin(), asked.end(), "secret"), 0);  // filtered out first
+    asked.clear();
+  }
+  // Not listed, still called: its handler answers.
+  Json hidden = CallTool(quiet, "echo", {{"text", "still here"}});
+  EXPECT_FALSE(hidden.contains("error")) << hidden.dump();
+  EXPECT_EQ(FirstText(hidden), "still here");
+  // tool_filter still refuses as unknown, whatever tool_listed would say.
+  EXPECT_EQ(ErrorMessage(CallTool(quiet, "secret", {{"text", "x"}})), "Unknown tool: secret");
+  std::lock_guard lock(asked_mu);
+  EXPECT_TRUE(asked.empty()) << "tools/call consulted tool_listed";
 }
 
 TEST(Lifecycle, SessionInstructionsOverrideTheServersPerSession) {
@@ -446,6 +493,33 @@ TEST(Sessions, OneServerManySessionsWithTheirOwnState) {
   EXPECT_EQ(b.session()->log_level(), LogLevel::kInfo);
   EXPECT_EQ(server.Sessions().size(), 2u);
   EXPECT_EQ(a.session()->client_info()["name"], "memory-client");
+}
+
+// A log line for one client outside any request: find its session by id, Log to it; the
+// client's level applies, and a closed session is no longer found.
+TEST(Sessions, FindSessionByIdAndLogOutsideARequest) {
+  Server server(TestOptions());
+  MemoryClient a(server);
+  MemoryClient b(server);
+  a.Initialize();
+  b.Initialize();
+  a.Request("logging/setLevel", {{"level", "warning"}});
+  const std::string id = a.session()->id();
+  std::shared_ptr<Session> found = server.FindSession(id);
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found.get(), a.session().get());
+  EXPECT_EQ(server.FindSession("no-such-session"), nullptr);
+  found->Log(LogLevel::kInfo, "below the level", "mcpcell");
+  found->Log(LogLevel::kWarning, {{"event", "test"}, {"message", "for a"}}, "mcpcell");
+  auto logs = a.Notifications("notifications/message", 1);
+  ASSERT_EQ(logs.size(), 1u);
+  EXPECT_EQ(logs[0]["params"], Json({{"level", "warning"},
+                                     {"logger", "mcpcell"},
+                                     {"data", {{"event", "test"}, {"message", "for a"}}}}));
+  EXPECT_TRUE(b.Notifications("notifications/message").empty());
+  found.reset();
+  a.session()->Close();
+  EXPECT_EQ(server.FindSession(id), nullptr);
 }
 
 }  // namespace

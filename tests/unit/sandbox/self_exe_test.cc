@@ -1,4 +1,4 @@
-// SiblingOf/SiblingExecutable: how mcpcell, mcpcell-server and mcpcell-init find each other.
+// SiblingOf/SiblingExecutable: how mcpcell and mcpcell-init find each other.
 #include "sandbox/linux/self_exe.h"
 
 #include <gtest/gtest.h>
@@ -11,16 +11,16 @@ TEST(SiblingOf, NameInTheDirectoryOfTheExecutable) {
   Result<std::string> p = SiblingOf("/opt/mcpcell/bin/mcpcell", "mcpcell-init");
   ASSERT_TRUE(p) << p.error().message;
   EXPECT_EQ(*p, "/opt/mcpcell/bin/mcpcell-init");
-  Result<std::string> root = SiblingOf("/mcpcell", "mcpcell-server");
+  Result<std::string> root = SiblingOf("/mcpcell", "mcpcell-init");
   ASSERT_TRUE(root) << root.error().message;
-  EXPECT_EQ(*root, "/mcpcell-server");
+  EXPECT_EQ(*root, "/mcpcell-init");
 }
 
 TEST(SiblingOf, RefusesAnExecutableReplacedSinceItStarted) {
-  Result<std::string> p = SiblingOf("/usr/local/bin/mcpcell (deleted)", "mcpcell-server");
+  Result<std::string> p = SiblingOf("/usr/local/bin/mcpcell (deleted)", "mcpcell-init");
   ASSERT_FALSE(p);
   EXPECT_NE(p.error().message.find("removed or replaced"), std::string::npos) << p.error().message;
-  EXPECT_NE(p.error().message.find("mcpcell-server"), std::string::npos) << p.error().message;
+  EXPECT_NE(p.error().message.find("mcpcell-init"), std::string::npos) << p.error().message;
 }
 
 TEST(SiblingOf, RefusesRelativePathsAndNamesWithSlashes) {

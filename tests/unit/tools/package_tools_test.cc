@@ -9,6 +9,7 @@
 
 #include "mcp/schema.h"
 #include "policies/package_env.h"
+#include "tools/cell_tools.h"
 #include "tools/package_install.h"
 
 namespace mcpcell::tools {
@@ -190,6 +191,46 @@ TEST(CheckPackagesPolicy, OneRefusedAndNothingRunsWithTheRuleNamed) {
   auto fine = ParsePackages(Args({"tinyalpha"}), packages::Registry::kPypi, "pip_install");
   EXPECT_FALSE(
       CheckPackagesPolicy(config, packages::Registry::kPypi, fine.requirements, "pip_install"));
+}
+
+// A package tool is off (left out of tools/list, named in session_info) exactly when its
+// call is refused before any package is looked at: one predicate, PackageToolOff.
+TEST(ToolOffReason, PackageToolsAreOffExactlyWhenTheirCallsRefuseEveryPackage) {
+  CellToolsConfig disabled;
+  CellToolsConfig pypi_only;
+  pypi_only.packages = Online();
+  pypi_only.packages.registries = {"pypi"};
+  CellToolsConfig both;
+  both.packages = Online();
+  CellToolsConfig no_pip = both;
+  no_pip.enabled_tools = {"run_code", "npm_install"};
+  for (const CellToolsConfig* config : {&disabled, &pypi_only, &both, &no_pip}) {
+    for (const char* tool : {"pip_install", "npm_install"}) {
+      const packages::Registry registry = *PackageToolRegistry(tool);
+      const char* allowed = registry == packages::Registry::kPypi ? "tinyalpha" : "tinynpm";
+      auto parsed = ParsePackages(Args({allowed}), registry, tool);
+      ASSERT_FALSE(parsed.error);
+      const bool refused =
+          CheckPackagesPolicy(*config, registry, parsed.requirements, tool).has_value();
+      const bool package_off = PackageToolOff(*config, registry).has_value();
+      EXPECT_EQ(refused, package_off) << tool;
+      if (config->Enables(tool)) {
+        EXPECT_EQ(ToolOffReason(*config, tool).has_value(), package_off);
+      }
+    }
+  }
+  EXPECT_EQ(ToolOffReason(disabled, "pip_install"), "packages.mode = \"disabled\"");
+  EXPECT_EQ(ToolOffReason(pypi_only, "npm_install"),
+            "registry \"npm\" is not in packages.registries");
+  EXPECT_EQ(ToolOffReason(pypi_only, "pip_install"), std::nullopt);
+  EXPECT_EQ(ToolOffReason(no_pip, "pip_install"), "not in tools.enabled");
+  EXPECT_EQ(ToolOffReason(no_pip, "read_file"), "not in tools.enabled");
+  EXPECT_EQ(ToolOffReason(both, "run_code"), std::nullopt);
+  std::vector<std::string> off;
+  for (const ToolOff& t : ToolsOff(disabled)) off.push_back(t.tool + ": " + t.reason);
+  EXPECT_EQ(off, (std::vector<std::string>{"pip_install: packages.mode = \"disabled\"",
+                                           "npm_install: packages.mode = \"disabled\""}));
+  EXPECT_EQ(PackageToolRegistry("run_code"), std::nullopt);
 }
 
 TEST(ParsePipReport, ReadsPip23AndLaterShapes) {

@@ -1,0 +1,36 @@
+#include "tools/client_log.h"
+
+#include <memory>
+
+#include "mcp/session.h"
+
+namespace mcpcell::tools {
+
+mcp::Json ClientLogData(std::string_view event, std::string message) {
+  return {{"event", std::string(event)}, {"message", std::move(message)}};
+}
+
+void LogCallWarning(const mcp::Context& ctx, std::string_view event, std::string message) {
+  ctx.Log(mcp::LogLevel::kWarning, ClientLogData(event, std::move(message)), kClientLogger);
+}
+
+void SessionLogRouter::Attach(mcp::Server* server) {
+  std::lock_guard lock(mu_);
+  server_ = server;
+}
+
+void SessionLogRouter::Warn(const std::string& session_id, std::string_view event,
+                            std::string message) {
+  std::shared_ptr<mcp::Session> session;
+  {
+    std::lock_guard lock(mu_);
+    if (server_) session = server_->FindSession(session_id);
+  }
+  // Outside the lock: the write to a slow client must not hold up other sessions' warnings
+  // or the detach.
+  if (session) {
+    session->Log(mcp::LogLevel::kWarning, ClientLogData(event, std::move(message)), kClientLogger);
+  }
+}
+
+}  // namespace mcpcell::tools
