@@ -12,9 +12,6 @@
 
 namespace mcpcell::egress {
 
-using sandbox::Error;
-using sandbox::Result;
-
 Result<std::shared_ptr<JsonLinesFile>> JsonLinesFile::Open(const std::string& path) {
   size_t slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) {

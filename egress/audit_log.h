@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::egress {
 
@@ -25,7 +25,7 @@ using AuditSink = std::function<void(const nlohmann::json& event)>;
 class JsonLinesFile {
  public:
   // Opens (creating it 0600, and its directory 0700, if needed) for appending.
-  static sandbox::Result<std::shared_ptr<JsonLinesFile>> Open(const std::string& path);
+  static Result<std::shared_ptr<JsonLinesFile>> Open(const std::string& path);
   ~JsonLinesFile();
   JsonLinesFile(const JsonLinesFile&) = delete;
   JsonLinesFile& operator=(const JsonLinesFile&) = delete;

@@ -15,13 +15,9 @@
 #include <string_view>
 
 #include "egress/address.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::egress {
-
-using sandbox::Error;
-using sandbox::Result;
-using sandbox::Status;
 
 // A parsed host: either a name (lower case, no trailing dot) or an IP literal.
 struct Host {

@@ -8,14 +8,14 @@
 
 namespace mcpcell::egress {
 
-sandbox::Result<HostsTable> ParseHostsFile(std::string_view text, const std::string& source) {
+Result<HostsTable> ParseHostsFile(std::string_view text, const std::string& source) {
   HostsTable table;
   std::istringstream lines{std::string(text)};
   int number = 0;
   for (std::string line; std::getline(lines, line);) {
     ++number;
     auto fail = [&](const std::string& what) {
-      return sandbox::Error::Msg(source + ":" + std::to_string(number) + ": " + what);
+      return Error::Msg(source + ":" + std::to_string(number) + ": " + what);
     };
     if (size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
     std::istringstream words(line);
@@ -37,9 +37,9 @@ sandbox::Result<HostsTable> ParseHostsFile(std::string_view text, const std::str
   return table;
 }
 
-sandbox::Result<HostsTable> LoadHostsFile(const std::string& path) {
+Result<HostsTable> LoadHostsFile(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return sandbox::Error::Sys("open(\"" + path + "\")");
+  if (!in) return Error::Sys("open(\"" + path + "\")");
   std::stringstream text;
   text << in.rdbuf();
   return ParseHostsFile(text.str(), path);

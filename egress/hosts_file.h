@@ -16,14 +16,14 @@
 #include <vector>
 
 #include "egress/address.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::egress {
 
 // Normal-form name -> addresses.
 using HostsTable = std::map<std::string, std::vector<IpAddress>>;
 
-sandbox::Result<HostsTable> ParseHostsFile(std::string_view text, const std::string& source);
-sandbox::Result<HostsTable> LoadHostsFile(const std::string& path);
+Result<HostsTable> ParseHostsFile(std::string_view text, const std::string& source);
+Result<HostsTable> LoadHostsFile(const std::string& path);
 
 }  // namespace mcpcell::egress

@@ -38,7 +38,7 @@ Status CheckTargetChars(std::string_view target) {
       return Error::Msg("request target contains a control, space or non-ASCII byte");
     if (c == '#') return Error::Msg("request target contains a fragment ('#')");
   }
-  return sandbox::Ok();
+  return Ok();
 }
 
 Status ParseRequestLine(std::string_view line, ProxyRequest& req) {
@@ -59,7 +59,7 @@ Status ParseRequestLine(std::string_view line, ProxyRequest& req) {
     if (!a) return a.error().Wrap("CONNECT target");
     if (!a->port) return Error::Msg("CONNECT target needs a port (host:port)");
     req.target = std::move(a.value());
-    return sandbox::Ok();
+    return Ok();
   }
   std::string lower = LowerAscii(target.substr(0, std::min<size_t>(target.size(), 8)));
   if (lower.starts_with("https://"))
@@ -80,7 +80,7 @@ Status ParseRequestLine(std::string_view line, ProxyRequest& req) {
   req.target = std::move(a.value());
   req.path = path_start == std::string_view::npos ? "/" : std::string(rest.substr(path_start));
   if (req.path.front() == '?') req.path.insert(0, "/");
-  return sandbox::Ok();
+  return Ok();
 }
 
 Status ParseHeaderLine(std::string_view line, ProxyRequest& req) {
@@ -98,7 +98,7 @@ Status ParseHeaderLine(std::string_view line, ProxyRequest& req) {
   }
   if (req.headers.size() >= kMaxHeaders) return Error::Msg("more than 100 headers");
   req.headers.push_back({std::string(name), std::string(value)});
-  return sandbox::Ok();
+  return Ok();
 }
 
 // Host must name the request target (plain HTTP), so that a request for an allowed host
@@ -112,7 +112,7 @@ Status CheckHost(ProxyRequest& req) {
   }
   if (!host) {
     if (req.version == "HTTP/1.1") return Error::Msg("missing Host header");
-    return sandbox::Ok();  // HTTP/1.0: ForwardedHead adds one from the target
+    return Ok();  // HTTP/1.0: ForwardedHead adds one from the target
   }
   Result<Authority> a = ParseAuthority(host->value);
   if (!a) return a.error().Wrap("Host header");
@@ -120,7 +120,7 @@ Status CheckHost(ProxyRequest& req) {
   if (a->host.name != req.target.host.name || port != req.port())
     return Error::Msg("Host header \"" + host->value + "\" does not match the URL's host " +
                       req.target.host.Display() + ":" + std::to_string(req.port()));
-  return sandbox::Ok();
+  return Ok();
 }
 
 Status CheckBodyFraming(ProxyRequest& req) {
@@ -134,13 +134,13 @@ Status CheckBodyFraming(ProxyRequest& req) {
     if (length && length->value != h.value) return Error::Msg("conflicting Content-Length headers");
     length = &h;
   }
-  if (!length) return sandbox::Ok();
+  if (!length) return Ok();
   const std::string& v = length->value;
   if (v.empty() || v.size() > 15 ||
       !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return Error::Msg("malformed Content-Length");
   req.content_length = std::stoull(v);
-  return sandbox::Ok();
+  return Ok();
 }
 
 }  // namespace

@@ -42,7 +42,7 @@
 #include "egress/allowlist.h"
 #include "egress/audit_log.h"
 #include "egress/hosts_file.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::egress {
 

@@ -13,8 +13,6 @@
 namespace mcpcell::packages {
 
 namespace fs = std::filesystem;
-using sandbox::Error;
-using sandbox::Result;
 
 namespace {
 
@@ -151,7 +149,7 @@ Result<fs::path> ArtifactCache::Store(DigestAlgo algo, const std::string& hex, u
     }
     return true;
   };
-  sandbox::Status fetched = download(sink);
+  Status fetched = download(sink);
   auto fail = [&](Error e) {
     close(fd);
     unlink(temp.c_str());

@@ -19,7 +19,7 @@
 #include <string>
 
 #include "packages/digest.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::packages {
 
@@ -31,19 +31,19 @@ class ArtifactCache {
   // Writes chunks of the artifact; returns false to stop (the fetch then fails).
   using Sink = std::function<bool(const char* data, size_t size)>;
   // Downloads the artifact into `sink`; its error is the fetch's error.
-  using Download = std::function<sandbox::Status(const Sink& sink)>;
+  using Download = std::function<Status(const Sink& sink)>;
 
   struct Counters {
     uint64_t bytes = 0, artifacts = 0, hits = 0, misses = 0, fetches = 0;
   };
 
-  static sandbox::Result<std::unique_ptr<ArtifactCache>> Open(std::filesystem::path dir,
+  static Result<std::unique_ptr<ArtifactCache>> Open(std::filesystem::path dir,
                                                               uint64_t max_bytes);
 
   // The stored artifact's path, or runs `download` once (concurrent callers for the same
   // key wait for it) with at most `max_bytes`, verifies the digest and stores it.
   // `*hit` tells whether it came from the store.
-  sandbox::Result<std::filesystem::path> Get(DigestAlgo algo, const std::string& hex,
+  Result<std::filesystem::path> Get(DigestAlgo algo, const std::string& hex,
                                              uint64_t max_bytes, const Download& download,
                                              bool* hit);
   Counters counters() const;
@@ -55,12 +55,12 @@ class ArtifactCache {
   };
   struct InFlight {
     bool done = false;
-    sandbox::Result<std::filesystem::path> result = sandbox::Error::Msg("pending");
+    Result<std::filesystem::path> result = Error::Msg("pending");
   };
   ArtifactCache(std::filesystem::path dir, uint64_t max_bytes)
       : dir_(std::move(dir)), max_bytes_(max_bytes) {}
   std::filesystem::path PathOf(const std::string& key) const;
-  sandbox::Result<std::filesystem::path> Store(DigestAlgo algo, const std::string& hex,
+  Result<std::filesystem::path> Store(DigestAlgo algo, const std::string& hex,
                                                uint64_t max_bytes, const Download& download);
   void Touch(const std::string& key);
   void EvictLocked(const std::string& keep);

@@ -61,16 +61,16 @@ std::string Digest::FinalHex() {
   return hex;
 }
 
-sandbox::Result<std::string> FileDigestHex(const std::string& path, DigestAlgo algo) {
+Result<std::string> FileDigestHex(const std::string& path, DigestAlgo algo) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return sandbox::Error::Sys("open(\"" + path + "\")");
+  if (fd < 0) return Error::Sys("open(\"" + path + "\")");
   Digest d(algo);
   std::vector<char> buf(1 << 20);
   for (;;) {
     ssize_t n = read(fd, buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      auto err = sandbox::Error::Sys("read(\"" + path + "\")");
+      auto err = Error::Sys("read(\"" + path + "\")");
       close(fd);
       return err;
     }

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::packages {
 
@@ -33,7 +33,7 @@ class Digest {
 };
 
 // The digest of a whole file, read in 1 MiB blocks.
-sandbox::Result<std::string> FileDigestHex(const std::string& path, DigestAlgo algo);
+Result<std::string> FileDigestHex(const std::string& path, DigestAlgo algo);
 // Lower-case hex of exactly `length` digits.
 bool IsLowerHex(std::string_view s, size_t length);
 // Standard base64 (npm's "sha512-<base64>") to lower-case hex; nullopt if malformed.

@@ -15,8 +15,6 @@
 namespace mcpcell::packages {
 
 namespace fs = std::filesystem;
-using sandbox::Error;
-using sandbox::Result;
 
 namespace {
 

@@ -14,19 +14,19 @@
 #include <optional>
 #include <string>
 
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::packages {
 
 // The package.json of an npm tarball (gzip'd tar), at most 1 MiB, reading at most 64 MiB of
 // the uncompressed archive to find it.
-sandbox::Result<nlohmann::json> ReadTarballPackageJson(const std::string& path);
+Result<nlohmann::json> ReadTarballPackageJson(const std::string& path);
 
 class NpmDirectory {
  public:
   // The packument of `name` built from every tarball of it in `dir` (tarball URLs are the
   // files' paths); an error when the directory has none.
-  sandbox::Result<nlohmann::json> Packument(const std::string& dir, const std::string& name);
+  Result<nlohmann::json> Packument(const std::string& dir, const std::string& name);
   // The path of `filename` in `dir` if its SHA-512 (hex) is `sha512`, as last computed.
   std::optional<std::string> Find(const std::string& dir, const std::string& sha512,
                                   const std::string& filename);

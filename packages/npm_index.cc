@@ -7,9 +7,6 @@
 
 namespace mcpcell::packages {
 
-using sandbox::Error;
-using sandbox::Result;
-
 namespace {
 
 // dist.integrity ("sha512-<b64> sha1-<b64>") or dist.shasum -> the strongest digest.

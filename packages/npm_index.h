@@ -13,7 +13,7 @@
 
 #include "packages/digest.h"
 #include "policies/policy.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::packages {
 
@@ -34,7 +34,7 @@ struct FilteredPackument {
 
 // `name` is the package as requested ("left-pad", "@scope/x"); the document's "name" must
 // match it. `service_base` is the registry URL the rewritten tarballs point at.
-sandbox::Result<FilteredPackument> FilterPackument(std::string_view json_text,
+Result<FilteredPackument> FilterPackument(std::string_view json_text,
                                                    const std::string& name,
                                                    const policies::PackagesPolicy& policy,
                                                    const std::string& service_base);

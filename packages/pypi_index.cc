@@ -11,9 +11,6 @@
 
 namespace mcpcell::packages {
 
-using sandbox::Error;
-using sandbox::Result;
-
 namespace {
 
 // &amp; &lt; &gt; &quot; &#39; &#NN; &#xNN; -> characters; nullopt on an unknown entity.

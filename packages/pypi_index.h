@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::packages {
 
@@ -23,7 +23,7 @@ struct IndexFile {
 
 // Parses the anchors of an upstream page at `page_url`. Anchors that are not files (no
 // href) are skipped; malformed markup is an error naming the problem.
-sandbox::Result<std::vector<IndexFile>> ParseSimplePage(std::string_view html,
+Result<std::vector<IndexFile>> ParseSimplePage(std::string_view html,
                                                         const std::string& page_url);
 
 // What a distribution file name says. Wheels: "{name}-{version}(-{build})?-{py}-{abi}-

@@ -16,12 +16,9 @@
 #include <vector>
 
 #include "policies/policy.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::packages {
-
-using sandbox::Error;
-using sandbox::Result;
 
 enum class Registry { kPypi, kNpm };
 std::string_view RegistryName(Registry r);  // "pypi", "npm"

@@ -27,9 +27,6 @@
 
 namespace mcpcell::packages {
 
-using sandbox::Error;
-using sandbox::Result;
-
 namespace {
 
 constexpr uint64_t kMaxPypiPageBytes = 16ull << 20;
@@ -458,7 +455,7 @@ void PackageService::Impl::ServeCached(const Caller& c, const KnownArtifact& a,
   bool hit = false;
   auto path = cache_->Get(
       a.algo, a.hex, c.policy->max_artifact_bytes,
-      [&](const ArtifactCache::Sink& sink) -> sandbox::Status {
+      [&](const ArtifactCache::Sink& sink) -> Status {
         // Bounded upstream concurrency: beyond it the installer gets a 503 and retries
         // (pip and npm both retry a 503).
         if (fetches_.fetch_add(1) >= max_fetches_) {

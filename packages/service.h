@@ -23,7 +23,7 @@
 #include <string>
 
 #include "policies/policy.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::packages {
 
@@ -61,7 +61,7 @@ struct CacheStats {
 class PackageService {
  public:
   // Binds 127.0.0.1:0, loads the cache index from cache_dir and starts serving.
-  static sandbox::Result<std::unique_ptr<PackageService>> Start(ServiceOptions options);
+  static Result<std::unique_ptr<PackageService>> Start(ServiceOptions options);
   ~PackageService();  // stops the server and joins its threads
   PackageService(const PackageService&) = delete;
   PackageService& operator=(const PackageService&) = delete;

@@ -6,9 +6,6 @@
 
 namespace mcpcell::packages {
 
-using sandbox::Error;
-using sandbox::Result;
-
 Result<UrlParts> SplitUrl(const std::string& url) {
   UrlParts p;
   size_t start;
@@ -69,7 +66,7 @@ std::string ResolveUrl(const std::string& base, const std::string& href) {
   return b->origin + (path.empty() ? "/" : path) + query;
 }
 
-sandbox::Status UpstreamClient::Get(const std::string& url, const std::string& accept,
+Status UpstreamClient::Get(const std::string& url, const std::string& accept,
                                     std::chrono::seconds deadline, int* status,
                                     const std::function<bool(const char*, size_t)>& sink) const {
   std::string current = url;
@@ -166,7 +163,7 @@ Result<std::string> UpstreamClient::GetText(const std::string& url, uint64_t max
   return body;
 }
 
-sandbox::Status UpstreamClient::GetStream(
+Status UpstreamClient::GetStream(
     const std::string& url, const std::function<bool(const char*, size_t)>& sink) const {
   int status = 0;
   return Get(url, "", options_.artifact_deadline, &status, sink);

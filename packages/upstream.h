@@ -11,7 +11,7 @@
 #include <functional>
 #include <string>
 
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::packages {
 
@@ -22,7 +22,7 @@ struct UrlParts {
   std::string host;
   std::string path;  // "/..." (with query)
 };
-sandbox::Result<UrlParts> SplitUrl(const std::string& url);
+Result<UrlParts> SplitUrl(const std::string& url);
 // An href of a page at `base` made absolute; "" when it is not http(s) or malformed.
 std::string ResolveUrl(const std::string& base, const std::string& href);
 
@@ -40,14 +40,14 @@ class UpstreamClient {
   // GET `url` into a string of at most max_bytes; a status other than 200 is an error
   // naming it ("upstream https://...: HTTP 404"); *status gets the final status (0 when no
   // answer).
-  sandbox::Result<std::string> GetText(const std::string& url, uint64_t max_bytes,
+  Result<std::string> GetText(const std::string& url, uint64_t max_bytes,
                                        const std::string& accept, int* status) const;
   // GET `url`, handing the body to `sink` chunk by chunk (false from sink stops it).
-  sandbox::Status GetStream(const std::string& url,
+  Status GetStream(const std::string& url,
                             const std::function<bool(const char*, size_t)>& sink) const;
 
  private:
-  sandbox::Status Get(const std::string& url, const std::string& accept,
+  Status Get(const std::string& url, const std::string& accept,
                       std::chrono::seconds deadline, int* status,
                       const std::function<bool(const char*, size_t)>& sink) const;
   Options options_;

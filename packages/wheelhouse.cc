@@ -11,8 +11,6 @@
 namespace mcpcell::packages {
 
 namespace fs = std::filesystem;
-using sandbox::Error;
-using sandbox::Result;
 
 Result<std::vector<IndexFile>> Wheelhouse::FilesOf(const std::string& dir,
                                                    const std::string& project) {

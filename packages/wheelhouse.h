@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "packages/pypi_index.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::packages {
 
 class Wheelhouse {
  public:
   // The files of `project` (normalized) in `dir`; IndexFile.url is the file's path.
-  sandbox::Result<std::vector<IndexFile>> FilesOf(const std::string& dir,
+  Result<std::vector<IndexFile>> FilesOf(const std::string& dir,
                                                   const std::string& project);
   // The path of the file named `filename` in `dir` whose SHA-256 is `sha256`, as last hashed.
   std::optional<std::string> Find(const std::string& dir, const std::string& sha256,

@@ -14,12 +14,9 @@
 
 namespace mcpcell::policies {
 
-using sandbox::Error;
-using sandbox::Result;
-
 namespace {
 
-sandbox::Status MakeDirs(const std::string& path) {
+Status MakeDirs(const std::string& path) {
   for (size_t i = 1; i <= path.size(); ++i) {
     if (i != path.size() && path[i] != '/') continue;
     std::string part = path.substr(0, i);
@@ -30,17 +27,17 @@ sandbox::Status MakeDirs(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return Error::Sys("stat(\"" + path + "\")");
   if (!S_ISDIR(st.st_mode)) return Error::Msg("\"" + path + "\" is not a directory");
-  return sandbox::Ok();
+  return Ok();
 }
 
 // A root server maps each cell's sandbox user to a host uid of the cell's own id range,
 // unknown before the cell exists, so a directory the cells write to must be writable by
 // any uid (files written there are then owned by that cell's host uid, see
 // docs/policies.md). An unprivileged server maps the sandbox user to itself: nothing to do.
-sandbox::Status OpenToCells(const std::string& dir) {
-  if (::geteuid() != 0) return sandbox::Ok();
+Status OpenToCells(const std::string& dir) {
+  if (::geteuid() != 0) return Ok();
   if (::chmod(dir.c_str(), 0777) != 0) return Error::Sys("chmod(\"" + dir + "\", 0777)");
-  return sandbox::Ok();
+  return Ok();
 }
 
 // Flags are typed by people: a relative path is relative to the current directory.
@@ -195,7 +192,7 @@ Result<sandbox::CellSpec> CompileCellSpec(const Policy& p, const std::string& ce
   for (std::string& var : EgressProxyEnv()) spec.env.push_back(std::move(var));
   // pip and npm point at the server's package service where the policy enables it.
   AddPackageEnv(p.packages, spec);
-  if (sandbox::Status s = sandbox::ValidateCellSpec(spec); !s) {
+  if (Status s = sandbox::ValidateCellSpec(spec); !s) {
     return s.error().Wrap("policy " + p.name + " compiles to an invalid cell spec");
   }
   return spec;

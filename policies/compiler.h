@@ -16,7 +16,7 @@
 #include "egress/proxy.h"
 #include "policies/policy.h"
 #include "sandbox/cell_spec.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::policies {
 
@@ -44,15 +44,15 @@ struct PolicyOverrides {
 
 // `policy` with the overrides applied and checked (mounts like the loader's, "--mount
 // <spec>: ..." in errors). Creates output_dir and workspace_dir if missing.
-sandbox::Result<Policy> ApplyOverrides(Policy policy, const PolicyOverrides& overrides,
+Result<Policy> ApplyOverrides(Policy policy, const PolicyOverrides& overrides,
                                        const std::string& state_dir);
 
 // Parses "SRC:DST[:ro|rw]".
-sandbox::Result<MountPolicy> ParseMountFlag(const std::string& flag);
+Result<MountPolicy> ParseMountFlag(const std::string& flag);
 
 // The spec of cell `cell_id` under this policy; `skeleton_dir` is the state dir's template
 // (sandbox::PrepareHostTemplate). Validated by sandbox::ValidateCellSpec.
-sandbox::Result<sandbox::CellSpec> CompileCellSpec(const Policy& policy, const std::string& cell_id,
+Result<sandbox::CellSpec> CompileCellSpec(const Policy& policy, const std::string& cell_id,
                                                    const std::string& state_dir,
                                                    const std::string& skeleton_dir);
 
@@ -62,7 +62,7 @@ std::vector<std::string> EgressProxyEnv();
 
 // What the egress proxy enforces for a cell under `policy` (allowlist, limits); the
 // caller fills in the session and tenant. egress = "deny": an empty allowlist.
-sandbox::Result<egress::CellEgress> CompileCellEgress(const Policy& policy);
+Result<egress::CellEgress> CompileCellEgress(const Policy& policy);
 
 // The effective policy as a profile file (every key, defaults filled in).
 std::string DescribePolicy(const Policy& policy);

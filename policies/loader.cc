@@ -20,9 +20,6 @@
 
 namespace mcpcell::policies {
 
-using sandbox::Error;
-using sandbox::Result;
-
 namespace {
 
 class Reader {
@@ -366,11 +363,11 @@ void ReadMount(Reader& r, const toml::node& node, const std::string& at, MountPo
   r.String(t, at, "mode", &mode, {"ro", "rw"});
   out->writable = mode == "rw";
   if (r.failed()) return;
-  if (sandbox::Status s = CheckMountSource(out->source, r.options().state_dir); !s) {
+  if (Status s = CheckMountSource(out->source, r.options().state_dir); !s) {
     r.Fail(t.get("source")->source(), at + ".source", s.error().message);
     return;
   }
-  if (sandbox::Status s = CheckMountTarget(out->target); !s) {
+  if (Status s = CheckMountTarget(out->target); !s) {
     r.Fail(t.get("target")->source(), at + ".target", s.error().message);
   }
 }

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "policies/policy.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::policies {
 
@@ -23,10 +23,10 @@ struct LoadOptions {
 };
 
 // Parses and checks `text`; `source_name` names it in errors (usually the file path).
-sandbox::Result<Policy> ParsePolicy(std::string_view text, const std::string& source_name,
+Result<Policy> ParsePolicy(std::string_view text, const std::string& source_name,
                                     const LoadOptions& options = {});
 // Reads `path` and parses it.
-sandbox::Result<Policy> LoadPolicyFile(const std::string& path, const LoadOptions& options = {});
+Result<Policy> LoadPolicyFile(const std::string& path, const LoadOptions& options = {});
 
 // The shipped profiles, by name ("default", "offline-strict", "dev").
 std::vector<std::string> ShippedPolicyNames();
@@ -34,7 +34,7 @@ std::vector<std::string> ShippedPolicyNames();
 std::string_view ShippedPolicyText(const std::string& name);
 
 // A shipped profile's name, or a file path (anything with a '/' or ending in ".toml").
-sandbox::Result<Policy> ResolvePolicy(const std::string& name_or_file,
+Result<Policy> ResolvePolicy(const std::string& name_or_file,
                                       const LoadOptions& options = {});
 
 }  // namespace mcpcell::policies

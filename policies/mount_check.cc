@@ -12,10 +12,6 @@
 namespace mcpcell::policies {
 namespace {
 
-using sandbox::Error;
-using sandbox::Ok;
-using sandbox::Status;
-
 bool IsUnder(const std::string& path, const std::string& dir) {
   if (dir == "/") return true;
   return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&

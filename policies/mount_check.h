@@ -10,16 +10,16 @@
 
 #include <string>
 
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::policies {
 
 // Ok when `source` (absolute, existing) may be mounted into a cell; `state_dir` may be
 // empty when unknown.
-sandbox::Status CheckMountSource(const std::string& source, const std::string& state_dir);
+Status CheckMountSource(const std::string& source, const std::string& state_dir);
 
 // Ok when `target` is a usable cell path: absolute, no "." or ".." components, not "/",
 // /workspace itself, /proc, /sys, /dev or under them.
-sandbox::Status CheckMountTarget(const std::string& target);
+Status CheckMountTarget(const std::string& target);
 
 }  // namespace mcpcell::policies

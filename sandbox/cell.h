@@ -29,7 +29,7 @@
 
 #include "sandbox/cell_spec.h"
 #include "sandbox/linux/cgroup.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

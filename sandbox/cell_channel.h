@@ -41,8 +41,8 @@
 #include <vector>
 
 #include "sandbox/control/protocol.h"
-#include "sandbox/control/unique_fd.h"
-#include "sandbox/status.h"
+#include "base/unique_fd.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

@@ -29,7 +29,7 @@
 
 #include "sandbox/cell.h"
 #include "sandbox/cell_spec.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 #include "sandbox/warm_pool.h"
 
 namespace mcpcell::sandbox {

@@ -24,7 +24,7 @@
 
 #include "sandbox/linux/cgroup.h"
 #include "sandbox/linux/rlimits.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

@@ -17,7 +17,7 @@
 
 #include <string>
 
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

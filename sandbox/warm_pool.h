@@ -32,7 +32,7 @@
 
 #include "sandbox/cell.h"
 #include "sandbox/cell_spec.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

@@ -27,10 +27,6 @@
 #include "sandbox/control/protocol.h"
 
 namespace mcpcell::tools {
-
-using sandbox::Error;
-using sandbox::Result;
-using sandbox::UniqueFd;
 using json = nlohmann::json;
 
 namespace {
@@ -59,7 +55,7 @@ uint64_t ParseBytes(const std::string& text) {
 }
 
 // One JSON object per datagram, `fds` attached. MSG_NOSIGNAL: a peer gone is EPIPE.
-sandbox::Status SendFrame(int fd, const json& body, std::span<const int> fds = {}) {
+Status SendFrame(int fd, const json& body, std::span<const int> fds = {}) {
   std::string text;
   try {
     text = body.dump();
@@ -301,7 +297,7 @@ Result<sandbox::CellSpec> BuildCellSpec(const CellShape& shape, std::string cell
   spec.limits.pids_max = shape.pids;
   spec.limits.cpu_millicores = shape.cpu_millicores;
   spec.seccomp = shape.seccomp;
-  if (sandbox::Status s = sandbox::ValidateCellSpec(spec); !s.ok()) return s.error();
+  if (Status s = sandbox::ValidateCellSpec(spec); !s.ok()) return s.error();
   return spec;
 }
 
@@ -345,7 +341,7 @@ PoolOutcome PoolClient::Run(const PoolExec& exec) {
     if (fd >= 0) fds.push_back(fd);
   }
   req["stdio"] = std::move(stdio);
-  if (sandbox::Status s = SendFrame(fd_.get(), req, fds); !s.ok()) {
+  if (Status s = SendFrame(fd_.get(), req, fds); !s.ok()) {
     // Too large or not UTF-8 for JSON: the run makes its own cell. A pool gone: the same.
     out.kind = PoolOutcome::kNotStarted;
     out.message = s.error().message;
@@ -421,7 +417,7 @@ PoolOutcome PoolClient::Run(const PoolExec& exec) {
   }
 }
 
-sandbox::Status PoolClient::Signal(int signo) {
+Status PoolClient::Signal(int signo) {
   return SendFrame(fd_.get(), json{{"op", "signal"}, {"signo", signo}});
 }
 
@@ -586,7 +582,7 @@ PoolServer::PoolServer(Options options, UniqueFd listener)
                        std::stop_token stop) { return Warm(cell, std::move(stop)); }),
       watcher_(std::make_unique<ConnectionWatcher>()) {}
 
-sandbox::Status PoolServer::Warm(sandbox::Cell& cell, std::stop_token stop) {
+Status PoolServer::Warm(sandbox::Cell& cell, std::stop_token stop) {
   for (size_t i = 0; i < options_.warm.size(); ++i) {
     sandbox::ExecOptions exec;
     exec.argv = {"/bin/sh", "-c", options_.warm[i]};
@@ -607,7 +603,7 @@ sandbox::Status PoolServer::Warm(sandbox::Cell& cell, std::stop_token stop) {
     Log("warm-up \"" + options_.warm[i] + "\" " + how + said +
         "; cells are still handed out (said once)");
   }
-  return sandbox::Ok();
+  return Ok();
 }
 
 PoolServer::~PoolServer() {
@@ -821,7 +817,7 @@ void PoolServer::Handle(Connection& connection) {
   }
   if (started) watcher_->Remove(*watch);  // before the connection closes
   if (cell) {
-    if (sandbox::Status s = cell->Destroy(); !s.ok())
+    if (Status s = cell->Destroy(); !s.ok())
       Log("destroying cell " + cell->id() + ": " + s.error().message);
   }
   served_.fetch_add(1);

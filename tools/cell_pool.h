@@ -40,8 +40,8 @@
 
 #include "sandbox/cell.h"
 #include "sandbox/cell_spec.h"
-#include "sandbox/control/unique_fd.h"
-#include "sandbox/status.h"
+#include "base/unique_fd.h"
+#include "base/status.h"
 #include "sandbox/warm_pool.h"
 
 namespace CLI {
@@ -71,12 +71,12 @@ struct CellShape {
   // Canonical text of every field: two shapes make the same cell iff their keys are equal.
   std::string Key() const;
 };
-sandbox::Result<CellShape> ParseCellOptions(const CellOptions& options);
+Result<CellShape> ParseCellOptions(const CellOptions& options);
 
 // A spec of `shape` for the cell `cell_id` (GenerateCellId) in `state_dir`, on the template
 // `skeleton_dir` (PrepareHostTemplate). `workspace`: a host directory bound at /workspace, or empty
 // for the shape's tmpfs.
-sandbox::Result<sandbox::CellSpec> BuildCellSpec(const CellShape& shape, std::string cell_id,
+Result<sandbox::CellSpec> BuildCellSpec(const CellShape& shape, std::string cell_id,
                                                  const std::string& state_dir,
                                                  const std::string& skeleton_dir,
                                                  const std::string& workspace = "");
@@ -121,15 +121,15 @@ class PoolClient {
  public:
   // Connects to the pool at `socket_path`. An error with err ENOENT, ECONNREFUSED or EACCES
   // means there is no pool this user may use there.
-  static sandbox::Result<std::unique_ptr<PoolClient>> Connect(const std::string& socket_path);
+  static Result<std::unique_ptr<PoolClient>> Connect(const std::string& socket_path);
   // Runs one command; blocks until it ended.
   PoolOutcome Run(const PoolExec& exec);
   // Forwards a signal to the running command's process group; thread-safe.
-  sandbox::Status Signal(int signo);
+  Status Signal(int signo);
 
  private:
-  explicit PoolClient(sandbox::UniqueFd fd) : fd_(std::move(fd)) {}
-  sandbox::UniqueFd fd_;
+  explicit PoolClient(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
 };
 
 // ---- the server: mcpcell pool ----
@@ -152,7 +152,7 @@ class PoolServer {
   };
   // Binds and listens (mode 0600); a live pool already on the path is an error, a stale
   // socket file is replaced. Starts making cells.
-  static sandbox::Result<std::unique_ptr<PoolServer>> Listen(Options options);
+  static Result<std::unique_ptr<PoolServer>> Listen(Options options);
   ~PoolServer();  // Stop(), closes and unlinks the socket
 
   // Accepts and serves runs until `stop` is requested; then kills the commands still
@@ -163,12 +163,12 @@ class PoolServer {
   struct Connection;
   struct RunWatch;
   class ConnectionWatcher;
-  PoolServer(Options options, sandbox::UniqueFd listener);
+  PoolServer(Options options, UniqueFd listener);
   void Handle(Connection& connection);
-  sandbox::Status Warm(sandbox::Cell& cell, std::stop_token stop);
+  Status Warm(sandbox::Cell& cell, std::stop_token stop);
 
   const Options options_;
-  sandbox::UniqueFd listener_;
+  UniqueFd listener_;
   // Per Options::warm entry; the pool's thread only. Before pool_, whose thread uses it.
   std::vector<bool> warm_failure_logged_;
   sandbox::WarmPool pool_;

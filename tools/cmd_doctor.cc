@@ -86,7 +86,7 @@ sandbox::ProbeResult ProbeStateDirReach(const std::string& state_dir) {
     r.consequence = "cells reach the state dir wherever this user can";
     return r;
   }
-  sandbox::Status reach = sandbox::CheckSearchableByOthers(ExistingParent(state_dir));
+  Status reach = sandbox::CheckSearchableByOthers(ExistingParent(state_dir));
   if (reach) {
     r.detail = state_dir + ": every directory above it lets others search it";
     r.consequence = "cells (host uids of their own) reach their scratch, template and workspace";

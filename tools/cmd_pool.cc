@@ -59,8 +59,8 @@ int RunPool(const PoolOptions& o) {
   auto shape = ParseCellOptions(o.cell);
   if (!shape) return fail(shape.error().message);
   const std::string& state_dir = o.cell.state_dir;
-  if (sandbox::Status s = sandbox::EnsureStateDir(state_dir); !s) return fail(s.error().message);
-  if (sandbox::Status s = sandbox::CheckCellsCanReachStateDir(state_dir); !s)
+  if (Status s = sandbox::EnsureStateDir(state_dir); !s) return fail(s.error().message);
+  if (Status s = sandbox::CheckCellsCanReachStateDir(state_dir); !s)
     return fail("state dir " + state_dir + ": " + s.error().message);
   auto reaped = sandbox::ReapOrphans(state_dir);
   if (!reaped) return fail("reaping orphaned cells: " + reaped.error().message);

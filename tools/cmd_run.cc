@@ -139,13 +139,13 @@ class SignalForwarder {
 // Nothing of the host's environment enters the cell but TERM, so that interactive programs
 // draw on the terminal they were given; then the -e entries. Given with the exec (overlaid
 // on the cell's defaults), so that a cell made ahead by a pool gets them too.
-sandbox::Result<std::vector<std::string>> CommandEnvironment(const RunOptions& o) {
+Result<std::vector<std::string>> CommandEnvironment(const RunOptions& o) {
   std::vector<std::string> env;
   if (const char* term = std::getenv("TERM"); term && *term)
     env.push_back(std::string("TERM=") + term);
   for (const std::string& e : o.env) {
     if (e.find('=') == std::string::npos || e[0] == '=')
-      return sandbox::Error::Msg("-e/--env: \"" + e + "\" is not KEY=VALUE");
+      return Error::Msg("-e/--env: \"" + e + "\" is not KEY=VALUE");
     env.push_back(e);
   }
   return env;
@@ -201,7 +201,7 @@ std::optional<int> RunInPool(const RunOptions& o, const CellShape& shape,
   Clock::time_point started_at = exec_start;
   // No thread here: Run waits on the pool's socket and a signalfd of the forwarded
   // signals (blocked since the forwarder was made) in one poll.
-  sandbox::UniqueFd signals(::signalfd(-1, &forwarder.forwarded(), SFD_CLOEXEC | SFD_NONBLOCK));
+  UniqueFd signals(::signalfd(-1, &forwarder.forwarded(), SFD_CLOEXEC | SFD_NONBLOCK));
   exec.signal_fd = signals.get();
   exec.on_started = [&] { started_at = Clock::now(); };
   PoolOutcome outcome = (*pool)->Run(exec);
@@ -252,7 +252,7 @@ int RunCommand(const RunOptions& o) {
     if (std::optional<int> status = RunInPool(o, *shape, *env, forwarder)) return *status;
   }
   forwarder.Start();
-  sandbox::Status reachable = sandbox::EnsureStateDir(o.cell.state_dir);
+  Status reachable = sandbox::EnsureStateDir(o.cell.state_dir);
   if (reachable) reachable = sandbox::CheckCellsCanReachStateDir(o.cell.state_dir);
   if (!reachable) {
     std::fprintf(stderr, "mcpcell run: state dir %s: %s\n", o.cell.state_dir.c_str(),
@@ -262,7 +262,7 @@ int RunCommand(const RunOptions& o) {
   auto skeleton = sandbox::PrepareHostTemplate(o.cell.state_dir);
   auto spec = skeleton ? BuildCellSpec(*shape, sandbox::GenerateCellId(), o.cell.state_dir,
                                        *skeleton, o.workspace)
-                       : sandbox::Result<sandbox::CellSpec>(skeleton.error().Wrap("template"));
+                       : Result<sandbox::CellSpec>(skeleton.error().Wrap("template"));
   if (!spec.ok()) {
     std::fprintf(stderr, "mcpcell run: %s\n", spec.error().message.c_str());
     return 125;
@@ -278,7 +278,7 @@ int RunCommand(const RunOptions& o) {
     std::fprintf(stderr, "mcpcell run: warning: %s\n", w.c_str());
   auto destroy_cell = [&] {
     forwarder.Stop();  // before the cell and its channel go
-    if (sandbox::Status s = (*cell)->Destroy(); !s.ok())
+    if (Status s = (*cell)->Destroy(); !s.ok())
       std::fprintf(stderr, "mcpcell run: destroying the cell: %s\n", s.error().message.c_str());
   };
   // Interrupted (Ctrl-C, a SIGTERM from a supervisor) while the cell was made: the command

@@ -97,15 +97,15 @@ struct ServeOptions {
 
 // The path a client should launch: this server's front (mcpcell), else the name alone.
 std::string FrontPath() {
-  sandbox::Result<std::string> front = sandbox::SiblingExecutable("mcpcell");
+  Result<std::string> front = sandbox::SiblingExecutable("mcpcell");
   return front ? *front : std::string("mcpcell");
 }
 
 // Makes the state dir usable: created, reachable by the cells, orphans reaped, the
 // template prepared. Returns the template's skeleton dir.
-sandbox::Result<std::string> PrepareStateDir(const std::string& state_dir) {
-  if (sandbox::Status s = sandbox::EnsureStateDir(state_dir); !s) return s.error();
-  if (sandbox::Status s = sandbox::CheckCellsCanReachStateDir(state_dir); !s) return s.error();
+Result<std::string> PrepareStateDir(const std::string& state_dir) {
+  if (Status s = sandbox::EnsureStateDir(state_dir); !s) return s.error();
+  if (Status s = sandbox::CheckCellsCanReachStateDir(state_dir); !s) return s.error();
   auto reaped = sandbox::ReapOrphans(state_dir);
   if (!reaped) return reaped.error().Wrap("reap orphaned cells");
   if (!reaped->empty()) {
@@ -166,7 +166,7 @@ bool LoadTenants(ServeOptions& o) {
 
 // What the egress proxy enforces for each cell profile: the server's policy ("") and each
 // tenant's (the tenant's profile has its name).
-sandbox::Status SetEgressProfiles(EgressRegistry& egress, const ServeOptions& o) {
+Status SetEgressProfiles(EgressRegistry& egress, const ServeOptions& o) {
   auto own = policies::CompileCellEgress(o.effective);
   if (!own) return own.error();
   egress.SetProfile("", std::move(*own));
@@ -175,7 +175,7 @@ sandbox::Status SetEgressProfiles(EgressRegistry& egress, const ServeOptions& o)
     if (!cell) return cell.error().Wrap("tenant \"" + tenant + "\"");
     egress.SetProfile(tenant, std::move(*cell));
   }
-  return sandbox::Ok();
+  return Ok();
 }
 
 // What initialize tells the model: the tools, and the host directories its policy mounts.
@@ -344,7 +344,7 @@ int RunServe(const ServeOptions& opts) {
       });
   relay->Attach(&egress);
   RefusalRelay::DetachGuard detach_relay{*relay};
-  if (sandbox::Status st = SetEgressProfiles(egress, opts); !st) {
+  if (Status st = SetEgressProfiles(egress, opts); !st) {
     std::fprintf(stderr, "mcpcell serve: %s\n", st.error().message.c_str());
     return 2;
   }
@@ -370,7 +370,7 @@ int RunServe(const ServeOptions& opts) {
   env.cells = &cells;
   env.egress = &egress;
   env.config = ToolsConfigFromPolicy(policy);
-  if (sandbox::Status st =
+  if (Status st =
           InstallTenantProfiles(opts.tenant_policies, opts.state_dir, *skeleton, cells, env);
       !st) {
     std::fprintf(stderr, "mcpcell serve: --http-config %s: %s\n", opts.http_config.c_str(),
@@ -427,7 +427,7 @@ int RunServe(const ServeOptions& opts) {
   }
   cells.CloseAll();
   if (placement) {
-    if (sandbox::Status st = sandbox::UnplaceServer(*placement); !st) {
+    if (Status st = sandbox::UnplaceServer(*placement); !st) {
       mcp::log::Warn("undo cpu placement: " + st.error().message);
     }
   }

@@ -16,7 +16,7 @@ namespace {
 // The edited text replaces the file atomically: written to a new file beside it, then
 // renamed over it, so a reader (or a crash) never sees it half written. A symlink is
 // edited in place through the link (renaming over it would replace the link itself).
-sandbox::Status ReplaceFileContents(sandbox::CellChannel& channel, const std::string& path,
+Status ReplaceFileContents(sandbox::CellChannel& channel, const std::string& path,
                                     const std::string& text) {
   auto st = channel.Stat(path, /*follow_symlinks=*/false);
   if (!st) return st.error();
@@ -27,15 +27,15 @@ sandbox::Status ReplaceFileContents(sandbox::CellChannel& channel, const std::st
   const std::string base = path.substr(parent.empty() ? 0 : parent.size() + 1);
   const std::string temp = (parent.empty() ? "" : parent + "/") + "." + base + ".mcpcell-edit-" +
                            std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  if (sandbox::Status s = channel.WriteNewFile(temp, text, st->mode & 07777); !s) {
+  if (Status s = channel.WriteNewFile(temp, text, st->mode & 07777); !s) {
     (void)channel.Remove(temp);
     return s;
   }
-  if (sandbox::Status s = channel.Rename(temp, path); !s) {
+  if (Status s = channel.Rename(temp, path); !s) {
     (void)channel.Remove(temp);
     return s;
   }
-  return sandbox::Ok();
+  return Ok();
 }
 
 }  // namespace
@@ -118,7 +118,7 @@ mcp::Tool MakeEditFileTool(const ToolEnv& env) {
       prev = pos + old_text.size();
     }
     out.append(*data, prev);
-    sandbox::Status st = ReplaceFileContents(channel, path, out);
+    Status st = ReplaceFileContents(channel, path, out);
     if (!st) return PathError("edit_file " + path, st.error(), WriteHint(st.error()));
     mcp::ToolResult r = mcp::ToolResult::Text("replaced " + std::to_string(at.size()) +
                                               " occurrence(s) in " + path);

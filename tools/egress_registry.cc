@@ -4,7 +4,7 @@
 
 namespace mcpcell::tools {
 
-sandbox::Result<egress::EgressProxyOptions> ServeEgressOptions(const std::string& state_dir,
+Result<egress::EgressProxyOptions> ServeEgressOptions(const std::string& state_dir,
                                                                const std::string& hosts_file) {
   egress::EgressProxyOptions options;
   auto audit = egress::JsonLinesFile::Open(egress::EgressAuditPath(state_dir));
@@ -32,15 +32,15 @@ void EgressRegistry::SetProfile(const std::string& profile, egress::CellEgress c
   profiles_[profile] = std::move(config);
 }
 
-sandbox::Status EgressRegistry::Bind(sandbox::Cell& cell, const std::string& session_key,
+Status EgressRegistry::Bind(sandbox::Cell& cell, const std::string& session_key,
                                      const std::string& profile) {
   egress::CellEgress config;
   {
     std::lock_guard lock(mu_);
-    if (cells_.count(cell.id())) return sandbox::Ok();  // already bound (idempotent)
+    if (cells_.count(cell.id())) return Ok();  // already bound (idempotent)
     auto it = profiles_.find(profile);
     if (it == profiles_.end()) {
-      return sandbox::Error::Msg("egress: no proxy settings for cell profile \"" + profile + "\"");
+      return Error::Msg("egress: no proxy settings for cell profile \"" + profile + "\"");
     }
     config = it->second;
   }
@@ -50,14 +50,14 @@ sandbox::Status EgressRegistry::Bind(sandbox::Cell& cell, const std::string& ses
   for (const egress::AllowEntry& e : config.allowlist.entries()) allowlist.push_back(e.text);
   const int listener = cell.TakeEgressListener();
   if (listener < 0) {
-    return sandbox::Error::Msg("egress: cell " + cell.id() +
+    return Error::Msg("egress: cell " + cell.id() +
                                " has no proxy listener (its spec must set egress_proxy_port)");
   }
   auto id = proxy_->AddCell(listener, std::move(config));  // owns listener from here on
   if (!id) return id.error().Wrap("egress: cell " + cell.id());
   std::lock_guard lock(mu_);
   cells_[cell.id()] = Bound{*id, session_key, std::move(allowlist)};
-  return sandbox::Ok();
+  return Ok();
 }
 
 void EgressRegistry::Unbind(sandbox::Cell& cell) {

@@ -32,13 +32,13 @@
 
 #include "egress/proxy.h"
 #include "sandbox/cell.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::tools {
 
 // The proxy's options as `mcpcell serve` runs it: audit events appended to
 // <state_dir>/audit/egress.jsonl, names in `hosts_file` (hosts(5); "" = none) pinned.
-sandbox::Result<egress::EgressProxyOptions> ServeEgressOptions(const std::string& state_dir,
+Result<egress::EgressProxyOptions> ServeEgressOptions(const std::string& state_dir,
                                                                const std::string& hosts_file);
 
 // Who refused: the cell's egress proxy, or the package service (a package index request).
@@ -61,7 +61,7 @@ class EgressRegistry {
 
   // CellHooks::on_bound. An error (no listener, unknown profile, the proxy refused the
   // socket) fails the Acquire: a cell is never used without its proxy.
-  sandbox::Status Bind(sandbox::Cell& cell, const std::string& session_key,
+  Status Bind(sandbox::Cell& cell, const std::string& session_key,
                        const std::string& profile);
   // CellHooks::on_destroying. Unknown cells are ignored.
   void Unbind(sandbox::Cell& cell);

@@ -54,7 +54,7 @@ class OutputSaver {
   static constexpr size_t kFlushBytes = 512 * 1024;
   void Flush() {
     if (failed_ || buffer_.empty()) return;
-    sandbox::Status st = channel_.WriteFileAt(path_, written_, buffer_, /*truncate=*/written_ == 0);
+    Status st = channel_.WriteFileAt(path_, written_, buffer_, /*truncate=*/written_ == 0);
     if (!st) {
       failed_ = true;
       error_ = st.error().message;
@@ -206,10 +206,10 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   for (const auto& [path, content] : call.files) {
     auto slash = path.rfind('/');
     if (slash != std::string::npos && slash > 0) {
-      sandbox::Status st = channel.Mkdir(path.substr(0, slash), 0755, /*parents=*/true);
+      Status st = channel.Mkdir(path.substr(0, slash), 0755, /*parents=*/true);
       if (!st) return SandboxError(call.tool, st.error());
     }
-    sandbox::Status st = channel.WriteFile(path, content, 0644);
+    Status st = channel.WriteFile(path, content, 0644);
     if (!st) return SandboxError(call.tool, st.error(), "Could not write the code into the cell.");
   }
 

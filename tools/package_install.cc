@@ -47,10 +47,10 @@ std::string ReportSha256(const mcp::Json& download_info) {
 
 }  // namespace
 
-sandbox::Result<std::vector<InstalledPackage>> ParsePipReport(std::string_view text) {
+Result<std::vector<InstalledPackage>> ParsePipReport(std::string_view text) {
   mcp::Json report = mcp::Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!report.is_object() || !report.contains("install") || !report["install"].is_array()) {
-    return sandbox::Error::Msg("pip's report is not a JSON object with an \"install\" list");
+    return Error::Msg("pip's report is not a JSON object with an \"install\" list");
   }
   std::vector<InstalledPackage> out;
   for (const mcp::Json& item : report["install"]) {
@@ -66,10 +66,10 @@ sandbox::Result<std::vector<InstalledPackage>> ParsePipReport(std::string_view t
   return out;
 }
 
-sandbox::Result<std::map<std::string, LockedPackage>> ParseNpmLockfile(std::string_view text) {
+Result<std::map<std::string, LockedPackage>> ParseNpmLockfile(std::string_view text) {
   mcp::Json lock = mcp::Json::parse(text, nullptr, /*allow_exceptions=*/false);
   const mcp::Json* packages = ObjectField(lock, "packages");
-  if (!packages) return sandbox::Error::Msg("not a JSON object with \"packages\"");
+  if (!packages) return Error::Msg("not a JSON object with \"packages\"");
   static constexpr std::string_view kPrefix = "node_modules/";
   std::map<std::string, LockedPackage> out;
   for (const auto& [path, entry] : packages->items()) {

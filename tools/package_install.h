@@ -82,7 +82,7 @@ struct RefusedPackage {
 // reference/installation-report/) says it installs: name, version, download URL, sha256.
 // The report comes from the cell, so anything unexpected is skipped or refused, never
 // trusted to have the right types.
-sandbox::Result<std::vector<InstalledPackage>> ParsePipReport(std::string_view text);
+Result<std::vector<InstalledPackage>> ParsePipReport(std::string_view text);
 
 // npm's hidden lockfile (node_modules/.package-lock.json): each installed package by its
 // name ("pkg", "@scope/pkg"; a nested copy by its full path), links skipped.
@@ -90,7 +90,7 @@ struct LockedPackage {
   std::string version, resolved, integrity;
   bool operator==(const LockedPackage&) const = default;
 };
-sandbox::Result<std::map<std::string, LockedPackage>> ParseNpmLockfile(std::string_view text);
+Result<std::map<std::string, LockedPackage>> ParseNpmLockfile(std::string_view text);
 
 // The package a refusal line of the service or the proxy is about ("" when it names none).
 std::string PackageOfLine(const std::string& line);

@@ -48,7 +48,7 @@ std::optional<mcp::ToolResult> EnsureVenv(InstallRun& run) {
   }
   for (const char* name : {"pip", "pip3"}) {
     const std::string path = std::string(kVenvDir) + "/bin/" + name;
-    if (sandbox::Status st = run.channel().WriteFile(path, kPipShim, 0755); !st) {
+    if (Status st = run.channel().WriteFile(path, kPipShim, 0755); !st) {
       return SandboxError("pip_install", st.error(), "Could not write " + path + ".");
     }
   }
@@ -77,7 +77,7 @@ mcp::ToolResult Install(const ToolEnv& env, mcp::Context& ctx, const mcp::Json& 
   if (auto error = run.WaitForOtherInstalls()) return *error;
   if (auto error = EnsureVenv(run)) return *error;
   const std::string report = "/tmp/.mcpcell/pip-report-" + run.call_id() + ".json";
-  if (sandbox::Status st = run.channel().Mkdir("/tmp/.mcpcell", 0755, /*parents=*/true); !st)
+  if (Status st = run.channel().Mkdir("/tmp/.mcpcell", 0755, /*parents=*/true); !st)
     return SandboxError("pip_install", st.error());
   std::vector<std::string> argv = {kVenvPython,
                                    "-m",

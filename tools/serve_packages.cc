@@ -30,7 +30,7 @@ bool AnyPackagesEnabled(const policies::Policy& server_policy,
   return any;
 }
 
-sandbox::Result<std::unique_ptr<packages::PackageService>> StartServePackages(
+Result<std::unique_ptr<packages::PackageService>> StartServePackages(
     const ServePackagesOptions& o) {
   packages::ServiceOptions service;
   service.cache_dir = std::filesystem::path(o.state_dir) / "packages";
@@ -41,7 +41,7 @@ sandbox::Result<std::unique_ptr<packages::PackageService>> StartServePackages(
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec)
-      return sandbox::Error::Msg("package service: mkdir " + dir.string() + ": " + ec.message());
+      return Error::Msg("package service: mkdir " + dir.string() + ": " + ec.message());
   }
   const policies::Policy* server_policy = o.server_policy;
   const auto* tenants = o.tenant_policies;

@@ -20,7 +20,7 @@
 #include "egress/proxy.h"
 #include "packages/service.h"
 #include "policies/policy.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::tools {
 
@@ -60,7 +60,7 @@ bool AnyPackagesEnabled(const policies::Policy& server_policy,
                         const std::map<std::string, policies::Policy>& tenant_policies);
 
 // Starts the service (cache and audit directories made if missing).
-sandbox::Result<std::unique_ptr<packages::PackageService>> StartServePackages(
+Result<std::unique_ptr<packages::PackageService>> StartServePackages(
     const ServePackagesOptions& options);
 
 // The proxy's route from packages.mcpcell.internal to the service on 127.0.0.1:port.

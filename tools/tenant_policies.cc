@@ -19,7 +19,7 @@ CellToolsConfig ToolsConfigFromPolicy(const policies::Policy& policy) {
   return config;
 }
 
-sandbox::Result<std::map<std::string, policies::Policy>> ResolveTenantPolicies(
+Result<std::map<std::string, policies::Policy>> ResolveTenantPolicies(
     const HttpConfig& config, const policies::Policy& server_policy, const std::string& state_dir) {
   std::map<std::string, policies::Policy> out;
   for (const auto& [name, tenant] : config.tenants) {
@@ -43,12 +43,12 @@ sandbox::CellSpecFactory PolicySpecFactory(policies::Policy policy, std::string 
                                            std::string skeleton_dir) {
   return [policy = std::move(policy), state_dir = std::move(state_dir),
           skeleton = std::move(skeleton_dir)](
-             const std::string& id) -> sandbox::Result<sandbox::CellSpec> {
+             const std::string& id) -> Result<sandbox::CellSpec> {
     return policies::CompileCellSpec(policy, id, state_dir, skeleton);
   };
 }
 
-sandbox::Status InstallTenantProfiles(const std::map<std::string, policies::Policy>& tenants,
+Status InstallTenantProfiles(const std::map<std::string, policies::Policy>& tenants,
                                       const std::string& state_dir, const std::string& skeleton_dir,
                                       sandbox::CellSessionManager& cells, ToolEnv& env) {
   for (const auto& [name, policy] : tenants) {
@@ -64,7 +64,7 @@ sandbox::Status InstallTenantProfiles(const std::map<std::string, policies::Poli
     if (auto st = cells.AddProfile(name, std::move(profile)); !st) return st.error().Wrap(where);
     env.tenants[name] = ToolsConfigFromPolicy(policy);
   }
-  return sandbox::Ok();
+  return Ok();
 }
 
 }  // namespace mcpcell::tools

@@ -17,7 +17,7 @@
 
 #include "policies/policy.h"
 #include "sandbox/cell_session.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 #include "tools/http_config.h"
 #include "tools/tool_env.h"
 
@@ -29,13 +29,13 @@ CellToolsConfig ToolsConfigFromPolicy(const policies::Policy& policy);
 // Each tenant's effective policy, by tenant name. `server_policy` is the server's own
 // (--policy with its flags), for tenants without a `policy` key. Errors read
 // `tenant "bob": policy "./b.toml": <the loader's message>`.
-sandbox::Result<std::map<std::string, policies::Policy>> ResolveTenantPolicies(
+Result<std::map<std::string, policies::Policy>> ResolveTenantPolicies(
     const HttpConfig& config, const policies::Policy& server_policy, const std::string& state_dir);
 
 // Registers each tenant's cells profile on `cells` (spec compiled from its policy, its
 // session idle and lifetime) and its tools config in `env.tenants`. Compiles one trial
 // spec per tenant first, so a policy that cannot become a cell refuses the start.
-sandbox::Status InstallTenantProfiles(const std::map<std::string, policies::Policy>& tenants,
+Status InstallTenantProfiles(const std::map<std::string, policies::Policy>& tenants,
                                       const std::string& state_dir, const std::string& skeleton_dir,
                                       sandbox::CellSessionManager& cells, ToolEnv& env);
 

@@ -31,11 +31,11 @@ const CellToolsConfig* SessionConfig(const ToolEnv& env, const mcp::Context& ctx
   return env.ConfigFor(ctx.session().tenant());
 }
 
-sandbox::Result<std::shared_ptr<sandbox::CellSession>> SessionCells(const ToolEnv& env,
+Result<std::shared_ptr<sandbox::CellSession>> SessionCells(const ToolEnv& env,
                                                                     const mcp::Context& ctx) {
   const std::string& tenant = ctx.session().tenant();
   if (!env.ConfigFor(tenant)) {
-    return sandbox::Error::Msg("no policy is configured for tenant \"" + tenant + "\"");
+    return Error::Msg("no policy is configured for tenant \"" + tenant + "\"");
   }
   return env.cells->Get(ctx.session().id(), env.CellProfile(tenant));
 }
@@ -77,7 +77,7 @@ std::string NulByteError(const std::string& field, std::string_view value, const
 }
 
 namespace {
-std::string HintFor(const sandbox::Error& error) {
+std::string HintFor(const Error& error) {
   switch (error.err) {
     case ENOENT:
       return "Check the path with list_files (relative paths start at /workspace).";
@@ -98,14 +98,14 @@ std::string HintFor(const sandbox::Error& error) {
 }
 }  // namespace
 
-mcp::ToolResult SandboxError(const std::string& what, const sandbox::Error& error,
+mcp::ToolResult SandboxError(const std::string& what, const Error& error,
                              const std::string& hint) {
   std::string text = what + " failed: " + error.message + ".";
   if (!hint.empty()) text += " " + hint;
   return mcp::ToolResult::Error(std::move(text));
 }
 
-mcp::ToolResult PathError(const std::string& what, const sandbox::Error& error,
+mcp::ToolResult PathError(const std::string& what, const Error& error,
                           const std::string& hint) {
   return SandboxError(what, error, hint.empty() ? HintFor(error) : hint);
 }
@@ -192,7 +192,7 @@ std::string Base64Encode(std::string_view in) {
   return out;
 }
 
-sandbox::Result<std::string> Base64Decode(std::string_view text) {
+Result<std::string> Base64Decode(std::string_view text) {
   std::array<int, 256> value;
   value.fill(-1);
   for (int k = 0; k < 64; ++k) value[static_cast<unsigned char>(kAlphabet[k])] = k;
@@ -209,7 +209,7 @@ sandbox::Result<std::string> Base64Decode(std::string_view text) {
       continue;
     }
     if (padding > 0 || value[c] < 0) {
-      return sandbox::Error::Msg("invalid base64 at character " + std::to_string(i) +
+      return Error::Msg("invalid base64 at character " + std::to_string(i) +
                                  (padding > 0 ? " (data after '=' padding)" : ""));
     }
     ++symbols;
@@ -221,18 +221,18 @@ sandbox::Result<std::string> Base64Decode(std::string_view text) {
     }
   }
   if ((symbols + padding) % 4 != 0 || padding > 2 || symbols % 4 == 1)
-    return sandbox::Error::Msg("invalid base64: length is not a multiple of 4 with padding");
+    return Error::Msg("invalid base64: length is not a multiple of 4 with padding");
   return out;
 }
 
-sandbox::Result<std::string> ReadCellFile(sandbox::CellChannel& channel, const std::string& path,
+Result<std::string> ReadCellFile(sandbox::CellChannel& channel, const std::string& path,
                                           uint64_t max_bytes, uint64_t* size) {
   auto st = channel.Stat(path, /*follow_symlinks=*/true);
   if (!st) return st.error();
   if (st->type == sandbox::control::FileType::kDirectory)
-    return sandbox::Error::Msg(path + " is a directory (use list_files)");
+    return Error::Msg(path + " is a directory (use list_files)");
   if (st->type != sandbox::control::FileType::kRegular)
-    return sandbox::Error::Msg(path + " is not a regular file");
+    return Error::Msg(path + " is not a regular file");
   if (size) *size = st->size;
   return channel.ReadFile(path, max_bytes);
 }

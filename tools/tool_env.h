@@ -85,7 +85,7 @@ struct ToolEnv {
 // The config of the calling session; nullptr when its tenant has none.
 const CellToolsConfig* SessionConfig(const ToolEnv& env, const mcp::Context& ctx);
 // The calling client's CellSession (made on first use, with its tenant's profile).
-sandbox::Result<std::shared_ptr<sandbox::CellSession>> SessionCells(const ToolEnv& env,
+Result<std::shared_ptr<sandbox::CellSession>> SessionCells(const ToolEnv& env,
                                                                     const mcp::Context& ctx);
 
 // The calling client's cell and its session's config; on failure an isError result
@@ -104,16 +104,16 @@ LeaseOrError AcquireCell(const ToolEnv& env, mcp::Context& ctx);
 std::string NulByteError(const std::string& field, std::string_view value, const std::string& why);
 
 // "read_file failed: <cause>. <hint>" as an isError result.
-mcp::ToolResult SandboxError(const std::string& what, const sandbox::Error& error,
+mcp::ToolResult SandboxError(const std::string& what, const Error& error,
                              const std::string& hint = "");
 // SandboxError for a path the model named (the file tools): without a hint, one follows
 // from the error's errno where there is a usual next step (a missing path, a directory
 // where a file was meant, permissions, symlink loops); else the cause stands alone.
-mcp::ToolResult PathError(const std::string& what, const sandbox::Error& error,
+mcp::ToolResult PathError(const std::string& what, const Error& error,
                           const std::string& hint = "");
 
 // What to tell the model when a write failed with this error (disk limit, read-only).
-std::string WriteHint(const sandbox::Error& error);
+std::string WriteHint(const Error& error);
 // The directory part of a cell path ("" when it has none).
 std::string ParentDir(const std::string& path);
 
@@ -125,10 +125,10 @@ bool LooksBinary(std::string_view bytes);
 // Base64 (RFC 4648, with padding). Decode refuses bad characters and bad padding and says
 // where.
 std::string Base64Encode(std::string_view bytes);
-sandbox::Result<std::string> Base64Decode(std::string_view text);
+Result<std::string> Base64Decode(std::string_view text);
 
 // Reads a whole file from the cell, at most `max_bytes`; `*size` gets the file's size.
-sandbox::Result<std::string> ReadCellFile(sandbox::CellChannel& channel, const std::string& path,
+Result<std::string> ReadCellFile(sandbox::CellChannel& channel, const std::string& path,
                                           uint64_t max_bytes, uint64_t* size);
 
 }  // namespace mcpcell::tools

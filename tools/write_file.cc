@@ -15,7 +15,7 @@ std::string ParentDir(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-std::string WriteHint(const sandbox::Error& e) {
+std::string WriteHint(const Error& e) {
   if (e.err == ENOSPC || e.err == EDQUOT || e.err == EFBIG)
     return "The cell's disk limit is reached: delete files you no longer need "
            "(run_command `du -sh /workspace/* /tmp/*`), or write less.";
@@ -76,11 +76,11 @@ mcp::Tool MakeWriteFileTool(const ToolEnv& env) {
     note = acquired.lease->replaced_reason();
     auto& channel = acquired.lease->cell().channel();
     if (std::string parent = ParentDir(path); !parent.empty()) {
-      sandbox::Status st = channel.Mkdir(parent, 0755, /*parents=*/true);
+      Status st = channel.Mkdir(parent, 0755, /*parents=*/true);
       if (!st) return PathError("write_file " + path, st.error(), WriteHint(st.error()));
     }
     // Appends are O_APPEND in the cell, so two calls appending at once both land.
-    sandbox::Status st = append ? channel.AppendFile(path, *content)
+    Status st = append ? channel.AppendFile(path, *content)
                                 : channel.WriteFileAt(path, 0, *content, /*truncate=*/true);
     if (!st) return PathError("write_file " + path, st.error(), WriteHint(st.error()));
     uint64_t size = content->size();

@@ -39,8 +39,8 @@
 #include <variant>
 #include <vector>
 
-#include "sandbox/control/unique_fd.h"
-#include "sandbox/status.h"
+#include "base/unique_fd.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox::control {
 

@@ -17,7 +17,7 @@
 #include <set>
 
 #include "sandbox/control/protocol.h"
-#include "sandbox/control/unique_fd.h"
+#include "base/unique_fd.h"
 #include "sandbox/init/exec.h"
 #include "sandbox/init/file_ops.h"
 

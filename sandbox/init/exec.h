@@ -42,7 +42,7 @@
 
 #include "sandbox/control/protocol.h"
 #include "sandbox/init/control_loop.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

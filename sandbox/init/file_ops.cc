@@ -20,7 +20,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "sandbox/control/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace mcpcell::sandbox {
 namespace {

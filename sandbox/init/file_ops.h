@@ -30,7 +30,7 @@
 #include <string>
 
 #include "sandbox/control/protocol.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

@@ -37,10 +37,10 @@
 #include <vector>
 
 #include "sandbox/cell_spec.h"
-#include "sandbox/control/unique_fd.h"
+#include "base/unique_fd.h"
 #include "sandbox/linux/net.h"
 #include "sandbox/linux/seccomp.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "sandbox/linux/cgroup.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox::cgroupfs {
 

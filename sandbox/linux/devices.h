@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <string>
 
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "sandbox/cell_spec.h"
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

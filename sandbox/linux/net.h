@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

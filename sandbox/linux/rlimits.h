@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

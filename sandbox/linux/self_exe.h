@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "sandbox/status.h"
+#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

@@ -35,7 +35,7 @@ egress::EgressProxyOptions TestProxyOptions() {
   // Names resolve only here: nothing leaves the host.
   options.hosts = egress::ParseHostsFile("169.254.169.254 meta.test\n", "test").value();
   options.resolver = [](const std::string&, egress::ResolveDone done) {
-    done(sandbox::Error::Msg("no DNS in this test"));
+    done(Error::Msg("no DNS in this test"));
   };
   return options;
 }

@@ -673,7 +673,7 @@ TEST_F(RunTest, TheRunSpeaksThePoolProtocol) {
 
   auto [bad, r3] = exchange({started, R"({"event":"exited","exit_code":300,"signo":0})"}, {});
   EXPECT_EQ(bad.status, 125);
-  EXPECT_THAT(bad.err, HasSubstr("the pool sent a bad frame: a bad value for exit_code"));
+  EXPECT_THAT(bad.err, HasSubstr("the pool sent a bad exit: \"exit_code\" is out of range"));
 
   auto [failed, r4] =
       exchange({R"({"event":"error","message":"no such file","errno":2,"fallback":false})"}, {});

@@ -25,7 +25,7 @@ class MountCheck : public ::testing::Test {
 };
 
 std::string Refusal(const std::string& source, const std::string& state = "") {
-  sandbox::Status s = CheckMountSource(source, state);
+  Status s = CheckMountSource(source, state);
   return s ? "" : s.error().message;
 }
 

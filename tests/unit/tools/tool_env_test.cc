@@ -58,20 +58,20 @@ TEST(Paths, ParentDir) {
 TEST(PathError, AddsAHintThatFollowsFromErrnoUnlessTheCallerGaveOne) {
   auto text = [](const mcp::ToolResult& r) { return r.content[0]["text"].get<std::string>(); };
   mcp::ToolResult missing =
-      PathError("read_file notes.txt", sandbox::Error{"no such file: notes.txt", ENOENT});
+      PathError("read_file notes.txt", Error{"no such file: notes.txt", ENOENT});
   EXPECT_TRUE(missing.is_error);
   EXPECT_EQ(text(missing),
             "read_file notes.txt failed: no such file: notes.txt. Check the path with "
             "list_files (relative paths start at /workspace).");
-  EXPECT_NE(text(PathError("read_file d", sandbox::Error{"is a directory", EISDIR}))
+  EXPECT_NE(text(PathError("read_file d", Error{"is a directory", EISDIR}))
                 .find("use list_files"),
             std::string::npos);
-  EXPECT_NE(text(PathError("x", sandbox::Error{"denied", EACCES})).find("/workspace or /tmp"),
+  EXPECT_NE(text(PathError("x", Error{"denied", EACCES})).find("/workspace or /tmp"),
             std::string::npos);
-  EXPECT_EQ(text(PathError("x", sandbox::Error{"no such file", ENOENT}, "Own hint.")),
+  EXPECT_EQ(text(PathError("x", Error{"no such file", ENOENT}, "Own hint.")),
             "x failed: no such file. Own hint.");
-  EXPECT_EQ(text(PathError("x", sandbox::Error{"odd", EIO})), "x failed: odd.");
-  EXPECT_EQ(text(SandboxError("npm_install", sandbox::Error{"no lockfile", ENOENT})),
+  EXPECT_EQ(text(PathError("x", Error{"odd", EIO})), "x failed: odd.");
+  EXPECT_EQ(text(SandboxError("npm_install", Error{"no lockfile", ENOENT})),
             "npm_install failed: no lockfile.");
 }
 

@@ -1,6 +1,7 @@
-// Error and Result types for sandbox/: every fallible step returns a Result that carries
-// its cause as text ("mount(\"overlay\", \"/…/root\"): EPERM"), never a bare bool.
-// Header-only, no exceptions, usable from cell init (which is built without exceptions).
+// The project's error and result types (every room but mcp/, which has its own for its
+// library users): every fallible step returns a Result that carries its cause as text
+// ("mount(\"overlay\", \"/…/root\"): EPERM"), never a bare bool. Header-only, no
+// exceptions, usable from cell init (which is built without exceptions).
 #pragma once
 
 #include <cerrno>
@@ -9,7 +10,7 @@
 #include <utility>
 #include <variant>
 
-namespace mcpcell::sandbox {
+namespace mcpcell {
 
 // A failure with a human-readable message and, when it came from a syscall, its errno.
 struct Error {
@@ -69,4 +70,4 @@ class [[nodiscard]] Result<void> {
 using Status = Result<void>;
 inline Status Ok() { return Status(); }
 
-}  // namespace mcpcell::sandbox
+}  // namespace mcpcell

@@ -7,7 +7,7 @@
 
 #include <utility>
 
-namespace mcpcell::sandbox {
+namespace mcpcell {
 
 class UniqueFd {
  public:
@@ -35,4 +35,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace mcpcell::sandbox
+}  // namespace mcpcell
