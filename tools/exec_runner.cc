@@ -9,7 +9,6 @@
 #include <stop_token>
 
 #include "sandbox/cell_channel.h"
-#include "tools/egress_registry.h"
 #include "tools/output_capture.h"
 #include "tools/progress_streamer.h"
 

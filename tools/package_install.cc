@@ -8,7 +8,6 @@
 
 #include "sandbox/cell_channel.h"
 #include "tools/client_log.h"
-#include "tools/egress_registry.h"
 #include "tools/exec_runner.h"
 #include "policies/package_env.h"
 

@@ -5,7 +5,6 @@
 
 #include "sandbox/cell_channel.h"
 #include "tools/cell_tools.h"
-#include "tools/egress_registry.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -173,8 +172,8 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
         std::to_string(config.max_timeout.count()) + " s\nnetwork: " + config.network_summary +
         "\npackages: " + config.packages_summary + "\n" + tools_off_line;
     if (env.egress) {
-      if (auto egress = env.egress->Info(cell.id())) {
-        const egress::EgressStats& st = egress->stats;
+      if (auto egress = env.egress->Report(cell.id())) {
+        const CellEgressReport& st = *egress;
         s["egress"] = {{"bytes_up", st.bytes_up},
                        {"bytes_down", st.bytes_down},
                        {"connections_total", st.connections_total},

@@ -7,7 +7,7 @@
 // transport): a tenant listed in ToolEnv::tenants gets that config and the cells of the
 // CellSessionManager profile of the same name; a session without a tenant (stdio, HTTP
 // without tokens) gets `config` and the manager's own cells; any other tenant gets nothing
-// (fail closed). tools/tenant_policies.h fills the table from the tenants' policies.
+// (fail closed). serve/tenant_policies.h fills the table from the tenants' policies.
 // Threading: ToolEnv is immutable after start and shared by all handler threads.
 #pragma once
 
@@ -22,6 +22,7 @@
 #include "mcp/session.h"
 #include "policies/policy.h"
 #include "sandbox/cell_session.h"
+#include "tools/egress_view.h"
 
 namespace mcpcell::tools {
 
@@ -60,13 +61,12 @@ struct CellToolsConfig {
 
 inline constexpr const char* kOutputDir = "/workspace/.mcpcell";
 
-class EgressRegistry;
 
 struct ToolEnv {
   sandbox::CellSessionManager* cells = nullptr;
-  // The cells' egress proxy (tools/egress_registry.h): session_info's counters, the
-  // refusals shown in exec results. nullptr: no proxy (tests without one).
-  EgressRegistry* egress = nullptr;
+  // The cells' egress proxy as the tools see it (egress_view.h): session_info's counters,
+  // the refusals shown in exec results. nullptr: no proxy (tests without one).
+  const CellEgressView* egress = nullptr;
   CellToolsConfig config;  // sessions without a tenant
   // By tenant name: the config of that tenant's sessions (from its policy).
   std::map<std::string, CellToolsConfig> tenants;

@@ -3,7 +3,7 @@
 // cell gets the proxy's answers (curl through the proxy variables), refusals are kept for
 // the tool result, counters read back, and Unbind closes the cell's proxy. No upstream is
 // needed: everything asserted is a refusal or a counter.
-#include "tools/egress_registry.h"
+#include "serve/egress_registry.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "egress/allowlist.h"
 #include "tests/integration/cell_fixture.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::serve {
 namespace {
 
 using sandbox::Cell;
@@ -84,15 +84,15 @@ TEST_F(EgressRegistryTest, BoundCellGetsItsProfilesAnswersAndRefusalsAreKept) {
   EXPECT_EQ(refusals[0], "mcpcell: egress to denied.test:80 denied: not in the policy's allowlist");
   EXPECT_TRUE(registry.RefusalsSince(cell_->id(), registry.RefusalCursor(cell_->id())).empty());
 
-  auto info = registry.Info(cell_->id());
+  auto info = registry.Report(cell_->id());
   ASSERT_TRUE(info.has_value());
-  EXPECT_EQ(info->stats.connections_refused, 2u);
-  EXPECT_EQ(info->stats.connections_active, 0u);
+  EXPECT_EQ(info->connections_refused, 2u);
+  EXPECT_EQ(info->connections_active, 0u);
   EXPECT_EQ(info->allowlist, std::vector<std::string>{"meta.test"});
 
   // Unbound: the proxy closed the cell's listener, nothing answers on 3128 any more.
   registry.Unbind(*cell_);
-  EXPECT_FALSE(registry.Info(cell_->id()).has_value());
+  EXPECT_FALSE(registry.Report(cell_->id()).has_value());
   auto gone = Curl("http://denied.test/");
   EXPECT_NE(gone.exit_code, 0);
   EXPECT_NE(gone.err.find("Failed to connect"), std::string::npos) << gone.err;
@@ -118,4 +118,4 @@ TEST_F(EgressRegistryTest, BindFailsWithoutSettingsOrListener) {
 }
 
 }  // namespace
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::serve

@@ -295,7 +295,7 @@ TEST(RunCommandLineTest, HelpListsEveryCommand) {
   EXPECT_THAT(bad.err, HasSubstr("/nonexistent/p.toml"));
 }
 
-// ---- mcpcell pool: cells made ahead for `mcpcell run` (tools/cell_pool.h) ----
+// ---- mcpcell pool: cells made ahead for `mcpcell run` (run_pool/run_pool.h) ----
 
 // Reads `fd` until `want` has arrived or 30 s passed.
 std::string ReadUntil(int fd, const std::string& want) {
@@ -615,7 +615,7 @@ TEST_F(RunTest, ASignalWhileThePoolDeclinesMeansTheCommandNeverRuns) {
   close(listener);
 }
 
-// `mcpcell run` is the pool's client (tools/cell_pool.h, PoolClient): the request it sends
+// `mcpcell run` is the pool's client (run_pool/run_pool.h, PoolClient): the request it sends
 // is checked field by field (strings that need escaping included), and it follows whatever
 // the pool answers: an exit, a timeout, a bad frame, a decline (then it makes a cell of its
 // own and the command runs there).

@@ -22,7 +22,7 @@
 #include "policies/policy.h"
 #include "base/status.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::serve {
 
 class EgressRegistry;
 
@@ -66,4 +66,4 @@ Result<std::unique_ptr<packages::PackageService>> StartServePackages(
 // The proxy's route from packages.mcpcell.internal to the service on 127.0.0.1:port.
 egress::InternalRoute PackageServiceRoute(uint16_t port);
 
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::serve

@@ -18,13 +18,13 @@
 #include "policies/policy.h"
 #include "sandbox/cell_session.h"
 #include "base/status.h"
-#include "tools/http_config.h"
+#include "serve/http_config.h"
 #include "tools/tool_env.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::serve {
 
 // The tools' part of a policy: enabled tools, exec timeouts, output kept, name, network.
-CellToolsConfig ToolsConfigFromPolicy(const policies::Policy& policy);
+tools::CellToolsConfig ToolsConfigFromPolicy(const policies::Policy& policy);
 
 // Each tenant's effective policy, by tenant name. `server_policy` is the server's own
 // (--policy with its flags), for tenants without a `policy` key. Errors read
@@ -37,11 +37,11 @@ Result<std::map<std::string, policies::Policy>> ResolveTenantPolicies(
 // spec per tenant first, so a policy that cannot become a cell refuses the start.
 Status InstallTenantProfiles(const std::map<std::string, policies::Policy>& tenants,
                                       const std::string& state_dir, const std::string& skeleton_dir,
-                                      sandbox::CellSessionManager& cells, ToolEnv& env);
+                                      sandbox::CellSessionManager& cells, tools::ToolEnv& env);
 
 // The spec factory of cells under `policy`: its compiled spec plus the package service's
 // environment (policies/package_env.h).
 sandbox::CellSpecFactory PolicySpecFactory(policies::Policy policy, std::string state_dir,
                                            std::string skeleton_dir);
 
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::serve

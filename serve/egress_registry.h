@@ -10,7 +10,7 @@
 // removes it from the proxy (closing its connections). session_info reads the counters
 // (Stats); run_command and run_code show the refusals of their call (RefusalsSince), which
 // the proxy reports through OnRefusal before the program can see the answer. The package
-// service's refusals come in the same way (tools/serve_packages.h RefusalRelay). Each
+// service's refusals come in the same way (serve/serve_packages.h RefusalRelay). Each
 // refusal of a bound session is also passed to the refusal listener (`mcpcell serve`: a
 // warning to that MCP session, tools/client_log.h).
 //
@@ -31,10 +31,11 @@
 #include <vector>
 
 #include "egress/proxy.h"
+#include "tools/egress_view.h"
 #include "sandbox/cell.h"
 #include "base/status.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::serve {
 
 // The proxy's options as `mcpcell serve` runs it: audit events appended to
 // <state_dir>/audit/egress.jsonl, names in `hosts_file` (hosts(5); "" = none) pinned.
@@ -47,7 +48,7 @@ enum class RefusalSource { kEgressProxy, kPackageService };
 using RefusalListener = std::function<void(const std::string& session_key, const std::string& line,
                                            RefusalSource source)>;
 
-class EgressRegistry {
+class EgressRegistry final : public tools::CellEgressView {
  public:
   // Starts the proxy (its on_refusal is this registry's OnRefusal).
   explicit EgressRegistry(egress::EgressProxyOptions options);
@@ -66,12 +67,8 @@ class EgressRegistry {
   // CellHooks::on_destroying. Unknown cells are ignored.
   void Unbind(sandbox::Cell& cell);
 
-  struct CellEgressInfo {
-    egress::EgressStats stats;
-    std::vector<std::string> allowlist;  // the entries as the policy wrote them
-  };
-  // The proxy's counters for a bound cell, by cell id.
-  std::optional<CellEgressInfo> Info(const std::string& cell_id) const;
+  // tools::CellEgressView: the proxy's counters for a bound cell, by cell id.
+  std::optional<tools::CellEgressReport> Report(const std::string& cell_id) const override;
 
   // Start-up: the listener every later refusal goes to (replaces any earlier one). It must
   // outlive the registry and the package service.
@@ -84,9 +81,10 @@ class EgressRegistry {
   RefusalListener Record(const std::string& session_key, const std::string& line);
   // A position in the refusals of the session that `cell_id` is bound to: take it before
   // a call, then RefusalsSince with the same cell.
-  uint64_t RefusalCursor(const std::string& cell_id) const;
+  uint64_t RefusalCursor(const std::string& cell_id) const override;
   // That session's refusal lines after `cursor` (at most the last kKeptRefusals).
-  std::vector<std::string> RefusalsSince(const std::string& cell_id, uint64_t cursor) const;
+  std::vector<std::string> RefusalsSince(const std::string& cell_id,
+                                         uint64_t cursor) const override;
   static constexpr size_t kKeptRefusals = 20;
 
  private:
@@ -107,4 +105,4 @@ class EgressRegistry {
   std::unique_ptr<egress::EgressProxy> proxy_;  // last: destroyed first
 };
 
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::serve

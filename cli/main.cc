@@ -1,12 +1,12 @@
 // The composition root of `mcpcell`: parse the command line and hand over to the chosen
-// subcommand (tools/cmd_*.cc). Nothing here knows what a subcommand does.
+// subcommand (cli/cmd_*.cc). Nothing here knows what a subcommand does.
 #include <CLI/CLI.hpp>
 #include <map>
 #include <string>
 
-#include "tools/command.h"
+#include "cli/command.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::cli {
 namespace {
 // Filled before main (static initialisation of the cmd_*.cc files); std::map so --help
 // lists every command in name order.
@@ -20,10 +20,10 @@ bool RegisterCommand(std::string name, CommandSetup setup) {
   Registry().emplace(std::move(name), std::move(setup));
   return true;
 }
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::cli
 
 int main(int argc, char** argv) {
-  using namespace mcpcell::tools;
+  using namespace mcpcell::cli;
   CLI::App app{"mcpcell: an MCP server that runs every tool call in an isolated Linux cell"};
   app.set_version_flag("--version", "mcpcell 0.1.0");
   app.require_subcommand(1);

@@ -48,7 +48,7 @@ namespace CLI {
 class App;
 }
 
-namespace mcpcell::tools {
+namespace mcpcell::run_pool {
 
 // The options that shape a cell, shared by `run` and `pool` (same flags, same meaning).
 struct CellOptions {
@@ -176,4 +176,4 @@ class PoolServer {
   std::atomic<uint64_t> served_{0};
 };
 
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::run_pool

@@ -1,6 +1,6 @@
 // Per-tenant policies of the HTTP server: resolution (errors name the tenant and the
 // policy), the ToolEnv lookup by tenant, and the cells profile each tenant gets.
-#include "tools/tenant_policies.h"
+#include "serve/tenant_policies.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -10,8 +10,11 @@
 
 #include "policies/loader.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::serve {
 namespace {
+
+using tools::CellToolsConfig;
+using tools::ToolEnv;
 
 class TenantPoliciesTest : public ::testing::Test {
  protected:
@@ -162,4 +165,4 @@ TEST_F(TenantPoliciesTest, InstallGivesEachTenantItsCellsProfileAndToolsConfig) 
 }
 
 }  // namespace
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::serve

@@ -17,9 +17,9 @@
 
 #include "sandbox/linux/host_probe.h"
 #include "sandbox/state_dir.h"
-#include "tools/command.h"
+#include "cli/command.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::cli {
 namespace {
 
 std::string JsonEscape(const std::string& s) {
@@ -124,4 +124,4 @@ const bool kRegistered = RegisterCommand("doctor", [](CLI::App& parent, int* exi
 });
 
 }  // namespace
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::cli

@@ -1,11 +1,11 @@
-#include "tools/serve_packages.h"
+#include "serve/serve_packages.h"
 
 #include <filesystem>
 #include <system_error>
 
-#include "tools/egress_registry.h"
+#include "serve/egress_registry.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::serve {
 
 void RefusalRelay::Attach(EgressRegistry* registry) {
   std::lock_guard lock(mu_);
@@ -65,4 +65,4 @@ egress::InternalRoute PackageServiceRoute(uint16_t port) {
   return egress::InternalRoute{packages::kServiceHost, egress::IpAddress::V4(127, 0, 0, 1), port};
 }
 
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::serve

@@ -29,11 +29,22 @@
 #include "sandbox/cell_spec.h"
 #include "sandbox/linux/overlay.h"
 #include "sandbox/state_dir.h"
-#include "tools/cell_pool.h"
-#include "tools/command.h"
+#include "run_pool/run_pool.h"
+#include "cli/command.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::cli {
 namespace {
+
+using run_pool::AddCellOptions;
+using run_pool::BuildCellSpec;
+using run_pool::CellOptions;
+using run_pool::CellShape;
+using run_pool::DefaultPoolSocket;
+using run_pool::ParseCellOptions;
+using run_pool::PoolClient;
+using run_pool::PoolExec;
+using run_pool::PoolOutcome;
+
 
 using sandbox::Cell;
 using Clock = std::chrono::steady_clock;
@@ -168,7 +179,7 @@ uint64_t Micros(Clock::duration d) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
 }
 
-// The command in a cell a pool made ahead (tools/cell_pool.h), when a pool of this user
+// The command in a cell a pool made ahead (run_pool/run_pool.h), when a pool of this user
 // listens on the socket and makes cells of `shape`. nullopt: no such pool, or it did not
 // start the command; the run then makes its own cell.
 std::optional<int> RunInPool(const RunOptions& o, const CellShape& shape,
@@ -349,4 +360,4 @@ const bool kRegistered = RegisterCommand("run", [](CLI::App& parent, int* exit_c
 });
 
 }  // namespace
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::cli

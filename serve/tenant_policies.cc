@@ -1,10 +1,14 @@
-#include "tools/tenant_policies.h"
+#include "serve/tenant_policies.h"
 
 #include "policies/compiler.h"
 #include "policies/loader.h"
 #include "policies/package_env.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::serve {
+
+using tools::CellToolsConfig;
+using tools::ToolEnv;
+
 
 CellToolsConfig ToolsConfigFromPolicy(const policies::Policy& policy) {
   CellToolsConfig config;
@@ -67,4 +71,4 @@ Status InstallTenantProfiles(const std::map<std::string, policies::Policy>& tena
   return Ok();
 }
 
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::serve

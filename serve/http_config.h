@@ -10,7 +10,7 @@
 //   [[tenant]]
 //   name = "alice"
 //   token_sha256 = ["9f86d08..."]                # `printf %s TOKEN | sha256sum`
-//   policy = "team.toml"  # this tenant's policy, as written (tools/tenant_policies.h);
+//   policy = "team.toml"  # this tenant's policy, as written (serve/tenant_policies.h);
 //                         # absent: the server's --policy with its flags
 //   max_sessions = 8                             # live sessions (0 = unlimited)
 //   max_concurrent_calls = 4                     # requests in flight per session
@@ -24,7 +24,7 @@
 
 #include "mcp/http_server.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::serve {
 
 struct TenantConfig {
   mcp::HttpTenant quotas;  // quotas.name is the tenant name
@@ -54,4 +54,4 @@ std::optional<HttpConfig> ParseHttpConfig(const std::string& text, const std::st
                                           std::string& error);
 std::optional<HttpConfig> LoadHttpConfig(const std::string& path, std::string& error);
 
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::serve

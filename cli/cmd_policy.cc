@@ -13,9 +13,9 @@
 #include "policies/compiler.h"
 #include "policies/loader.h"
 #include "sandbox/state_dir.h"
-#include "tools/command.h"
+#include "cli/command.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::cli {
 namespace {
 
 struct PolicyArgs {
@@ -75,4 +75,4 @@ const bool kRegistered = RegisterCommand("policy", [](CLI::App& parent, int* exi
 });
 
 }  // namespace
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::cli

@@ -1,4 +1,4 @@
-// `mcpcell pool [options]`: keep fresh cells ready for `mcpcell run` (tools/cell_pool.h).
+// `mcpcell pool [options]`: keep fresh cells ready for `mcpcell run` (run_pool/run_pool.h).
 //
 // Runs in the foreground until SIGINT, SIGTERM or SIGHUP: prepares the state dir (reaps
 // cells a crashed predecessor left, builds the template), listens on <state_dir>/pool.sock
@@ -18,11 +18,18 @@
 #include "sandbox/cell.h"
 #include "sandbox/linux/overlay.h"
 #include "sandbox/state_dir.h"
-#include "tools/cell_pool.h"
-#include "tools/command.h"
+#include "run_pool/run_pool.h"
+#include "cli/command.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::cli {
 namespace {
+
+using run_pool::AddCellOptions;
+using run_pool::CellOptions;
+using run_pool::DefaultPoolSocket;
+using run_pool::ParseCellOptions;
+using run_pool::PoolServer;
+
 
 struct PoolOptions {
   CellOptions cell;
@@ -120,4 +127,4 @@ const bool kRegistered = RegisterCommand("pool", [](CLI::App& parent, int* exit_
 });
 
 }  // namespace
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::cli

@@ -3,7 +3,7 @@
 // Steps: policy (--policy + flags) and, over HTTP, every tenant's policy resolved (a bad
 // one refuses the start) → logging → state dir (made, orphans of a crashed predecessor
 // reaped, template prepared) → the package service when a policy enables packages
-// (tools/serve_packages.h) → the egress proxy (audit file, --egress-hosts, each profile's
+// (serve/serve_packages.h) → the egress proxy (audit file, --egress-hosts, each profile's
 // allowlist, the route to the package service) → cell sessions (one cell per MCP
 // session, lazily; one profile per tenant; each cell added to the proxy when bound,
 // removed before it is destroyed) → mcp::Server with the sandbox tools, each session
@@ -38,14 +38,38 @@
 #include "sandbox/state_dir.h"
 #include "tools/cell_tools.h"
 #include "tools/client_log.h"
-#include "tools/command.h"
-#include "tools/egress_registry.h"
-#include "tools/http_config.h"
-#include "tools/serve_packages.h"
-#include "tools/tenant_policies.h"
+#include "cli/command.h"
+#include "serve/egress_registry.h"
+#include "serve/http_config.h"
+#include "serve/serve_packages.h"
+#include "serve/tenant_policies.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::cli {
 namespace {
+
+using serve::AnyPackagesEnabled;
+using serve::EgressRegistry;
+using serve::HttpConfig;
+using serve::InstallTenantProfiles;
+using serve::LoadHttpConfig;
+using serve::PackageServiceRoute;
+using serve::PolicySpecFactory;
+using serve::RefusalRelay;
+using serve::RefusalSource;
+using serve::ResolveTenantPolicies;
+using serve::ServeEgressOptions;
+using serve::StartServePackages;
+using serve::ToolsConfigFromPolicy;
+using tools::CellToolsConfig;
+using tools::RegisterCellTools;
+using tools::ServerToolFilter;
+using tools::ServerToolListed;
+using tools::SessionLogRouter;
+using tools::ToolEnv;
+using tools::ToolOffReason;
+using tools::kEventEgressRefused;
+using tools::kEventPackageRefused;
+
 
 constexpr const char* kInstructions =
     "mcpcell runs code and commands for you inside an isolated Linux sandbox (a cell): its own "
@@ -143,7 +167,7 @@ bool ResolveEffectivePolicy(ServeOptions& o, CLI::App& cmd) {
   return true;
 }
 
-// The HTTP config and every tenant's policy (tools/tenant_policies.h). Prints the error,
+// The HTTP config and every tenant's policy (serve/tenant_policies.h). Prints the error,
 // naming the tenant and its policy, and returns false on failure.
 bool LoadTenants(ServeOptions& o) {
   if (o.http_config.empty()) return true;
@@ -548,4 +572,4 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
 });
 
 }  // namespace
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::cli

@@ -1,4 +1,4 @@
-#include "tools/http_config.h"
+#include "serve/http_config.h"
 
 #include <openssl/evp.h>
 #include <toml++/toml.h>
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace mcpcell::tools {
+namespace mcpcell::serve {
 
 std::string Sha256Hex(const std::string& text) {
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -174,4 +174,4 @@ std::optional<HttpConfig> LoadHttpConfig(const std::string& path, std::string& e
   return ParseHttpConfig(ss.str(), path, error);
 }
 
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::serve

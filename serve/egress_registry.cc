@@ -1,8 +1,8 @@
-#include "tools/egress_registry.h"
+#include "serve/egress_registry.h"
 
 #include <unistd.h>
 
-namespace mcpcell::tools {
+namespace mcpcell::serve {
 
 Result<egress::EgressProxyOptions> ServeEgressOptions(const std::string& state_dir,
                                                                const std::string& hosts_file) {
@@ -78,21 +78,24 @@ void EgressRegistry::Unbind(sandbox::Cell& cell) {
   refusals_.erase(bound.session_key);
 }
 
-std::optional<EgressRegistry::CellEgressInfo> EgressRegistry::Info(
-    const std::string& cell_id) const {
+std::optional<tools::CellEgressReport> EgressRegistry::Report(const std::string& cell_id) const {
   egress::EgressCellId id;
-  CellEgressInfo info;
+  tools::CellEgressReport report;
   {
     std::lock_guard lock(mu_);
     auto it = cells_.find(cell_id);
     if (it == cells_.end()) return std::nullopt;
     id = it->second.id;
-    info.allowlist = it->second.allowlist;
+    report.allowlist = it->second.allowlist;
   }
   auto stats = proxy_->Stats(id);
   if (!stats) return std::nullopt;
-  info.stats = *stats;
-  return info;
+  report.bytes_up = stats->bytes_up;
+  report.bytes_down = stats->bytes_down;
+  report.connections_total = stats->connections_total;
+  report.connections_active = stats->connections_active;
+  report.connections_refused = stats->connections_refused;
+  return report;
 }
 
 void EgressRegistry::SetRefusalListener(RefusalListener listener) {
@@ -136,4 +139,4 @@ std::vector<std::string> EgressRegistry::RefusalsSince(const std::string& cell_i
   return out;
 }
 
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::serve

@@ -1,5 +1,5 @@
 // Subcommands of `mcpcell` (serve, run, pool, doctor, policy). Each lives in its own
-// tools/cmd_<name>.cc and registers itself at static-initialisation time, so main.cc stays
+// cli/cmd_<name>.cc and registers itself at static-initialisation time, so main.cc stays
 // a short list of steps and adding a command touches no other file.
 #pragma once
 
@@ -10,7 +10,7 @@ namespace CLI {
 class App;
 }
 
-namespace mcpcell::tools {
+namespace mcpcell::cli {
 
 // Adds the subcommand to `parent` (app.add_subcommand(...)) and arranges, via the
 // subcommand's callback, for *exit_code to receive the command's process exit status.
@@ -26,4 +26,4 @@ inline constexpr const char* kServeSummary =
     "sandboxed cell";
 inline constexpr const char* kPolicySummary = "Check and show sandbox policies (profiles)";
 
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::cli

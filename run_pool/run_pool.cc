@@ -1,4 +1,4 @@
-#include "tools/cell_pool.h"
+#include "run_pool/run_pool.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -26,7 +26,7 @@
 #include "sandbox/cell_channel.h"
 #include "sandbox/control/protocol.h"
 
-namespace mcpcell::tools {
+namespace mcpcell::run_pool {
 using json = nlohmann::json;
 
 namespace {
@@ -823,4 +823,4 @@ void PoolServer::Handle(Connection& connection) {
   served_.fetch_add(1);
 }
 
-}  // namespace mcpcell::tools
+}  // namespace mcpcell::run_pool
