@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <linux/magic.h>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -230,6 +232,22 @@ Result<InitRecord> ReadInitRecord(const std::string& cell_dir) {
     return Error::Msg(cell_dir + "/init: missing or malformed");
   }
   return r;
+}
+
+std::string StateDirFilesystemNote(const std::string& state_dir) {
+  struct statfs fs;
+  if (::statfs(state_dir.c_str(), &fs) != 0) return "";  // EnsureStateDir reports it
+  if (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC) return "";
+  const char* type = fs.f_type == EXT4_SUPER_MAGIC    ? "ext2/3/4"
+                     : fs.f_type == XFS_SUPER_MAGIC   ? "xfs"
+                     : fs.f_type == BTRFS_SUPER_MAGIC ? "btrfs"
+                     : fs.f_type == OVERLAYFS_SUPER_MAGIC ? "overlayfs"
+                                                          : nullptr;
+  char magic[32];
+  std::snprintf(magic, sizeof magic, "0x%lx", static_cast<unsigned long>(fs.f_type));
+  return "state dir " + state_dir + " is on a disk filesystem (" + (type ? type : magic) +
+         "), not a tmpfs: cells are made and removed faster with a state dir on a tmpfs, "
+         "such as one under /run (--state-dir or MCPCELL_STATE_DIR)";
 }
 
 }  // namespace mcpcell::sandbox

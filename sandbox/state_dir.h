@@ -74,4 +74,11 @@ bool OwnedByAnotherLiveServer(const std::string& cell_dir);
 // Field 22 of /proc/<pid>/stat, "" when the process does not exist.
 std::string ProcStartTime(pid_t pid);
 
+// "" when `state_dir` sits on a tmpfs; otherwise a line for `mcpcell doctor` and the
+// server's start-up log saying that it is on a disk filesystem (its type) and that a
+// tmpfs state dir, like one under /run, creates and removes cells faster: every cell
+// makes and removes directories and files there, which on a disk (ext4 with discard in
+// particular) waits for the disk.
+std::string StateDirFilesystemNote(const std::string& state_dir);
+
 }  // namespace mcpcell::sandbox

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -441,6 +442,28 @@ TEST(StateDir, ReachCheckOfAMissingDirSaysWhy) {
   Status st = CheckSearchableByOthers("/nonexistent-mcpcell-state/x");
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(st.error().message, HasSubstr("realpath(\"/nonexistent-mcpcell-state/x\"): ENOENT"));
+}
+
+// A state dir on a tmpfs is fine as it is; one on a disk filesystem gets a note naming it
+// and the faster choice. The test takes a dir of each kind where this host has one.
+TEST(StateDir, ADiskFilesystemIsNotedAndATmpfsIsNot) {
+  auto type_of = [](const char* path) -> long {
+    struct statfs fs;
+    return ::statfs(path, &fs) == 0 ? static_cast<long>(fs.f_type) : -1;
+  };
+  constexpr long kTmpfs = 0x01021994, kExt = 0xEF53;
+  if (type_of("/dev/shm") == kTmpfs) {
+    EXPECT_EQ(StateDirFilesystemNote("/dev/shm"), "");
+  }
+  TempDir disk;  // under TMPDIR, /tmp by default
+  if (type_of(disk.path().c_str()) == kExt) {
+    const std::string note = StateDirFilesystemNote(disk.path());
+    EXPECT_THAT(note, HasSubstr("state dir " + disk.path() + " is on a disk filesystem (ext2/3/4)"));
+    EXPECT_THAT(note, HasSubstr("a tmpfs, such as one under /run"));
+  }
+  if (type_of("/dev/shm") != kTmpfs && type_of(disk.path().c_str()) != kExt) {
+    GTEST_SKIP() << "no tmpfs /dev/shm and no ext4 temp dir here";
+  }
 }
 
 }  // namespace
