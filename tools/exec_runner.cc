@@ -187,9 +187,10 @@ std::string NewCallId() {
 mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall& call) {
   // The session's own limits: the schema allows the largest maximum of any policy served.
   const CellToolsConfig* session_config = SessionConfig(env, ctx);
-  if (session_config && call.timeout_s &&
-      std::chrono::seconds(*call.timeout_s) > session_config->max_timeout) {
-    return mcp::ToolResult::Error("arguments.timeout_s: " + std::to_string(*call.timeout_s) +
+  const std::optional<int64_t>& timeout_s = call.options.timeout_s;
+  if (session_config && timeout_s &&
+      std::chrono::seconds(*timeout_s) > session_config->max_timeout) {
+    return mcp::ToolResult::Error("arguments.timeout_s: " + std::to_string(*timeout_s) +
                                   " is over this session's maximum of " +
                                   std::to_string(session_config->max_timeout.count()) +
                                   " s (policy " + session_config->policy_name +
@@ -198,7 +199,7 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   LeaseOrError acquired = AcquireCell(env, ctx);
   if (!acquired.lease) return acquired.error;
   const CellToolsConfig& config = *acquired.config;
-  auto timeout = call.timeout_s ? std::chrono::seconds(*call.timeout_s) : config.default_timeout;
+  auto timeout = timeout_s ? std::chrono::seconds(*timeout_s) : config.default_timeout;
   sandbox::CellLease& lease = *acquired.lease;
   CellChannel& channel = lease.cell().channel();
 
@@ -230,9 +231,9 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
 
   sandbox::ExecOptions opts;
   opts.argv = call.argv;
-  opts.env = call.env;
-  opts.cwd = call.cwd;
-  opts.stdin_data = call.stdin_data;
+  opts.env = EnvStrings(call.options);
+  opts.cwd = call.options.cwd;
+  opts.stdin_data = call.options.stdin_data;
   opts.timeout = timeout;
   opts.keep_bytes = 0;  // OutputCapture keeps head and tail itself
   opts.stop = stop->get_token();
