@@ -171,6 +171,32 @@ mcp::ToolResult BuildResult(const ExecCall& call, const sandbox::ExecResult& r,
   return result;
 }
 
+// The session's own limit: the schema allows the largest maximum of any policy served.
+std::optional<mcp::ToolResult> TimeoutOverSessionMax(const CellToolsConfig* session_config,
+                                                     const std::optional<int64_t>& timeout_s) {
+  if (!session_config || !timeout_s ||
+      std::chrono::seconds(*timeout_s) <= session_config->max_timeout)
+    return std::nullopt;
+  return mcp::ToolResult::Error(
+      "arguments.timeout_s: " + std::to_string(*timeout_s) + " is over this session's maximum of " +
+      std::to_string(session_config->max_timeout.count()) + " s (policy " +
+      session_config->policy_name + "); ask for at most that");
+}
+
+// The call's files (run_code's source), with their directories, before the program runs.
+std::optional<mcp::ToolResult> WriteCallFiles(CellChannel& channel, const ExecCall& call) {
+  for (const auto& [path, content] : call.files) {
+    auto slash = path.rfind('/');
+    if (slash != std::string::npos && slash > 0) {
+      Status st = channel.Mkdir(path.substr(0, slash), 0755, /*parents=*/true);
+      if (!st) return SandboxError(call.tool, st.error());
+    }
+    Status st = channel.WriteFile(path, content, 0644);
+    if (!st) return SandboxError(call.tool, st.error(), "Could not write the code into the cell.");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string NewCallId() {
@@ -185,32 +211,16 @@ std::string NewCallId() {
 }
 
 mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall& call) {
-  // The session's own limits: the schema allows the largest maximum of any policy served.
-  const CellToolsConfig* session_config = SessionConfig(env, ctx);
-  if (session_config && call.timeout_s &&
-      std::chrono::seconds(*call.timeout_s) > session_config->max_timeout) {
-    return mcp::ToolResult::Error("arguments.timeout_s: " + std::to_string(*call.timeout_s) +
-                                  " is over this session's maximum of " +
-                                  std::to_string(session_config->max_timeout.count()) +
-                                  " s (policy " + session_config->policy_name +
-                                  "); ask for at most that");
-  }
+  const std::optional<int64_t>& timeout_s = call.options.timeout_s;
+  if (auto over = TimeoutOverSessionMax(SessionConfig(env, ctx), timeout_s)) return *over;
   LeaseOrError acquired = AcquireCell(env, ctx);
   if (!acquired.lease) return acquired.error;
   const CellToolsConfig& config = *acquired.config;
-  auto timeout = call.timeout_s ? std::chrono::seconds(*call.timeout_s) : config.default_timeout;
+  auto timeout = timeout_s ? std::chrono::seconds(*timeout_s) : config.default_timeout;
   sandbox::CellLease& lease = *acquired.lease;
   CellChannel& channel = lease.cell().channel();
 
-  for (const auto& [path, content] : call.files) {
-    auto slash = path.rfind('/');
-    if (slash != std::string::npos && slash > 0) {
-      Status st = channel.Mkdir(path.substr(0, slash), 0755, /*parents=*/true);
-      if (!st) return SandboxError(call.tool, st.error());
-    }
-    Status st = channel.WriteFile(path, content, 0644);
-    if (!st) return SandboxError(call.tool, st.error(), "Could not write the code into the cell.");
-  }
+  if (auto error = WriteCallFiles(channel, call)) return *error;
 
   // Cancellation by the client, and the session closing, both kill the process group.
   auto stop = std::make_shared<std::stop_source>();
@@ -230,9 +240,9 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
 
   sandbox::ExecOptions opts;
   opts.argv = call.argv;
-  opts.env = call.env;
-  opts.cwd = call.cwd;
-  opts.stdin_data = call.stdin_data;
+  opts.env = EnvStrings(call.options);
+  opts.cwd = call.options.cwd;
+  opts.stdin_data = call.options.stdin_data;
   opts.timeout = timeout;
   opts.keep_bytes = 0;  // OutputCapture keeps head and tail itself
   opts.stop = stop->get_token();

@@ -14,6 +14,7 @@
 
 #include "mcp/context.h"
 #include "mcp/features.h"
+#include "tools/exec_args.h"
 #include "tools/tool_env.h"
 
 namespace mcpcell::tools {
@@ -21,10 +22,7 @@ namespace mcpcell::tools {
 struct ExecCall {
   std::string tool;  // "run_command" / "run_code", for messages and file names
   std::vector<std::string> argv;
-  std::vector<std::string> env;  // KEY=VALUE
-  std::string cwd;
-  std::string stdin_data;
-  std::optional<int64_t> timeout_s;  // from the arguments; nullopt: the default
+  ExecOptionArgs options;  // cwd, env, stdin, timeout_s, checked (CheckExecOptionArgs)
   // Files written into the cell before the program starts (run_code's source file).
   std::vector<std::pair<std::string, std::string>> files;
 };

@@ -4,6 +4,7 @@
 #include "sandbox/cell_channel.h"
 #include "tools/cell_note.h"
 #include "tools/cell_tools.h"
+#include "tools/tool_args.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -27,6 +28,68 @@ const char* TypeName(sandbox::control::FileType t) {
     default:
       return "unknown";
   }
+}
+
+struct ListFilesArgs {
+  std::string path = "/workspace";
+  bool recursive = false;
+  size_t max_entries = 1000;
+};
+
+Result<ListFilesArgs> ParseListFilesArgs(const mcp::Json& json) {
+  ArgReader reader(json, {"max_entries", "path", "recursive"});
+  ListFilesArgs args;
+  args.path = reader.OptionalString("path").value_or("/workspace");
+  args.recursive = reader.OptionalBool("recursive").value_or(false);
+  args.max_entries = reader.OptionalInteger("max_entries").value_or(1000);
+  if (Status st = reader.Finish(); !st) return st.error();
+  return args;
+}
+
+mcp::ToolResult ListFiles(const ToolEnv& env, mcp::Context& ctx, const ListFilesArgs& args,
+                          std::string& note) {
+  const std::string& root = args.path;
+  const size_t max = args.max_entries;
+  LeaseOrError acquired = AcquireCell(env, ctx);
+  if (!acquired.lease) return acquired.error;
+  note = acquired.lease->replaced_reason();
+  auto& channel = acquired.lease->cell().channel();
+  mcp::Json entries = mcp::Json::array();
+  std::string text;
+  bool truncated = false;
+  std::deque<std::string> dirs{""};  // relative to root
+  while (!dirs.empty() && !truncated) {
+    std::string rel = std::move(dirs.front());
+    dirs.pop_front();
+    std::string dir = rel.empty() ? root : root + "/" + rel;
+    // The listing itself is bounded by the server's cap; max_entries cuts it below.
+    auto list = channel.ListDir(dir, env.config.max_list_entries + 1);
+    if (!list) {
+      if (rel.empty()) return PathError("list_files " + root, list.error());
+      truncated = true;  // a subdirectory we could not list: the listing is incomplete
+      text += "[" + rel + ": not listed: " + list.error().message + "]\n";
+      continue;
+    }
+    for (const auto& e : *list) {
+      if (entries.size() >= max) {
+        truncated = true;
+        break;
+      }
+      std::string name = ToValidUtf8(rel.empty() ? e.name : rel + "/" + e.name);
+      const char* type = TypeName(e.stat.type);
+      entries.push_back({{"path", name}, {"type", type}, {"size", e.stat.size}});
+      text += name + (e.stat.type == sandbox::control::FileType::kDirectory ? "/" : "") + "\t" +
+              type + "\t" + std::to_string(e.stat.size) + "\n";
+      if (args.recursive && e.stat.type == sandbox::control::FileType::kDirectory)
+        dirs.push_back(rel.empty() ? e.name : rel + "/" + e.name);
+    }
+  }
+  if (entries.empty()) text += "(empty directory)\n";
+  if (truncated)
+    text += "[stopped at max_entries=" + std::to_string(max) + "; list a subdirectory]\n";
+  mcp::ToolResult r = mcp::ToolResult::Text(root + ":\n" + text);
+  r.structured_content = {{"path", root}, {"entries", entries}, {"truncated", truncated}};
+  return r;
 }
 }  // namespace
 
@@ -62,50 +125,10 @@ mcp::Tool MakeListFilesTool(const ToolEnv& env) {
                         {"required", {"path", "entries", "truncated"}}};
   tool.annotations = {{"title", tool.title}, {"readOnlyHint", true}, {"openWorldHint", false}};
   tool.handler = WithCellNote(
-      [&env](const mcp::Json& args, mcp::Context& ctx, std::string& note) -> mcp::ToolResult {
-        const std::string root = args.value("path", "/workspace");
-        const bool recursive = args.value("recursive", false);
-        const size_t max = args.value("max_entries", int64_t{1000});
-        LeaseOrError acquired = AcquireCell(env, ctx);
-        if (!acquired.lease) return acquired.error;
-        note = acquired.lease->replaced_reason();
-        auto& channel = acquired.lease->cell().channel();
-        mcp::Json entries = mcp::Json::array();
-        std::string text;
-        bool truncated = false;
-        std::deque<std::string> dirs{""};  // relative to root
-        while (!dirs.empty() && !truncated) {
-          std::string rel = std::move(dirs.front());
-          dirs.pop_front();
-          std::string dir = rel.empty() ? root : root + "/" + rel;
-          // The listing itself is bounded by the server's cap; max_entries cuts it below.
-          auto list = channel.ListDir(dir, env.config.max_list_entries + 1);
-          if (!list) {
-            if (rel.empty()) return PathError("list_files " + root, list.error());
-            truncated = true;  // a subdirectory we could not list: the listing is incomplete
-            text += "[" + rel + ": not listed: " + list.error().message + "]\n";
-            continue;
-          }
-          for (const auto& e : *list) {
-            if (entries.size() >= max) {
-              truncated = true;
-              break;
-            }
-            std::string name = ToValidUtf8(rel.empty() ? e.name : rel + "/" + e.name);
-            const char* type = TypeName(e.stat.type);
-            entries.push_back({{"path", name}, {"type", type}, {"size", e.stat.size}});
-            text += name + (e.stat.type == sandbox::control::FileType::kDirectory ? "/" : "") +
-                    "\t" + type + "\t" + std::to_string(e.stat.size) + "\n";
-            if (recursive && e.stat.type == sandbox::control::FileType::kDirectory)
-              dirs.push_back(rel.empty() ? e.name : rel + "/" + e.name);
-          }
-        }
-        if (entries.empty()) text += "(empty directory)\n";
-        if (truncated)
-          text += "[stopped at max_entries=" + std::to_string(max) + "; list a subdirectory]\n";
-        mcp::ToolResult r = mcp::ToolResult::Text(root + ":\n" + text);
-        r.structured_content = {{"path", root}, {"entries", entries}, {"truncated", truncated}};
-        return r;
+      [&env](const mcp::Json& json, mcp::Context& ctx, std::string& note) -> mcp::ToolResult {
+        auto args = ParseListFilesArgs(json);
+        if (!args) return mcp::ToolResult::Error(args.error().message);
+        return ListFiles(env, ctx, *args, note);
       });
   return tool;
 }

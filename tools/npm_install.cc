@@ -3,9 +3,9 @@
 // service only, lifecycle scripts off unless the policy allows them. What was installed is
 // the difference of node_modules/.package-lock.json (npm's hidden lockfile) before and after.
 #include "packages/service.h"
+#include "policies/package_env.h"
 #include "sandbox/cell_channel.h"
 #include "tools/cell_tools.h"
-#include "policies/package_env.h"
 #include "tools/package_install.h"
 
 namespace mcpcell::tools {
@@ -28,26 +28,10 @@ Result<std::map<std::string, LockedPackage>> ReadLockfile(sandbox::CellChannel& 
   return parsed;
 }
 
-mcp::ToolResult Install(const ToolEnv& env, mcp::Context& ctx, const mcp::Json& args) {
-  ParsedPackages parsed = ParsePackages(args, Registry::kNpm, "npm_install");
-  if (parsed.error) return *parsed.error;
-  const CellToolsConfig* session_config = SessionConfig(env, ctx);
-  if (!session_config) return mcp::ToolResult::Error("npm_install: no policy for this session");
-  if (auto refused = CheckPackagesPolicy(*session_config, Registry::kNpm, parsed.requirements,
-                                         "npm_install")) {
-    LogPolicyRefusals(ctx, "npm_install", *refused);
-    return *refused;
-  }
-
-  LeaseOrError acquired = AcquireCell(env, ctx);
-  if (!acquired.lease) return acquired.error;
-  const CellToolsConfig& config = *acquired.config;
-  InstallRun run(env, ctx, *acquired.lease, config, "npm_install");
-  InstallSummary summary{.tool = "npm_install", .hash_key = "integrity"};
-  if (!acquired.lease->replaced_reason().empty())
-    summary.notes.push_back(acquired.lease->replaced_reason());
-
-  if (auto error = run.WaitForOtherInstalls()) return *error;
+// npm_install's own steps: `npm install` between two reads of the hidden lockfile, whose
+// difference is what it installed.
+std::optional<mcp::ToolResult> InstallIntoWorkspace(InstallCall& call) {
+  InstallRun& run = call.run;
   auto before = ReadLockfile(run.channel());
   if (!before) return SandboxError("npm_install", before.error());
   std::vector<std::string> argv = {"npm",
@@ -59,13 +43,14 @@ mcp::ToolResult Install(const ToolEnv& env, mcp::Context& ctx, const mcp::Json& 
                                    "--loglevel=warn",
                                    std::string("--registry=") + packages::kNpmRegistryUrl};
   // Lifecycle scripts (preinstall, install, postinstall) are install-time code.
-  argv.push_back(config.packages.allow_install_scripts ? "--ignore-scripts=false"
-                                                       : "--ignore-scripts");
+  argv.push_back(call.config.packages.allow_install_scripts ? "--ignore-scripts=false"
+                                                            : "--ignore-scripts");
   argv.push_back("--");
-  for (const packages::Requirement& req : parsed.requirements) argv.push_back(req.raw);
+  for (const packages::Requirement& req : call.requirements) argv.push_back(req.raw);
 
   InstallRun::Outcome outcome = run.Run(argv, "/workspace");
-  if (outcome.error) return *outcome.error;
+  if (outcome.error) return outcome.error;
+  InstallSummary& summary = call.summary;
   summary.exit_code = outcome.exit_code;
   summary.output = run.Output();
   summary.refused = run.Refusals();
@@ -76,7 +61,7 @@ mcp::ToolResult Install(const ToolEnv& env, mcp::Context& ctx, const mcp::Json& 
     if (old != before->end() && old->second == pkg) continue;
     summary.installed.push_back({name, pkg.version, pkg.resolved, pkg.integrity});
   }
-  return BuildInstallResult(summary);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -100,8 +85,11 @@ mcp::Tool MakeNpmInstallTool(const ToolEnv& env) {
                       {"destructiveHint", false},
                       {"idempotentHint", true},
                       {"openWorldHint", true}};
-  tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) {
-    return Install(env, ctx, args);
+  tool.handler = [&env](const mcp::Json& json, mcp::Context& ctx) {
+    auto args = ParsePackageInstallArgs(json, /*offers_upgrade=*/false);
+    if (!args) return mcp::ToolResult::Error(args.error().message);
+    return RunPackageInstall(env, ctx, Registry::kNpm, "npm_install", "integrity", args->packages,
+                             InstallIntoWorkspace);
   };
   return tool;
 }

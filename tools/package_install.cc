@@ -6,10 +6,11 @@
 #include <map>
 #include <mutex>
 
+#include "policies/package_env.h"
 #include "sandbox/cell_channel.h"
 #include "tools/client_log.h"
 #include "tools/exec_runner.h"
-#include "policies/package_env.h"
+#include "tools/tool_args.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -108,10 +109,19 @@ std::string PackageOfLine(const std::string& line) {
   return "";
 }
 
-ParsedPackages ParsePackages(const mcp::Json& args, packages::Registry registry,
+Result<PackageInstallArgs> ParsePackageInstallArgs(const mcp::Json& json, bool offers_upgrade) {
+  ArgReader reader(json, offers_upgrade ? std::vector<std::string>{"packages", "upgrade"}
+                                        : std::vector<std::string>{"packages"});
+  PackageInstallArgs args;
+  args.packages = reader.StringArray("packages");
+  if (offers_upgrade) args.upgrade = reader.OptionalBool("upgrade").value_or(false);
+  if (Status st = reader.Finish(); !st) return st.error();
+  return args;
+}
+
+ParsedPackages ParsePackages(const std::vector<std::string>& list, packages::Registry registry,
                              const std::string& tool) {
   ParsedPackages out;
-  const mcp::Json& list = args["packages"];
   if (list.empty() || list.size() > kMaxPackagesPerCall) {
     out.error = mcp::ToolResult::Error("arguments.packages: give 1 to " +
                                        std::to_string(kMaxPackagesPerCall) + " packages, got " +
@@ -119,7 +129,7 @@ ParsedPackages ParsePackages(const mcp::Json& args, packages::Registry registry,
     return out;
   }
   for (size_t i = 0; i < list.size(); ++i) {
-    const std::string& raw = list[i].get_ref<const std::string&>();
+    const std::string& raw = list[i];
     const std::string where =
         "arguments.packages[" + std::to_string(i) + "] \"" + ToValidUtf8(raw.substr(0, 200)) + "\"";
     // An entry is one requirement, never an option of the installer.
@@ -414,6 +424,34 @@ mcp::ToolResult BuildInstallResult(const InstallSummary& s) {
                                {"output", s.output}};
   result.is_error = failed;
   return result;
+}
+
+mcp::ToolResult RunPackageInstall(const ToolEnv& env, mcp::Context& ctx,
+                                  packages::Registry registry, const std::string& tool,
+                                  const std::string& hash_key,
+                                  const std::vector<std::string>& packages,
+                                  const InstallSteps& steps) {
+  ParsedPackages parsed = ParsePackages(packages, registry, tool);
+  if (parsed.error) return *parsed.error;
+  const CellToolsConfig* session_config = SessionConfig(env, ctx);
+  if (!session_config) return mcp::ToolResult::Error(tool + ": no policy for this session");
+  if (auto refused = CheckPackagesPolicy(*session_config, registry, parsed.requirements, tool)) {
+    LogPolicyRefusals(ctx, tool, *refused);
+    return *refused;
+  }
+
+  LeaseOrError acquired = AcquireCell(env, ctx);
+  if (!acquired.lease) return acquired.error;
+  const CellToolsConfig& config = *acquired.config;
+  InstallRun run(env, ctx, *acquired.lease, config, tool);
+  InstallSummary summary{.tool = tool, .hash_key = hash_key};
+  if (!acquired.lease->replaced_reason().empty())
+    summary.notes.push_back(acquired.lease->replaced_reason());
+
+  if (auto error = run.WaitForOtherInstalls()) return *error;
+  InstallCall call{run, config, parsed.requirements, summary};
+  if (auto error = steps(call)) return *error;
+  return BuildInstallResult(summary);
 }
 
 }  // namespace mcpcell::tools

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,12 +35,21 @@ namespace mcpcell::tools {
 
 inline constexpr size_t kMaxPackagesPerCall = 64;
 
-// arguments.packages (the schema has checked it is an array of 1..64 strings).
+// A package tool's arguments: the requirements as given, and `upgrade` where the tool
+// offers it (pip_install). Strict (tools/tool_args.h); the entries are parsed later, by
+// ParsePackages.
+struct PackageInstallArgs {
+  std::vector<std::string> packages;
+  bool upgrade = false;
+};
+Result<PackageInstallArgs> ParsePackageInstallArgs(const mcp::Json& json, bool offers_upgrade);
+
+// arguments.packages, each entry a requirement of `registry` (1..64 of them).
 struct ParsedPackages {
   std::vector<packages::Requirement> requirements;
   std::optional<mcp::ToolResult> error;  // set: the entry that does not parse, named
 };
-ParsedPackages ParsePackages(const mcp::Json& args, packages::Registry registry,
+ParsedPackages ParsePackages(const std::vector<std::string>& entries, packages::Registry registry,
                              const std::string& tool);
 
 // The registry package tool `tool` installs from: pip_install pypi, npm_install npm;
@@ -153,5 +163,25 @@ struct InstallSummary {
 };
 // isError when the program failed (nothing or not everything was installed).
 mcp::ToolResult BuildInstallResult(const InstallSummary& summary);
+
+// What a package tool's own steps work with once the shared start is done.
+struct InstallCall {
+  InstallRun& run;
+  const CellToolsConfig& config;  // the session's
+  const std::vector<packages::Requirement>& requirements;
+  InstallSummary& summary;  // the steps fill installed, refused, exit_code, output
+};
+// A tool's own steps: an error result ends the call with it; nullopt, the summary is built.
+using InstallSteps = std::function<std::optional<mcp::ToolResult>(InstallCall&)>;
+
+// One package tool call, the start every package tool shares first: ParsePackages,
+// CheckPackagesPolicy (its refusals logged to the client too), the cell acquired, an
+// InstallRun begun, the cell's other installs waited for. Then `steps`, then
+// BuildInstallResult. `hash_key` names the hash in the result ("sha256", "integrity").
+mcp::ToolResult RunPackageInstall(const ToolEnv& env, mcp::Context& ctx,
+                                  packages::Registry registry, const std::string& tool,
+                                  const std::string& hash_key,
+                                  const std::vector<std::string>& packages,
+                                  const InstallSteps& steps);
 
 }  // namespace mcpcell::tools

@@ -3,9 +3,9 @@
 // service only, so run_code and run_command python see them in later calls. Wheels only
 // unless the policy allows sdists. What was installed comes from pip's --report.
 #include "packages/service.h"
+#include "policies/package_env.h"
 #include "sandbox/cell_channel.h"
 #include "tools/cell_tools.h"
-#include "policies/package_env.h"
 #include "tools/package_install.h"
 
 namespace mcpcell::tools {
@@ -55,27 +55,11 @@ std::optional<mcp::ToolResult> EnsureVenv(InstallRun& run) {
   return std::nullopt;
 }
 
-mcp::ToolResult Install(const ToolEnv& env, mcp::Context& ctx, const mcp::Json& args) {
-  ParsedPackages parsed = ParsePackages(args, Registry::kPypi, "pip_install");
-  if (parsed.error) return *parsed.error;
-  const CellToolsConfig* session_config = SessionConfig(env, ctx);
-  if (!session_config) return mcp::ToolResult::Error("pip_install: no policy for this session");
-  if (auto refused = CheckPackagesPolicy(*session_config, Registry::kPypi, parsed.requirements,
-                                         "pip_install")) {
-    LogPolicyRefusals(ctx, "pip_install", *refused);
-    return *refused;
-  }
-
-  LeaseOrError acquired = AcquireCell(env, ctx);
-  if (!acquired.lease) return acquired.error;
-  const CellToolsConfig& config = *acquired.config;
-  InstallRun run(env, ctx, *acquired.lease, config, "pip_install");
-  InstallSummary summary{.tool = "pip_install", .hash_key = "sha256"};
-  if (!acquired.lease->replaced_reason().empty())
-    summary.notes.push_back(acquired.lease->replaced_reason());
-
-  if (auto error = run.WaitForOtherInstalls()) return *error;
-  if (auto error = EnsureVenv(run)) return *error;
+// pip_install's own steps: the venv, then `pip install --report`, which says what it
+// installed.
+std::optional<mcp::ToolResult> InstallIntoVenv(InstallCall& call, bool upgrade) {
+  InstallRun& run = call.run;
+  if (auto error = EnsureVenv(run)) return error;
   const std::string report = "/tmp/.mcpcell/pip-report-" + run.call_id() + ".json";
   if (Status st = run.channel().Mkdir("/tmp/.mcpcell", 0755, /*parents=*/true); !st)
     return SandboxError("pip_install", st.error());
@@ -95,13 +79,14 @@ mcp::ToolResult Install(const ToolEnv& env, mcp::Context& ctx, const mcp::Json& 
                                    "--report",
                                    report};
   // Wheels only: an sdist's build runs its setup code at install time.
-  if (!config.packages.allow_sdist) argv.insert(argv.end(), {"--only-binary", ":all:"});
-  if (args.value("upgrade", false)) argv.push_back("--upgrade");
+  if (!call.config.packages.allow_sdist) argv.insert(argv.end(), {"--only-binary", ":all:"});
+  if (upgrade) argv.push_back("--upgrade");
   argv.push_back("--");
-  for (const packages::Requirement& req : parsed.requirements) argv.push_back(req.raw);
+  for (const packages::Requirement& req : call.requirements) argv.push_back(req.raw);
 
   InstallRun::Outcome outcome = run.Run(argv);
-  if (outcome.error) return *outcome.error;
+  if (outcome.error) return outcome.error;
+  InstallSummary& summary = call.summary;
   summary.exit_code = outcome.exit_code;
   summary.output = run.Output();
   summary.refused = run.Refusals();
@@ -115,7 +100,13 @@ mcp::ToolResult Install(const ToolEnv& env, mcp::Context& ctx, const mcp::Json& 
     summary.installed = std::move(*installed);
   }
   (void)run.channel().Remove(report);
-  return BuildInstallResult(summary);
+  return std::nullopt;
+}
+
+mcp::ToolResult Install(const ToolEnv& env, mcp::Context& ctx, const PackageInstallArgs& args) {
+  return RunPackageInstall(
+      env, ctx, Registry::kPypi, "pip_install", "sha256", args.packages,
+      [&args](InstallCall& call) { return InstallIntoVenv(call, args.upgrade); });
 }
 
 }  // namespace
@@ -142,8 +133,10 @@ mcp::Tool MakePipInstallTool(const ToolEnv& env) {
                       {"destructiveHint", false},
                       {"idempotentHint", true},
                       {"openWorldHint", true}};
-  tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) {
-    return Install(env, ctx, args);
+  tool.handler = [&env](const mcp::Json& json, mcp::Context& ctx) {
+    auto args = ParsePackageInstallArgs(json, /*offers_upgrade=*/true);
+    if (!args) return mcp::ToolResult::Error(args.error().message);
+    return Install(env, ctx, *args);
   };
   return tool;
 }

@@ -2,6 +2,7 @@
 #include "sandbox/cell_channel.h"
 #include "tools/cell_note.h"
 #include "tools/cell_tools.h"
+#include "tools/tool_args.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -52,6 +53,112 @@ mcp::ToolResult ReadText(const std::string& path, std::string_view data, uint64_
   return r;
 }
 
+struct ReadFileArgs {
+  std::string path;
+  bool base64 = false;  // encoding "base64"; else "text"
+  int64_t offset = 0;   // text: first line (1-based); base64: first byte
+  int64_t limit = 0;    // text: lines; base64: bytes; 0: as many as fit
+};
+
+Result<ReadFileArgs> ParseReadFileArgs(const mcp::Json& json) {
+  ArgReader reader(json, {"encoding", "limit", "offset", "path"});
+  ReadFileArgs args;
+  args.path = reader.String("path");
+  args.base64 = reader.OptionalString("encoding").value_or("text") == "base64";
+  args.offset = reader.OptionalInteger("offset").value_or(0);
+  args.limit = reader.OptionalInteger("limit").value_or(0);
+  if (Status st = reader.Finish(); !st) return st.error();
+  return args;
+}
+
+mcp::ToolResult ReadBase64(sandbox::CellChannel& channel, const ReadFileArgs& args,
+                           uint64_t file_size, uint64_t default_bytes, uint64_t max_bytes) {
+  const std::string& path = args.path;
+  const int64_t offset = args.offset;
+  const uint64_t want = std::min<uint64_t>(
+      args.limit > 0 ? static_cast<uint64_t>(args.limit) : default_bytes, max_bytes);
+  if (static_cast<uint64_t>(offset) > file_size)
+    return mcp::ToolResult::Error("arguments.offset: byte " + std::to_string(offset) +
+                                  " is past the end; the file has " + std::to_string(file_size) +
+                                  " bytes");
+  auto w = channel.ReadFileRange(path, offset, want);
+  if (!w) return PathError("read_file " + path, w.error());
+  const uint64_t end = offset + w->data.size();
+  const bool truncated = end < w->file_size;
+  std::string b64 = Base64Encode(w->data);
+  mcp::ToolResult r = mcp::ToolResult::Text(b64);
+  r.AddText("[" + path + ": bytes " + std::to_string(offset) + "-" + std::to_string(end) + " of " +
+            std::to_string(w->file_size) +
+            (truncated ? "; continue with offset=" + std::to_string(end) : "") + "]");
+  r.structured_content = {{"path", path},
+                          {"encoding", "base64"},
+                          {"content", b64},
+                          {"size_bytes", w->file_size},
+                          {"offset", offset},
+                          {"truncated", truncated},
+                          {"is_binary", LooksBinary(w->data)}};
+  return r;
+}
+
+mcp::ToolResult ReadFile(const ToolEnv& env, mcp::Context& ctx, const ReadFileArgs& args,
+                         std::string& note) {
+  LeaseOrError acquired = AcquireCell(env, ctx);
+  if (!acquired.lease) return acquired.error;
+  note = acquired.lease->replaced_reason();
+  auto& channel = acquired.lease->cell().channel();
+  const std::string& path = args.path;
+  auto st = channel.Stat(path, /*follow_symlinks=*/true);
+  if (!st) return PathError("read_file " + path, st.error());
+  if (st->type == sandbox::control::FileType::kDirectory)
+    return mcp::ToolResult::Error("read_file " + path + ": is a directory (use list_files)");
+  if (st->type != sandbox::control::FileType::kRegular)
+    return mcp::ToolResult::Error("read_file " + path + ": not a regular file");
+  if (args.base64)
+    return ReadBase64(channel, args, st->size, acquired.config->keep_bytes_per_stream * 4,
+                      env.config.max_read_bytes);
+  auto w = channel.ReadFileRange(path, 0, env.config.max_read_bytes);
+  if (!w) return PathError("read_file " + path, w.error());
+  if (LooksBinary(w->data))
+    return mcp::ToolResult::Error(path + " is a binary file (" + std::to_string(w->file_size) +
+                                  " bytes); read it with encoding \"base64\"");
+  return ReadText(path, w->data, w->file_size, !w->eof, args.offset, args.limit);
+}
+
+mcp::Json ReadFileInputSchema() {
+  return {{"type", "object"},
+          {"properties",
+           {{"path", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096}}},
+            {"offset",
+             {{"type", "integer"},
+              {"minimum", 0},
+              {"maximum", int64_t{1} << 40},
+              {"description", "text: first line (1-based); base64: first byte"}}},
+            {"limit",
+             {{"type", "integer"},
+              {"minimum", 1},
+              {"maximum", int64_t{1} << 24},
+              {"description", "text: number of lines; base64: number of bytes"}}},
+            {"encoding", {{"type", "string"}, {"enum", {"text", "base64"}}}}}},
+          {"required", {"path"}},
+          {"additionalProperties", false}};
+}
+
+mcp::Json ReadFileOutputSchema() {
+  return {{"type", "object"},
+          {"properties",
+           {{"path", {{"type", "string"}}},
+            {"encoding", {{"type", "string"}}},
+            {"content", {{"type", "string"}}},
+            {"size_bytes", {{"type", "integer"}}},
+            {"start_line", {{"type", "integer"}}},
+            {"end_line", {{"type", "integer"}}},
+            {"total_lines", {{"type", "integer"}}},
+            {"offset", {{"type", "integer"}}},
+            {"truncated", {{"type", "boolean"}}},
+            {"is_binary", {{"type", "boolean"}}}}},
+          {"required", {"path", "encoding", "content", "size_bytes", "truncated", "is_binary"}}};
+}
+
 }  // namespace
 
 mcp::Tool MakeReadFileTool(const ToolEnv& env) {
@@ -62,86 +169,15 @@ mcp::Tool MakeReadFileTool(const ToolEnv& env) {
       "Reads a file in this session's sandbox. Paths are relative to /workspace unless "
       "absolute. Text is returned by lines (offset: first line, 1-based; limit: number of "
       "lines); binary files need encoding \"base64\" (offset/limit are then bytes).";
-  tool.input_schema = {{"type", "object"},
-                       {"properties",
-                        {{"path", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096}}},
-                         {"offset",
-                          {{"type", "integer"},
-                           {"minimum", 0},
-                           {"maximum", int64_t{1} << 40},
-                           {"description", "text: first line (1-based); base64: first byte"}}},
-                         {"limit",
-                          {{"type", "integer"},
-                           {"minimum", 1},
-                           {"maximum", int64_t{1} << 24},
-                           {"description", "text: number of lines; base64: number of bytes"}}},
-                         {"encoding", {{"type", "string"}, {"enum", {"text", "base64"}}}}}},
-                       {"required", {"path"}},
-                       {"additionalProperties", false}};
-  tool.output_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"path", {{"type", "string"}}},
-        {"encoding", {{"type", "string"}}},
-        {"content", {{"type", "string"}}},
-        {"size_bytes", {{"type", "integer"}}},
-        {"start_line", {{"type", "integer"}}},
-        {"end_line", {{"type", "integer"}}},
-        {"total_lines", {{"type", "integer"}}},
-        {"offset", {{"type", "integer"}}},
-        {"truncated", {{"type", "boolean"}}},
-        {"is_binary", {{"type", "boolean"}}}}},
-      {"required", {"path", "encoding", "content", "size_bytes", "truncated", "is_binary"}}};
+  tool.input_schema = ReadFileInputSchema();
+  tool.output_schema = ReadFileOutputSchema();
   tool.annotations = {{"title", tool.title}, {"readOnlyHint", true}, {"openWorldHint", false}};
-  tool.handler = WithCellNote([&env](const mcp::Json& args, mcp::Context& ctx,
-                                     std::string& note) -> mcp::ToolResult {
-    LeaseOrError acquired = AcquireCell(env, ctx);
-    if (!acquired.lease) return acquired.error;
-    note = acquired.lease->replaced_reason();
-    auto& channel = acquired.lease->cell().channel();
-    const std::string path = args["path"].get<std::string>();
-    const bool base64 = args.value("encoding", "text") == "base64";
-    const int64_t offset = args.value("offset", int64_t{0});
-    const int64_t limit = args.value("limit", int64_t{0});
-    auto st = channel.Stat(path, /*follow_symlinks=*/true);
-    if (!st) return PathError("read_file " + path, st.error());
-    if (st->type == sandbox::control::FileType::kDirectory)
-      return mcp::ToolResult::Error("read_file " + path + ": is a directory (use list_files)");
-    if (st->type != sandbox::control::FileType::kRegular)
-      return mcp::ToolResult::Error("read_file " + path + ": not a regular file");
-    if (!base64) {
-      auto w = channel.ReadFileRange(path, 0, env.config.max_read_bytes);
-      if (!w) return PathError("read_file " + path, w.error());
-      if (LooksBinary(w->data))
-        return mcp::ToolResult::Error(path + " is a binary file (" + std::to_string(w->file_size) +
-                                      " bytes); read it with encoding \"base64\"");
-      return ReadText(path, w->data, w->file_size, !w->eof, offset, limit);
-    }
-    const uint64_t want = std::min<uint64_t>(
-        limit > 0 ? static_cast<uint64_t>(limit) : acquired.config->keep_bytes_per_stream * 4,
-        env.config.max_read_bytes);
-    if (static_cast<uint64_t>(offset) > st->size)
-      return mcp::ToolResult::Error("arguments.offset: byte " + std::to_string(offset) +
-                                    " is past the end; the file has " + std::to_string(st->size) +
-                                    " bytes");
-    auto w = channel.ReadFileRange(path, offset, want);
-    if (!w) return PathError("read_file " + path, w.error());
-    const uint64_t end = offset + w->data.size();
-    const bool truncated = end < w->file_size;
-    std::string b64 = Base64Encode(w->data);
-    mcp::ToolResult r = mcp::ToolResult::Text(b64);
-    r.AddText("[" + path + ": bytes " + std::to_string(offset) + "-" + std::to_string(end) +
-              " of " + std::to_string(w->file_size) +
-              (truncated ? "; continue with offset=" + std::to_string(end) : "") + "]");
-    r.structured_content = {{"path", path},
-                            {"encoding", "base64"},
-                            {"content", b64},
-                            {"size_bytes", w->file_size},
-                            {"offset", offset},
-                            {"truncated", truncated},
-                            {"is_binary", LooksBinary(w->data)}};
-    return r;
-  });
+  tool.handler = WithCellNote(
+      [&env](const mcp::Json& json, mcp::Context& ctx, std::string& note) -> mcp::ToolResult {
+        auto args = ParseReadFileArgs(json);
+        if (!args) return mcp::ToolResult::Error(args.error().message);
+        return ReadFile(env, ctx, *args, note);
+      });
   return tool;
 }
 

@@ -4,7 +4,9 @@
 #include <atomic>
 
 #include "tools/cell_tools.h"
+#include "tools/exec_args.h"
 #include "tools/exec_runner.h"
+#include "tools/tool_args.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -23,6 +25,72 @@ constexpr Language kLanguages[] = {
 // Below this the code travels in argv (well under the control protocol's frame cap and
 // the kernel's per-argument limit); above it, in a file.
 constexpr size_t kInlineCodeBytes = 32 * 1024;
+
+struct RunCodeArgs {
+  const Language* language = nullptr;
+  std::string code;
+  ExecOptionArgs options;  // stdin, timeout_s
+};
+
+Result<RunCodeArgs> ParseRunCodeArgs(const mcp::Json& json) {
+  ArgReader reader(json, {"code", "language", "stdin", "timeout_s"});
+  RunCodeArgs args;
+  const std::string language = reader.String("language");
+  args.code = reader.String("code");
+  args.options = ReadExecOptionArgs(reader, /*cwd_and_env=*/false);
+  if (Status st = reader.Finish(); !st) return st.error();
+  for (const auto& l : kLanguages)
+    if (language == l.name) args.language = &l;
+  if (!args.language) return Error::Msg("arguments.language: unsupported: " + language);
+  // Python stops reading source at a NUL and bash refuses the file as binary: refused
+  // here, with the reason, rather than run cut short.
+  if (auto e = NulByteError("code", args.code,
+                            "source code cannot hold one (write binary data with write_file "
+                            "encoding=base64 and read it from the program)");
+      !e.empty())
+    return Error::Msg(e);
+  if (Status st = CheckExecOptionArgs(args.options); !st) return st.error();
+  return args;
+}
+
+mcp::ToolResult RunCode(const ToolEnv& env, mcp::Context& ctx, RunCodeArgs args) {
+  static std::atomic<uint64_t> counter{0};
+  const Language& lang = *args.language;
+  ExecCall call;
+  call.tool = "run_code";
+  if (args.code.size() <= kInlineCodeBytes) {
+    // Small programs go on the command line: no file write, one round trip less.
+    call.argv = {lang.interpreter, lang.inline_flag, std::move(args.code)};
+  } else {
+    std::string file =
+        "/tmp/.mcpcell/run_code_" + std::to_string(counter.fetch_add(1)) + lang.extension;
+    call.argv = {lang.interpreter, file};
+    call.files.emplace_back(file, std::move(args.code));
+  }
+  call.options = std::move(args.options);
+  return RunInCell(env, ctx, call);
+}
+
+mcp::Json RunCodeInputSchema(const ToolEnv& env) {
+  mcp::Json names = mcp::Json::array();
+  for (const auto& l : kLanguages) names.push_back(l.name);
+  return {{"type", "object"},
+          {"properties",
+           {{"language", {{"type", "string"}, {"enum", names}, {"description", "interpreter"}}},
+            {"code",
+             {{"type", "string"},
+              {"minLength", 1},
+              {"maxLength", 4 << 20},
+              {"description", "the program's source"}}},
+            {"timeout_s", TimeoutSchema(env)},
+            {"stdin",
+             {{"type", "string"},
+              {"maxLength", 16 << 20},
+              {"description", "text given to the program's standard input"}}}}},
+          {"required", {"language", "code"}},
+          {"additionalProperties", false}};
+}
+
 }  // namespace
 
 mcp::Tool MakeRunCodeTool(const ToolEnv& env) {
@@ -34,58 +102,16 @@ mcp::Tool MakeRunCodeTool(const ToolEnv& env) {
       "sh or node. cwd is /workspace, files persist for the session, and HTTP(S) reaches only "
       "the hosts the policy allows, through a proxy (session_info shows them). Returns exit "
       "code, stdout and stderr, and any request the proxy refused with its reason.";
-  mcp::Json names = mcp::Json::array();
-  for (const auto& l : kLanguages) names.push_back(l.name);
-  tool.input_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"language", {{"type", "string"}, {"enum", names}, {"description", "interpreter"}}},
-        {"code",
-         {{"type", "string"},
-          {"minLength", 1},
-          {"maxLength", 4 << 20},
-          {"description", "the program's source"}}},
-        {"timeout_s", TimeoutSchema(env)},
-        {"stdin",
-         {{"type", "string"},
-          {"maxLength", 16 << 20},
-          {"description", "text given to the program's standard input"}}}}},
-      {"required", {"language", "code"}},
-      {"additionalProperties", false}};
+  tool.input_schema = RunCodeInputSchema(env);
   tool.output_schema = ExecOutputSchema();
   tool.annotations = {{"title", tool.title},
                       {"readOnlyHint", false},
                       {"destructiveHint", true},
                       {"openWorldHint", false}};
-  tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
-    static std::atomic<uint64_t> counter{0};
-    const std::string language = args["language"].get<std::string>();
-    const Language* lang = nullptr;
-    for (const auto& l : kLanguages)
-      if (language == l.name) lang = &l;
-    if (!lang) return mcp::ToolResult::Error("arguments.language: unsupported: " + language);
-    const std::string& code = args["code"].get_ref<const std::string&>();
-    // Python stops reading source at a NUL and bash refuses the file as binary: refused
-    // here, with the reason, rather than run cut short.
-    if (auto e = NulByteError("code", code,
-                              "source code cannot hold one (write binary data with write_file "
-                              "encoding=base64 and read it from the program)");
-        !e.empty())
-      return mcp::ToolResult::Error(e);
-    ExecCall call;
-    call.tool = "run_code";
-    if (code.size() <= kInlineCodeBytes) {
-      // Small programs go on the command line: no file write, one round trip less.
-      call.argv = {lang->interpreter, lang->inline_flag, code};
-    } else {
-      std::string file =
-          "/tmp/.mcpcell/run_code_" + std::to_string(counter.fetch_add(1)) + lang->extension;
-      call.argv = {lang->interpreter, file};
-      call.files.emplace_back(file, code);
-    }
-    call.stdin_data = args.value("stdin", "");
-    if (args.contains("timeout_s")) call.timeout_s = args["timeout_s"].get<int64_t>();
-    return RunInCell(env, ctx, call);
+  tool.handler = [&env](const mcp::Json& json, mcp::Context& ctx) -> mcp::ToolResult {
+    auto args = ParseRunCodeArgs(json);
+    if (!args) return mcp::ToolResult::Error(args.error().message);
+    return RunCode(env, ctx, std::move(args).value());
   };
   return tool;
 }

@@ -1,13 +1,73 @@
 // run_command: `/bin/sh -c COMMAND` in the session's cell.
 #include "tools/cell_tools.h"
+#include "tools/exec_args.h"
 #include "tools/exec_runner.h"
+#include "tools/tool_args.h"
 
 namespace mcpcell::tools {
 namespace {
 // One argv string must stay under the kernel's MAX_ARG_STRLEN (128 KiB) and, with the
 // rest of the exec request, under the control protocol's frame cap (160 KiB).
 constexpr size_t kMaxCommandBytes = 100 * 1024;
-constexpr size_t kMaxEnvBytes = 32 * 1024;
+
+struct RunCommandArgs {
+  std::string command;
+  ExecOptionArgs options;  // cwd, env, stdin, timeout_s
+};
+
+Result<RunCommandArgs> ParseRunCommandArgs(const mcp::Json& json) {
+  ArgReader reader(json, {"command", "cwd", "env", "stdin", "timeout_s"});
+  RunCommandArgs args;
+  args.command = reader.String("command");
+  args.options = ReadExecOptionArgs(reader, /*cwd_and_env=*/true);
+  if (Status st = reader.Finish(); !st) return st.error();
+  if (args.command.size() > kMaxCommandBytes)
+    return Error::Msg(
+        "arguments.command: " + std::to_string(args.command.size()) + " bytes is longer than " +
+        std::to_string(kMaxCommandBytes) +
+        " bytes; put the script in a file with write_file and run that, or use run_code");
+  if (auto e = NulByteError("command", args.command,
+                            "a shell command cannot hold one (pass binary data in stdin, or "
+                            "in a file written with write_file encoding=base64)");
+      !e.empty())
+    return Error::Msg(e);
+  if (Status st = CheckExecOptionArgs(args.options); !st) return st.error();
+  return args;
+}
+
+mcp::ToolResult RunCommand(const ToolEnv& env, mcp::Context& ctx, RunCommandArgs args) {
+  ExecCall call;
+  call.tool = "run_command";
+  call.argv = {"/bin/sh", "-c", std::move(args.command)};
+  call.options = std::move(args.options);
+  return RunInCell(env, ctx, call);
+}
+
+mcp::Json RunCommandInputSchema(const ToolEnv& env) {
+  return {{"type", "object"},
+          {"properties",
+           {{"command",
+             {{"type", "string"},
+              {"minLength", 1},
+              {"maxLength", 128 * 1024},
+              {"description", "shell command line, run by /bin/sh -c"}}},
+            {"cwd",
+             {{"type", "string"},
+              {"maxLength", 4096},
+              {"description", "working directory (default /workspace)"}}},
+            {"env",
+             {{"type", "object"},
+              {"additionalProperties", {{"type", "string"}}},
+              {"description", "extra environment variables, NAME: value"}}},
+            {"timeout_s", TimeoutSchema(env)},
+            {"stdin",
+             {{"type", "string"},
+              {"maxLength", 16 << 20},
+              {"description", "text given to the command's standard input"}}}}},
+          {"required", {"command"}},
+          {"additionalProperties", false}};
+}
+
 }  // namespace
 
 mcp::Tool MakeRunCommandTool(const ToolEnv& env) {
@@ -20,71 +80,16 @@ mcp::Tool MakeRunCommandTool(const ToolEnv& env) {
       "proxy). Returns exit code, stdout and stderr, and requests the proxy refused; "
       "long output keeps head and tail and the full text is saved under /workspace/.mcpcell/. "
       "A non-zero exit code is a normal result.";
-  tool.input_schema = {{"type", "object"},
-                       {"properties",
-                        {{"command",
-                          {{"type", "string"},
-                           {"minLength", 1},
-                           {"maxLength", 128 * 1024},
-                           {"description", "shell command line, run by /bin/sh -c"}}},
-                         {"cwd",
-                          {{"type", "string"},
-                           {"maxLength", 4096},
-                           {"description", "working directory (default /workspace)"}}},
-                         {"env",
-                          {{"type", "object"},
-                           {"additionalProperties", {{"type", "string"}}},
-                           {"description", "extra environment variables, NAME: value"}}},
-                         {"timeout_s", TimeoutSchema(env)},
-                         {"stdin",
-                          {{"type", "string"},
-                           {"maxLength", 16 << 20},
-                           {"description", "text given to the command's standard input"}}}}},
-                       {"required", {"command"}},
-                       {"additionalProperties", false}};
+  tool.input_schema = RunCommandInputSchema(env);
   tool.output_schema = ExecOutputSchema();
   tool.annotations = {{"title", tool.title},
                       {"readOnlyHint", false},
                       {"destructiveHint", true},
                       {"openWorldHint", false}};
-  tool.handler = [&env](const mcp::Json& args, mcp::Context& ctx) -> mcp::ToolResult {
-    ExecCall call;
-    call.tool = "run_command";
-    const std::string& command = args["command"].get_ref<const std::string&>();
-    if (command.size() > kMaxCommandBytes)
-      return mcp::ToolResult::Error(
-          "arguments.command: " + std::to_string(command.size()) + " bytes is longer than " +
-          std::to_string(kMaxCommandBytes) +
-          " bytes; put the script in a file with write_file and run that, or use run_code");
-    if (auto e = NulByteError("command", command,
-                              "a shell command cannot hold one (pass binary data in stdin, or "
-                              "in a file written with write_file encoding=base64)");
-        !e.empty())
-      return mcp::ToolResult::Error(e);
-    call.argv = {"/bin/sh", "-c", command};
-    call.cwd = args.value("cwd", "");
-    if (auto e = NulByteError("cwd", call.cwd, "a path cannot hold one"); !e.empty())
-      return mcp::ToolResult::Error(e);
-    if (!call.cwd.empty() && call.cwd[0] != '/') call.cwd = "/workspace/" + call.cwd;
-    call.stdin_data = args.value("stdin", "");
-    if (args.contains("timeout_s")) call.timeout_s = args["timeout_s"].get<int64_t>();
-    if (args.contains("env")) {
-      for (const auto& [k, v] : args["env"].items()) {
-        if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos)
-          return mcp::ToolResult::Error("arguments.env: invalid variable name \"" + k + "\"");
-        const std::string& value = v.get_ref<const std::string&>();
-        if (auto e = NulByteError("env." + k, value, "an environment variable cannot hold one");
-            !e.empty())
-          return mcp::ToolResult::Error(e);
-        call.env.push_back(k + "=" + value);
-      }
-      size_t env_bytes = 0;
-      for (const auto& e : call.env) env_bytes += e.size() + 1;
-      if (env_bytes > kMaxEnvBytes)
-        return mcp::ToolResult::Error("arguments.env: " + std::to_string(env_bytes) +
-                                      " bytes in all, more than " + std::to_string(kMaxEnvBytes));
-    }
-    return RunInCell(env, ctx, call);
+  tool.handler = [&env](const mcp::Json& json, mcp::Context& ctx) -> mcp::ToolResult {
+    auto args = ParseRunCommandArgs(json);
+    if (!args) return mcp::ToolResult::Error(args.error().message);
+    return RunCommand(env, ctx, std::move(args).value());
   };
   return tool;
 }

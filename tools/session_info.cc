@@ -5,6 +5,7 @@
 
 #include "sandbox/cell_channel.h"
 #include "tools/cell_tools.h"
+#include "tools/tool_args.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -32,22 +33,9 @@ std::pair<mcp::Json, std::string> DescribeToolsOff(const CellToolsConfig& config
   return {std::move(items), std::move(line)};
 }
 
-}  // namespace
-
-mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
-  mcp::Tool tool;
-  tool.name = "session_info";
-  tool.title = "Describe this session's sandbox";
-  tool.description =
-      "Shows this session's sandbox: cell id, policy, limits, usage so far (CPU time, peak "
-      "memory, wall time), time left before idle expiry and the session's maximum lifetime, "
-      "the network policy with the traffic through the egress proxy so far, what "
-      "pip_install/npm_install may install, and which tools the policy turns off and why. "
-      "Creates the sandbox if it does not exist yet.";
-  tool.input_schema = {
-      {"type", "object"}, {"properties", mcp::Json::object()}, {"additionalProperties", false}};
+mcp::Json SessionInfoOutputSchema() {
   auto integer = mcp::Json{{"type", "integer"}};
-  tool.output_schema = {
+  return {
       {"type", "object"},
       {"properties",
        {{"cell_id", {{"type", "string"}}},
@@ -101,96 +89,156 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
             {"additionalProperties", false}}}}},
         {"warnings", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
       {"required", {"cell_id", "policy", "network", "warnings"}}};
+}
+
+// What session_info reports, gathered once for both of its forms.
+struct SessionFacts {
+  const CellToolsConfig& config;
+  sandbox::Cell& cell;
+  sandbox::CellSessionInfo info;
+  int64_t wall_time_s = 0;
+  Result<sandbox::CgroupUsage> usage;
+  std::optional<CellEgressReport> egress;  // nullopt: no proxy, or it knows no such cell
+};
+
+int64_t Seconds(auto d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); }
+
+mcp::Json StructuredReport(const SessionFacts& f) {
+  const sandbox::CellSpec& spec = f.cell.spec();
+  mcp::Json s = {
+      {"cell_id", f.cell.id()},
+      {"policy", f.config.policy_name},
+      {"memory_limit_bytes", spec.limits.memory_max_bytes},
+      {"pids_limit", spec.limits.pids_max},
+      {"cpu_millicores", spec.limits.cpu_millicores},
+      {"disk_limits",
+       {{"workspace_bytes", spec.tmpfs.workspace_bytes},
+        {"tmp_bytes", spec.tmpfs.tmp_bytes},
+        {"root_writes_bytes", spec.tmpfs.root_upper_bytes},
+        {"largest_file_bytes", spec.rlimits.fsize_bytes}}},
+      {"session_wall_time_s", f.wall_time_s},
+      {"idle_expiry_s", Seconds(f.info.idle_left)},
+      {"lifetime_left_s", Seconds(f.info.lifetime_left)},
+      {"calls", f.info.calls},
+      {"cells_created", f.info.cells_created},
+      {"exec_default_timeout_s", f.config.default_timeout.count()},
+      {"exec_max_timeout_s", f.config.max_timeout.count()},
+      {"network", f.config.network_summary},
+      {"packages", f.config.packages_summary},
+      {"warnings", f.cell.warnings()},
+  };
+  s["tools_off"] = DescribeToolsOff(f.config).first;
+  if (f.usage) {
+    s["cpu_time_ms"] = f.usage->cpu_usage_ns / 1000000;
+    s["memory_current_bytes"] = f.usage->memory_current_bytes;
+    s["peak_memory_bytes"] = f.usage->memory_peak_bytes;
+  }
+  if (f.egress) {
+    const CellEgressReport& st = *f.egress;
+    s["egress"] = {{"bytes_up", st.bytes_up},
+                   {"bytes_down", st.bytes_down},
+                   {"connections_total", st.connections_total},
+                   {"connections_active", st.connections_active},
+                   {"connections_refused", st.connections_refused},
+                   {"allowlist", st.allowlist}};
+  }
+  return s;
+}
+
+// "limits: ..." and "disk: ...", each with its newline.
+std::string LimitLines(const sandbox::CellSpec& spec) {
+  auto limit = [](uint64_t v, const std::string& unit) {
+    return v == 0 ? std::string("unlimited") : std::to_string(v) + unit;
+  };
+  auto size = [](uint64_t bytes) {  // whole MiB when it is, else exact bytes
+    return bytes % (1ull << 20) == 0 ? std::to_string(bytes >> 20) + " MiB"
+                                     : std::to_string(bytes) + " bytes";
+  };
+  const auto& limits = spec.limits;
+  return "limits: memory " + limit(limits.memory_max_bytes >> 20, " MiB") + ", processes " +
+         limit(limits.pids_max, "") + ", cpu " + limit(limits.cpu_millicores, " millicores") +
+         "\n" + "disk: /workspace " +
+         (spec.tmpfs.workspace_bytes ? size(spec.tmpfs.workspace_bytes)
+                                     : std::string("a host directory (no size limit of its own)")) +
+         ", /tmp " + size(spec.tmpfs.tmp_bytes) + ", writes elsewhere " +
+         size(spec.tmpfs.root_upper_bytes) + ", largest file " + size(spec.rlimits.fsize_bytes) +
+         "\n";
+}
+
+std::string TextReport(const SessionFacts& f) {
+  const CellToolsConfig& config = f.config;
+  std::string text =
+      "cell " + f.cell.id() + " (policy " + config.policy_name + ")\n" + LimitLines(f.cell.spec());
+  if (f.usage) {
+    text += "usage: cpu " + std::to_string(f.usage->cpu_usage_ns / 1000000) + " ms, memory now " +
+            std::to_string(f.usage->memory_current_bytes >> 20) + " MiB, peak " +
+            std::to_string(f.usage->memory_peak_bytes >> 20) + " MiB\n";
+  } else {
+    text += "usage: not available (" + f.usage.error().message + ")\n";
+  }
+  text += "session: " + std::to_string(f.info.calls) + " calls, " + std::to_string(f.wall_time_s) +
+          " s old; idle expiry in " + std::to_string(Seconds(f.info.idle_left)) +
+          " s; lifetime left " + std::to_string(Seconds(f.info.lifetime_left)) +
+          " s\nexec timeout: default " + std::to_string(config.default_timeout.count()) +
+          " s, at most " + std::to_string(config.max_timeout.count()) +
+          " s\nnetwork: " + config.network_summary + "\npackages: " + config.packages_summary +
+          "\n" + DescribeToolsOff(config).second;
+  if (f.egress) {
+    const CellEgressReport& st = *f.egress;
+    text += "egress: " + std::to_string(st.bytes_up) + " bytes up, " +
+            std::to_string(st.bytes_down) + " bytes down; connections " +
+            std::to_string(st.connections_total) + " total, " +
+            std::to_string(st.connections_active) + " open, " +
+            std::to_string(st.connections_refused) + " refused\n";
+  }
+  for (const auto& w : f.cell.warnings()) text += "warning: " + w + "\n";
+  return text;
+}
+
+// session_info takes no arguments: an empty object (ArgReader refuses any field).
+Status ParseSessionInfoArgs(const mcp::Json& json) { return ArgReader(json, {}).Finish(); }
+
+mcp::ToolResult SessionInfo(const ToolEnv& env, mcp::Context& ctx) {
+  LeaseOrError acquired = AcquireCell(env, ctx);
+  if (!acquired.lease) return acquired.error;
+  auto session = SessionCells(env, ctx);
+  if (!session) return mcp::ToolResult::Error(session.error().message);
+  sandbox::Cell& cell = acquired.lease->cell();
+  sandbox::CellSessionInfo info = (*session)->Info();
+  const int64_t wall_time_s = Seconds(std::chrono::system_clock::now() - info.started_at);
+  const SessionFacts facts{
+      .config = *acquired.config,
+      .cell = cell,
+      .info = info,
+      .wall_time_s = wall_time_s,
+      .usage = cell.Usage(),
+      .egress = env.egress ? env.egress->Report(cell.id()) : std::nullopt,
+  };
+  mcp::ToolResult r = mcp::ToolResult::Text(TextReport(facts));
+  r.structured_content = StructuredReport(facts);
+  return r;
+}
+
+}  // namespace
+
+mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
+  mcp::Tool tool;
+  tool.name = "session_info";
+  tool.title = "Describe this session's sandbox";
+  tool.description =
+      "Shows this session's sandbox: cell id, policy, limits, usage so far (CPU time, peak "
+      "memory, wall time), time left before idle expiry and the session's maximum lifetime, "
+      "the network policy with the traffic through the egress proxy so far, what "
+      "pip_install/npm_install may install, and which tools the policy turns off and why. "
+      "Creates the sandbox if it does not exist yet.";
+  tool.input_schema = {
+      {"type", "object"}, {"properties", mcp::Json::object()}, {"additionalProperties", false}};
+  tool.output_schema = SessionInfoOutputSchema();
   tool.annotations = {{"title", tool.title}, {"readOnlyHint", true}, {"openWorldHint", false}};
-  tool.handler = [&env](const mcp::Json&, mcp::Context& ctx) -> mcp::ToolResult {
-    LeaseOrError acquired = AcquireCell(env, ctx);
-    if (!acquired.lease) return acquired.error;
-    auto session = SessionCells(env, ctx);
-    if (!session) return mcp::ToolResult::Error(session.error().message);
-    const CellToolsConfig& config = *acquired.config;
-    sandbox::CellSessionInfo info = (*session)->Info();
-    sandbox::Cell& cell = acquired.lease->cell();
-    const auto& limits = cell.spec().limits;
-    auto secs = [](auto d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); };
-    mcp::Json s = {
-        {"cell_id", cell.id()},
-        {"policy", config.policy_name},
-        {"memory_limit_bytes", limits.memory_max_bytes},
-        {"pids_limit", limits.pids_max},
-        {"cpu_millicores", limits.cpu_millicores},
-        {"disk_limits",
-         {{"workspace_bytes", cell.spec().tmpfs.workspace_bytes},
-          {"tmp_bytes", cell.spec().tmpfs.tmp_bytes},
-          {"root_writes_bytes", cell.spec().tmpfs.root_upper_bytes},
-          {"largest_file_bytes", cell.spec().rlimits.fsize_bytes}}},
-        {"session_wall_time_s", secs(std::chrono::system_clock::now() - info.started_at)},
-        {"idle_expiry_s", secs(info.idle_left)},
-        {"lifetime_left_s", secs(info.lifetime_left)},
-        {"calls", info.calls},
-        {"cells_created", info.cells_created},
-        {"exec_default_timeout_s", config.default_timeout.count()},
-        {"exec_max_timeout_s", config.max_timeout.count()},
-        {"network", config.network_summary},
-        {"packages", config.packages_summary},
-        {"warnings", cell.warnings()},
-    };
-    auto [tools_off, tools_off_line] = DescribeToolsOff(config);
-    s["tools_off"] = std::move(tools_off);
-    std::string usage_line;
-    if (auto usage = cell.Usage()) {
-      s["cpu_time_ms"] = usage->cpu_usage_ns / 1000000;
-      s["memory_current_bytes"] = usage->memory_current_bytes;
-      s["peak_memory_bytes"] = usage->memory_peak_bytes;
-      usage_line = "usage: cpu " + std::to_string(usage->cpu_usage_ns / 1000000) +
-                   " ms, memory now " + std::to_string(usage->memory_current_bytes >> 20) +
-                   " MiB, peak " + std::to_string(usage->memory_peak_bytes >> 20) + " MiB\n";
-    } else {
-      usage_line = "usage: not available (" + usage.error().message + ")\n";
-    }
-    auto limit = [](uint64_t v, const std::string& unit) {
-      return v == 0 ? std::string("unlimited") : std::to_string(v) + unit;
-    };
-    auto size = [](uint64_t bytes) {  // whole MiB when it is, else exact bytes
-      return bytes % (1ull << 20) == 0 ? std::to_string(bytes >> 20) + " MiB"
-                                       : std::to_string(bytes) + " bytes";
-    };
-    std::string text =
-        "cell " + cell.id() + " (policy " + config.policy_name + ")\n" + "limits: memory " +
-        limit(limits.memory_max_bytes >> 20, " MiB") + ", processes " + limit(limits.pids_max, "") +
-        ", cpu " + limit(limits.cpu_millicores, " millicores") + "\n" + "disk: /workspace " +
-        (cell.spec().tmpfs.workspace_bytes
-             ? size(cell.spec().tmpfs.workspace_bytes)
-             : std::string("a host directory (no size limit of its own)")) +
-        ", /tmp " + size(cell.spec().tmpfs.tmp_bytes) + ", writes elsewhere " +
-        size(cell.spec().tmpfs.root_upper_bytes) + ", largest file " +
-        size(cell.spec().rlimits.fsize_bytes) + "\n" + usage_line +
-        "session: " + std::to_string(info.calls) + " calls, " +
-        std::to_string(s["session_wall_time_s"].get<int64_t>()) + " s old; idle expiry in " +
-        std::to_string(secs(info.idle_left)) + " s; lifetime left " +
-        std::to_string(secs(info.lifetime_left)) + " s\nexec timeout: default " +
-        std::to_string(config.default_timeout.count()) + " s, at most " +
-        std::to_string(config.max_timeout.count()) + " s\nnetwork: " + config.network_summary +
-        "\npackages: " + config.packages_summary + "\n" + tools_off_line;
-    if (env.egress) {
-      if (auto egress = env.egress->Report(cell.id())) {
-        const CellEgressReport& st = *egress;
-        s["egress"] = {{"bytes_up", st.bytes_up},
-                       {"bytes_down", st.bytes_down},
-                       {"connections_total", st.connections_total},
-                       {"connections_active", st.connections_active},
-                       {"connections_refused", st.connections_refused},
-                       {"allowlist", egress->allowlist}};
-        text += "egress: " + std::to_string(st.bytes_up) + " bytes up, " +
-                std::to_string(st.bytes_down) + " bytes down; connections " +
-                std::to_string(st.connections_total) + " total, " +
-                std::to_string(st.connections_active) + " open, " +
-                std::to_string(st.connections_refused) + " refused\n";
-      }
-    }
-    for (const auto& w : cell.warnings()) text += "warning: " + w + "\n";
-    mcp::ToolResult r = mcp::ToolResult::Text(text);
-    r.structured_content = std::move(s);
-    return r;
+  tool.handler = [&env](const mcp::Json& json, mcp::Context& ctx) -> mcp::ToolResult {
+    if (Status st = ParseSessionInfoArgs(json); !st)
+      return mcp::ToolResult::Error(st.error().message);
+    return SessionInfo(env, ctx);
   };
   return tool;
 }

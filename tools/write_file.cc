@@ -6,6 +6,7 @@
 #include "sandbox/cell_channel.h"
 #include "tools/cell_note.h"
 #include "tools/cell_tools.h"
+#include "tools/tool_args.h"
 
 namespace mcpcell::tools {
 
@@ -23,6 +24,69 @@ std::string WriteHint(const Error& e) {
     return "That location is not writable in the sandbox; write under /workspace or /tmp.";
   return "";
 }
+
+namespace {
+
+struct WriteFileArgs {
+  std::string path;
+  std::string content;  // decoded when the encoding was base64
+  bool append = false;
+};
+
+Result<WriteFileArgs> ParseWriteFileArgs(const mcp::Json& json) {
+  ArgReader reader(json, {"append", "content", "encoding", "path"});
+  WriteFileArgs args;
+  args.path = reader.String("path");
+  args.content = reader.String("content");
+  const bool base64 = reader.OptionalString("encoding").value_or("text") == "base64";
+  args.append = reader.OptionalBool("append").value_or(false);
+  if (Status st = reader.Finish(); !st) return st.error();
+  if (base64) {
+    auto decoded = Base64Decode(args.content);
+    if (!decoded) return decoded.error().Wrap("arguments.content");
+    args.content = std::move(decoded).value();
+  }
+  return args;
+}
+
+mcp::ToolResult WriteFile(const ToolEnv& env, mcp::Context& ctx, const WriteFileArgs& args,
+                          std::string& note) {
+  const std::string& path = args.path;
+  const std::string& content = args.content;
+  const bool append = args.append;
+  if (content.size() > env.config.max_write_bytes)
+    return mcp::ToolResult::Error("arguments.content: " + std::to_string(content.size()) +
+                                  " bytes is more than one write_file call takes (" +
+                                  std::to_string(env.config.max_write_bytes) +
+                                  "); write it in parts with append=true");
+  LeaseOrError acquired = AcquireCell(env, ctx);
+  if (!acquired.lease) return acquired.error;
+  note = acquired.lease->replaced_reason();
+  auto& channel = acquired.lease->cell().channel();
+  if (std::string parent = ParentDir(path); !parent.empty()) {
+    Status st = channel.Mkdir(parent, 0755, /*parents=*/true);
+    if (!st) return PathError("write_file " + path, st.error(), WriteHint(st.error()));
+  }
+  // Appends are O_APPEND in the cell, so two calls appending at once both land.
+  Status st = append ? channel.AppendFile(path, content)
+                     : channel.WriteFileAt(path, 0, content, /*truncate=*/true);
+  if (!st) return PathError("write_file " + path, st.error(), WriteHint(st.error()));
+  uint64_t size = content.size();
+  if (append) {
+    auto now = channel.Stat(path, /*follow_symlinks=*/true);
+    if (now) size = now->size;
+  }
+  mcp::ToolResult r =
+      mcp::ToolResult::Text((append ? "appended " : "wrote ") + std::to_string(content.size()) +
+                            " bytes to " + path + " (now " + std::to_string(size) + " bytes)");
+  r.structured_content = {{"path", path},
+                          {"bytes_written", content.size()},
+                          {"size_bytes", size},
+                          {"appended", append}};
+  return r;
+}
+
+}  // namespace
 
 mcp::Tool MakeWriteFileTool(const ToolEnv& env) {
   mcp::Tool tool;
@@ -53,50 +117,12 @@ mcp::Tool MakeWriteFileTool(const ToolEnv& env) {
                       {"destructiveHint", true},
                       {"idempotentHint", false},
                       {"openWorldHint", false}};
-  tool.handler = WithCellNote([&env](const mcp::Json& args, mcp::Context& ctx,
-                                     std::string& note) -> mcp::ToolResult {
-    const std::string path = args["path"].get<std::string>();
-    const std::string& raw = args["content"].get_ref<const std::string&>();
-    const bool append = args.value("append", false);
-    std::string decoded;
-    const std::string* content = &raw;
-    if (args.value("encoding", "text") == "base64") {
-      auto d = Base64Decode(raw);
-      if (!d) return mcp::ToolResult::Error("arguments.content: " + d.error().message);
-      decoded = std::move(d).value();
-      content = &decoded;
-    }
-    if (content->size() > env.config.max_write_bytes)
-      return mcp::ToolResult::Error("arguments.content: " + std::to_string(content->size()) +
-                                    " bytes is more than one write_file call takes (" +
-                                    std::to_string(env.config.max_write_bytes) +
-                                    "); write it in parts with append=true");
-    LeaseOrError acquired = AcquireCell(env, ctx);
-    if (!acquired.lease) return acquired.error;
-    note = acquired.lease->replaced_reason();
-    auto& channel = acquired.lease->cell().channel();
-    if (std::string parent = ParentDir(path); !parent.empty()) {
-      Status st = channel.Mkdir(parent, 0755, /*parents=*/true);
-      if (!st) return PathError("write_file " + path, st.error(), WriteHint(st.error()));
-    }
-    // Appends are O_APPEND in the cell, so two calls appending at once both land.
-    Status st = append ? channel.AppendFile(path, *content)
-                                : channel.WriteFileAt(path, 0, *content, /*truncate=*/true);
-    if (!st) return PathError("write_file " + path, st.error(), WriteHint(st.error()));
-    uint64_t size = content->size();
-    if (append) {
-      auto now = channel.Stat(path, /*follow_symlinks=*/true);
-      if (now) size = now->size;
-    }
-    mcp::ToolResult r =
-        mcp::ToolResult::Text((append ? "appended " : "wrote ") + std::to_string(content->size()) +
-                              " bytes to " + path + " (now " + std::to_string(size) + " bytes)");
-    r.structured_content = {{"path", path},
-                            {"bytes_written", content->size()},
-                            {"size_bytes", size},
-                            {"appended", append}};
-    return r;
-  });
+  tool.handler = WithCellNote(
+      [&env](const mcp::Json& json, mcp::Context& ctx, std::string& note) -> mcp::ToolResult {
+        auto args = ParseWriteFileArgs(json);
+        if (!args) return mcp::ToolResult::Error(args.error().message);
+        return WriteFile(env, ctx, *args, note);
+      });
   return tool;
 }
 

@@ -15,10 +15,10 @@
 namespace mcpcell::tools {
 namespace {
 
-using policies::PackagesMode;
-using policies::PackagesPolicy;
 using policies::AddPackageEnv;
 using policies::PackageCellEnv;
+using policies::PackagesMode;
+using policies::PackagesPolicy;
 using policies::PackagesSummary;
 
 PackagesPolicy Online() {
@@ -123,33 +123,33 @@ TEST(PackagesSummary, SaysTheModeRegistriesAndSafetySwitches) {
   EXPECT_EQ(PackagesSummary(p).rfind("disabled", 0), 0u);
 }
 
-mcp::Json Args(std::vector<std::string> packages) { return {{"packages", packages}}; }
+std::vector<std::string> Entries(std::vector<std::string> packages) { return packages; }
 
 TEST(ParsePackages, AcceptsRequirementsAndNamesTheBadEntry) {
-  auto ok = ParsePackages(Args({"tinyalpha==1.0", "tinybeta>=1,<2", "tinyx[extra]"}),
+  auto ok = ParsePackages(Entries({"tinyalpha==1.0", "tinybeta>=1,<2", "tinyx[extra]"}),
                           packages::Registry::kPypi, "pip_install");
   ASSERT_FALSE(ok.error) << Text(*ok.error);
   ASSERT_EQ(ok.requirements.size(), 3u);
   EXPECT_EQ(ok.requirements[0].name, "tinyalpha");
 
-  auto option = ParsePackages(Args({"tinyalpha", "--index-url=http://evil/"}),
+  auto option = ParsePackages(Entries({"tinyalpha", "--index-url=http://evil/"}),
                               packages::Registry::kPypi, "pip_install");
   ASSERT_TRUE(option.error);
   EXPECT_TRUE(option.error->is_error);
   EXPECT_NE(Text(*option.error).find("arguments.packages[1]"), std::string::npos);
   EXPECT_NE(Text(*option.error).find("options are not accepted"), std::string::npos);
 
-  auto url = ParsePackages(Args({"x @ https://example.com/x.whl"}), packages::Registry::kPypi,
+  auto url = ParsePackages(Entries({"x @ https://example.com/x.whl"}), packages::Registry::kPypi,
                            "pip_install");
   ASSERT_TRUE(url.error);
   EXPECT_NE(Text(*url.error).find("arguments.packages[0]"), std::string::npos);
 
-  auto git = ParsePackages(Args({"tinynpm@1.0.0", "git+https://example.com/x.git"}),
+  auto git = ParsePackages(Entries({"tinynpm@1.0.0", "git+https://example.com/x.git"}),
                            packages::Registry::kNpm, "npm_install");
   ASSERT_TRUE(git.error);
   EXPECT_NE(Text(*git.error).find("arguments.packages[1]"), std::string::npos);
 
-  auto empty = ParsePackages(Args({}), packages::Registry::kPypi, "pip_install");
+  auto empty = ParsePackages(Entries({}), packages::Registry::kPypi, "pip_install");
   ASSERT_TRUE(empty.error);
 }
 
@@ -158,7 +158,7 @@ TEST(CheckPackagesPolicy, DisabledNamesThePolicyAndTheKey) {
   config.policy_name = "strict";
   config.packages = Online();
   config.packages.mode = PackagesMode::kDisabled;
-  auto parsed = ParsePackages(Args({"tinyalpha"}), packages::Registry::kPypi, "pip_install");
+  auto parsed = ParsePackages(Entries({"tinyalpha"}), packages::Registry::kPypi, "pip_install");
   auto r =
       CheckPackagesPolicy(config, packages::Registry::kPypi, parsed.requirements, "pip_install");
   ASSERT_TRUE(r);
@@ -172,7 +172,7 @@ TEST(CheckPackagesPolicy, OneRefusedAndNothingRunsWithTheRuleNamed) {
   CellToolsConfig config;
   config.policy_name = "p";
   config.packages = Online();
-  auto parsed = ParsePackages(Args({"tinyalpha", "evilpkg==1", "requests"}),
+  auto parsed = ParsePackages(Entries({"tinyalpha", "evilpkg==1", "requests"}),
                               packages::Registry::kPypi, "pip_install");
   ASSERT_FALSE(parsed.error);
   auto r =
@@ -188,7 +188,7 @@ TEST(CheckPackagesPolicy, OneRefusedAndNothingRunsWithTheRuleNamed) {
   EXPECT_NE(Text(*r).find("nothing was installed"), std::string::npos);
   EXPECT_TRUE(mcp::ValidateJson(InstallOutputSchema("sha256"), r->structured_content).empty());
 
-  auto fine = ParsePackages(Args({"tinyalpha"}), packages::Registry::kPypi, "pip_install");
+  auto fine = ParsePackages(Entries({"tinyalpha"}), packages::Registry::kPypi, "pip_install");
   EXPECT_FALSE(
       CheckPackagesPolicy(config, packages::Registry::kPypi, fine.requirements, "pip_install"));
 }
@@ -208,7 +208,7 @@ TEST(ToolOffReason, PackageToolsAreOffExactlyWhenTheirCallsRefuseEveryPackage) {
     for (const char* tool : {"pip_install", "npm_install"}) {
       const packages::Registry registry = *PackageToolRegistry(tool);
       const char* allowed = registry == packages::Registry::kPypi ? "tinyalpha" : "tinynpm";
-      auto parsed = ParsePackages(Args({allowed}), registry, tool);
+      auto parsed = ParsePackages(Entries({allowed}), registry, tool);
       ASSERT_FALSE(parsed.error);
       const bool refused =
           CheckPackagesPolicy(*config, registry, parsed.requirements, tool).has_value();
