@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 
+#include "base/units.h"
 #include "mcp/http_server.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
@@ -29,7 +30,6 @@
 #include "mcp/stdio_transport.h"
 #include "policies/compiler.h"
 #include "policies/loader.h"
-#include "policies/units.h"
 #include "sandbox/cell.h"
 #include "sandbox/cell_session.h"
 #include "sandbox/linux/cgroup.h"
@@ -553,7 +553,7 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
                   "Output kept in a tool result per stream (head and tail)")
       ->check(CLI::Range(size_t{256}, size_t{16} << 20));
   cmd->callback([opts, exit_code, cmd] {
-    auto cache = policies::ParseSize(opts->package_cache_size);
+    auto cache = ParseSize(opts->package_cache_size);
     if (!cache || *cache < (64ull << 20)) {
       std::fprintf(stderr,
                    "mcpcell serve: --package-cache-size %s: expected a size of at least 64MiB "

@@ -3,8 +3,8 @@
 // or throws RpcException; session.cc turns that into the one response.
 #include <algorithm>
 #include <cctype>
-#include <cstring>
 
+#include "base/base64.h"
 #include "mcp/log.h"
 #include "mcp/schema.h"
 #include "mcp/session_impl.h"
@@ -29,48 +29,13 @@ std::string StringParam(const Json& params, const char* key, bool required = tru
 
 // ---- opaque cursors: base64("<kind>:<offset>") ----
 
-constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string Base64(const std::string& in) {
-  std::string out;
-  int val = 0, bits = -6;
-  for (unsigned char c : in) {
-    val = (val << 8) + c;
-    bits += 8;
-    while (bits >= 0) {
-      out.push_back(kB64[(val >> bits) & 0x3F]);
-      bits -= 6;
-    }
-  }
-  if (bits > -6) out.push_back(kB64[((val << 8) >> (bits + 8)) & 0x3F]);
-  while (out.size() % 4) out.push_back('=');
-  return out;
-}
-
-std::optional<std::string> Unbase64(const std::string& in) {
-  std::string out;
-  int val = 0, bits = -8;
-  for (char c : in) {
-    if (c == '=') break;
-    const char* p = std::strchr(kB64, c);
-    if (!p || c == '\0') return std::nullopt;
-    val = (val << 6) + static_cast<int>(p - kB64);
-    bits += 6;
-    if (bits >= 0) {
-      out.push_back(static_cast<char>((val >> bits) & 0xFF));
-      bits -= 8;
-    }
-  }
-  return out;
-}
-
 // One page of `items` starting at params.cursor, under `key`, with nextCursor if more.
 Json Paginate(std::vector<Json> items, const Json& params, const std::string& kind, const char* key,
               size_t page_size) {
   size_t offset = 0;
   if (auto c = params.find("cursor"); c != params.end() && !c->is_null()) {
     if (!c->is_string()) BadParams("\"cursor\" must be a string");
-    auto decoded = Unbase64(c->get<std::string>());
+    auto decoded = mcpcell::Base64Decode(c->get<std::string>());
     std::string prefix = kind + ":";
     bool ok = decoded && decoded->rfind(prefix, 0) == 0 && decoded->size() > prefix.size() &&
               decoded->size() - prefix.size() <= 9 &&
@@ -86,7 +51,8 @@ Json Paginate(std::vector<Json> items, const Json& params, const std::string& ki
   Json page = Json::array();
   for (size_t i = offset; i < end; ++i) page.push_back(std::move(items[i]));
   Json result = {{key, std::move(page)}};
-  if (end < items.size()) result["nextCursor"] = Base64(kind + ":" + std::to_string(end));
+  if (end < items.size())
+    result["nextCursor"] = mcpcell::Base64Encode(kind + ":" + std::to_string(end));
   return result;
 }
 

@@ -7,6 +7,8 @@
 
 #include <vector>
 
+#include "base/base64.h"
+
 namespace mcpcell::packages {
 
 struct Digest::Ctx {
@@ -90,36 +92,30 @@ bool IsLowerHex(std::string_view s, size_t length) {
 }
 
 std::optional<std::string> Base64ToHex(std::string_view b64) {
+  // Strict, as npm writes it: padded, no whitespace, at most a digest's worth.
   if (b64.empty() || b64.size() % 4 != 0 || b64.size() > 1024) return std::nullopt;
-  std::vector<unsigned char> out(b64.size() / 4 * 3 + 1);
-  int n = EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(b64.data()),
-                          static_cast<int>(b64.size()));
-  if (n < 0) return std::nullopt;
-  size_t len = static_cast<size_t>(n);
-  if (b64.ends_with("==")) {
-    len -= 2;
-  } else if (b64.ends_with("=")) {
-    len -= 1;
-  }
+  if (b64.find_first_of(" \t\r\n") != std::string_view::npos) return std::nullopt;
+  auto raw = Base64Decode(b64);
+  if (!raw) return std::nullopt;
   static const char kHex[] = "0123456789abcdef";
   std::string hex;
-  for (size_t i = 0; i < len; ++i) {
-    hex += kHex[out[i] >> 4];
-    hex += kHex[out[i] & 15];
+  hex.reserve(raw->size() * 2);
+  for (unsigned char c : *raw) {
+    hex += kHex[c >> 4];
+    hex += kHex[c & 15];
   }
   return hex;
 }
 
 std::string HexToBase64(std::string_view hex) {
+  auto nibble = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c - 'A' + 10;
+  };
   std::string raw;
+  raw.reserve(hex.size() / 2);
   for (size_t i = 0; i + 1 < hex.size(); i += 2)
-    raw += static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16));
-  std::string out(4 * ((raw.size() + 2) / 3) + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(raw.data()),
-                          static_cast<int>(raw.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
+    raw += static_cast<char>(nibble(hex[i]) << 4 | nibble(hex[i + 1]));
+  return Base64Encode(raw);
 }
 
 }  // namespace mcpcell::packages

@@ -1,7 +1,6 @@
 // Offline npm tarballs (see npm_directory.h).
 #include "packages/npm_directory.h"
 
-#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -124,34 +123,24 @@ Result<nlohmann::json> NpmDirectory::Packument(const std::string& dir, const std
   for (const auto& entry : it) {
     std::string path = entry.path().string();
     if (!path.ends_with(".tgz")) continue;
-    struct stat st {};
-    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    Scanned s;
-    bool known = false;
-    {
-      std::lock_guard lock(mu_);
-      auto found = scanned_.find(path);
-      if (found != scanned_.end() && found->second.size == static_cast<uint64_t>(st.st_size) &&
-          found->second.mtime_ns == mtime) {
-        s = found->second;
-        known = true;
-      }
-    }
-    if (!known) {
-      s.size = static_cast<uint64_t>(st.st_size);
-      s.mtime_ns = mtime;
-      auto manifest = ReadTarballPackageJson(path);
-      auto sha = FileDigestHex(path, DigestAlgo::kSha512);
-      if (manifest && sha) {
-        s.manifest = std::move(manifest.value());
-        s.sha512 = *sha;
-      } else {
-        s.error = manifest ? sha.error().message : manifest.error().message;
-      }
-      std::lock_guard lock(mu_);
-      scanned_[path] = s;
-    }
+    auto stamp = StatRegularFile(path);
+    if (!stamp) continue;
+    // A tarball that cannot be read is remembered as such (with its error) until it changes.
+    Scanned s = scanned_
+                    .Get(path, *stamp,
+                         [](const std::string& p) -> Result<Scanned> {
+                           Scanned read;
+                           auto manifest = ReadTarballPackageJson(p);
+                           auto sha = FileDigestHex(p, DigestAlgo::kSha512);
+                           if (manifest && sha) {
+                             read.manifest = std::move(manifest.value());
+                             read.sha512 = *sha;
+                           } else {
+                             read.error = manifest ? sha.error().message : manifest.error().message;
+                           }
+                           return read;
+                         })
+                    .value();
     if (!s.error.empty() || !s.manifest.is_object()) continue;
     if (!s.manifest.contains("name") || s.manifest["name"] != name ||
         !s.manifest.contains("version") || !s.manifest["version"].is_string())
@@ -173,14 +162,10 @@ Result<nlohmann::json> NpmDirectory::Packument(const std::string& dir, const std
 std::optional<std::string> NpmDirectory::Find(const std::string& dir, const std::string& sha512,
                                               const std::string& filename) {
   std::string path = (fs::path(dir) / filename).string();
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  std::lock_guard lock(mu_);
-  auto it = scanned_.find(path);
-  if (it == scanned_.end() || it->second.sha512 != sha512 ||
-      it->second.size != static_cast<uint64_t>(st.st_size) || it->second.mtime_ns != mtime)
-    return std::nullopt;
+  auto stamp = StatRegularFile(path);
+  if (!stamp) return std::nullopt;
+  auto known = scanned_.Find(path, *stamp);
+  if (!known || known->sha512 != sha512) return std::nullopt;
   return path;
 }
 

@@ -8,13 +8,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "base/status.h"
+#include "packages/scanned_files.h"
 
 namespace mcpcell::packages {
 
@@ -33,14 +32,11 @@ class NpmDirectory {
 
  private:
   struct Scanned {
-    uint64_t size = 0;
-    int64_t mtime_ns = 0;
     std::string sha512;       // hex
     nlohmann::json manifest;  // package.json; null when unreadable
     std::string error;
   };
-  std::mutex mu_;
-  std::map<std::string, Scanned> scanned_;  // path -> what it holds
+  ScannedFiles<Scanned> scanned_;  // path -> what it holds
 };
 
 }  // namespace mcpcell::packages

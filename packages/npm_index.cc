@@ -44,7 +44,7 @@ bool TarballDigest(const nlohmann::json& dist, DigestAlgo* algo, std::string* he
 }  // namespace
 
 Result<FilteredPackument> FilterPackument(std::string_view json_text, const std::string& name,
-                                          const policies::PackagesPolicy& policy,
+                                          const PackagesConfig& policy,
                                           const std::string& service_base) {
   FilteredPackument out;
   try {

@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "packages/digest.h"
-#include "policies/policy.h"
 #include "base/status.h"
+#include "packages/config.h"
+#include "packages/digest.h"
 
 namespace mcpcell::packages {
 
@@ -34,9 +34,8 @@ struct FilteredPackument {
 
 // `name` is the package as requested ("left-pad", "@scope/x"); the document's "name" must
 // match it. `service_base` is the registry URL the rewritten tarballs point at.
-Result<FilteredPackument> FilterPackument(std::string_view json_text,
-                                                   const std::string& name,
-                                                   const policies::PackagesPolicy& policy,
-                                                   const std::string& service_base);
+Result<FilteredPackument> FilterPackument(std::string_view json_text, const std::string& name,
+                                          const PackagesConfig& policy,
+                                          const std::string& service_base);
 
 }  // namespace mcpcell::packages

@@ -347,9 +347,8 @@ Result<Requirement> ParseRequirement(Registry registry, std::string_view raw) {
   return registry == Registry::kPypi ? ParsePypiRequirement(raw) : ParseNpmRequirement(raw);
 }
 
-std::optional<std::string> CheckRegistryEnabled(const policies::PackagesPolicy& policy,
-                                                Registry registry) {
-  if (policy.mode == policies::PackagesMode::kDisabled)
+std::optional<std::string> CheckRegistryEnabled(const PackagesConfig& policy, Registry registry) {
+  if (policy.mode == PackagesMode::kDisabled)
     return std::string("packages are disabled by the policy (packages.mode = \"disabled\")");
   std::string name(RegistryName(registry));
   if (std::find(policy.registries.begin(), policy.registries.end(), name) ==
@@ -358,7 +357,7 @@ std::optional<std::string> CheckRegistryEnabled(const policies::PackagesPolicy& 
   return std::nullopt;
 }
 
-std::optional<std::string> CheckRequirement(const policies::PackagesPolicy& policy,
+std::optional<std::string> CheckRequirement(const PackagesConfig& policy,
                                             const Requirement& requirement) {
   if (auto off = CheckRegistryEnabled(policy, requirement.registry)) return off;
   const Registry r = requirement.registry;
@@ -380,7 +379,7 @@ std::optional<std::string> CheckRequirement(const policies::PackagesPolicy& poli
          ")";
 }
 
-std::optional<std::string> CheckVersion(const policies::PackagesPolicy& policy, Registry registry,
+std::optional<std::string> CheckVersion(const PackagesConfig& policy, Registry registry,
                                         std::string_view name, std::string_view version) {
   if (auto off = CheckRegistryEnabled(policy, registry)) return off;
   std::string key = registry == Registry::kPypi ? NormalizePypiName(name) : std::string(name);

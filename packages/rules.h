@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "policies/policy.h"
 #include "base/status.h"
+#include "packages/config.h"
 
 namespace mcpcell::packages {
 
@@ -64,17 +64,16 @@ Result<Requirement> ParseRequirement(Registry registry, std::string_view raw);
 // nullopt: the requirement may be served for some version; else the refusal naming the rule:
 // "\"evil-pkg\" is denied by packages.deny rule \"pypi:evil-*\"",
 // "\"foo\" is not in packages.allow". Checks the mode and registries too.
-std::optional<std::string> CheckRequirement(const policies::PackagesPolicy& policy,
+std::optional<std::string> CheckRequirement(const PackagesConfig& policy,
                                             const Requirement& requirement);
 
 // Whether one concrete version of a package may be served (nullopt: yes), with the reason.
 // `name` is normalized for pypi by the function itself.
-std::optional<std::string> CheckVersion(const policies::PackagesPolicy& policy, Registry registry,
+std::optional<std::string> CheckVersion(const PackagesConfig& policy, Registry registry,
                                         std::string_view name, std::string_view version);
 
 // Whether the policy lets the service use `registry` at all (mode not disabled, listed in
 // packages.registries); nullopt: yes, else the reason naming the policy key.
-std::optional<std::string> CheckRegistryEnabled(const policies::PackagesPolicy& policy,
-                                                Registry registry);
+std::optional<std::string> CheckRegistryEnabled(const PackagesConfig& policy, Registry registry);
 
 }  // namespace mcpcell::packages

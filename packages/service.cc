@@ -38,7 +38,7 @@ constexpr size_t kMaxKnownArtifacts = 200000;
 // Who asked: set by the egress proxy's internal route, so trustworthy.
 struct Caller {
   std::string session, tenant;
-  const policies::PackagesPolicy* policy = nullptr;
+  const PackagesConfig* policy = nullptr;
 };
 
 // An artifact a page listed: where it comes from and what it is.
@@ -240,8 +240,8 @@ void PackageService::Impl::PypiPage(const Caller& c, const std::string& project,
     Refuse(c, res, 403, Registry::kPypi, name, "", "refused", *why);
     return;
   }
-  const policies::PackagesPolicy& p = *c.policy;
-  bool offline = p.mode == policies::PackagesMode::kOffline;
+  const PackagesConfig& p = *c.policy;
+  bool offline = p.mode == PackagesMode::kOffline;
   Result<std::vector<IndexFile>> files = std::vector<IndexFile>{};
   std::string upstream_url = p.pypi_index + name + "/";
   if (offline) {
@@ -311,7 +311,7 @@ void PackageService::Impl::PypiFile(const Caller& c, const std::string& sha,
     res.set_content("bad file path: expected /pypi/files/<sha256 hex>/<file name>\n", "text/plain");
     return;
   }
-  const policies::PackagesPolicy& p = *c.policy;
+  const PackagesConfig& p = *c.policy;
   auto a = Known(DigestAlgo::kSha256, sha);
   if (!a || a->filename != filename || a->registry != Registry::kPypi) {
     Refuse(c, res, 404, Registry::kPypi, "", "", "refused",
@@ -327,7 +327,7 @@ void PackageService::Impl::PypiFile(const Caller& c, const std::string& sha,
     Refuse(c, res, 403, Registry::kPypi, a->name, a->version, "refused", *why);
     return;
   }
-  if (p.mode == policies::PackagesMode::kOffline) {
+  if (p.mode == PackagesMode::kOffline) {
     auto path = wheelhouse_.Find(p.wheelhouse, sha, filename);
     if (!path) {
       Refuse(c, res, 404, Registry::kPypi, a->name, a->version, "refused",
@@ -359,8 +359,8 @@ void PackageService::Impl::NpmPackument(const Caller& c, const std::string& name
     Refuse(c, res, 403, Registry::kNpm, name, "", "refused", *why);
     return;
   }
-  const policies::PackagesPolicy& p = *c.policy;
-  bool offline = p.mode == policies::PackagesMode::kOffline;
+  const PackagesConfig& p = *c.policy;
+  bool offline = p.mode == PackagesMode::kOffline;
   std::string encoded = name;
   if (name[0] == '@') encoded.replace(encoded.find('/'), 1, "%2f");
   std::string url = offline ? p.npm_offline_dir : p.npm_registry + encoded;
@@ -425,9 +425,9 @@ void PackageService::Impl::NpmTarballFile(const Caller& c, DigestAlgo algo, cons
     Refuse(c, res, 403, Registry::kNpm, a->name, a->version, "refused", *why);
     return;
   }
-  const policies::PackagesPolicy& p = *c.policy;
+  const PackagesConfig& p = *c.policy;
   bool from_directory = a->url.rfind("file://", 0) == 0;
-  if (p.mode == policies::PackagesMode::kOffline) {
+  if (p.mode == PackagesMode::kOffline) {
     auto path = algo == DigestAlgo::kSha512 && from_directory
                     ? npm_directory_.Find(p.npm_offline_dir, hex, filename)
                     : std::nullopt;

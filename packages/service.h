@@ -22,14 +22,12 @@
 #include <memory>
 #include <string>
 
-#include "policies/policy.h"
 #include "base/status.h"
+#include "packages/config.h"
+#include "packages/service_address.h"
 
 namespace mcpcell::packages {
 
-inline constexpr char kServiceHost[] = "packages.mcpcell.internal";
-inline constexpr char kPypiIndexUrl[] = "http://packages.mcpcell.internal/pypi/simple/";
-inline constexpr char kNpmRegistryUrl[] = "http://packages.mcpcell.internal/npm/";
 inline constexpr char kSessionHeader[] = "X-Mcpcell-Session";
 inline constexpr char kTenantHeader[] = "X-Mcpcell-Tenant";
 
@@ -39,7 +37,7 @@ struct ServiceOptions {
   std::filesystem::path audit_path;       // <state>/audit/packages.jsonl (JSON lines)
   // The packages policy of a tenant ("" = the server's own policy); nullptr: unknown
   // tenant -> 403. The pointer must stay valid while the service runs.
-  std::function<const policies::PackagesPolicy*(const std::string& tenant)> policy_for_tenant;
+  std::function<const PackagesConfig*(const std::string& tenant)> policy_for_tenant;
   // Told each refusal/failure line with the session id (serve wires it into the egress
   // registry so run_command/pip_install results show it).
   std::function<void(const std::string& session_id, const std::string& line)> on_refusal;

@@ -1,8 +1,6 @@
 // Offline pip files from a directory (see wheelhouse.h).
 #include "packages/wheelhouse.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <filesystem>
 
@@ -23,26 +21,12 @@ Result<std::vector<IndexFile>> Wheelhouse::FilesOf(const std::string& dir,
     auto dist = ParseDistFilename(filename, project);
     if (!dist) continue;
     std::string path = entry.path().string();
-    struct stat st {};
-    // stat, not lstat: an operator may link files into the wheelhouse; only regular files.
-    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    std::string sha;
-    {
-      std::lock_guard lock(mu_);
-      auto h = hashed_.find(path);
-      if (h != hashed_.end() && h->second.size == static_cast<uint64_t>(st.st_size) &&
-          h->second.mtime_ns == mtime)
-        sha = h->second.sha256;
-    }
-    if (sha.empty()) {
-      auto digest = FileDigestHex(path, DigestAlgo::kSha256);
-      if (!digest) return Error::Msg("wheelhouse: " + digest.error().message);
-      sha = *digest;
-      std::lock_guard lock(mu_);
-      hashed_[path] = Hashed{static_cast<uint64_t>(st.st_size), mtime, sha};
-    }
-    files.push_back(IndexFile{filename, path, sha, "", std::nullopt});
+    auto stamp = StatRegularFile(path);
+    if (!stamp) continue;
+    auto sha = hashed_.Get(
+        path, *stamp, [](const std::string& p) { return FileDigestHex(p, DigestAlgo::kSha256); });
+    if (!sha) return Error::Msg("wheelhouse: " + sha.error().message);
+    files.push_back(IndexFile{filename, path, *sha, "", std::nullopt});
   }
   std::sort(files.begin(), files.end(),
             [](const IndexFile& a, const IndexFile& b) { return a.filename < b.filename; });
@@ -52,14 +36,10 @@ Result<std::vector<IndexFile>> Wheelhouse::FilesOf(const std::string& dir,
 std::optional<std::string> Wheelhouse::Find(const std::string& dir, const std::string& sha256,
                                             const std::string& filename) {
   std::string path = (fs::path(dir) / filename).string();
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  std::lock_guard lock(mu_);
-  auto h = hashed_.find(path);
-  if (h == hashed_.end() || h->second.sha256 != sha256 ||
-      h->second.size != static_cast<uint64_t>(st.st_size) || h->second.mtime_ns != mtime)
-    return std::nullopt;
+  auto stamp = StatRegularFile(path);
+  if (!stamp) return std::nullopt;
+  auto known = hashed_.Find(path, *stamp);
+  if (!known || *known != sha256) return std::nullopt;
   return path;
 }
 

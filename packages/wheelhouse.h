@@ -6,34 +6,26 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "packages/pypi_index.h"
 #include "base/status.h"
+#include "packages/pypi_index.h"
+#include "packages/scanned_files.h"
 
 namespace mcpcell::packages {
 
 class Wheelhouse {
  public:
   // The files of `project` (normalized) in `dir`; IndexFile.url is the file's path.
-  Result<std::vector<IndexFile>> FilesOf(const std::string& dir,
-                                                  const std::string& project);
+  Result<std::vector<IndexFile>> FilesOf(const std::string& dir, const std::string& project);
   // The path of the file named `filename` in `dir` whose SHA-256 is `sha256`, as last hashed.
   std::optional<std::string> Find(const std::string& dir, const std::string& sha256,
                                   const std::string& filename);
 
  private:
-  struct Hashed {
-    uint64_t size = 0;
-    int64_t mtime_ns = 0;
-    std::string sha256;
-  };
-  std::mutex mu_;
-  std::map<std::string, Hashed> hashed_;  // path -> digest
+  ScannedFiles<std::string> hashed_;  // path -> SHA-256 (hex)
 };
 
 }  // namespace mcpcell::packages

@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <sstream>
 
+#include "base/units.h"
 #include "policies/mount_check.h"
 #include "policies/package_env.h"
-#include "policies/units.h"
 
 namespace mcpcell::policies {
 

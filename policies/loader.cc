@@ -12,11 +12,11 @@
 #include <set>
 #include <sstream>
 
+#include "base/units.h"
 #include "egress/allowlist.h"
 #include "packages/rules.h"
 #include "policies/mount_check.h"
 #include "policies/package_upstreams.h"
-#include "policies/units.h"
 
 namespace mcpcell::policies {
 

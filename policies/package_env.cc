@@ -3,20 +3,20 @@
 #include <algorithm>
 
 #include "packages/rules.h"
-#include "packages/service.h"
+#include "packages/service_address.h"
 
 namespace mcpcell::policies {
 namespace {
 
 using packages::Registry;
 
-bool Enabled(const policies::PackagesPolicy& p, Registry r) {
+bool Enabled(const PackagesPolicy& p, Registry r) {
   return !packages::CheckRegistryEnabled(p, r).has_value();
 }
 
 }  // namespace
 
-std::vector<std::string> PackageCellEnv(const policies::PackagesPolicy& p) {
+std::vector<std::string> PackageCellEnv(const PackagesPolicy& p) {
   std::vector<std::string> env;
   // Only when the service serves the registry: otherwise pip and npm keep their defaults,
   // which reach a registry only if the network allowlist lets them (docs/packages.md), and

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "packages/config.h"
+
 namespace mcpcell::policies {
 
 struct IsolationPolicy {
@@ -62,28 +64,10 @@ struct NetworkPolicy {
 };
 
 // What pip_install/npm_install may bring into a cell, served by the package service
-// (packages/, docs/packages.md). Rules are "<registry>:<name pattern>[<constraints>]"
-// ("pypi:requests", "pypi:numpy>=2,<3", "npm:@types/*"), checked by packages::ParseRule at
-// load. An empty allow list allows nothing (fail closed); deny wins over allow.
-enum class PackagesMode { kDisabled, kOnline, kOffline };
-
-struct PackagesPolicy {
-  PackagesMode mode = PackagesMode::kDisabled;
-  std::vector<std::string> registries;  // "pypi", "npm" (the service serves these two)
-  std::string pypi_index = "https://pypi.org/simple/";       // upstream PEP 503 index
-  std::string npm_registry = "https://registry.npmjs.org/";  // upstream npm registry
-  std::string wheelhouse;       // offline pip: a directory of .whl files (absolute)
-  std::string npm_offline_dir;  // offline npm: a directory of .tgz files (absolute)
-  std::vector<std::string> allow;
-  std::vector<std::string> deny;
-  bool allow_sdist = false;                    // sdists served (pip builds them: install-time code)
-  bool allow_install_scripts = false;          // npm lifecycle scripts run
-  uint64_t max_artifact_bytes = 512ull << 20;  // one wheel or tarball
-  // network.allow may reach the upstreams above (policies/package_upstreams.h). Gives up the
-  // rules for what a cell installs from them directly: no allow/deny, no install log, no
-  // wheels-only or install-scripts setting. false: the loader refuses such an allowlist.
-  bool allow_direct_registry_access = false;
-};
+// (packages/, docs/packages.md): the packages room's own config type, so that packages/
+// needs nothing of policies/. Rules are checked by packages::ParseRule at load.
+using PackagesMode = packages::PackagesMode;
+using PackagesPolicy = packages::PackagesConfig;
 
 struct ToolsPolicy {
   std::vector<std::string> enabled;  // empty: every tool

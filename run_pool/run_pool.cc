@@ -23,6 +23,7 @@
 #include <thread>
 #include <utility>
 
+#include "base/units.h"
 #include "sandbox/cell_channel.h"
 #include "sandbox/control/protocol.h"
 
@@ -37,22 +38,6 @@ constexpr size_t kMaxArgs = 4096;
 constexpr size_t kMaxEnv = 1024;
 constexpr size_t kMaxStringBytes = 64 * 1024;
 constexpr int64_t kMaxTimeoutMs = 7LL * 24 * 3600 * 1000;
-
-// "512M", "2G", "1048576" -> bytes; 0 on a malformed value (reported by the caller).
-uint64_t ParseBytes(const std::string& text) {
-  if (text.empty()) return 0;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (errno != 0 || text[0] == '-') return 0;
-  uint64_t unit = 1;
-  if (*end == 'K' || *end == 'k') unit = 1ull << 10;
-  if (*end == 'M' || *end == 'm') unit = 1ull << 20;
-  if (*end == 'G' || *end == 'g') unit = 1ull << 30;
-  if (unit != 1) ++end;
-  if (end == text.c_str() || *end != '\0' || v > UINT64_MAX / unit) return 0;
-  return v * unit;
-}
 
 // One JSON object per datagram, `fds` attached. MSG_NOSIGNAL: a peer gone is EPIPE.
 Status SendFrame(int fd, const json& body, std::span<const int> fds = {}) {
@@ -269,10 +254,10 @@ std::string CellShape::Key() const {
 
 Result<CellShape> ParseCellOptions(const CellOptions& o) {
   CellShape shape;
-  shape.disk_bytes = ParseBytes(o.disk);
+  shape.disk_bytes = ParseSize(o.disk).value_or(0);
   if (shape.disk_bytes == 0) return Error::Msg("--disk: \"" + o.disk + "\" is not a size like 1G");
   if (!o.memory.empty()) {
-    shape.memory_bytes = ParseBytes(o.memory);
+    shape.memory_bytes = ParseSize(o.memory).value_or(0);
     if (shape.memory_bytes == 0)
       return Error::Msg("--memory: \"" + o.memory + "\" is not a size like 512M");
   }

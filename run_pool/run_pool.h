@@ -2,8 +2,8 @@
 // `mcpcell run` uses when one listens on its socket.
 //
 // A one-shot `mcpcell run` that makes its own cell pays for the whole cell (clone, two
-// overlays, cgroup, cell init's setup, and at the end their teardown): ~8 ms here, most of
-// its wall time. `mcpcell pool` keeps `size` fresh cells ready (sandbox::WarmPool), and a
+// overlays, cgroup, cell init's setup, and at the end their teardown): most of its wall
+// time. `mcpcell pool` keeps `size` fresh cells ready (sandbox::WarmPool), and a
 // run that finds it on <state_dir>/pool.sock hands it the command and its own stdin, stdout
 // and stderr (SCM_RIGHTS): the pool runs the command in a ready cell, reports start and
 // exit, and destroys the cell after the run has its status. A cell is never used twice.
@@ -145,7 +145,7 @@ class PoolServer {
     // Shell command lines run (`/bin/sh -c`, as the sandbox user, stdin empty, output
     // dropped, 10 s each) in every cell the pool makes, in order, before the cell is
     // handed out: the first run of an interpreter in a fresh cell looks up every file it
-    // opens through the cell's new overlay, which costs a python start ~1-2 ms here; a
+    // opens through the cell's new overlay, which slows a python start noticeably; a
     // warm-up pays that ahead of the run. One that fails is logged (once) and the cell is
     // still used; a cell that cannot run them is destroyed.
     std::vector<std::string> warm;

@@ -1,6 +1,6 @@
 // WarmPool: cells made ahead of need, so that a session's first tool call does not wait
-// for a cell to be built (clone, mounts, cgroup, init's setup: ~10 ms here, most of a first
-// call's latency).
+// for a cell to be built (clone, mounts, cgroup, init's setup: most of a first call's
+// latency; figures in bench/).
 //
 // A pool keeps `target` ready cells of one spec factory (one policy profile). Take() hands
 // out a ready cell at once; when none is ready but one is being made, it waits for that one

@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "base/utf8.h"
 #include "sandbox/cell_channel.h"
 #include "tools/cell_note.h"
 #include "tools/cell_tools.h"

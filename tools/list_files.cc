@@ -1,6 +1,7 @@
 // list_files: names, types and sizes under a directory of the cell; bounded.
 #include <deque>
 
+#include "base/utf8.h"
 #include "sandbox/cell_channel.h"
 #include "tools/cell_note.h"
 #include "tools/cell_tools.h"

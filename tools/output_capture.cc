@@ -1,5 +1,6 @@
 #include "tools/output_capture.h"
 
+#include "base/utf8.h"
 #include "tools/tool_env.h"
 
 namespace mcpcell::tools {

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "base/utf8.h"
 #include "policies/package_env.h"
 #include "sandbox/cell_channel.h"
 #include "tools/client_log.h"

@@ -1,5 +1,7 @@
 #include "tools/progress_streamer.h"
 
+#include "base/utf8.h"
+
 namespace mcpcell::tools {
 
 namespace {

@@ -1,4 +1,6 @@
 // read_file: a file of the cell as text (by lines) or bytes (base64).
+#include "base/base64.h"
+#include "base/utf8.h"
 #include "sandbox/cell_channel.h"
 #include "tools/cell_note.h"
 #include "tools/cell_tools.h"

@@ -117,16 +117,6 @@ std::string WriteHint(const Error& error);
 // The directory part of a cell path ("" when it has none).
 std::string ParentDir(const std::string& path);
 
-// Replaces invalid UTF-8 with U+FFFD so that any bytes can go into JSON text.
-std::string ToValidUtf8(std::string_view bytes);
-// True when `bytes` look binary (NUL bytes or invalid UTF-8 in the sample).
-bool LooksBinary(std::string_view bytes);
-
-// Base64 (RFC 4648, with padding). Decode refuses bad characters and bad padding and says
-// where.
-std::string Base64Encode(std::string_view bytes);
-Result<std::string> Base64Decode(std::string_view text);
-
 // Reads a whole file from the cell, at most `max_bytes`; `*size` gets the file's size.
 Result<std::string> ReadCellFile(sandbox::CellChannel& channel, const std::string& path,
                                           uint64_t max_bytes, uint64_t* size);

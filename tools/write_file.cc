@@ -3,6 +3,7 @@
 // limit and permissions apply exactly as they do to the sandboxed code.
 #include <cerrno>
 
+#include "base/base64.h"
 #include "sandbox/cell_channel.h"
 #include "tools/cell_note.h"
 #include "tools/cell_tools.h"

@@ -22,7 +22,7 @@
 //  10. seccomp checked LAST (PR_GET_SECCOMP is filter mode), then execve.
 // The filter itself is installed once on init (ApplySeccompToInit, before Ready) and comes
 // with every clone: loading it per exec made the kernel convert it, JIT it and build its
-// action cache each time (~130 us of a ~1 ms exec here). The child's steps 1-9 therefore
+// action cache each time (a large share of an exec). The child's steps 1-9 therefore
 // run under it; the filter denies none of the calls they make (it is a deny-list of
 // calls no setup step uses), and the program runs under it from its first instruction.
 // A failing step writes "step: error" and errno into a report in init's memory and

@@ -282,7 +282,7 @@ Result<std::unique_ptr<Cgroup>> CreateCellCgroup(const std::string& cell_id,
                                                  const CgroupLimits& limits) {
   if (Status s = ValidateCellId(cell_id); !s.ok()) return s.error();
   if (Status s = ValidateCgroupLimits(limits); !s.ok()) return s.error();
-  // Detection (mountinfo, /proc/self/cgroup: ~100 us) is done once per process: the
+  // Detection (reads mountinfo and /proc/self/cgroup) is done once per process: the
   // hierarchy does not change under a running server. Preparing the shared parent is
   // idempotent but not atomic, so both run under one lock; the cell's own cgroup does not.
   static std::mutex mu;

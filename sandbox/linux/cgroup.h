@@ -76,7 +76,7 @@ class Cgroup {
 // child itself, before it runs anything else, with fds from OpenJoinFds() opened by the
 // server. It writes "0" (itself) to each `tasks` file and closes the fds. A thread moving
 // itself skips the kernel's global cgroup_threadgroup_rwsem, whose write side costs an RCU
-// grace period (~10 ms measured here) when the server writes the pid to cgroup.procs
+// grace period (milliseconds) when the server writes the pid to cgroup.procs
 // instead; permission is checked against the credentials that opened the fds, so it works
 // from inside the new user namespace. Async-signal-safe (write, close); returns 0 or errno.
 // Precondition: the caller has a single thread (so moving the thread moves the process).

@@ -22,9 +22,9 @@ namespace mcpcell::sandbox::cgroupfs {
 // field): 10 ms, not the kernel's default 100 ms. Within a period a cell may use its whole
 // quota at once on every CPU and is then stalled until the period ends, so the period is
 // how long a cell at its limit can hold all CPUs. With 100 ms, a fork bomb at a 1-CPU
-// quota on a 2-CPU host held both CPUs for ~50 ms at a time, and another session's
+// quota on a 2-CPU host held both CPUs for half a period at a time, and another session's
 // `run_command true` waited behind it (bench/isolation_under_attack: p99 up to 18x quiet);
-// with 10 ms the bursts are ~5 ms. The average a cell gets is the same.
+// with 10 ms the bursts are a tenth as long. The average a cell gets is the same.
 inline constexpr uint64_t kCpuPeriodUs = 10000;
 // The kernel's bounds: quota >= 1 ms, period <= 1 s.
 inline constexpr uint64_t kMinCpuQuotaUs = 1000;

@@ -2,8 +2,8 @@
 // cell init. Nothing routes out; the server reaches the cell through fds (control socket,
 // the egress proxy's listening socket), never through an interface.
 //
-// Making a network namespace is the most expensive namespace (~0.6 ms of `setup_net`:
-// per-namespace sysctls, `lo`, ...), so it is not made by the server's clone, on the
+// Making a network namespace is the most expensive namespace (`setup_net`: per-namespace
+// sysctls, `lo`, ...), so it is not made by the server's clone, on the
 // critical path: cell init starts a child of its own first thing (StartLoopbackNamespace,
 // when a CPU is free),
 // which unshares CLONE_NEWNET (owned by the cell's user namespace, like the others) and
@@ -37,7 +37,7 @@ enum class NamespaceChild { kIfCpuFree, kAlways, kNever };
 // Forks the child (clone3 with CLONE_PIDFD, no CLONE_VM: it runs concurrently with init),
 // but only when a CPU is free for it: no more runnable tasks than CPUs this process may
 // use (/proc/loadavg's running count against sched_getaffinity). On a busy host a new
-// task waits milliseconds for a CPU (measured here at load 6: 1-8 ms), and init would wait
+// task waits milliseconds for a CPU, and init would wait
 // for it; then it is not started (pidfd -1) and the namespace is made in line, as fast as
 // before.
 Result<LoopbackNamespaceChild> StartLoopbackNamespace(

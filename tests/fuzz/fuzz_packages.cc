@@ -31,9 +31,9 @@ using namespace mcpcell::packages;
   std::abort();
 }
 
-mcpcell::policies::PackagesPolicy AnyPolicy() {
-  mcpcell::policies::PackagesPolicy p;
-  p.mode = mcpcell::policies::PackagesMode::kOnline;
+mcpcell::packages::PackagesConfig AnyPolicy() {
+  mcpcell::packages::PackagesConfig p;
+  p.mode = mcpcell::packages::PackagesMode::kOnline;
   p.registries = {"pypi", "npm"};
   p.allow = {"pypi:*", "npm:*"};
   p.deny = {"pypi:evil-*", "npm:x<1"};

@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/base64.h"
+#include "base/utf8.h"
 #include "mcp/schema.h"
 #include "mcp/server.h"
 #include "tools/cell_tools.h"
@@ -28,6 +30,10 @@ namespace {
 
 using mcp::Json;
 using namespace mcpcell::tools;
+using mcpcell::Base64Decode;
+using mcpcell::Base64Encode;
+using mcpcell::LooksBinary;
+using mcpcell::ToValidUtf8;
 
 [[noreturn]] void Fail(const std::string& what) {
   std::fprintf(stderr, "fuzz_tool_args: %s\n", what.c_str());

@@ -85,8 +85,8 @@ TEST(PipClientTest, DebianPipDownloadsThroughTheServiceAndSeesRefusals) {
   testing::FakeRegistry upstream;
   upstream.AddFile("tiny-pkg", wheel, bytes);
   upstream.AddFile("bad-pkg", "bad_pkg-1.0-py3-none-any.whl", "never served");
-  policies::PackagesPolicy policy;
-  policy.mode = policies::PackagesMode::kOnline;
+  PackagesConfig policy;
+  policy.mode = PackagesMode::kOnline;
   policy.registries = {"pypi"};
   policy.pypi_index = upstream.origin() + "/simple/";
   policy.allow = {"pypi:*"};

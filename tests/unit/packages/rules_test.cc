@@ -225,18 +225,16 @@ TEST(RequirementTest, NpmForms) {
   }
 }
 
-policies::PackagesPolicy Policy(std::vector<std::string> allow,
-                                std::vector<std::string> deny = {}) {
-  policies::PackagesPolicy p;
-  p.mode = policies::PackagesMode::kOnline;
+PackagesConfig Policy(std::vector<std::string> allow, std::vector<std::string> deny = {}) {
+  PackagesConfig p;
+  p.mode = PackagesMode::kOnline;
   p.registries = {"pypi", "npm"};
   p.allow = std::move(allow);
   p.deny = std::move(deny);
   return p;
 }
 
-std::optional<std::string> Check(const policies::PackagesPolicy& p, Registry r,
-                                 const std::string& raw) {
+std::optional<std::string> Check(const PackagesConfig& p, Registry r, const std::string& raw) {
   auto req = ParseRequirement(r, raw);
   EXPECT_TRUE(req.ok()) << raw;
   if (!req.ok()) return "unparsable";
@@ -277,7 +275,7 @@ TEST(CheckTest, EmptyAllowAllowsNothingAndModesGate) {
   EXPECT_EQ(Check(p, Registry::kPypi, "requests").value_or(""),
             "\"requests\" is not in packages.allow");
   p = Policy({"pypi:*"});
-  p.mode = policies::PackagesMode::kDisabled;
+  p.mode = PackagesMode::kDisabled;
   auto why = Check(p, Registry::kPypi, "requests");
   ASSERT_TRUE(why);
   EXPECT_NE(why->find("packages.mode = \"disabled\""), std::string::npos);

@@ -42,7 +42,7 @@ class PackageServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = MakeTempDir();
-    policy_.mode = policies::PackagesMode::kOnline;
+    policy_.mode = PackagesMode::kOnline;
     policy_.registries = {"pypi", "npm"};
     policy_.pypi_index = upstream_.origin() + "/simple/";
     policy_.npm_registry = upstream_.origin() + "/npm/";
@@ -61,7 +61,7 @@ class PackageServiceTest : public ::testing::Test {
     o.cache_max_bytes = cache_max;
     o.audit_path = dir_ + "/audit/packages.jsonl";
     o.ca_file = std::move(ca_file);
-    o.policy_for_tenant = [this](const std::string& tenant) -> const policies::PackagesPolicy* {
+    o.policy_for_tenant = [this](const std::string& tenant) -> const PackagesConfig* {
       if (tenant.empty()) return &policy_;
       if (tenant == "other") return &other_policy_;
       return nullptr;
@@ -104,7 +104,7 @@ class PackageServiceTest : public ::testing::Test {
 
   FakeRegistry upstream_;
   std::string dir_;
-  policies::PackagesPolicy policy_, other_policy_;
+  PackagesConfig policy_, other_policy_;
   std::unique_ptr<PackageService> service_;
   std::mutex mu_;
   std::vector<std::string> refusals_;
@@ -294,7 +294,7 @@ TEST_F(PackageServiceTest, OfflineServesTheWheelhouseWithoutNetwork) {
   std::ofstream(wheelhouse + "/local_pkg-0.4.tar.gz") << "local sdist";
   std::ofstream(wheelhouse + "/other-1.0-py3-none-any.whl") << "other";
   upstream_.AddFile("local-pkg", "local_pkg-9.0-py3-none-any.whl", "upstream wheel");
-  policy_.mode = policies::PackagesMode::kOffline;
+  policy_.mode = PackagesMode::kOffline;
   policy_.wheelhouse = wheelhouse;
   Start();
   auto r = Get("/pypi/simple/local-pkg/");
@@ -315,12 +315,12 @@ TEST_F(PackageServiceTest, OfflineServesTheWheelhouseWithoutNetwork) {
 }
 
 TEST_F(PackageServiceTest, DisabledModeAndUnlistedRegistryAre403) {
-  policy_.mode = policies::PackagesMode::kDisabled;
+  policy_.mode = PackagesMode::kDisabled;
   Start();
   auto r = Get("/pypi/simple/requests/");
   ASSERT_EQ(r->status, 403);
   EXPECT_NE(r->body.find("packages.mode = \"disabled\""), std::string::npos) << r->body;
-  policy_.mode = policies::PackagesMode::kOnline;
+  policy_.mode = PackagesMode::kOnline;
   policy_.registries = {"pypi"};
   r = Get("/npm/left-pad");
   ASSERT_EQ(r->status, 403);
@@ -486,7 +486,7 @@ TEST_F(PackageServiceTest, OfflineNpmServesTheDirectoryWithoutNetwork) {
   ASSERT_TRUE(MakeNpmTarball(dir_, "other-1.0.0.tgz", R"({"name":"other","version":"1.0.0"})"));
   std::ofstream(npm_dir + "/broken-1.0.0.tgz") << "not gzip";
   upstream_.AddNpmVersion("tiny", "9.0.0", "upstream tgz");
-  policy_.mode = policies::PackagesMode::kOffline;
+  policy_.mode = PackagesMode::kOffline;
   policy_.registries = {"npm"};
   policy_.npm_offline_dir = npm_dir;
   policy_.allow = {"npm:tiny<2"};
@@ -609,8 +609,8 @@ TEST_F(HttpsUpstreamTest, VerifiesTheChainWithTheExtraBundle) {
   FakeRegistry upstream(std::move(server));
   upstream.set_tls(true);
   upstream.AddFile("demo", "demo-1.0-py3-none-any.whl", "tls wheel");
-  policies::PackagesPolicy policy;
-  policy.mode = policies::PackagesMode::kOnline;
+  PackagesConfig policy;
+  policy.mode = PackagesMode::kOnline;
   policy.registries = {"pypi"};
   policy.pypi_index = upstream.origin(true) + "/simple/";
   policy.allow = {"pypi:*"};

@@ -1,8 +1,8 @@
-#include "policies/units.h"
+#include "base/units.h"
 
 #include <gtest/gtest.h>
 
-namespace mcpcell::policies {
+namespace mcpcell {
 namespace {
 
 TEST(Units, Sizes) {
@@ -12,10 +12,24 @@ TEST(Units, Sizes) {
   EXPECT_EQ(ParseSize("100MB"), 100000000ull);
   EXPECT_EQ(ParseSize("4096"), 4096ull);
   EXPECT_EQ(ParseSize("7B"), 7ull);
-  for (const char* bad : {"", "lots", "1.5GiB", "-1MiB", "1 GiB", "1gib", "GiB", "1GiBx",
-                          "99999999999999999999", "20000000TiB"}) {
+  for (const char* bad :
+       {"", "lots", "1.5GiB", "-1MiB", "1 GiB", "1gib", "GiB", "1GiBx", "99999999999999999999",
+        "20000000TiB", "1mb", "1Mi", "1KK", "M", " 1G", "1G ", "+1G", "20000000T"}) {
     EXPECT_FALSE(ParseSize(bad).has_value()) << bad;
   }
+}
+
+TEST(Units, SizesInTheFlagsShortFormAreBinaryInEitherCase) {
+  EXPECT_EQ(ParseSize("512M"), 512ull << 20);
+  EXPECT_EQ(ParseSize("512m"), 512ull << 20);
+  EXPECT_EQ(ParseSize("2G"), 2ull << 30);
+  EXPECT_EQ(ParseSize("2g"), 2ull << 30);
+  EXPECT_EQ(ParseSize("1k"), 1024ull);
+  EXPECT_EQ(ParseSize("1K"), 1024ull);
+  EXPECT_EQ(ParseSize("3T"), 3ull << 40);
+  EXPECT_EQ(ParseSize("3t"), 3ull << 40);
+  EXPECT_EQ(ParseSize("1048576"), 1048576ull);
+  EXPECT_EQ(ParseSize("0"), 0ull);  // the caller decides whether zero is a size
 }
 
 TEST(Units, Durations) {
@@ -40,4 +54,4 @@ TEST(Units, FormatRoundTrips) {
 }
 
 }  // namespace
-}  // namespace mcpcell::policies
+}  // namespace mcpcell

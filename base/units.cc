@@ -1,10 +1,10 @@
-// Human units (see units.h).
-#include "policies/units.h"
+// Human units (see units.h). No exceptions: cell init links base.
+#include "base/units.h"
 
 #include <array>
 #include <utility>
 
-namespace mcpcell::policies {
+namespace mcpcell {
 namespace {
 
 // Splits "512MiB" into 512 and "MiB"; nullopt without leading digits or on overflow.
@@ -39,6 +39,28 @@ constexpr std::array<std::pair<std::string_view, uint64_t>, 9> kSizeUnits = {{
     {"TB", 1000ull * 1000 * 1000 * 1000},
 }};
 
+// The flags' short form ("512M", "2g"): one letter, either case, 1024-based.
+constexpr std::array<std::pair<char, uint64_t>, 4> kSizeLetters = {{
+    {'k', 1ull << 10},
+    {'m', 1ull << 20},
+    {'g', 1ull << 30},
+    {'t', 1ull << 40},
+}};
+
+std::optional<uint64_t> SizeMultiplier(std::string_view suffix) {
+  for (const auto& [name, mult] : kSizeUnits) {
+    if (suffix == name) return mult;
+  }
+  if (suffix.size() == 1) {
+    char c =
+        suffix[0] >= 'A' && suffix[0] <= 'Z' ? static_cast<char>(suffix[0] - 'A' + 'a') : suffix[0];
+    for (const auto& [letter, mult] : kSizeLetters) {
+      if (c == letter) return mult;
+    }
+  }
+  return std::nullopt;
+}
+
 constexpr std::array<std::pair<std::string_view, uint64_t>, 4> kTimeUnits = {{
     {"s", 1},
     {"m", 60},
@@ -52,14 +74,10 @@ std::optional<uint64_t> ParseSize(std::string_view text) {
   auto split = SplitNumber(text);
   if (!split) return std::nullopt;
   if (split->second.empty()) return split->first;
-  for (const auto& [suffix, mult] : kSizeUnits) {
-    uint64_t out;
-    if (split->second == suffix) {
-      if (!MulChecked(split->first, mult, &out)) return std::nullopt;
-      return out;
-    }
-  }
-  return std::nullopt;
+  auto mult = SizeMultiplier(split->second);
+  uint64_t out;
+  if (!mult || !MulChecked(split->first, *mult, &out)) return std::nullopt;
+  return out;
 }
 
 std::optional<std::chrono::seconds> ParseDuration(std::string_view text) {
@@ -96,4 +114,4 @@ std::string FormatDuration(std::chrono::seconds d) {
   return std::to_string(s) + "s";
 }
 
-}  // namespace mcpcell::policies
+}  // namespace mcpcell
