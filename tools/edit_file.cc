@@ -16,8 +16,8 @@ namespace {
 // The edited text replaces the file atomically: written to a new file beside it, then
 // renamed over it, so a reader (or a crash) never sees it half written. A symlink is
 // edited in place through the link (renaming over it would replace the link itself).
-Status ReplaceFileContents(sandbox::CellChannel& channel, const std::string& path,
-                                    const std::string& text) {
+Status ReplaceFileContents(const sandbox::CellLease& channel, const std::string& path,
+                           const std::string& text) {
   auto st = channel.Stat(path, /*follow_symlinks=*/false);
   if (!st) return st.error();
   if (st->type == sandbox::control::FileType::kSymlink)
@@ -74,7 +74,7 @@ mcp::Tool MakeEditFileTool(const ToolEnv& env) {
     LeaseOrError acquired = AcquireCell(env, ctx);
     if (!acquired.lease) return acquired.error;
     note = acquired.lease->replaced_reason();
-    auto& channel = acquired.lease->cell().channel();
+    auto& channel = *acquired.lease;
     uint64_t size = 0;
     auto data = ReadCellFile(channel, path, env.config.max_read_bytes + 1, &size);
     if (!data) return PathError("edit_file " + path, data.error());

@@ -69,7 +69,7 @@ mcp::Tool MakeListFilesTool(const ToolEnv& env) {
         LeaseOrError acquired = AcquireCell(env, ctx);
         if (!acquired.lease) return acquired.error;
         note = acquired.lease->replaced_reason();
-        auto& channel = acquired.lease->cell().channel();
+        auto& channel = *acquired.lease;
         mcp::Json entries = mcp::Json::array();
         std::string text;
         bool truncated = false;

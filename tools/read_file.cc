@@ -98,7 +98,7 @@ mcp::Tool MakeReadFileTool(const ToolEnv& env) {
     LeaseOrError acquired = AcquireCell(env, ctx);
     if (!acquired.lease) return acquired.error;
     note = acquired.lease->replaced_reason();
-    auto& channel = acquired.lease->cell().channel();
+    auto& channel = *acquired.lease;
     const std::string path = args["path"].get<std::string>();
     const bool base64 = args.value("encoding", "text") == "base64";
     const int64_t offset = args.value("offset", int64_t{0});

@@ -109,7 +109,7 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
     if (!session) return mcp::ToolResult::Error(session.error().message);
     const CellToolsConfig& config = *acquired.config;
     sandbox::CellSessionInfo info = (*session)->Info();
-    sandbox::Cell& cell = acquired.lease->cell();
+    const sandbox::CellLease& cell = *acquired.lease;
     const auto& limits = cell.spec().limits;
     auto secs = [](auto d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); };
     mcp::Json s = {

@@ -225,8 +225,8 @@ Result<std::string> Base64Decode(std::string_view text) {
   return out;
 }
 
-Result<std::string> ReadCellFile(sandbox::CellChannel& channel, const std::string& path,
-                                          uint64_t max_bytes, uint64_t* size) {
+Result<std::string> ReadCellFile(const sandbox::CellLease& channel, const std::string& path,
+                                 uint64_t max_bytes, uint64_t* size) {
   auto st = channel.Stat(path, /*follow_symlinks=*/true);
   if (!st) return st.error();
   if (st->type == sandbox::control::FileType::kDirectory)

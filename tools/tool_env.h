@@ -128,7 +128,7 @@ std::string Base64Encode(std::string_view bytes);
 Result<std::string> Base64Decode(std::string_view text);
 
 // Reads a whole file from the cell, at most `max_bytes`; `*size` gets the file's size.
-Result<std::string> ReadCellFile(sandbox::CellChannel& channel, const std::string& path,
-                                          uint64_t max_bytes, uint64_t* size);
+Result<std::string> ReadCellFile(const sandbox::CellLease& channel, const std::string& path,
+                                 uint64_t max_bytes, uint64_t* size);
 
 }  // namespace mcpcell::tools
