@@ -383,11 +383,11 @@ int RunServe(const ServeOptions& opts) {
                                     session_options);
 
   sandbox::CellHooks hooks;
-  hooks.on_bound = [&egress](sandbox::Cell& cell, const std::string& key,
+  hooks.on_bound = [&egress](sandbox::CellInstance& cell, const std::string& key,
                              const std::string& profile) {
     return egress.Bind(cell, key, profile);
   };
-  hooks.on_destroying = [&egress](sandbox::Cell& cell) { egress.Unbind(cell); };
+  hooks.on_destroying = [&egress](sandbox::CellInstance& cell) { egress.Unbind(cell); };
   cells.SetCellHooks(std::move(hooks));
 
   ToolEnv env;

@@ -412,7 +412,7 @@ Status PoolClient::Signal(int signo) {
 struct PoolServer::RunWatch {
   std::mutex mu;
   int fd = -1;                              // the run's connection
-  sandbox::CellChannel* channel = nullptr;  // under mu, with exec_id, once started
+  sandbox::CellInstance* cell = nullptr;    // under mu, with exec_id, once started
   uint64_t exec_id = 0;                     // under mu
   bool done = false;                        // under mu: the handler is finishing; fd is off limits
   std::stop_source kill;                    // requested: kills the command's process group
@@ -500,7 +500,7 @@ class PoolServer::ConnectionWatcher {
     auto op = StringField(next->body, "op", true);
     auto signo = IntField(next->body, "signo", 1, 64);
     if (op && *op == "signal" && signo) {
-      (void)watch.channel->SignalExec(watch.exec_id, static_cast<int>(*signo));
+      (void)watch.cell->SignalExec(watch.exec_id, static_cast<int>(*signo));
     } else {
       Log("ignored a frame during a run: " +
           (op ? std::string("op \"") + op->substr(0, 64) + "\"" : op.error().message));
@@ -560,21 +560,21 @@ PoolServer::PoolServer(Options options, UniqueFd listener)
           [this](const std::string& id) {
             return BuildCellSpec(options_.shape, id, options_.state_dir, options_.skeleton_dir);
           },
-          options_.create, options_.size,
+          std::make_shared<sandbox::NamespaceBackend>(options_.create), options_.size,
           options_.warm.empty()
               ? sandbox::WarmPool::Prepare{}
-              : [this](sandbox::Cell& cell,
+              : [this](sandbox::CellInstance& cell,
                        std::stop_token stop) { return Warm(cell, std::move(stop)); }),
       watcher_(std::make_unique<ConnectionWatcher>()) {}
 
-Status PoolServer::Warm(sandbox::Cell& cell, std::stop_token stop) {
+Status PoolServer::Warm(sandbox::CellInstance& cell, std::stop_token stop) {
   for (size_t i = 0; i < options_.warm.size(); ++i) {
     sandbox::ExecOptions exec;
     exec.argv = {"/bin/sh", "-c", options_.warm[i]};
     exec.timeout = std::chrono::seconds(10);
     exec.keep_bytes = 512;
     exec.stop = stop;
-    Result<sandbox::ExecResult> result = cell.channel().Exec(exec);
+    Result<sandbox::ExecResult> result = cell.Exec(exec);
     if (!result) return result.error().Wrap("warm-up \"" + options_.warm[i] + "\"");
     if (stop.stop_requested()) return Error{"the pool is stopping", ECANCELED};
     if (result->exit_code == 0 && !result->signaled) continue;
@@ -750,8 +750,8 @@ void PoolServer::Handle(Connection& connection) {
   watch->fd = fd;
   std::stop_callback server_stop(connection.stop.get_token(),
                                  [&watch] { watch->kill.request_stop(); });
-  std::unique_ptr<sandbox::Cell> cell;
-  std::unique_ptr<sandbox::Cell> taken = pool_.Take(std::chrono::seconds(10));
+  std::unique_ptr<sandbox::CellInstance> cell;
+  std::unique_ptr<sandbox::CellInstance> taken = pool_.Take(std::chrono::seconds(10));
   if (!taken) {
     // None ready nor being made (the pool stopped making them, or many runs at once): one
     // of our own, as the run would have made.
@@ -778,14 +778,14 @@ void PoolServer::Handle(Connection& connection) {
     exec.on_started = [&](uint64_t id, pid_t) {
       {
         std::lock_guard lock(watch->mu);
-        watch->channel = &cell->channel();
+        watch->cell = cell.get();
         watch->exec_id = id;
       }
       started = true;
       (void)SendFrame(fd, json{{"event", "started"}, {"cell", cell->id()}});
       watcher_->Add(watch);
     };
-    result = cell->channel().Exec(exec);
+    result = cell->Exec(exec);
   }
   frame->fds.clear();  // the run's stdio: ours no longer
   // The answer first: nothing else is on the way from the command's exit to the run's.

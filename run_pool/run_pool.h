@@ -165,7 +165,7 @@ class PoolServer {
   class ConnectionWatcher;
   PoolServer(Options options, UniqueFd listener);
   void Handle(Connection& connection);
-  Status Warm(sandbox::Cell& cell, std::stop_token stop);
+  Status Warm(sandbox::CellInstance& cell, std::stop_token stop);
 
   const Options options_;
   UniqueFd listener_;

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "base/fd_passing.h"
 #include "sandbox/cell_channel.h"
 #include "sandbox/control/protocol.h"
 #include "sandbox/init/setup.h"
@@ -161,34 +162,21 @@ Status SendHandover(int sock, const std::vector<UniqueFd>& fds, const SeccompPro
     bytes.append(reinterpret_cast<const char*>(seccomp->filter.data()),
                  count * sizeof(sock_filter));
   }
-  struct iovec iov = {bytes.data(), bytes.size()};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxCgroupJoinFds)] = {};
-  if (!fds.empty()) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    for (size_t i = 0; i < fds.size(); ++i) {
-      const int fd = fds[i].get();
-      std::memcpy(CMSG_DATA(cm) + i * sizeof(int), &fd, sizeof fd);
-    }
-  }
-  ssize_t n;
-  do {
-    n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  size_t done = n > 0 ? static_cast<size_t>(n) : 0;
+  int raw[kMaxCgroupJoinFds];
+  for (size_t i = 0; i < fds.size(); ++i) raw[i] = fds[i].get();
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  Result<size_t> sent =
+      SendWithFds(sock, std::span<const uint8_t>(data, bytes.size()),
+                  std::span<const int>(raw, fds.size()), "sync socket, hand-over");
+  if (!sent) return sent.error();
+  size_t done = *sent;
+  ssize_t n = 0;
   while (n >= 0 && done < bytes.size()) {  // a large program may go in several parts
     n = ::send(sock, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) n = 0;
     if (n > 0) done += static_cast<size_t>(n);
   }
-  if (n < 0) return Error::Sys("sendmsg(sync socket, hand-over)");
+  if (n < 0) return Error::Sys("send(sync socket, hand-over)");
   return Ok();
 }
 

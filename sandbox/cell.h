@@ -27,9 +27,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
+#include "sandbox/backend.h"
 #include "sandbox/cell_spec.h"
 #include "sandbox/linux/cgroup.h"
-#include "base/status.h"
 
 namespace mcpcell::sandbox {
 
@@ -64,32 +65,34 @@ struct CellIdMap {
   int slot = -1;       // claimed range slot under <state_dir>/idranges
 };
 
-class Cell {
+// The namespace backend's cell (sandbox/backend.h's CellInstance): requests go to cell
+// init through the cell's CellChannel.
+class Cell final : public CellInstance {
  public:
   static Result<std::unique_ptr<Cell>> Create(const CellSpec& spec,
                                               const CellCreateOptions& options = {});
-  ~Cell();
+  ~Cell() override;
   Cell(const Cell&) = delete;
   Cell& operator=(const Cell&) = delete;
 
   // Idempotent. After it, no process, mount, cgroup, network namespace or directory of the
   // cell remains (the workspace survives when the spec named a host directory).
-  Status Destroy();
+  Status Destroy() override;
 
   // Requests into the cell (exec, signal, files). After Destroy (or if init died) every
   // call fails with an error; the object stays valid until the Cell is deleted.
   CellChannel& channel();
   // From the cgroup; an error "limits not enforced: ..." when the cell has none.
-  Result<CgroupUsage> Usage() const;
+  Result<CgroupUsage> Usage() const override;
   const SetupTimings& timings() const { return timings_; }
   // Per-step latency of Destroy ("kill", "close_channel", "reap", "cgroup", "cell_dir"),
   // empty until Destroy ran.
   const SetupTimings& destroy_timings() const { return destroy_timings_; }
-  const std::string& id() const { return spec_.id; }
-  const CellSpec& spec() const { return spec_; }
+  const std::string& id() const override { return spec_.id; }
+  const CellSpec& spec() const override { return spec_; }
   // What this cell does not enforce and why ("limits not enforced: <reason>",
   // "seccomp disabled by the spec"); empty for a fully confined cell.
-  const std::vector<std::string>& warnings() const { return warnings_; }
+  const std::vector<std::string>& warnings() const override { return warnings_; }
   // Host pid of cell init (pid 1 inside); -1 after Destroy.
   pid_t init_pid() const { return init_pid_; }
   const std::string& dir() const { return dir_; }
@@ -98,10 +101,31 @@ class Cell {
   const Cgroup* cgroup() const { return cgroup_.get(); }
   // True while cell init runs (waitpid WNOHANG; does not reap a live process).
   bool alive() const;
+  // alive() and its channel works.
+  bool usable() const override;
   // The listening TCP socket on 127.0.0.1:spec().egress_proxy_port inside the cell's network
   // namespace (checked: a listening IPv4 stream socket), for the egress proxy to accept on.
   // Ownership passes to the caller; -1 when the spec asked for none or it was taken.
-  int TakeEgressListener();
+  int TakeEgressListener() override;
+
+  // CellInstance's requests, through channel() (sandbox/cell_requests.cc).
+  Result<ExecResult> Exec(const ExecOptions& options) override;
+  Status SignalExec(uint64_t exec_id, int signo) override;
+  Result<control::StatsReply> Stats() override;
+  Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes) override;
+  Result<FileWindow> ReadFileRange(const std::string& path, uint64_t offset,
+                                   uint64_t max_bytes) override;
+  Status WriteFile(const std::string& path, std::string_view data, uint32_t mode) override;
+  Status WriteFileAt(const std::string& path, uint64_t offset, std::string_view data, bool truncate,
+                     uint32_t mode) override;
+  Status AppendFile(const std::string& path, std::string_view data, uint32_t mode) override;
+  Status WriteNewFile(const std::string& path, std::string_view data, uint32_t mode) override;
+  Result<std::vector<control::DirEntry>> ListDir(const std::string& path,
+                                                 size_t max_entries) override;
+  Result<control::FileStat> Stat(const std::string& path, bool follow_symlinks) override;
+  Status Mkdir(const std::string& path, uint32_t mode, bool parents) override;
+  Status Remove(const std::string& path, bool recursive) override;
+  Status Rename(const std::string& from, const std::string& to, bool no_replace) override;
 
  private:
   Cell() = default;
@@ -121,6 +145,16 @@ class Cell {
   SetupTimings destroy_timings_;
   std::vector<std::string> warnings_;
   bool destroyed_ = false;
+};
+
+// The Linux namespace backend: makes Cells with `options` (sandbox/cell_requests.cc).
+class NamespaceBackend final : public CellBackend {
+ public:
+  explicit NamespaceBackend(CellCreateOptions options) : options_(std::move(options)) {}
+  Result<std::unique_ptr<CellInstance>> Create(const CellSpec& spec) const override;
+
+ private:
+  const CellCreateOptions options_;
 };
 
 // Finds cells a crashed predecessor left in <state_dir>/cells: kills their cell init if it

@@ -256,8 +256,8 @@ Result<control::StatsReply> CellChannel::Stats() {
   return As<control::StatsReply>(Call(control::StatsRequest{NextId()}), "StatsRequest");
 }
 
-Result<CellChannel::FileWindow> CellChannel::ReadFileRange(const std::string& path, uint64_t offset,
-                                                           uint64_t max_bytes) {
+Result<FileWindow> CellChannel::ReadFileRange(const std::string& path, uint64_t offset,
+                                              uint64_t max_bytes) {
   FileWindow w;
   for (;;) {
     const uint64_t remaining = max_bytes - w.data.size();

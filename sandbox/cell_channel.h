@@ -40,49 +40,12 @@
 #include <thread>
 #include <vector>
 
-#include "sandbox/control/protocol.h"
-#include "base/unique_fd.h"
 #include "base/status.h"
+#include "base/unique_fd.h"
+#include "sandbox/backend.h"
+#include "sandbox/control/protocol.h"
 
 namespace mcpcell::sandbox {
-
-enum class OutputStream { kStdout, kStderr };
-
-struct ExecOptions {
-  std::vector<std::string> argv;
-  std::vector<std::string> env;          // "KEY=VALUE", overlaid on the cell's defaults
-  std::string cwd;                       // empty: the workspace
-  std::string stdin_data;                // written to the program's stdin, then closed
-  std::chrono::milliseconds timeout{0};  // wall clock; 0 = none
-  size_t keep_bytes = 1 << 20;           // per stream, kept in ExecResult
-  // Called on the calling thread with each chunk as it arrives (may be empty function).
-  std::function<void(OutputStream, std::string_view)> on_output;
-  // Passthrough: when >= 0, given to the program as-is (no capture, no stdin_data).
-  int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1;
-  std::stop_token stop;  // a stop request kills the process group (cancellation)
-  // Called once the program runs: its exec id (for SignalExec) and pid inside the cell.
-  std::function<void(uint64_t exec_id, pid_t pid)> on_started;
-};
-
-struct StreamCapture {
-  std::string data;    // the first keep_bytes bytes
-  uint64_t total = 0;  // bytes the program wrote
-  bool truncated() const { return total > data.size(); }
-};
-
-struct ExecResult {
-  bool signaled = false;  // killed by `signo`; otherwise exited with `exit_code`
-  int exit_code = 0;
-  int signo = 0;
-  bool timed_out = false;   // the wall-clock timeout fired and killed the group
-  bool cancelled = false;   // the stop token fired
-  bool oom_killed = false;  // the cell's cgroup recorded an OOM kill during the exec
-  // From ExecStarted (or, when none was asked for, the request) to ExecExited.
-  std::chrono::microseconds wall_time{0};
-  std::chrono::microseconds user_cpu{0}, system_cpu{0};  // of the process and its waited children
-  uint64_t peak_memory_bytes = 0;                        // max RSS
-  StreamCapture out, err;
-};
 
 class CellChannel {
  public:
@@ -110,12 +73,7 @@ class CellChannel {
 
   Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes);
   // A window of a file: at most `max_bytes` from `offset` (no error when the file is
-  // longer). `file_size` gets the file's size and `eof` whether the window reached its end.
-  struct FileWindow {
-    std::string data;
-    uint64_t file_size = 0;
-    bool eof = false;
-  };
+  // longer); see FileWindow.
   Result<FileWindow> ReadFileRange(const std::string& path, uint64_t offset, uint64_t max_bytes);
   Status WriteFile(const std::string& path, std::string_view data, uint32_t mode = 0644);
   // Writes `data` at `offset`, creating the file; `truncate` empties it first. With

@@ -4,8 +4,6 @@
 #include <atomic>
 #include <cstdio>
 
-#include "sandbox/cell_channel.h"
-
 namespace mcpcell::sandbox {
 namespace {
 
@@ -16,15 +14,19 @@ std::string Seconds(std::chrono::milliseconds d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
 }
 
-bool CellUsable(const std::shared_ptr<Cell>& cell) {
-  return cell && cell->alive() && cell->channel().alive();
+bool CellUsable(const std::shared_ptr<CellInstance>& cell) { return cell && cell->usable(); }
+
+// `options` with its backend set: the namespace backend unless one was given.
+CellSessionOptions WithBackend(CellSessionOptions options) {
+  if (!options.backend) options.backend = std::make_shared<NamespaceBackend>(options.create);
+  return options;
 }
 
 }  // namespace
 
 // ---- CellLease ----
 
-CellLease::CellLease(CellSession* session, std::shared_ptr<Cell> cell, std::stop_token stop,
+CellLease::CellLease(CellSession* session, std::shared_ptr<CellInstance> cell, std::stop_token stop,
                      std::string replaced_reason, std::string lifetime_notice)
     : session_(session),
       cell_(std::move(cell)),
@@ -48,6 +50,58 @@ CellLease::~CellLease() {
   if (session_) session_->Release();
 }
 
+const std::string& CellLease::id() const { return cell_->id(); }
+const CellSpec& CellLease::spec() const { return cell_->spec(); }
+bool CellLease::alive() const { return CellUsable(cell_); }
+const std::vector<std::string>& CellLease::warnings() const { return cell_->warnings(); }
+Result<CgroupUsage> CellLease::Usage() const { return cell_->Usage(); }
+
+Result<ExecResult> CellLease::Exec(const ExecOptions& options) const {
+  return cell_->Exec(options);
+}
+Status CellLease::SignalExec(uint64_t exec_id, int signo) const {
+  return cell_->SignalExec(exec_id, signo);
+}
+Result<control::StatsReply> CellLease::Stats() const { return cell_->Stats(); }
+
+Result<std::string> CellLease::ReadFile(const std::string& path, uint64_t max_bytes) const {
+  return cell_->ReadFile(path, max_bytes);
+}
+Result<FileWindow> CellLease::ReadFileRange(const std::string& path, uint64_t offset,
+                                            uint64_t max_bytes) const {
+  return cell_->ReadFileRange(path, offset, max_bytes);
+}
+Status CellLease::WriteFile(const std::string& path, std::string_view data, uint32_t mode) const {
+  return cell_->WriteFile(path, data, mode);
+}
+Status CellLease::WriteFileAt(const std::string& path, uint64_t offset, std::string_view data,
+                              bool truncate, uint32_t mode) const {
+  return cell_->WriteFileAt(path, offset, data, truncate, mode);
+}
+Status CellLease::AppendFile(const std::string& path, std::string_view data, uint32_t mode) const {
+  return cell_->AppendFile(path, data, mode);
+}
+Status CellLease::WriteNewFile(const std::string& path, std::string_view data,
+                               uint32_t mode) const {
+  return cell_->WriteNewFile(path, data, mode);
+}
+Result<std::vector<control::DirEntry>> CellLease::ListDir(const std::string& path,
+                                                          size_t max_entries) const {
+  return cell_->ListDir(path, max_entries);
+}
+Result<control::FileStat> CellLease::Stat(const std::string& path, bool follow_symlinks) const {
+  return cell_->Stat(path, follow_symlinks);
+}
+Status CellLease::Mkdir(const std::string& path, uint32_t mode, bool parents) const {
+  return cell_->Mkdir(path, mode, parents);
+}
+Status CellLease::Remove(const std::string& path, bool recursive) const {
+  return cell_->Remove(path, recursive);
+}
+Status CellLease::Rename(const std::string& from, const std::string& to, bool no_replace) const {
+  return cell_->Rename(from, to, no_replace);
+}
+
 // ---- CellSession ----
 
 CellSession::CellSession(std::string key, CellSpecFactory factory, CellSessionOptions options,
@@ -56,9 +110,10 @@ CellSession::CellSession(std::string key, CellSpecFactory factory, CellSessionOp
     : key_(std::move(key)),
       profile_(std::move(profile)),
       factory_(std::move(factory)),
-      options_(std::move(options)),
+      options_(WithBackend(std::move(options))),
       hooks_(std::move(hooks)),
       pool_(std::move(pool)),
+      backend_(options_.backend),
       started_(Clock::now()),
       started_wall_(std::chrono::system_clock::now()),
       last_release_(Clock::now()) {}
@@ -86,7 +141,7 @@ Result<CellLease> CellSession::Acquire() {
     break;
   }
   std::string replaced;
-  std::shared_ptr<Cell> dead;
+  std::shared_ptr<CellInstance> dead;
   if (cell_) {
     replaced = "the session's previous cell " + cell_->id() +
                " had stopped (killed or out of memory); this call runs in a fresh cell and "
@@ -104,13 +159,13 @@ Result<CellLease> CellSession::Acquire() {
     dead.reset();
   }
 
-  Result<std::unique_ptr<Cell>> created = MakeCell(id);
+  Result<std::unique_ptr<CellInstance>> created = MakeCell(id);
 
   lock.lock();
   creating_ = false;
   released_.notify_all();
   if (!created) return created.error().Wrap("could not create the session's cell");
-  std::shared_ptr<Cell> cell(std::move(created).value());
+  std::shared_ptr<CellInstance> cell(std::move(created).value());
   if (closed_) {
     lock.unlock();
     (void)Retire(cell);
@@ -138,12 +193,12 @@ std::string CellSession::TakeLifetimeNoticeLocked() {
          "refused; a new MCP session gets a new cell";
 }
 
-Result<std::unique_ptr<Cell>> CellSession::MakeCell(const std::string& id) {
-  std::unique_ptr<Cell> cell = pool_ ? pool_->Take() : nullptr;
+Result<std::unique_ptr<CellInstance>> CellSession::MakeCell(const std::string& id) {
+  std::unique_ptr<CellInstance> cell = pool_ ? pool_->Take() : nullptr;
   if (!cell) {
     Result<CellSpec> spec = factory_(id);
     if (!spec) return spec.error().Wrap("cell spec");
-    Result<std::unique_ptr<Cell>> made = Cell::Create(*spec, options_.create);
+    Result<std::unique_ptr<CellInstance>> made = backend_->Create(*spec);
     if (!made) return made.error();
     cell = std::move(made).value();
   }
@@ -156,7 +211,7 @@ Result<std::unique_ptr<Cell>> CellSession::MakeCell(const std::string& id) {
   return cell;
 }
 
-Status CellSession::Retire(const std::shared_ptr<Cell>& cell) {
+Status CellSession::Retire(const std::shared_ptr<CellInstance>& cell) {
   if (hooks_ && hooks_->on_destroying) hooks_->on_destroying(*cell);
   return cell->Destroy();
 }
@@ -169,7 +224,7 @@ void CellSession::Release() {
 }
 
 Status CellSession::Close(const std::string& reason) {
-  std::shared_ptr<Cell> cell;
+  std::shared_ptr<CellInstance> cell;
   {
     std::unique_lock lock(mu_);
     if (!closed_) {
@@ -187,7 +242,7 @@ Status CellSession::Close(const std::string& reason) {
 }
 
 Status CellSession::DestroyIdleCell() {
-  std::shared_ptr<Cell> cell;
+  std::shared_ptr<CellInstance> cell;
   {
     std::lock_guard lock(mu_);
     // In use again, or used since the reaper looked: not idle any more.
@@ -246,7 +301,7 @@ CellSessionInfo CellSession::Info() const {
 // ---- CellSessionManager ----
 
 CellSessionManager::CellSessionManager(CellSpecFactory factory, CellSessionOptions options)
-    : factory_(std::move(factory)), options_(std::move(options)) {
+    : factory_(std::move(factory)), options_(WithBackend(std::move(options))) {
   {
     std::lock_guard lock(mu_);
     (void)PoolLocked("", factory_);  // the default profile's cells start now
@@ -266,7 +321,7 @@ std::shared_ptr<WarmPool> CellSessionManager::PoolLocked(const std::string& prof
   if (options_.warm_cells == 0 || stopped_pools_) return nullptr;
   auto it = pools_.find(profile);
   if (it != pools_.end()) return it->second;
-  auto pool = std::make_shared<WarmPool>(factory, options_.create, options_.warm_cells);
+  auto pool = std::make_shared<WarmPool>(factory, options_.backend, options_.warm_cells);
   pools_.emplace(profile, pool);
   return pool;
 }

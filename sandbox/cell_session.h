@@ -27,9 +27,10 @@
 #include <string>
 #include <thread>
 
+#include "base/status.h"
+#include "sandbox/backend.h"
 #include "sandbox/cell.h"
 #include "sandbox/cell_spec.h"
-#include "base/status.h"
 #include "sandbox/warm_pool.h"
 
 namespace mcpcell::sandbox {
@@ -37,7 +38,10 @@ namespace mcpcell::sandbox {
 struct CellSessionOptions {
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(15)};
   std::chrono::milliseconds max_lifetime{std::chrono::hours(4)};
+  // The namespace backend's options, used when `backend` is null.
   CellCreateOptions create;
+  // What makes the cells (sandbox/backend.h); null: NamespaceBackend(create).
+  std::shared_ptr<const CellBackend> backend;
   // Cells kept ready per profile (sandbox/warm_pool.h), so a session's first call does not
   // wait for one to be made. The default profile's pool starts filling when the manager is
   // made, a named profile's at its first session. 0: every cell is made on demand.
@@ -50,10 +54,10 @@ struct CellHooks {
   // A cell was bound to session `key` (made with `profile`, "" = the manager's own), fresh
   // or from the warm pool, before any call uses it. An error fails that Acquire and the
   // cell is destroyed.
-  std::function<Status(Cell&, const std::string& key, const std::string& profile)> on_bound;
+  std::function<Status(CellInstance&, const std::string& key, const std::string& profile)> on_bound;
   // A cell that on_bound accepted is about to be destroyed (session closed, idle expiry,
   // replaced after it died, server shutdown).
-  std::function<void(Cell&)> on_destroying;
+  std::function<void(CellInstance&)> on_destroying;
 };
 
 // Makes the spec of a new cell with the given id (the policy decides everything in it).
@@ -69,7 +73,9 @@ struct CellSessionProfile {
 
 class CellSession;
 
-// Proof that a call may use the cell; releases it on destruction. Move-only.
+// Proof that a call may use the cell, and the only way tools reach it: every request goes
+// through the lease to the cell. Releases the cell on destruction. Move-only. The requests
+// are thread-safe (as the cell's), and fail with an error once the cell died.
 class CellLease {
  public:
   CellLease(CellLease&&) noexcept;
@@ -77,7 +83,37 @@ class CellLease {
   CellLease(const CellLease&) = delete;
   ~CellLease();
 
-  Cell& cell() const { return *cell_; }
+  const std::string& id() const;
+  // The spec the cell was made from (limits, sizes; session_info shows them).
+  const CellSpec& spec() const;
+  // False once the cell cannot take requests (init died, the cell was destroyed).
+  bool alive() const;
+  // What the cell does not enforce and why (CellInstance::warnings).
+  const std::vector<std::string>& warnings() const;
+  // The cell's resource use so far; an error when it is not accounted.
+  Result<CgroupUsage> Usage() const;
+
+  // Runs one program to completion (sandbox/backend.h, CellInstance::Exec).
+  Result<ExecResult> Exec(const ExecOptions& options) const;
+  Status SignalExec(uint64_t exec_id, int signo) const;
+  Result<control::StatsReply> Stats() const;
+
+  // File operations inside the cell, as the sandbox user (CellInstance's).
+  Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes) const;
+  Result<FileWindow> ReadFileRange(const std::string& path, uint64_t offset,
+                                   uint64_t max_bytes) const;
+  Status WriteFile(const std::string& path, std::string_view data, uint32_t mode = 0644) const;
+  Status WriteFileAt(const std::string& path, uint64_t offset, std::string_view data, bool truncate,
+                     uint32_t mode = 0644) const;
+  Status AppendFile(const std::string& path, std::string_view data, uint32_t mode = 0644) const;
+  Status WriteNewFile(const std::string& path, std::string_view data, uint32_t mode) const;
+  Result<std::vector<control::DirEntry>> ListDir(const std::string& path,
+                                                 size_t max_entries = 100000) const;
+  Result<control::FileStat> Stat(const std::string& path, bool follow_symlinks = false) const;
+  Status Mkdir(const std::string& path, uint32_t mode = 0755, bool parents = false) const;
+  Status Remove(const std::string& path, bool recursive = false) const;
+  Status Rename(const std::string& from, const std::string& to, bool no_replace = false) const;
+
   // Fires when the session is closing or expiring: stop work, kill the program.
   std::stop_token stop_token() const { return stop_; }
   // Non-empty when this call got a new cell because the previous one had died.
@@ -89,10 +125,10 @@ class CellLease {
 
  private:
   friend class CellSession;
-  CellLease(CellSession* session, std::shared_ptr<Cell> cell, std::stop_token stop,
+  CellLease(CellSession* session, std::shared_ptr<CellInstance> cell, std::stop_token stop,
             std::string replaced_reason, std::string lifetime_notice);
   CellSession* session_;
-  std::shared_ptr<Cell> cell_;
+  std::shared_ptr<CellInstance> cell_;
   std::stop_token stop_;
   std::string replaced_reason_;
   std::string lifetime_notice_;
@@ -143,9 +179,9 @@ class CellSession {
   friend class CellLease;
   void Release();
   std::string NextCellId();
-  Result<std::unique_ptr<Cell>> MakeCell(const std::string& id);
+  Result<std::unique_ptr<CellInstance>> MakeCell(const std::string& id);
   // on_destroying, then Destroy. Outside mu_.
-  Status Retire(const std::shared_ptr<Cell>& cell);
+  Status Retire(const std::shared_ptr<CellInstance>& cell);
   // CellLease::lifetime_notice for a lease made now. Under mu_.
   std::string TakeLifetimeNoticeLocked();
 
@@ -155,12 +191,13 @@ class CellSession {
   const CellSessionOptions options_;
   const std::shared_ptr<const CellHooks> hooks_;
   const std::shared_ptr<WarmPool> pool_;
+  const std::shared_ptr<const CellBackend> backend_;
   const std::chrono::steady_clock::time_point started_;
   const std::chrono::system_clock::time_point started_wall_;
 
   mutable std::mutex mu_;
   std::condition_variable released_;
-  std::shared_ptr<Cell> cell_;  // under mu_
+  std::shared_ptr<CellInstance> cell_;  // under mu_
   std::stop_source stop_;       // requested by Close
   std::chrono::steady_clock::time_point last_release_;
   int leases_ = 0;
@@ -208,7 +245,7 @@ class CellSessionManager {
   void StopPools();
 
   const CellSpecFactory factory_;
-  const CellSessionOptions options_;
+  const CellSessionOptions options_;  // its backend set
   mutable std::mutex mu_;
   std::map<std::string, CellSessionProfile> profiles_;
   std::shared_ptr<const CellHooks> hooks_;

@@ -1,7 +1,5 @@
 #include "sandbox/warm_pool.h"
 
-#include "sandbox/cell_channel.h"
-
 namespace mcpcell::sandbox {
 namespace {
 
@@ -9,16 +7,15 @@ namespace {
 // cannot make cells is not hammered; sessions still make (and report) their own meanwhile.
 constexpr std::chrono::seconds kRetryAfterFailure{5};
 
-bool Usable(Cell& cell) { return cell.alive() && cell.channel().alive(); }
-
 }  // namespace
 
-WarmPool::WarmPool(SpecFactory factory, CellCreateOptions create, size_t target, Prepare prepare)
+WarmPool::WarmPool(SpecFactory factory, std::shared_ptr<const CellBackend> backend, size_t target,
+                   Prepare prepare)
     : factory_(std::move(factory)),
-      create_(std::move(create)),
+      backend_(std::move(backend)),
       target_(target),
       prepare_(std::move(prepare)) {
-  if (target_ > 0 && factory_) {
+  if (target_ > 0 && factory_ && backend_) {
     thread_ = std::jthread([this](std::stop_token stop) { Loop(stop); });
   }
 }
@@ -38,14 +35,14 @@ void WarmPool::Loop(std::stop_token stop) {
     lock.unlock();
     const std::string id = GenerateCellId('w');
     Result<CellSpec> spec = factory_(id);
-    Result<std::unique_ptr<Cell>> cell = Error::Msg("not made");
+    Result<std::unique_ptr<CellInstance>> cell = Error::Msg("not made");
     bool persistent_workspace = false;
     if (!spec) {
       cell = spec.error().Wrap("cell spec");
     } else if (!spec->workspace_host_dir.empty()) {
       persistent_workspace = true;
     } else {
-      cell = Cell::Create(*spec, create_);
+      cell = backend_->Create(*spec);
       if (cell && prepare_) {
         if (Status s = prepare_(**cell, stop); !s) {
           (void)(*cell)->Destroy();
@@ -72,16 +69,16 @@ void WarmPool::Loop(std::stop_token stop) {
   }
 }
 
-std::unique_ptr<Cell> WarmPool::Take(std::chrono::milliseconds max_wait) {
+std::unique_ptr<CellInstance> WarmPool::Take(std::chrono::milliseconds max_wait) {
   const auto deadline = std::chrono::steady_clock::now() + max_wait;
   std::unique_lock lock(mu_);
   for (;;) {
     while (!ready_.empty()) {
-      std::unique_ptr<Cell> cell = std::move(ready_.front());
+      std::unique_ptr<CellInstance> cell = std::move(ready_.front());
       ready_.pop_front();
       if (pauses_ == 0 || ready_.empty()) changed_.notify_all();  // refill (see Loop)
       lock.unlock();
-      if (Usable(*cell)) return cell;
+      if (cell->usable()) return cell;
       (void)cell->Destroy();  // died while waiting (killed from the host): never handed out
       cell.reset();
       lock.lock();
@@ -98,7 +95,7 @@ void WarmPool::Stop() {
     thread_.request_stop();
     thread_.join();  // a creation in progress finishes first; its cell lands in ready_
   }
-  std::deque<std::unique_ptr<Cell>> cells;
+  std::deque<std::unique_ptr<CellInstance>> cells;
   {
     std::lock_guard lock(mu_);
     disabled_ = true;

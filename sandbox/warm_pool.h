@@ -30,9 +30,9 @@
 #include <string>
 #include <thread>
 
-#include "sandbox/cell.h"
-#include "sandbox/cell_spec.h"
 #include "base/status.h"
+#include "sandbox/backend.h"
+#include "sandbox/cell_spec.h"
 
 namespace mcpcell::sandbox {
 
@@ -40,17 +40,19 @@ class WarmPool {
  public:
   using SpecFactory = std::function<Result<CellSpec>(const std::string& cell_id)>;
   // Called with each new cell before it is ready; `stop` fires when the pool stops.
-  using Prepare = std::function<Status(Cell& cell, std::stop_token stop)>;
+  using Prepare = std::function<Status(CellInstance& cell, std::stop_token stop)>;
 
-  // Starts making cells at once (target 0: never makes any; Take returns nullptr).
-  WarmPool(SpecFactory factory, CellCreateOptions create, size_t target, Prepare prepare = {});
+  // Starts making cells with `backend` at once (target 0: never makes any; Take returns
+  // nullptr).
+  WarmPool(SpecFactory factory, std::shared_ptr<const CellBackend> backend, size_t target,
+           Prepare prepare = {});
   ~WarmPool();  // Stop()
   WarmPool(const WarmPool&) = delete;
   WarmPool& operator=(const WarmPool&) = delete;
 
   // A ready, live cell; or the one being made, once ready (waits at most `max_wait`);
   // nullptr when neither (the caller makes its own).
-  std::unique_ptr<Cell> Take(std::chrono::milliseconds max_wait = std::chrono::seconds(30));
+  std::unique_ptr<CellInstance> Take(std::chrono::milliseconds max_wait = std::chrono::seconds(30));
 
   // While at least one pause is held, the pool starts making no cell (one being made is
   // finished) unless none is ready: work that waits on a cell's program, on a host with
@@ -72,12 +74,12 @@ class WarmPool {
   void Loop(std::stop_token stop);
 
   const SpecFactory factory_;
-  const CellCreateOptions create_;
+  const std::shared_ptr<const CellBackend> backend_;
   const size_t target_;
   const Prepare prepare_;
   mutable std::mutex mu_;
   std::condition_variable_any changed_;
-  std::deque<std::unique_ptr<Cell>> ready_;  // under mu_
+  std::deque<std::unique_ptr<CellInstance>> ready_;  // under mu_
   bool making_ = false;                      // under mu_
   bool disabled_ = false;                    // under mu_: never again
   size_t pauses_ = 0;                        // under mu_

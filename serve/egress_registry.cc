@@ -32,8 +32,8 @@ void EgressRegistry::SetProfile(const std::string& profile, egress::CellEgress c
   profiles_[profile] = std::move(config);
 }
 
-Status EgressRegistry::Bind(sandbox::Cell& cell, const std::string& session_key,
-                                     const std::string& profile) {
+Status EgressRegistry::Bind(sandbox::CellInstance& cell, const std::string& session_key,
+                            const std::string& profile) {
   egress::CellEgress config;
   {
     std::lock_guard lock(mu_);
@@ -60,7 +60,7 @@ Status EgressRegistry::Bind(sandbox::Cell& cell, const std::string& session_key,
   return Ok();
 }
 
-void EgressRegistry::Unbind(sandbox::Cell& cell) {
+void EgressRegistry::Unbind(sandbox::CellInstance& cell) {
   Bound bound;
   {
     std::lock_guard lock(mu_);

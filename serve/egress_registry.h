@@ -62,10 +62,10 @@ class EgressRegistry final : public tools::CellEgressView {
 
   // CellHooks::on_bound. An error (no listener, unknown profile, the proxy refused the
   // socket) fails the Acquire: a cell is never used without its proxy.
-  Status Bind(sandbox::Cell& cell, const std::string& session_key,
-                       const std::string& profile);
+  Status Bind(sandbox::CellInstance& cell, const std::string& session_key,
+              const std::string& profile);
   // CellHooks::on_destroying. Unknown cells are ignored.
-  void Unbind(sandbox::Cell& cell);
+  void Unbind(sandbox::CellInstance& cell);
 
   // tools::CellEgressView: the proxy's counters for a bound cell, by cell id.
   std::optional<tools::CellEgressReport> Report(const std::string& cell_id) const override;

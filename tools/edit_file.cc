@@ -18,7 +18,7 @@ namespace {
 // The edited text replaces the file atomically: written to a new file beside it, then
 // renamed over it, so a reader (or a crash) never sees it half written. A symlink is
 // edited in place through the link (renaming over it would replace the link itself).
-Status ReplaceFileContents(sandbox::CellChannel& channel, const std::string& path,
+Status ReplaceFileContents(const sandbox::CellLease& channel, const std::string& path,
                            const std::string& text) {
   auto st = channel.Stat(path, /*follow_symlinks=*/false);
   if (!st) return st.error();
@@ -64,7 +64,7 @@ mcp::ToolResult EditFile(const ToolEnv& env, mcp::Context& ctx, const EditFileAr
   LeaseOrError acquired = AcquireCell(env, ctx);
   if (!acquired.lease) return acquired.error;
   note = acquired.lease->replaced_reason();
-  auto& channel = acquired.lease->cell().channel();
+  auto& channel = *acquired.lease;
   uint64_t size = 0;
   auto data = ReadCellFile(channel, path, env.config.max_read_bytes + 1, &size);
   if (!data) return PathError("edit_file " + path, data.error());

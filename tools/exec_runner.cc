@@ -15,14 +15,13 @@
 namespace mcpcell::tools {
 namespace {
 
-using sandbox::CellChannel;
 using sandbox::OutputStream;
 
 // Saves one stream's full output in the cell once it outgrows what the result keeps.
 // Until then it only buffers (most outputs are small and never touch the disk).
 class OutputSaver {
  public:
-  OutputSaver(CellChannel& channel, std::string path, size_t keep, size_t cap)
+  OutputSaver(const sandbox::CellLease& channel, std::string path, size_t keep, size_t cap)
       : channel_(channel), path_(std::move(path)), keep_(keep), cap_(cap) {}
 
   void Append(std::string_view chunk) {
@@ -63,7 +62,7 @@ class OutputSaver {
     buffer_.clear();
   }
 
-  CellChannel& channel_;
+  const sandbox::CellLease& channel_;
   std::string path_;
   size_t keep_, cap_;
   std::string buffer_;
@@ -184,7 +183,7 @@ std::optional<mcp::ToolResult> TimeoutOverSessionMax(const CellToolsConfig* sess
 }
 
 // The call's files (run_code's source), with their directories, before the program runs.
-std::optional<mcp::ToolResult> WriteCallFiles(CellChannel& channel, const ExecCall& call) {
+std::optional<mcp::ToolResult> WriteCallFiles(const sandbox::CellLease& channel, const ExecCall& call) {
   for (const auto& [path, content] : call.files) {
     auto slash = path.rfind('/');
     if (slash != std::string::npos && slash > 0) {
@@ -218,7 +217,7 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   const CellToolsConfig& config = *acquired.config;
   auto timeout = timeout_s ? std::chrono::seconds(*timeout_s) : config.default_timeout;
   sandbox::CellLease& lease = *acquired.lease;
-  CellChannel& channel = lease.cell().channel();
+  sandbox::CellLease& channel = lease;
 
   if (auto error = WriteCallFiles(channel, call)) return *error;
 
@@ -227,7 +226,7 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   ctx.OnCancel([stop] { stop->request_stop(); });
   std::stop_callback on_close(lease.stop_token(), [stop] { stop->request_stop(); });
 
-  const uint64_t refusals_before = env.egress ? env.egress->RefusalCursor(lease.cell().id()) : 0;
+  const uint64_t refusals_before = env.egress ? env.egress->RefusalCursor(lease.id()) : 0;
   const std::string id = NewCallId();
   const std::string dir = std::string(kOutputDir) + "/" + call.tool + "-" + id;
   OutputCapture out(config.keep_bytes_per_stream), err(config.keep_bytes_per_stream);
@@ -276,8 +275,7 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   text.out = out.Render(text.out_path, out_saver.capped_at());
   text.err = err.Render(text.err_path, err_saver.capped_at());
   // The proxy reports a refusal before the program can read the answer: all are here.
-  if (env.egress)
-    text.egress_refusals = env.egress->RefusalsSince(lease.cell().id(), refusals_before);
+  if (env.egress) text.egress_refusals = env.egress->RefusalsSince(lease.id(), refusals_before);
   return BuildResult(call, *result, out, err, text, timeout, lease.replaced_reason());
 }
 

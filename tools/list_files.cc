@@ -54,7 +54,7 @@ mcp::ToolResult ListFiles(const ToolEnv& env, mcp::Context& ctx, const ListFiles
   LeaseOrError acquired = AcquireCell(env, ctx);
   if (!acquired.lease) return acquired.error;
   note = acquired.lease->replaced_reason();
-  auto& channel = acquired.lease->cell().channel();
+  auto& channel = *acquired.lease;
   mcp::Json entries = mcp::Json::array();
   std::string text;
   bool truncated = false;

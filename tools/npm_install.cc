@@ -17,7 +17,7 @@ constexpr uint64_t kMaxLockfileBytes = 32 << 20;
 constexpr char kHiddenLockfile[] = "/workspace/node_modules/.package-lock.json";
 
 // The hidden lockfile's packages; a missing file is an empty install.
-Result<std::map<std::string, LockedPackage>> ReadLockfile(sandbox::CellChannel& channel) {
+Result<std::map<std::string, LockedPackage>> ReadLockfile(const sandbox::CellLease& channel) {
   if (!channel.Stat(kHiddenLockfile, /*follow_symlinks=*/true)) {
     return std::map<std::string, LockedPackage>{};
   }

@@ -276,7 +276,7 @@ InstallRun::InstallRun(const ToolEnv& env, mcp::Context& ctx, sandbox::CellLease
       progress_(ctx, config) {
   // An install may take as long as the longest call the policy allows.
   deadline_ = std::chrono::steady_clock::now() + timeout_;
-  if (env_.egress) refusal_cursor_ = env_.egress->RefusalCursor(lease_.cell().id());
+  if (env_.egress) refusal_cursor_ = env_.egress->RefusalCursor(lease_.id());
   ctx_.OnCancel([stop = stop_] { stop->request_stop(); });
 }
 
@@ -299,7 +299,7 @@ std::shared_ptr<std::timed_mutex> CellInstallLock(const std::string& cell_id) {
 }  // namespace
 
 std::optional<mcp::ToolResult> InstallRun::WaitForOtherInstalls() {
-  install_lock_ = CellInstallLock(lease_.cell().id());
+  install_lock_ = CellInstallLock(lease_.id());
   install_guard_ = std::unique_lock(*install_lock_, std::defer_lock);
   while (!install_guard_.try_lock_for(std::chrono::milliseconds(100))) {
     if (ctx_.cancelled() || lease_.stop_token().stop_requested())
@@ -312,11 +312,11 @@ std::optional<mcp::ToolResult> InstallRun::WaitForOtherInstalls() {
           "finish; nothing was installed. Try again once it has.");
   }
   // What the proxy refused while the other install ran was the other's.
-  if (env_.egress) refusal_cursor_ = env_.egress->RefusalCursor(lease_.cell().id());
+  if (env_.egress) refusal_cursor_ = env_.egress->RefusalCursor(lease_.id());
   return std::nullopt;
 }
 
-sandbox::CellChannel& InstallRun::channel() { return lease_.cell().channel(); }
+sandbox::CellLease& InstallRun::channel() { return lease_; }
 
 InstallRun::Outcome InstallRun::Run(const std::vector<std::string>& argv, const std::string& cwd) {
   Outcome outcome;
@@ -380,7 +380,7 @@ std::string InstallRun::Output() const { return output_.Render(""); }
 std::vector<RefusedPackage> InstallRun::Refusals() const {
   std::vector<RefusedPackage> out;
   if (!env_.egress) return out;
-  for (std::string& line : env_.egress->RefusalsSince(lease_.cell().id(), refusal_cursor_)) {
+  for (std::string& line : env_.egress->RefusalsSince(lease_.id(), refusal_cursor_)) {
     out.push_back({PackageOfLine(line), std::move(line)});
   }
   return out;

@@ -125,7 +125,7 @@ class InstallRun {
   // What the package service and the egress proxy refused for this session since the
   // InstallRun began, one entry per line (the package named when the line quotes one).
   std::vector<RefusedPackage> Refusals() const;
-  sandbox::CellChannel& channel();
+  sandbox::CellLease& channel();
   const std::string& call_id() const { return call_id_; }
 
   // Waits until no other install of this cell runs, then keeps the others waiting until

@@ -73,7 +73,7 @@ Result<ReadFileArgs> ParseReadFileArgs(const mcp::Json& json) {
   return args;
 }
 
-mcp::ToolResult ReadBase64(sandbox::CellChannel& channel, const ReadFileArgs& args,
+mcp::ToolResult ReadBase64(const sandbox::CellLease& channel, const ReadFileArgs& args,
                            uint64_t file_size, uint64_t default_bytes, uint64_t max_bytes) {
   const std::string& path = args.path;
   const int64_t offset = args.offset;
@@ -107,7 +107,7 @@ mcp::ToolResult ReadFile(const ToolEnv& env, mcp::Context& ctx, const ReadFileAr
   LeaseOrError acquired = AcquireCell(env, ctx);
   if (!acquired.lease) return acquired.error;
   note = acquired.lease->replaced_reason();
-  auto& channel = acquired.lease->cell().channel();
+  auto& channel = *acquired.lease;
   const std::string& path = args.path;
   auto st = channel.Stat(path, /*follow_symlinks=*/true);
   if (!st) return PathError("read_file " + path, st.error());

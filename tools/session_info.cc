@@ -94,7 +94,7 @@ mcp::Json SessionInfoOutputSchema() {
 // What session_info reports, gathered once for both of its forms.
 struct SessionFacts {
   const CellToolsConfig& config;
-  sandbox::Cell& cell;
+  const sandbox::CellLease& cell;
   sandbox::CellSessionInfo info;
   int64_t wall_time_s = 0;
   Result<sandbox::CgroupUsage> usage;
@@ -203,7 +203,7 @@ mcp::ToolResult SessionInfo(const ToolEnv& env, mcp::Context& ctx) {
   if (!acquired.lease) return acquired.error;
   auto session = SessionCells(env, ctx);
   if (!session) return mcp::ToolResult::Error(session.error().message);
-  sandbox::Cell& cell = acquired.lease->cell();
+  const sandbox::CellLease& cell = *acquired.lease;
   sandbox::CellSessionInfo info = (*session)->Info();
   const int64_t wall_time_s = Seconds(std::chrono::system_clock::now() - info.started_at);
   const SessionFacts facts{

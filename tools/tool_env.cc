@@ -109,8 +109,8 @@ mcp::ToolResult PathError(const std::string& what, const Error& error,
   return SandboxError(what, error, hint.empty() ? HintFor(error) : hint);
 }
 
-Result<std::string> ReadCellFile(sandbox::CellChannel& channel, const std::string& path,
-                                          uint64_t max_bytes, uint64_t* size) {
+Result<std::string> ReadCellFile(const sandbox::CellLease& channel, const std::string& path,
+                                 uint64_t max_bytes, uint64_t* size) {
   auto st = channel.Stat(path, /*follow_symlinks=*/true);
   if (!st) return st.error();
   if (st->type == sandbox::control::FileType::kDirectory)

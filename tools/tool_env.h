@@ -118,7 +118,7 @@ std::string WriteHint(const Error& error);
 std::string ParentDir(const std::string& path);
 
 // Reads a whole file from the cell, at most `max_bytes`; `*size` gets the file's size.
-Result<std::string> ReadCellFile(sandbox::CellChannel& channel, const std::string& path,
-                                          uint64_t max_bytes, uint64_t* size);
+Result<std::string> ReadCellFile(const sandbox::CellLease& channel, const std::string& path,
+                                 uint64_t max_bytes, uint64_t* size);
 
 }  // namespace mcpcell::tools

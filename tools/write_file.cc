@@ -63,7 +63,7 @@ mcp::ToolResult WriteFile(const ToolEnv& env, mcp::Context& ctx, const WriteFile
   LeaseOrError acquired = AcquireCell(env, ctx);
   if (!acquired.lease) return acquired.error;
   note = acquired.lease->replaced_reason();
-  auto& channel = acquired.lease->cell().channel();
+  auto& channel = *acquired.lease;
   if (std::string parent = ParentDir(path); !parent.empty()) {
     Status st = channel.Mkdir(parent, 0755, /*parents=*/true);
     if (!st) return PathError("write_file " + path, st.error(), WriteHint(st.error()));

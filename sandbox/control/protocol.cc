@@ -10,6 +10,8 @@
 #include <optional>
 #include <type_traits>
 
+#include "base/fd_passing.h"
+
 namespace mcpcell::sandbox::control {
 namespace {
 
@@ -442,28 +444,9 @@ Status SendDatagram(int fd, std::span<const uint8_t> bytes, std::span<const int>
                     const char* what) {
   if (fds.size() > kMaxFdsPerFrame)
     return Error::Msg(std::string("sendmsg(") + what + "): too many fds");
-  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerFrame)] = {};
-  if (!fds.empty()) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  }
-  ssize_t n;
-  do {
-    n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return Error::Sys(std::string("sendmsg(") + what + ")");
-  if (static_cast<size_t>(n) != bytes.size()) {
-    return Error::Msg(std::string("sendmsg(") + what + "): short write");
-  }
+  Result<size_t> sent = SendWithFds(fd, bytes, fds, what);
+  if (!sent) return sent.error();
+  if (*sent != bytes.size()) return Error::Msg(std::string("sendmsg(") + what + "): short write");
   return Ok();
 }
 
@@ -474,47 +457,25 @@ Result<Received> ReceiveMessage(int fd) {
   // exec on each side). Only the pages frames actually used are resident.
   constexpr size_t kBufferBytes = kMaxFrameBytes + 1;
   thread_local const std::unique_ptr<uint8_t[]> buffer(new uint8_t[kBufferBytes]);
-  iovec iov{buffer.get(), kBufferBytes};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerFrame)];
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n;
-  do {
-    n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return Error::Sys("recvmsg(control channel)");
-  // Take ownership of every fd that arrived before looking at anything else, so none leaks.
-  std::vector<UniqueFd> fds;
-  bool foreign_cmsg = false;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int received;
-        std::memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        fds.emplace_back(received);
-      }
-    } else {
-      foreign_cmsg = true;
-    }
-  }
+  Result<ReceivedWithFds> got = ReceiveWithFds(fd, std::span<uint8_t>(buffer.get(), kBufferBytes),
+                                               kMaxFdsPerFrame, 0, "control channel");
+  if (!got) return got.error();
+  std::vector<UniqueFd>& fds = got->fds;
+  const size_t n = got->size;
   // Every early return below discards what came with the frame.
   struct DiscardUnlessKept {
     std::vector<UniqueFd>& fds;
     ~DiscardUnlessKept() { CloseAll(fds); }
   } guard{fds};
   if (n == 0) return Error{"control channel closed", 0};
-  if (msg.msg_flags & MSG_CTRUNC) {
+  if (got->fds_truncated) {
     return Error::Msg("control frame carried more than " + std::to_string(kMaxFdsPerFrame) +
                       " fds");
   }
-  if ((msg.msg_flags & MSG_TRUNC) || static_cast<size_t>(n) > kMaxFrameBytes) {
+  if (got->truncated || n > kMaxFrameBytes) {
     return Error::Msg("control frame exceeds cap of " + std::to_string(kMaxFrameBytes) + " bytes");
   }
-  if (foreign_cmsg) return Error::Msg("control frame carried unexpected ancillary data");
+  if (got->foreign_control) return Error::Msg("control frame carried unexpected ancillary data");
   Result<Message> message =
       DecodeFrame(std::span<const uint8_t>(buffer.get(), n), static_cast<uint32_t>(fds.size()));
   if (!message.ok()) {

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/fd_passing.h"
 #include "sandbox/linux/cgroup.h"
 #include "sandbox/linux/devices.h"
 #include "sandbox/linux/hostname.h"
@@ -194,38 +195,21 @@ Result<CellRoot> SetupCell(const CellSpec& spec, LoopbackNamespaceChild& net, St
 Result<ServerHandover> ReceiveHandover(StepTimer& timer) {
   ServerHandover handover;
   char head[1 + sizeof(uint32_t)];
-  struct iovec iov = {head, sizeof head};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxCgroupJoinFds)];
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  do {
-    n = ::recvmsg(kInitSyncFd, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
-  } while (n < 0 && errno == EINTR);
-  if (n > 0) {
-    for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-      const size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < k; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-        handover.cgroup_join_fds.emplace_back(fd);
-      }
-    }
-  }
+  Result<ReceivedWithFds> got =
+      ReceiveWithFds(kInitSyncFd, std::span<uint8_t>(reinterpret_cast<uint8_t*>(head), sizeof head),
+                     kMaxCgroupJoinFds, MSG_WAITALL, "sync socket");
+  if (got) handover.cgroup_join_fds = std::move(got->fds);
   timer.Mark("cgroup_wait");  // how long init waited for the server, if at all
   Status result = Ok();
   uint32_t count = 0;
-  if (n <= 0) {
-    result = n == 0 ? Error::Msg("the server closed the sync socket without a hand-over")
-                    : Error::Sys("recvmsg(sync socket)");
-  } else if (n != static_cast<ssize_t>(sizeof head) || head[0] != kHandoverTag) {
-    result = Error::Msg("malformed hand-over from the server (" + std::to_string(n) +
+  if (!got) {
+    result = got.error();
+  } else if (got->size == 0) {
+    result = Error::Msg("the server closed the sync socket without a hand-over");
+  } else if (got->size != sizeof head || head[0] != kHandoverTag) {
+    result = Error::Msg("malformed hand-over from the server (" + std::to_string(got->size) +
                         " bytes; a server and cell init of different builds?)");
-  } else if (msg.msg_flags & MSG_CTRUNC) {
+  } else if (got->fds_truncated) {
     result = Error::Msg("hand-over: more cgroup fds than " + std::to_string(kMaxCgroupJoinFds));
   } else if (std::memcpy(&count, head + 1, sizeof count), count > BPF_MAXINSNS) {
     result = Error::Msg("hand-over: " + std::to_string(count) + " seccomp instructions");

@@ -24,6 +24,7 @@
 
 #include "sandbox/cell.h"
 #include "sandbox/cell_channel.h"
+#include "sandbox/cell_session.h"
 #include "sandbox/state_dir.h"
 
 #ifndef MCPCELL_PROBE_PATH
@@ -89,6 +90,11 @@ inline CellCreateOptions TestCreateOptions() {
   return o;
 }
 
+// The namespace backend with TestCreateOptions, for warm pools.
+inline std::shared_ptr<const CellBackend> TestBackend() {
+  return std::make_shared<NamespaceBackend>(TestCreateOptions());
+}
+
 struct ProbeRun {
   bool ok = false;    // the exec happened (false: error says why)
   std::string error;  // Exec's error when !ok
@@ -97,13 +103,8 @@ struct ProbeRun {
   std::string out, err;
 };
 
-inline ProbeRun RunInCell(Cell& cell, std::vector<std::string> argv,
-                          std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
-  ExecOptions o;
-  o.argv = std::move(argv);
-  o.timeout = timeout;
+inline ProbeRun ToProbeRun(const Result<ExecResult>& res) {
   ProbeRun r;
-  Result<ExecResult> res = cell.channel().Exec(o);
   if (!res) {
     r.error = res.error().message;
     return r;
@@ -114,6 +115,24 @@ inline ProbeRun RunInCell(Cell& cell, std::vector<std::string> argv,
   r.out = res->out.data;
   r.err = res->err.data;
   return r;
+}
+
+inline ExecOptions ProbeExec(std::vector<std::string> argv, std::chrono::milliseconds timeout) {
+  ExecOptions o;
+  o.argv = std::move(argv);
+  o.timeout = timeout;
+  return o;
+}
+
+inline ProbeRun RunInCell(CellInstance& cell, std::vector<std::string> argv,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  return ToProbeRun(cell.Exec(ProbeExec(std::move(argv), timeout)));
+}
+
+// The same through a session's lease, as tools run programs.
+inline ProbeRun RunInCell(const CellLease& lease, std::vector<std::string> argv,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  return ToProbeRun(lease.Exec(ProbeExec(std::move(argv), timeout)));
 }
 
 inline ProbeRun RunProbe(Cell& cell, std::vector<std::string> args) {

@@ -30,14 +30,16 @@ struct HookLog {
   std::mutex mu;
   std::vector<std::string> bound;      // "key/profile/cell id"
   std::vector<std::string> destroyed;  // cell ids
+  std::vector<pid_t> init_pids;        // of the cells bound, in order
   CellHooks Hooks() {
     CellHooks h;
-    h.on_bound = [this](Cell& cell, const std::string& key, const std::string& profile) {
+    h.on_bound = [this](CellInstance& cell, const std::string& key, const std::string& profile) {
       std::lock_guard lock(mu);
       bound.push_back(key + "/" + profile + "/" + cell.id());
+      init_pids.push_back(dynamic_cast<Cell&>(cell).init_pid());  // the namespace backend
       return Status();
     };
-    h.on_destroying = [this](Cell& cell) {
+    h.on_destroying = [this](CellInstance& cell) {
       std::lock_guard lock(mu);
       destroyed.push_back(cell.id());
     };
@@ -66,9 +68,9 @@ TEST(CellSessionManager, WarmPoolServesTheFirstCallAndHooksSeeEveryCell) {
     {
       auto lease = (*session)->Acquire();
       ASSERT_TRUE(lease.ok()) << lease.error().message;
-      cell_id = lease->cell().id();
+      cell_id = lease->id();
       EXPECT_EQ(cell_id[0], 'w') << "the first cell came from the warm pool: " << cell_id;
-      auto r = celltest::RunInCell(lease->cell(), {"/bin/true"});
+      auto r = celltest::RunInCell(*lease, {"/bin/true"});
       EXPECT_TRUE(r.ok && r.exit_code == 0) << r.error;
     }
     {
@@ -101,13 +103,19 @@ TEST(CellSessionManager, ADeadCellIsRetiredThroughTheHookAndReplaced) {
   {
     auto lease = (*session)->Acquire();
     ASSERT_TRUE(lease.ok()) << lease.error().message;
-    first = lease->cell().id();
-    ASSERT_EQ(::kill(lease->cell().init_pid(), SIGKILL), 0);  // our own descendant
-    ASSERT_TRUE(Eventually([&] { return !lease->cell().alive(); }));
+    first = lease->id();
+    pid_t init_pid = -1;
+    {
+      std::lock_guard lock(log.mu);
+      ASSERT_EQ(log.init_pids.size(), 1u);
+      init_pid = log.init_pids[0];
+    }
+    ASSERT_EQ(::kill(init_pid, SIGKILL), 0);  // our own descendant
+    ASSERT_TRUE(Eventually([&] { return !lease->alive(); }));
   }
   auto lease = (*session)->Acquire();
   ASSERT_TRUE(lease.ok()) << lease.error().message;
-  EXPECT_NE(lease->cell().id(), first);
+  EXPECT_NE(lease->id(), first);
   EXPECT_THAT(lease->replaced_reason(), HasSubstr("had stopped"));
   {
     std::lock_guard lock(log.mu);
@@ -155,10 +163,10 @@ TEST(CellSessionManager, FailingOnBoundFailsTheCallAndLeavesNothing) {
   CellSessionManager manager(ProbeFactory(state), Options(0));
   CellHooks hooks;
   int destroyed = 0;
-  hooks.on_bound = [](Cell&, const std::string&, const std::string&) -> Status {
+  hooks.on_bound = [](CellInstance&, const std::string&, const std::string&) -> Status {
     return Error::Msg("egress proxy refused the cell");
   };
-  hooks.on_destroying = [&](Cell&) { ++destroyed; };
+  hooks.on_destroying = [&](CellInstance&) { ++destroyed; };
   manager.SetCellHooks(hooks);
   auto session = manager.Get("s");
   ASSERT_TRUE(session.ok());

@@ -24,7 +24,7 @@ using celltest::Eventually;
 using celltest::ProbeFactory;
 using celltest::ProbeSpec;
 using celltest::TempStateDir;
-using celltest::TestCreateOptions;
+using celltest::TestBackend;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
@@ -33,15 +33,15 @@ size_t CellDirs(const std::string& state_dir) { return celltest::CellDirNames(st
 TEST(WarmPool, HandsOutAReadyCellThatWorksAndRefills) {
   TempStateDir state;
   ASSERT_FALSE(state.path().empty());
-  WarmPool pool(ProbeFactory(state), TestCreateOptions(), 1);
+  WarmPool pool(ProbeFactory(state), TestBackend(), 1);
   ASSERT_TRUE(Eventually([&] { return pool.ready() == 1; })) << pool.status();
-  std::unique_ptr<Cell> cell = pool.Take();
+  std::unique_ptr<CellInstance> cell = pool.Take();
   ASSERT_NE(cell, nullptr);
   auto r = celltest::RunInCell(*cell, {"/bin/sh", "-c", "echo hi; id -u"});
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.out, "hi\n1000\n");
   EXPECT_TRUE(Eventually([&] { return pool.ready() == 1; })) << "refill: " << pool.status();
-  std::unique_ptr<Cell> second = pool.Take();
+  std::unique_ptr<CellInstance> second = pool.Take();
   ASSERT_NE(second, nullptr);
   EXPECT_NE(second->id(), cell->id());
   EXPECT_TRUE(cell->Destroy().ok());
@@ -56,18 +56,18 @@ TEST(WarmPool, HandsOutAReadyCellThatWorksAndRefills) {
 TEST(WarmPool, NoRefillWhilePausedUnlessEmpty) {
   TempStateDir state;
   ASSERT_FALSE(state.path().empty());
-  WarmPool pool(ProbeFactory(state), TestCreateOptions(), 2);
+  WarmPool pool(ProbeFactory(state), TestBackend(), 2);
   ASSERT_TRUE(Eventually([&] { return pool.ready() == 2; })) << pool.status();
   pool.PauseRefill();
   pool.PauseRefill();
-  std::unique_ptr<Cell> first = pool.Take();
+  std::unique_ptr<CellInstance> first = pool.Take();
   ASSERT_NE(first, nullptr);
   pool.ResumeRefill();
   std::this_thread::sleep_for(300ms);  // a cell takes ~10 ms to make here
   EXPECT_EQ(pool.ready(), 1u) << "one pause is still held";
   EXPECT_EQ(CellDirs(state.path()), 2u) << "no cell was started";
   // The last one taken while paused: an empty pool makes one all the same, and only one.
-  std::unique_ptr<Cell> second = pool.Take();
+  std::unique_ptr<CellInstance> second = pool.Take();
   ASSERT_NE(second, nullptr);
   EXPECT_TRUE(Eventually([&] { return pool.ready() == 1; })) << pool.status();
   std::this_thread::sleep_for(300ms);
@@ -94,7 +94,7 @@ TEST(WarmPool, KilledWhileWaitingInThePool) {
         spec.id = id;
         return spec;
       },
-      TestCreateOptions(), 1);
+      TestBackend(), 1);
   ASSERT_TRUE(Eventually([&] { return pool.ready() == 1; })) << pool.status();
   std::string first;
   {
@@ -108,10 +108,10 @@ TEST(WarmPool, KilledWhileWaitingInThePool) {
   ASSERT_GT(pid, 1) << "no init record for " << first;
   ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
   std::this_thread::sleep_for(50ms);
-  std::unique_ptr<Cell> cell = pool.Take(60s);
+  std::unique_ptr<CellInstance> cell = pool.Take(60s);
   if (cell) {
     EXPECT_NE(cell->id(), first) << "a dead pooled cell was handed out";
-    EXPECT_TRUE(cell->alive());
+    EXPECT_TRUE(cell->usable());
     EXPECT_TRUE(cell->Destroy().ok());
   }
   struct stat st;
@@ -131,7 +131,7 @@ TEST(WarmPool, PersistentWorkspaceTurnsThePoolOff) {
         spec.workspace_host_dir = ws;
         return spec;
       },
-      TestCreateOptions(), 1);
+      TestBackend(), 1);
   ASSERT_TRUE(Eventually([&] { return !pool.status().empty(); }));
   EXPECT_THAT(pool.status(), HasSubstr("persistent workspace"));
   EXPECT_EQ(pool.Take(100ms), nullptr);
@@ -142,7 +142,7 @@ TEST(WarmPool, FailingFactoryMeansNullptrAndAReason) {
   TempStateDir state;
   ASSERT_FALSE(state.path().empty());
   WarmPool pool([](const std::string&) -> Result<CellSpec> { return Error::Msg("no spec today"); },
-                TestCreateOptions(), 1);
+                TestBackend(), 1);
   ASSERT_TRUE(Eventually([&] { return !pool.status().empty(); }));
   EXPECT_THAT(pool.status(), HasSubstr("no spec today"));
   EXPECT_EQ(pool.Take(100ms), nullptr);
@@ -156,14 +156,14 @@ TEST(WarmPool, PrepareRunsBeforeACellIsHandedOutAndAFailureDestroysIt) {
   ASSERT_FALSE(state.path().empty());
   std::atomic<int> prepared{0};
   WarmPool pool(
-      ProbeFactory(state), TestCreateOptions(), 1, [&](Cell& cell, std::stop_token) -> Status {
+      ProbeFactory(state), TestBackend(), 1, [&](CellInstance& cell, std::stop_token) -> Status {
         auto r = celltest::RunInCell(cell, {"/bin/sh", "-c", "echo warm > /tmp/prepared"});
         if (!r.ok) return Error::Msg(r.error);
         ++prepared;
         return Ok();
       });
   ASSERT_TRUE(Eventually([&] { return pool.ready() == 1; })) << pool.status();
-  std::unique_ptr<Cell> cell = pool.Take();
+  std::unique_ptr<CellInstance> cell = pool.Take();
   ASSERT_NE(cell, nullptr);
   auto r = celltest::RunInCell(*cell, {"/bin/cat", "/tmp/prepared"});
   ASSERT_TRUE(r.ok) << r.error;
@@ -173,8 +173,9 @@ TEST(WarmPool, PrepareRunsBeforeACellIsHandedOutAndAFailureDestroysIt) {
   EXPECT_EQ(prepared.load(), 2);
   pool.Stop();
 
-  WarmPool failing(ProbeFactory(state), TestCreateOptions(), 1,
-                   [](Cell&, std::stop_token) -> Status { return Error::Msg("cold forever"); });
+  WarmPool failing(
+      ProbeFactory(state), TestBackend(), 1,
+      [](CellInstance&, std::stop_token) -> Status { return Error::Msg("cold forever"); });
   ASSERT_TRUE(Eventually([&] { return !failing.status().empty(); }));
   EXPECT_THAT(failing.status(), HasSubstr("preparing cell"));
   EXPECT_THAT(failing.status(), HasSubstr("cold forever"));
@@ -186,7 +187,7 @@ TEST(WarmPool, PrepareRunsBeforeACellIsHandedOutAndAFailureDestroysIt) {
 TEST(WarmPool, TargetZeroMakesNothing) {
   TempStateDir state;
   ASSERT_FALSE(state.path().empty());
-  WarmPool pool(ProbeFactory(state), TestCreateOptions(), 0);
+  WarmPool pool(ProbeFactory(state), TestBackend(), 0);
   EXPECT_EQ(pool.Take(10ms), nullptr);
   EXPECT_EQ(CellDirs(state.path()), 0u);
 }

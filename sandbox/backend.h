@@ -1,0 +1,132 @@
+// The backend seam: what the rest of the server uses of a cell, whatever makes it.
+//
+// A CellBackend makes cells from a CellSpec; a CellInstance is one live cell: its requests
+// (exec, signal, file operations, stats), what it does not enforce, and its destruction.
+// CellSession, CellSessionManager and WarmPool hold cells only as CellInstance, and tools
+// reach them only through a CellLease (cell_session.h), so a second backend changes
+// neither. Today there is one: the Linux namespace backend (NamespaceBackend, making
+// sandbox/cell.h's Cell, whose requests go over the control protocol through
+// CellChannel). A microVM backend would implement the same interface by booting a guest
+// whose agent is the same cell init, serving the same control protocol over a virtio
+// channel (docs/architecture.md, "Backends").
+//
+// Threading: a backend's Create may run on any thread, concurrently. A CellInstance's
+// requests are thread-safe and fail with an error (never hang) once the cell died or was
+// destroyed; Destroy is called by one thread at a time, and is idempotent.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "sandbox/cell_spec.h"
+#include "sandbox/control/protocol.h"
+#include "sandbox/linux/cgroup.h"
+
+namespace mcpcell::sandbox {
+
+// What an exec asks for and what it gives back, and a window of a file: the vocabulary
+// of every backend.
+enum class OutputStream { kStdout, kStderr };
+
+struct ExecOptions {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;          // "KEY=VALUE", overlaid on the cell's defaults
+  std::string cwd;                       // empty: the workspace
+  std::string stdin_data;                // written to the program's stdin, then closed
+  std::chrono::milliseconds timeout{0};  // wall clock; 0 = none
+  size_t keep_bytes = 1 << 20;           // per stream, kept in ExecResult
+  // Called on the calling thread with each chunk as it arrives (may be empty function).
+  std::function<void(OutputStream, std::string_view)> on_output;
+  // Passthrough: when >= 0, given to the program as-is (no capture, no stdin_data).
+  int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1;
+  std::stop_token stop;  // a stop request kills the process group (cancellation)
+  // Called once the program runs: its exec id (for SignalExec) and pid inside the cell.
+  std::function<void(uint64_t exec_id, pid_t pid)> on_started;
+};
+
+struct StreamCapture {
+  std::string data;    // the first keep_bytes bytes
+  uint64_t total = 0;  // bytes the program wrote
+  bool truncated() const { return total > data.size(); }
+};
+
+struct ExecResult {
+  bool signaled = false;  // killed by `signo`; otherwise exited with `exit_code`
+  int exit_code = 0;
+  int signo = 0;
+  bool timed_out = false;   // the wall-clock timeout fired and killed the group
+  bool cancelled = false;   // the stop token fired
+  bool oom_killed = false;  // the cell's cgroup recorded an OOM kill during the exec
+  // From ExecStarted (or, when none was asked for, the request) to ExecExited.
+  std::chrono::microseconds wall_time{0};
+  std::chrono::microseconds user_cpu{0}, system_cpu{0};  // of the process and its waited children
+  uint64_t peak_memory_bytes = 0;                        // max RSS
+  StreamCapture out, err;
+};
+
+// A window of a file (ReadFileRange): `file_size` gets the file's size and `eof` whether
+// the window reached its end.
+struct FileWindow {
+  std::string data;
+  uint64_t file_size = 0;
+  bool eof = false;
+};
+
+// One live cell. The request contracts are CellChannel's (sandbox/cell_channel.h).
+class CellInstance {
+ public:
+  virtual ~CellInstance() = default;
+
+  virtual const std::string& id() const = 0;
+  virtual const CellSpec& spec() const = 0;
+  // What this cell does not enforce and why; empty for a fully confined cell.
+  virtual const std::vector<std::string>& warnings() const = 0;
+  // True while the cell takes requests (its init runs and answers).
+  virtual bool usable() const = 0;
+  // Resource use so far; an error "limits not enforced: ..." when it is not accounted.
+  virtual Result<CgroupUsage> Usage() const = 0;
+  // The listening socket for the egress proxy (CellSpec::egress_proxy_port), once;
+  // ownership passes to the caller. -1 when the spec asked for none or it was taken.
+  virtual int TakeEgressListener() = 0;
+  // Ends every process of the cell and removes all it made. Idempotent.
+  virtual Status Destroy() = 0;
+
+  // An error means the program could not run; a program that ran and failed is a result.
+  virtual Result<ExecResult> Exec(const ExecOptions& options) = 0;
+  virtual Status SignalExec(uint64_t exec_id, int signo) = 0;
+  virtual Result<control::StatsReply> Stats() = 0;
+
+  virtual Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes) = 0;
+  virtual Result<FileWindow> ReadFileRange(const std::string& path, uint64_t offset,
+                                           uint64_t max_bytes) = 0;
+  virtual Status WriteFile(const std::string& path, std::string_view data, uint32_t mode) = 0;
+  virtual Status WriteFileAt(const std::string& path, uint64_t offset, std::string_view data,
+                             bool truncate, uint32_t mode) = 0;
+  virtual Status AppendFile(const std::string& path, std::string_view data, uint32_t mode) = 0;
+  virtual Status WriteNewFile(const std::string& path, std::string_view data, uint32_t mode) = 0;
+  virtual Result<std::vector<control::DirEntry>> ListDir(const std::string& path,
+                                                         size_t max_entries) = 0;
+  virtual Result<control::FileStat> Stat(const std::string& path, bool follow_symlinks) = 0;
+  virtual Status Mkdir(const std::string& path, uint32_t mode, bool parents) = 0;
+  virtual Status Remove(const std::string& path, bool recursive) = 0;
+  virtual Status Rename(const std::string& from, const std::string& to, bool no_replace) = 0;
+};
+
+// Makes cells. Returns only a ready cell or an error naming the failed step (everything
+// already made undone).
+class CellBackend {
+ public:
+  virtual ~CellBackend() = default;
+  virtual Result<std::unique_ptr<CellInstance>> Create(const CellSpec& spec) const = 0;
+};
+
+}  // namespace mcpcell::sandbox

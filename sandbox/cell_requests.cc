@@ -1,0 +1,58 @@
+// Cell's half of the backend seam (sandbox/backend.h): NamespaceBackend makes Cells, and a
+// Cell's requests go to its cell init through its CellChannel.
+#include "sandbox/cell.h"
+#include "sandbox/cell_channel.h"
+
+namespace mcpcell::sandbox {
+
+Result<std::unique_ptr<CellInstance>> NamespaceBackend::Create(const CellSpec& spec) const {
+  Result<std::unique_ptr<Cell>> cell = Cell::Create(spec, options_);
+  if (!cell) return cell.error();
+  return std::unique_ptr<CellInstance>(std::move(cell).value());
+}
+
+bool Cell::usable() const { return alive() && channel_ && channel_->alive(); }
+
+Result<ExecResult> Cell::Exec(const ExecOptions& options) { return channel().Exec(options); }
+Status Cell::SignalExec(uint64_t exec_id, int signo) {
+  return channel().SignalExec(exec_id, signo);
+}
+Result<control::StatsReply> Cell::Stats() { return channel().Stats(); }
+
+Result<std::string> Cell::ReadFile(const std::string& path, uint64_t max_bytes) {
+  return channel().ReadFile(path, max_bytes);
+}
+Result<FileWindow> Cell::ReadFileRange(const std::string& path, uint64_t offset,
+                                       uint64_t max_bytes) {
+  return channel().ReadFileRange(path, offset, max_bytes);
+}
+Status Cell::WriteFile(const std::string& path, std::string_view data, uint32_t mode) {
+  return channel().WriteFile(path, data, mode);
+}
+Status Cell::WriteFileAt(const std::string& path, uint64_t offset, std::string_view data,
+                         bool truncate, uint32_t mode) {
+  return channel().WriteFileAt(path, offset, data, truncate, mode);
+}
+Status Cell::AppendFile(const std::string& path, std::string_view data, uint32_t mode) {
+  return channel().AppendFile(path, data, mode);
+}
+Status Cell::WriteNewFile(const std::string& path, std::string_view data, uint32_t mode) {
+  return channel().WriteNewFile(path, data, mode);
+}
+Result<std::vector<control::DirEntry>> Cell::ListDir(const std::string& path, size_t max_entries) {
+  return channel().ListDir(path, max_entries);
+}
+Result<control::FileStat> Cell::Stat(const std::string& path, bool follow_symlinks) {
+  return channel().Stat(path, follow_symlinks);
+}
+Status Cell::Mkdir(const std::string& path, uint32_t mode, bool parents) {
+  return channel().Mkdir(path, mode, parents);
+}
+Status Cell::Remove(const std::string& path, bool recursive) {
+  return channel().Remove(path, recursive);
+}
+Status Cell::Rename(const std::string& from, const std::string& to, bool no_replace) {
+  return channel().Rename(from, to, no_replace);
+}
+
+}  // namespace mcpcell::sandbox
