@@ -42,6 +42,7 @@
 #include "serve/egress_registry.h"
 #include "serve/http_config.h"
 #include "serve/serve_packages.h"
+#include "serve/stop_signals.h"
 #include "serve/tenant_policies.h"
 
 namespace mcpcell::cli {
@@ -230,7 +231,7 @@ std::string Instructions(const policies::Policy& policy) {
 // Streamable HTTP at /mcp on --http [ADDR:]PORT (ADDR defaults to 127.0.0.1). A session
 // that ends (DELETE, idle expiry, shutdown) has its cell destroyed.
 int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const ServeOptions& opts,
-                  std::chrono::milliseconds idle) {
+                  std::chrono::milliseconds idle, int stop_fd) {
   mcp::HttpOptions http;
   std::string port = opts.http;
   if (size_t colon = port.rfind(':'); colon != std::string::npos) {
@@ -279,7 +280,7 @@ int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const
                                     const std::string& reason) {
     (void)cells.Close(id, "HTTP session of tenant " + tenant + " ended: " + reason);
   };
-  return mcp::ServeHttp(server, http, [&](const mcp::HttpServer& s) {
+  return mcp::ServeHttp(server, http, stop_fd, [&](const mcp::HttpServer& s) {
     std::string url = s.url();
     std::fprintf(
         stderr,
@@ -432,10 +433,17 @@ int RunServe(const ServeOptions& opts) {
       return 2;
     }
     std::string self = FrontPath();
+    // SIGTERM and SIGINT stop the transport while it serves (and only then).
+    auto stop_signals = serve::StopSignals::Install();
+    if (!stop_signals) {
+      std::fprintf(stderr, "mcpcell serve: %s\n", stop_signals.error().message.c_str());
+      return 2;
+    }
     if (!opts.http.empty()) {
       rc = ServeOverHttp(
           server, cells, opts,
-          std::chrono::duration_cast<std::chrono::milliseconds>(session_options.idle_timeout));
+          std::chrono::duration_cast<std::chrono::milliseconds>(session_options.idle_timeout),
+          (*stop_signals)->fd());
     } else {
       std::fprintf(stderr,
                    "mcpcell: serving MCP over stdio (policy %s, state dir %s); connect a client by "
@@ -445,8 +453,10 @@ int RunServe(const ServeOptions& opts) {
       std::fflush(stderr);
       mcp::StdioOptions stdio;
       stdio.max_message_bytes = opts.max_message_bytes;
+      stdio.stop_fd = (*stop_signals)->fd();
       rc = mcp::ServeStdio(server, stdio);
     }
+    stop_signals->reset();  // the old dispositions back before the shutdown
     server.Shutdown();  // handlers done before the cells go
   }
   cells.CloseAll();

@@ -11,7 +11,7 @@
 #include <fcntl.h>
 #include <httplib.h>
 #include <openssl/rand.h>
-#include <signal.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -1157,17 +1157,7 @@ size_t HttpServer::live_sessions() const {
 
 // ---- ServeHttp ----
 
-namespace {
-int g_http_stop_pipe = -1;
-extern "C" void OnHttpStopSignal(int) {
-  char byte = 1;
-  int saved = errno;
-  [[maybe_unused]] ssize_t ignored = ::write(g_http_stop_pipe, &byte, 1);
-  errno = saved;
-}
-}  // namespace
-
-int ServeHttp(Server& server, HttpOptions options,
+int ServeHttp(Server& server, HttpOptions options, int stop_fd,
               const std::function<void(const HttpServer&)>& on_ready) {
   HttpServer http(server, std::move(options));
   if (Status st = http.Bind(); !st) {
@@ -1175,36 +1165,24 @@ int ServeHttp(Server& server, HttpOptions options,
     std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
     return 2;
   }
-  int stop[2];
-  if (::pipe2(stop, O_CLOEXEC) != 0) return 2;
-  g_http_stop_pipe = stop[1];
-  struct sigaction sa {
-  }, old_term{}, old_int{}, old_pipe{};
-  sa.sa_handler = OnHttpStopSignal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, &old_term);
-  ::sigaction(SIGINT, &sa, &old_int);
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  ::sigaction(SIGPIPE, &ignore, &old_pipe);
-  std::thread watcher([&http, fd = stop[0]] {
-    char byte;
-    while (::read(fd, &byte, 1) < 0 && errno == EINTR) {
+  // The watcher stops the server when stop_fd becomes readable, or leaves when released
+  // (Run ended for another reason).
+  int release[2];
+  if (::pipe2(release, O_CLOEXEC) != 0) return 2;
+  std::thread watcher([&http, stop_fd, release_fd = release[0]] {
+    pollfd fds[2] = {{release_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    while (::poll(fds, stop_fd >= 0 ? 2 : 1, -1) < 0 && errno == EINTR) {
     }
-    http.Stop();
+    if (fds[0].revents == 0) http.Stop();
   });
   if (on_ready) on_ready(http);
   http.Run();
   char byte = 0;
-  [[maybe_unused]] ssize_t ignored = ::write(stop[1], &byte, 1);  // release the watcher
+  [[maybe_unused]] ssize_t ignored = ::write(release[1], &byte, 1);
   watcher.join();
   http.Stop();
-  ::sigaction(SIGTERM, &old_term, nullptr);
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGPIPE, &old_pipe, nullptr);
-  g_http_stop_pipe = -1;
-  ::close(stop[0]);
-  ::close(stop[1]);
+  ::close(release[0]);
+  ::close(release[1]);
   return 0;
 }
 
