@@ -690,12 +690,13 @@ void PoolServer::Serve(std::stop_token stop) {
   pool_.Stop();
 }
 
-void PoolServer::Handle(Connection& connection) {
-  const int fd = connection.fd.get();
-  // The request is read before anything is answered, even to a peer that is refused: a
-  // reply followed by a close with the request still unread would reset the connection,
-  // and the peer could lose the reply. A peer that connects and says nothing is dropped
-  // after 10 s.
+namespace {
+
+// Reads a run's request, then checks who sent it. The request is read before anything is
+// answered, even to a peer that is refused: a reply followed by a close with the request
+// still unread would reset the connection, and the peer could lose the reply. A peer that
+// connects and says nothing is dropped after 10 s. nullopt when answered or dropped.
+std::optional<Frame> ReadRunRequest(int fd) {
   const timeval first_frame{10, 0};
   (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &first_frame, sizeof first_frame);
   auto frame = ReceiveFrame(fd, kMaxStdioFds);
@@ -703,42 +704,75 @@ void PoolServer::Handle(Connection& connection) {
   socklen_t len = sizeof peer;
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) {
     (void)SendFrame(fd, ErrorEvent(Error::Sys("getsockopt(SO_PEERCRED)").message, errno, true));
-    return;
+    return std::nullopt;
   }
   if (peer.uid != ::geteuid()) {
     (void)SendFrame(fd, ErrorEvent("refused: this pool serves uid " + std::to_string(::geteuid()) +
                                        " only, and the run is uid " + std::to_string(peer.uid),
                                    EACCES, true));
-    return;
+    return std::nullopt;
   }
   if (!frame) {
     if (frame.error().err != 0)
       (void)SendFrame(
           fd, ErrorEvent("bad request: " + frame.error().message, frame.error().err, false));
-    return;
+    return std::nullopt;
   }
   const timeval none{0, 0};
   (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+  return std::move(*frame);
+}
+
+// The command's end (or why it did not run) to the run.
+void SendOutcome(int fd, const Result<sandbox::ExecResult>& result, bool started,
+                 bool without_cell) {
+  if (result) {
+    (void)SendFrame(fd, json{{"event", "exited"},
+                             {"exit_code", result->exit_code},
+                             {"signaled", result->signaled},
+                             {"signo", result->signo},
+                             {"timed_out", result->timed_out},
+                             {"oom_killed", result->oom_killed}});
+  } else {
+    (void)SendFrame(
+        fd, ErrorEvent(result.error().message, result.error().err, !started && without_cell));
+  }
+}
+
+}  // namespace
+
+void PoolServer::Handle(Connection& connection) {
+  const int fd = connection.fd.get();
+  auto frame = ReadRunRequest(fd);
+  if (!frame) return;
   auto op = StringField(frame->body, "op", true);
   if (!op) {
     (void)SendFrame(fd, ErrorEvent("bad request: " + op.error().message, EINVAL, false));
     return;
   }
   if (*op == "status") {
-    (void)SendFrame(fd, json{{"event", "status"},
-                             {"ready", pool_.ready()},
-                             {"size", options_.size},
-                             {"cell", options_.shape.Key()},
-                             {"served", served_.load()},
-                             {"problem", pool_.status()}});
-    return;
-  }
-  if (*op != "exec") {
+    SendStatus(fd);
+  } else if (*op == "exec") {
+    ServeExec(connection, frame->body, frame->fds);
+  } else {
     (void)SendFrame(
         fd, ErrorEvent("bad request: unknown op \"" + op->substr(0, 64) + "\" (exec, status)",
                        EINVAL, false));
-    return;
   }
+}
+
+void PoolServer::SendStatus(int fd) {
+  (void)SendFrame(fd, json{{"event", "status"},
+                           {"ready", pool_.ready()},
+                           {"size", options_.size},
+                           {"cell", options_.shape.Key()},
+                           {"served", served_.load()},
+                           {"problem", pool_.status()}});
+}
+
+void PoolServer::ServeExec(Connection& connection, const json& request,
+                           std::vector<UniqueFd>& fds) {
+  const int fd = connection.fd.get();
   // From here to the cell's end, no new cell is started: on a small host it would take
   // the CPUs the command and its round trip want. The refill follows the destroy.
   pool_.PauseRefill();
@@ -746,7 +780,7 @@ void PoolServer::Handle(Connection& connection) {
     sandbox::WarmPool& pool;
     ~Resume() { pool.ResumeRefill(); }
   } resume{pool_};
-  auto parsed = ParseExec(frame->body, frame->fds);
+  auto parsed = ParseExec(request, fds);
   if (!parsed) {
     (void)SendFrame(fd, ErrorEvent("bad request: " + parsed.error().message, EINVAL, false));
     return;
@@ -758,69 +792,61 @@ void PoolServer::Handle(Connection& connection) {
                                    0, true));
     return;
   }
-
   // From the start of the command, the watcher thread reads the run's later frames
   // (signals) and sees it go away; the server's stop kills the command too.
   auto watch = std::make_shared<RunWatch>();
   watch->fd = fd;
   std::stop_callback server_stop(connection.stop.get_token(),
                                  [&watch] { watch->kill.request_stop(); });
-  std::unique_ptr<sandbox::Cell> cell;
-  std::unique_ptr<sandbox::Cell> taken = pool_.Take(std::chrono::seconds(10));
-  if (!taken) {
-    // None ready nor being made (the pool stopped making them, or many runs at once): one
-    // of our own, as the run would have made.
-    auto spec = BuildCellSpec(options_.shape, sandbox::GenerateCellId('p'), options_.state_dir,
-                              options_.skeleton_dir);
-    auto made = spec ? sandbox::Cell::Create(*spec, options_.create)
-                     : Result<std::unique_ptr<sandbox::Cell>>(spec.error());
-    if (made)
-      taken = std::move(*made);
-    else
-      Log("making a cell for a run: " + made.error().message);
-  }
-  cell = std::move(taken);
-  Result<sandbox::ExecResult> result = Error{"", 0};
+  std::unique_ptr<sandbox::Cell> cell = TakeOrMakeCell();
   bool started = false;
-  if (!cell) {
-    result = Error{"the pool could not make a cell (see its log)", EAGAIN};
-  } else if (watch->kill.stop_requested()) {
-    result =
-        Error{"the command was not started: the run went away or the pool is stopping", ECANCELED};
-  } else {
-    sandbox::ExecOptions& exec = parsed->exec;
-    exec.stop = watch->kill.get_token();
-    exec.on_started = [&](uint64_t id, pid_t) {
-      {
-        std::lock_guard lock(watch->mu);
-        watch->channel = &cell->channel();
-        watch->exec_id = id;
-      }
-      started = true;
-      (void)SendFrame(fd, json{{"event", "started"}, {"cell", cell->id()}});
-      watcher_->Add(watch);
-    };
-    result = cell->channel().Exec(exec);
-  }
-  frame->fds.clear();  // the run's stdio: ours no longer
+  Result<sandbox::ExecResult> result = RunCommand(cell.get(), parsed->exec, watch, started);
+  fds.clear();  // the run's stdio: ours no longer
   // The answer first: nothing else is on the way from the command's exit to the run's.
-  if (result) {
-    (void)SendFrame(fd, json{{"event", "exited"},
-                             {"exit_code", result->exit_code},
-                             {"signaled", result->signaled},
-                             {"signo", result->signo},
-                             {"timed_out", result->timed_out},
-                             {"oom_killed", result->oom_killed}});
-  } else {
-    (void)SendFrame(
-        fd, ErrorEvent(result.error().message, result.error().err, !started && cell == nullptr));
-  }
+  SendOutcome(fd, result, started, cell == nullptr);
   if (started) watcher_->Remove(*watch);  // before the connection closes
   if (cell) {
     if (Status s = cell->Destroy(); !s.ok())
       Log("destroying cell " + cell->id() + ": " + s.error().message);
   }
   served_.fetch_add(1);
+}
+
+std::unique_ptr<sandbox::Cell> PoolServer::TakeOrMakeCell() {
+  std::unique_ptr<sandbox::Cell> taken = pool_.Take(std::chrono::seconds(10));
+  if (taken) return taken;
+  // None ready nor being made (the warm pool stopped making them, or many runs at once):
+  // one of our own, as the run would have made.
+  auto spec = BuildCellSpec(options_.shape, sandbox::GenerateCellId('p'), options_.state_dir,
+                            options_.skeleton_dir);
+  auto made = spec ? sandbox::Cell::Create(*spec, options_.create)
+                   : Result<std::unique_ptr<sandbox::Cell>>(spec.error());
+  if (made) return std::move(*made);
+  Log("making a cell for a run: " + made.error().message);
+  return nullptr;
+}
+
+Result<sandbox::ExecResult> PoolServer::RunCommand(sandbox::Cell* cell, sandbox::ExecOptions& exec,
+                                                   const std::shared_ptr<RunWatch>& watch,
+                                                   bool& started) {
+  if (!cell) return Error{"the pool could not make a cell (see its log)", EAGAIN};
+  if (watch->kill.stop_requested()) {
+    return Error{"the command was not started: the run went away or the pool is stopping",
+                 ECANCELED};
+  }
+  const int fd = watch->fd;
+  exec.stop = watch->kill.get_token();
+  exec.on_started = [&, cell, fd](uint64_t id, pid_t) {
+    {
+      std::lock_guard lock(watch->mu);
+      watch->channel = &cell->channel();
+      watch->exec_id = id;
+    }
+    started = true;
+    (void)SendFrame(fd, json{{"event", "started"}, {"cell", cell->id()}});
+    watcher_->Add(watch);
+  };
+  return cell->channel().Exec(exec);
 }
 
 }  // namespace mcpcell::run_pool

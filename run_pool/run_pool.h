@@ -33,15 +33,17 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <stop_token>
 #include <string>
 #include <vector>
 
-#include "sandbox/cell.h"
-#include "sandbox/cell_spec.h"
-#include "base/unique_fd.h"
 #include "base/status.h"
+#include "base/unique_fd.h"
+#include "sandbox/cell.h"
+#include "sandbox/cell_channel.h"
+#include "sandbox/cell_spec.h"
 #include "sandbox/warm_pool.h"
 
 namespace CLI {
@@ -77,9 +79,9 @@ Result<CellShape> ParseCellOptions(const CellOptions& options);
 // `skeleton_dir` (PrepareHostTemplate). `workspace`: a host directory bound at /workspace, or empty
 // for the shape's tmpfs.
 Result<sandbox::CellSpec> BuildCellSpec(const CellShape& shape, std::string cell_id,
-                                                 const std::string& state_dir,
-                                                 const std::string& skeleton_dir,
-                                                 const std::string& workspace = "");
+                                        const std::string& state_dir,
+                                        const std::string& skeleton_dir,
+                                        const std::string& workspace = "");
 
 std::string DefaultPoolSocket(const std::string& state_dir);
 
@@ -164,7 +166,16 @@ class PoolServer {
   struct RunWatch;
   class ConnectionWatcher;
   PoolServer(Options options, UniqueFd listener);
+  // One run's connection: its request read and checked, then answered (status) or served
+  // (exec: a cell taken from the warm pool, the command run, the cell destroyed).
   void Handle(Connection& connection);
+  void SendStatus(int fd);
+  void ServeExec(Connection& connection, const nlohmann::json& request, std::vector<UniqueFd>& fds);
+  // A cell from the warm pool, else one made now; nullptr when none could be made.
+  std::unique_ptr<sandbox::Cell> TakeOrMakeCell();
+  // Runs the command in `cell`, telling the run when it started (`started` then true).
+  Result<sandbox::ExecResult> RunCommand(sandbox::Cell* cell, sandbox::ExecOptions& exec,
+                                         const std::shared_ptr<RunWatch>& watch, bool& started);
   Status Warm(sandbox::Cell& cell, std::stop_token stop);
 
   const Options options_;
