@@ -3,7 +3,7 @@
 // as the reader (leader/follower): the reader that delivered a request whose task it
 // adopted (AdoptTask) passes reading to the other and runs the task itself, so a tool call
 // starts on the thread that read it. At most one task is adopted at a time; the rest go to
-// the caller's pool. A line longer than max_message_bytes is not buffered: the reader stops
+// the server's worker pool. A line longer than max_message_bytes is not buffered: the reader stops
 // accumulating at the limit, discards up to the next newline and reports one error naming
 // the limit. EOF on input half-closes: on_eof (if set; else on_close), and replies can still
 // be written until Close().

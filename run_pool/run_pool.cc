@@ -571,7 +571,7 @@ PoolServer::PoolServer(Options options, UniqueFd listener)
     : options_(std::move(options)),
       listener_(std::move(listener)),
       warm_failure_logged_(options_.warm.size(), false),
-      pool_(
+      warm_pool_(
           [this](const std::string& id) {
             return BuildCellSpec(options_.shape, id, options_.state_dir, options_.skeleton_dir);
           },
@@ -607,16 +607,17 @@ Status PoolServer::Warm(sandbox::Cell& cell, std::stop_token stop) {
 }
 
 PoolServer::~PoolServer() {
-  pool_.Stop();
+  warm_pool_.Stop();
   listener_.Reset();
   ::unlink(options_.socket_path.c_str());
 }
 
 void PoolServer::Serve(std::stop_token stop) {
-  // kSpares threads wait in accept(): a run's connection wakes the thread that serves it,
-  // and no thread is made on its path. This thread tops the spares up when a run ended,
-  // or at once when the last spare was taken (runs at the same time).
-  constexpr int kSpares = 2;
+  // kIdleAcceptors threads wait in accept() (idle accept threads): a run's connection
+  // wakes the thread that serves it, and no thread is made on its path. This thread tops
+  // the idle accept threads up when a run ended, or at once when the last one was taken
+  // (runs at the same time).
+  constexpr int kIdleAcceptors = 2;
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC));
   auto poke = [&wake] {
     const uint64_t one = 1;
@@ -625,24 +626,24 @@ void PoolServer::Serve(std::stop_token stop) {
   };
   std::stop_callback on_stop(stop, poke);
   std::atomic<bool> stopping{false};
-  std::atomic<int> spares{0};
+  std::atomic<int> idle_acceptors{0};
   std::list<std::unique_ptr<Connection>> connections;
-  // A spare serves one connection after another while no other spare waits, so a run
+  // An idle accept thread serves one connection after another while no other one waits, so a run
   // mostly meets a thread that has served before (stack and thread-local state warm).
-  auto start_spare = [&] {
+  auto start_idle_acceptor = [&] {
     auto connection = std::make_unique<Connection>();
     Connection* raw = connection.get();
-    spares.fetch_add(1);
-    raw->thread = std::thread([this, raw, &stopping, &spares, poke] {
+    idle_acceptors.fetch_add(1);
+    raw->thread = std::thread([this, raw, &stopping, &idle_acceptors, poke] {
       for (;;) {
         int fd;
         do {
           fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
         } while (fd < 0 && errno == EINTR);
-        if (spares.fetch_sub(1) == 1) poke();  // the last spare: more now
+        if (idle_acceptors.fetch_sub(1) == 1) poke();  // the last idle one: more now
         if (fd < 0) {
           Log(Error::Sys("accept4").message);
-          // Out of fds: the connection stays queued for another spare, a moment later.
+          // Out of fds: the connection stays queued for another idle accept thread, a moment later.
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
         } else if (!stopping.load()) {
           raw->fd.Reset(fd);
@@ -652,8 +653,10 @@ void PoolServer::Serve(std::stop_token stop) {
           ::close(fd);
         }
         // Back to accept() unless enough others wait there already, or the server stops.
-        if (stopping.load() || raw->stop.stop_requested() || spares.load() >= kSpares) break;
-        spares.fetch_add(1);
+        if (stopping.load() || raw->stop.stop_requested() ||
+            idle_acceptors.load() >= kIdleAcceptors)
+          break;
+        idle_acceptors.fetch_add(1);
       }
       raw->done.store(true);
       poke();  // to be joined, and replaced
@@ -670,7 +673,8 @@ void PoolServer::Serve(std::stop_token stop) {
       }
     }
     // At the limit, further runs wait in the listen backlog until one ends.
-    while (spares.load() < kSpares && connections.size() < kMaxConnections) start_spare();
+    while (idle_acceptors.load() < kIdleAcceptors && connections.size() < kMaxConnections)
+      start_idle_acceptor();
     uint64_t v;
     pollfd p = {wake.get(), POLLIN, 0};
     if (::poll(&p, 1, 1000) > 0) {
@@ -678,16 +682,16 @@ void PoolServer::Serve(std::stop_token stop) {
       (void)ignored;
     }
   }
-  // Stopping: every running command is killed (its handler sees the stop); each spare is
-  // woken by a connection of our own and serves nothing; then the ready cells go.
+  // Stopping: every running command is killed (its handler sees the stop); each idle accept
+  // thread is woken by a connection of our own and serves nothing; then the ready cells go.
   stopping.store(true);
   for (auto& c : connections) c->stop.request_stop();
-  while (spares.load() > 0) {
+  while (idle_acceptors.load() > 0) {
     if (!PoolClient::Connect(options_.socket_path)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   for (auto& c : connections) c->thread.join();
-  pool_.Stop();
+  warm_pool_.Stop();
 }
 
 namespace {
@@ -763,11 +767,11 @@ void PoolServer::Handle(Connection& connection) {
 
 void PoolServer::SendStatus(int fd) {
   (void)SendFrame(fd, json{{"event", "status"},
-                           {"ready", pool_.ready()},
+                           {"ready", warm_pool_.ready()},
                            {"size", options_.size},
                            {"cell", options_.shape.Key()},
                            {"served", served_.load()},
-                           {"problem", pool_.status()}});
+                           {"problem", warm_pool_.status()}});
 }
 
 void PoolServer::ServeExec(Connection& connection, const json& request,
@@ -775,11 +779,11 @@ void PoolServer::ServeExec(Connection& connection, const json& request,
   const int fd = connection.fd.get();
   // From here to the cell's end, no new cell is started: on a small host it would take
   // the CPUs the command and its round trip want. The refill follows the destroy.
-  pool_.PauseRefill();
+  warm_pool_.PauseRefill();
   struct Resume {
     sandbox::WarmPool& pool;
     ~Resume() { pool.ResumeRefill(); }
-  } resume{pool_};
+  } resume{warm_pool_};
   auto parsed = ParseExec(request, fds);
   if (!parsed) {
     (void)SendFrame(fd, ErrorEvent("bad request: " + parsed.error().message, EINVAL, false));
@@ -813,7 +817,7 @@ void PoolServer::ServeExec(Connection& connection, const json& request,
 }
 
 std::unique_ptr<sandbox::Cell> PoolServer::TakeOrMakeCell() {
-  std::unique_ptr<sandbox::Cell> taken = pool_.Take(std::chrono::seconds(10));
+  std::unique_ptr<sandbox::Cell> taken = warm_pool_.Take(std::chrono::seconds(10));
   if (taken) return taken;
   // None ready nor being made (the warm pool stopped making them, or many runs at once):
   // one of our own, as the run would have made.

@@ -1,5 +1,7 @@
-// Cells made ahead of need for `mcpcell run`: the pool `mcpcell pool` keeps, and the client
-// `mcpcell run` uses when one listens on its socket.
+// The run pool: cells made ahead of need for `mcpcell run`, kept by `mcpcell pool`, and the
+// client `mcpcell run` uses when one listens on its socket. (Not the warm pool of
+// `mcpcell serve --warm-cells`; the run pool keeps its ready cells in a sandbox::WarmPool
+// of its own.) Below, "pool" means the run pool.
 //
 // A one-shot `mcpcell run` that makes its own cell pays for the whole cell (clone, two
 // overlays, cgroup, cell init's setup, and at the end their teardown): ~8 ms here, most of
@@ -180,9 +182,9 @@ class PoolServer {
 
   const Options options_;
   UniqueFd listener_;
-  // Per Options::warm entry; the pool's thread only. Before pool_, whose thread uses it.
+  // Per Options::warm entry; the warm pool's thread only. Before warm_pool_, whose thread uses it.
   std::vector<bool> warm_failure_logged_;
-  sandbox::WarmPool pool_;
+  sandbox::WarmPool warm_pool_;
   std::unique_ptr<ConnectionWatcher> watcher_;
   std::atomic<uint64_t> served_{0};
 };
