@@ -1,4 +1,5 @@
-// `mcpcell pool [options]`: keep fresh cells ready for `mcpcell run` (run_pool/run_pool.h).
+// `mcpcell pool [options]`: the run pool, fresh cells kept ready for `mcpcell run`
+// (run_pool/run_pool.h; not serve's warm pool of --warm-cells).
 //
 // Runs in the foreground until SIGINT, SIGTERM or SIGHUP: prepares the state dir (reaps
 // cells a crashed predecessor left, builds the template), listens on <state_dir>/pool.sock
@@ -15,11 +16,11 @@
 #include <thread>
 #include <vector>
 
+#include "cli/command.h"
+#include "run_pool/run_pool.h"
 #include "sandbox/cell.h"
 #include "sandbox/linux/overlay.h"
 #include "sandbox/state_dir.h"
-#include "run_pool/run_pool.h"
-#include "cli/command.h"
 
 namespace mcpcell::cli {
 namespace {
@@ -29,7 +30,6 @@ using run_pool::CellOptions;
 using run_pool::DefaultPoolSocket;
 using run_pool::ParseCellOptions;
 using run_pool::PoolServer;
-
 
 struct PoolOptions {
   CellOptions cell;

@@ -24,13 +24,13 @@
 #include <thread>
 #include <vector>
 
+#include "cli/command.h"
+#include "run_pool/run_pool.h"
 #include "sandbox/cell.h"
 #include "sandbox/cell_channel.h"
 #include "sandbox/cell_spec.h"
 #include "sandbox/linux/overlay.h"
 #include "sandbox/state_dir.h"
-#include "run_pool/run_pool.h"
-#include "cli/command.h"
 
 namespace mcpcell::cli {
 namespace {
@@ -44,7 +44,6 @@ using run_pool::ParseCellOptions;
 using run_pool::PoolClient;
 using run_pool::PoolExec;
 using run_pool::PoolOutcome;
-
 
 using sandbox::Cell;
 using Clock = std::chrono::steady_clock;
@@ -179,21 +178,22 @@ uint64_t Micros(Clock::duration d) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
 }
 
-// The command in a cell a pool made ahead (run_pool/run_pool.h), when a pool of this user
-// listens on the socket and makes cells of `shape`. nullopt: no such pool, or it did not
-// start the command; the run then makes its own cell.
+// The command in a cell the run pool made ahead (run_pool/run_pool.h), when a run pool of
+// this user listens on the socket and makes cells of `shape`. nullopt: no such run pool, or it did
+// not start the command; the run then makes its own cell.
 std::optional<int> RunInPool(const RunOptions& o, const CellShape& shape,
                              const std::vector<std::string>& env, SignalForwarder& forwarder) {
   const std::string socket =
       o.pool_socket.empty() ? DefaultPoolSocket(o.cell.state_dir) : o.pool_socket;
   const auto connect_start = Clock::now();
-  auto pool = PoolClient::Connect(socket);
-  if (!pool) {
-    const int err = pool.error().err;
+  auto pool_client = PoolClient::Connect(socket);
+  if (!pool_client) {
+    const int err = pool_client.error().err;
     // No pool there, a stale socket, or another user's: quietly our own cell. A pool named
     // with --pool that cannot be reached is worth a word.
     if (!o.pool_socket.empty() || (err != ENOENT && err != ECONNREFUSED && err != EACCES))
-      std::fprintf(stderr, "mcpcell run: not using the pool: %s\n", pool.error().message.c_str());
+      std::fprintf(stderr, "mcpcell run: not using the pool: %s\n",
+                   pool_client.error().message.c_str());
     return std::nullopt;
   }
   if (const int early = forwarder.TakeEarlySignal(); early != 0) {
@@ -215,7 +215,7 @@ std::optional<int> RunInPool(const RunOptions& o, const CellShape& shape,
   UniqueFd signals(::signalfd(-1, &forwarder.forwarded(), SFD_CLOEXEC | SFD_NONBLOCK));
   exec.signal_fd = signals.get();
   exec.on_started = [&] { started_at = Clock::now(); };
-  PoolOutcome outcome = (*pool)->Run(exec);
+  PoolOutcome outcome = (*pool_client)->Run(exec);
   const auto exec_end = Clock::now();
   if (outcome.kind == PoolOutcome::kNotStarted && outcome.unsent_signal != 0) {
     // Interrupted while the pool had the request: not started anywhere, as above.

@@ -107,8 +107,11 @@ class HttpServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// Binds, calls on_ready, serves until SIGTERM/SIGINT, then stops. Returns an exit status.
-int ServeHttp(Server& server, HttpOptions options,
+// Binds, calls on_ready, serves until `stop_fd` is readable (-1 = until Stop from
+// elsewhere), then stops. Returns an exit status. Installs no signal handlers: the
+// application turns SIGTERM/SIGINT into a readable stop_fd (e.g. a self-pipe) and should
+// ignore SIGPIPE.
+int ServeHttp(Server& server, HttpOptions options, int stop_fd,
               const std::function<void(const HttpServer&)>& on_ready = {});
 
 // True for 127.0.0.0/8, ::1 and "localhost".

@@ -42,9 +42,9 @@ struct ServerOptions {
   // session's call waiting for a thread below that bound.
   size_t worker_threads = 16;
   size_t max_worker_threads = 512;
-  // Pool tasks (tool calls and the other handlers) one session may have running at once;
+  // Worker-pool tasks (tool calls and the other handlers) one session may have running at once;
   // its further requests wait in the session's own queue, in order, holding no thread, and
-  // start as its earlier ones finish. Bounds one session's share of the pool. 0: no limit.
+  // start as its earlier ones finish. Bounds one session's share of the worker pool. 0: no limit.
   size_t max_session_tasks = 16;
   // Capabilities: a feature is advertised when something is registered, or when its
   // advertise_* flag is set (e.g. tools are registered later by another module).

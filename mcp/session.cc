@@ -293,7 +293,7 @@ void Session::Impl::Dispatch(const std::shared_ptr<RequestState>& state, const J
     RunBuiltin(*this, builtin->second.method, params, ctx, reply);
     return;
   }
-  // Everything else runs on the pool. The token counts the task until it is destroyed, run
+  // Everything else runs on the worker pool. The token counts the task until it is destroyed, run
   // or not, so Wait() covers tasks dropped at shutdown too.
   {
     std::lock_guard lock(mu);
@@ -371,7 +371,7 @@ void Session::Impl::PostTask(std::function<void()> task) {
 
 // The task's own token keeps the session alive while it runs, and so `this`. A task of the
 // message being delivered may run on the transport's thread that read it (AdoptTask);
-// it still counts as one of the session's pool tasks.
+// it still counts as one of the session's worker-pool tasks.
 void Session::Impl::RunOnPool(std::function<void()> task, bool offer_to_transport) {
   std::function<void()> run = [this, task = std::move(task)]() mutable {
     struct Next {
@@ -468,7 +468,7 @@ void Session::Impl::OnTransportClosed() {
   auto keep = weak.lock();  // the server's reference is dropped below
   std::vector<std::shared_ptr<RequestState>> cancelled;
   std::map<int64_t, Outgoing> lost;
-  // Requests still waiting for the session's share of the pool never start; destroyed
+  // Requests still waiting for the session's share of the worker pool never start; destroyed
   // outside the lock (each one's token counts itself done, which locks mu).
   std::deque<std::function<void()>> never_started;
   {

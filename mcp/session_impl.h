@@ -65,7 +65,7 @@ struct Session::Impl {
   std::set<std::string> subscriptions;
   std::map<std::string, std::shared_ptr<RequestState>> in_flight;
   size_t running_tasks = 0;
-  // This session's share of the server's pool (ServerOptions::max_session_tasks): tasks
+  // This session's share of the server's worker pool (ServerOptions::max_session_tasks): tasks
   // posted and not finished, and those waiting for one of them to finish, in order.
   size_t pool_tasks = 0;
   std::deque<std::function<void()>> waiting_tasks;
@@ -97,7 +97,7 @@ struct Session::Impl {
   void Finish(const std::shared_ptr<RequestState>& state, Json response, const ResponseOut& out);
   bool Send(const Json& message);
   void TaskDone();
-  void PostTask(std::function<void()> task);  // through the session's share of the pool
+  void PostTask(std::function<void()> task);  // through the session's share of the worker pool
   void RunOnPool(std::function<void()> task, bool offer_to_transport = false);
   void PoolTaskDone();
 

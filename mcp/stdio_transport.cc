@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -376,49 +375,13 @@ void StdioTransport::Close() {
 
 // ---- ServeStdio ----
 
-namespace {
-// The stop signals' self-pipe: made once and never closed, so a handler still running on
-// another thread when ServeStdio returns writes to a live pipe, never to a closed (or
-// reused) descriptor. Each ServeStdio drains what an earlier signal left in it.
-int g_signal_pipe[2] = {-1, -1};
-extern "C" void OnStopSignal(int) {
-  char byte = 1;
-  int saved = errno;
-  [[maybe_unused]] ssize_t ignored = ::write(g_signal_pipe[1], &byte, 1);
-  errno = saved;
-}
-}  // namespace
-
 int ServeStdio(Server& server, StdioOptions options) {
-  static const int made = ::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) == 0 ? 0 : errno;
-  if (made != 0) {
-    log::Error(std::string("stdio: pipe2: ") + std::strerror(made));
-    return 1;
-  }
-  char drained[64];
-  while (::read(g_signal_pipe[0], drained, sizeof drained) > 0) {
-  }
-  struct sigaction sa {
-  }, old_term{}, old_int{}, old_pipe{};
-  sa.sa_handler = OnStopSignal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, &old_term);
-  ::sigaction(SIGINT, &sa, &old_int);
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  ::sigaction(SIGPIPE, &ignore, &old_pipe);
-
   if (options.max_message_bytes == 0)
     options.max_message_bytes = server.options().max_message_bytes;
-  options.stop_fd = g_signal_pipe[0];
   auto session = server.Connect(std::make_unique<StdioTransport>(options));
   session->Wait();
   session->Close();
   log::Info("stdio: session ended");
-
-  ::sigaction(SIGTERM, &old_term, nullptr);
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGPIPE, &old_pipe, nullptr);
   return 0;
 }
 

@@ -3,7 +3,7 @@
 // as the reader (leader/follower): the reader that delivered a request whose task it
 // adopted (AdoptTask) passes reading to the other and runs the task itself, so a tool call
 // starts on the thread that read it. At most one task is adopted at a time; the rest go to
-// the caller's pool. A line longer than max_message_bytes is not buffered: the reader stops
+// the server's worker pool. A line longer than max_message_bytes is not buffered: the reader stops
 // accumulating at the limit, discards up to the next newline and reports one error naming
 // the limit. EOF on input half-closes: on_eof (if set; else on_close), and replies can still
 // be written until Close().
@@ -25,7 +25,8 @@ struct StdioOptions {
   // 0 = ServeStdio takes the server's ServerOptions::max_message_bytes; a bare
   // StdioTransport then uses 16 MiB.
   size_t max_message_bytes = 0;
-  // Optional fd the reader also polls; readable = stop (used for SIGTERM). -1 = none.
+  // Optional fd the reader also polls; readable = stop (an application's stop signals
+  // write to it; the transport only reads its readiness, never its bytes). -1 = none.
   int stop_fd = -1;
 };
 
@@ -47,9 +48,11 @@ class StdioTransport : public Transport {
   std::unique_ptr<Impl> impl_;
 };
 
-// Serves `server` over stdin/stdout until EOF, SIGTERM or SIGINT, then closes the session
-// (cancelling in-flight requests and waiting for their handlers). SIGPIPE is ignored.
-// Returns a process exit status (0 on a clean end).
+// Serves `server` over stdin/stdout until EOF or until options.stop_fd is readable, then
+// closes the session (cancelling in-flight requests and waiting for their handlers).
+// Returns a process exit status (0 on a clean end). Installs no signal handlers: the
+// application decides what SIGTERM/SIGINT do (e.g. a self-pipe as stop_fd) and should
+// ignore SIGPIPE, since a client that goes away makes writes fail.
 int ServeStdio(Server& server, StdioOptions options = {});
 
 }  // namespace mcp

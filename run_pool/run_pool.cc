@@ -556,7 +556,7 @@ PoolServer::PoolServer(Options options, UniqueFd listener)
     : options_(std::move(options)),
       listener_(std::move(listener)),
       warm_failure_logged_(options_.warm.size(), false),
-      pool_(
+      warm_pool_(
           [this](const std::string& id) {
             return BuildCellSpec(options_.shape, id, options_.state_dir, options_.skeleton_dir);
           },
@@ -592,16 +592,17 @@ Status PoolServer::Warm(sandbox::CellInstance& cell, std::stop_token stop) {
 }
 
 PoolServer::~PoolServer() {
-  pool_.Stop();
+  warm_pool_.Stop();
   listener_.Reset();
   ::unlink(options_.socket_path.c_str());
 }
 
 void PoolServer::Serve(std::stop_token stop) {
-  // kSpares threads wait in accept(): a run's connection wakes the thread that serves it,
-  // and no thread is made on its path. This thread tops the spares up when a run ended,
-  // or at once when the last spare was taken (runs at the same time).
-  constexpr int kSpares = 2;
+  // kIdleAcceptors threads wait in accept() (idle accept threads): a run's connection
+  // wakes the thread that serves it, and no thread is made on its path. This thread tops
+  // the idle accept threads up when a run ended, or at once when the last one was taken
+  // (runs at the same time).
+  constexpr int kIdleAcceptors = 2;
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC));
   auto poke = [&wake] {
     const uint64_t one = 1;
@@ -610,24 +611,24 @@ void PoolServer::Serve(std::stop_token stop) {
   };
   std::stop_callback on_stop(stop, poke);
   std::atomic<bool> stopping{false};
-  std::atomic<int> spares{0};
+  std::atomic<int> idle_acceptors{0};
   std::list<std::unique_ptr<Connection>> connections;
-  // A spare serves one connection after another while no other spare waits, so a run
+  // An idle accept thread serves one connection after another while no other one waits, so a run
   // mostly meets a thread that has served before (stack and thread-local state warm).
-  auto start_spare = [&] {
+  auto start_idle_acceptor = [&] {
     auto connection = std::make_unique<Connection>();
     Connection* raw = connection.get();
-    spares.fetch_add(1);
-    raw->thread = std::thread([this, raw, &stopping, &spares, poke] {
+    idle_acceptors.fetch_add(1);
+    raw->thread = std::thread([this, raw, &stopping, &idle_acceptors, poke] {
       for (;;) {
         int fd;
         do {
           fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
         } while (fd < 0 && errno == EINTR);
-        if (spares.fetch_sub(1) == 1) poke();  // the last spare: more now
+        if (idle_acceptors.fetch_sub(1) == 1) poke();  // the last idle one: more now
         if (fd < 0) {
           Log(Error::Sys("accept4").message);
-          // Out of fds: the connection stays queued for another spare, a moment later.
+          // Out of fds: the connection stays queued for another idle accept thread, a moment later.
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
         } else if (!stopping.load()) {
           raw->fd.Reset(fd);
@@ -637,8 +638,10 @@ void PoolServer::Serve(std::stop_token stop) {
           ::close(fd);
         }
         // Back to accept() unless enough others wait there already, or the server stops.
-        if (stopping.load() || raw->stop.stop_requested() || spares.load() >= kSpares) break;
-        spares.fetch_add(1);
+        if (stopping.load() || raw->stop.stop_requested() ||
+            idle_acceptors.load() >= kIdleAcceptors)
+          break;
+        idle_acceptors.fetch_add(1);
       }
       raw->done.store(true);
       poke();  // to be joined, and replaced
@@ -655,7 +658,8 @@ void PoolServer::Serve(std::stop_token stop) {
       }
     }
     // At the limit, further runs wait in the listen backlog until one ends.
-    while (spares.load() < kSpares && connections.size() < kMaxConnections) start_spare();
+    while (idle_acceptors.load() < kIdleAcceptors && connections.size() < kMaxConnections)
+      start_idle_acceptor();
     uint64_t v;
     pollfd p = {wake.get(), POLLIN, 0};
     if (::poll(&p, 1, 1000) > 0) {
@@ -663,24 +667,25 @@ void PoolServer::Serve(std::stop_token stop) {
       (void)ignored;
     }
   }
-  // Stopping: every running command is killed (its handler sees the stop); each spare is
-  // woken by a connection of our own and serves nothing; then the ready cells go.
+  // Stopping: every running command is killed (its handler sees the stop); each idle accept
+  // thread is woken by a connection of our own and serves nothing; then the ready cells go.
   stopping.store(true);
   for (auto& c : connections) c->stop.request_stop();
-  while (spares.load() > 0) {
+  while (idle_acceptors.load() > 0) {
     if (!PoolClient::Connect(options_.socket_path)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   for (auto& c : connections) c->thread.join();
-  pool_.Stop();
+  warm_pool_.Stop();
 }
 
-void PoolServer::Handle(Connection& connection) {
-  const int fd = connection.fd.get();
-  // The request is read before anything is answered, even to a peer that is refused: a
-  // reply followed by a close with the request still unread would reset the connection,
-  // and the peer could lose the reply. A peer that connects and says nothing is dropped
-  // after 10 s.
+namespace {
+
+// Reads a run's request, then checks who sent it. The request is read before anything is
+// answered, even to a peer that is refused: a reply followed by a close with the request
+// still unread would reset the connection, and the peer could lose the reply. A peer that
+// connects and says nothing is dropped after 10 s. nullopt when answered or dropped.
+std::optional<Frame> ReadRunRequest(int fd) {
   const timeval first_frame{10, 0};
   (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &first_frame, sizeof first_frame);
   auto frame = ReceiveFrame(fd, kMaxStdioFds);
@@ -688,50 +693,83 @@ void PoolServer::Handle(Connection& connection) {
   socklen_t len = sizeof peer;
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) {
     (void)SendFrame(fd, ErrorEvent(Error::Sys("getsockopt(SO_PEERCRED)").message, errno, true));
-    return;
+    return std::nullopt;
   }
   if (peer.uid != ::geteuid()) {
     (void)SendFrame(fd, ErrorEvent("refused: this pool serves uid " + std::to_string(::geteuid()) +
                                        " only, and the run is uid " + std::to_string(peer.uid),
                                    EACCES, true));
-    return;
+    return std::nullopt;
   }
   if (!frame) {
     if (frame.error().err != 0)
       (void)SendFrame(
           fd, ErrorEvent("bad request: " + frame.error().message, frame.error().err, false));
-    return;
+    return std::nullopt;
   }
   const timeval none{0, 0};
   (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+  return std::move(*frame);
+}
+
+// The command's end (or why it did not run) to the run.
+void SendOutcome(int fd, const Result<sandbox::ExecResult>& result, bool started,
+                 bool without_cell) {
+  if (result) {
+    (void)SendFrame(fd, json{{"event", "exited"},
+                             {"exit_code", result->exit_code},
+                             {"signaled", result->signaled},
+                             {"signo", result->signo},
+                             {"timed_out", result->timed_out},
+                             {"oom_killed", result->oom_killed}});
+  } else {
+    (void)SendFrame(
+        fd, ErrorEvent(result.error().message, result.error().err, !started && without_cell));
+  }
+}
+
+}  // namespace
+
+void PoolServer::Handle(Connection& connection) {
+  const int fd = connection.fd.get();
+  auto frame = ReadRunRequest(fd);
+  if (!frame) return;
   auto op = StringField(frame->body, "op", true);
   if (!op) {
     (void)SendFrame(fd, ErrorEvent("bad request: " + op.error().message, EINVAL, false));
     return;
   }
   if (*op == "status") {
-    (void)SendFrame(fd, json{{"event", "status"},
-                             {"ready", pool_.ready()},
-                             {"size", options_.size},
-                             {"cell", options_.shape.Key()},
-                             {"served", served_.load()},
-                             {"problem", pool_.status()}});
-    return;
-  }
-  if (*op != "exec") {
+    SendStatus(fd);
+  } else if (*op == "exec") {
+    ServeExec(connection, frame->body, frame->fds);
+  } else {
     (void)SendFrame(
         fd, ErrorEvent("bad request: unknown op \"" + op->substr(0, 64) + "\" (exec, status)",
                        EINVAL, false));
-    return;
   }
+}
+
+void PoolServer::SendStatus(int fd) {
+  (void)SendFrame(fd, json{{"event", "status"},
+                           {"ready", warm_pool_.ready()},
+                           {"size", options_.size},
+                           {"cell", options_.shape.Key()},
+                           {"served", served_.load()},
+                           {"problem", warm_pool_.status()}});
+}
+
+void PoolServer::ServeExec(Connection& connection, const json& request,
+                           std::vector<UniqueFd>& fds) {
+  const int fd = connection.fd.get();
   // From here to the cell's end, no new cell is started: on a small host it would take
   // the CPUs the command and its round trip want. The refill follows the destroy.
-  pool_.PauseRefill();
+  warm_pool_.PauseRefill();
   struct Resume {
     sandbox::WarmPool& pool;
     ~Resume() { pool.ResumeRefill(); }
-  } resume{pool_};
-  auto parsed = ParseExec(frame->body, frame->fds);
+  } resume{warm_pool_};
+  auto parsed = ParseExec(request, fds);
   if (!parsed) {
     (void)SendFrame(fd, ErrorEvent("bad request: " + parsed.error().message, EINVAL, false));
     return;
@@ -743,69 +781,62 @@ void PoolServer::Handle(Connection& connection) {
                                    0, true));
     return;
   }
-
   // From the start of the command, the watcher thread reads the run's later frames
   // (signals) and sees it go away; the server's stop kills the command too.
   auto watch = std::make_shared<RunWatch>();
   watch->fd = fd;
   std::stop_callback server_stop(connection.stop.get_token(),
                                  [&watch] { watch->kill.request_stop(); });
-  std::unique_ptr<sandbox::CellInstance> cell;
-  std::unique_ptr<sandbox::CellInstance> taken = pool_.Take(std::chrono::seconds(10));
-  if (!taken) {
-    // None ready nor being made (the pool stopped making them, or many runs at once): one
-    // of our own, as the run would have made.
-    auto spec = BuildCellSpec(options_.shape, sandbox::GenerateCellId('p'), options_.state_dir,
-                              options_.skeleton_dir);
-    auto made = spec ? sandbox::Cell::Create(*spec, options_.create)
-                     : Result<std::unique_ptr<sandbox::Cell>>(spec.error());
-    if (made)
-      taken = std::move(*made);
-    else
-      Log("making a cell for a run: " + made.error().message);
-  }
-  cell = std::move(taken);
-  Result<sandbox::ExecResult> result = Error{"", 0};
+  std::unique_ptr<sandbox::CellInstance> cell = TakeOrMakeCell();
   bool started = false;
-  if (!cell) {
-    result = Error{"the pool could not make a cell (see its log)", EAGAIN};
-  } else if (watch->kill.stop_requested()) {
-    result =
-        Error{"the command was not started: the run went away or the pool is stopping", ECANCELED};
-  } else {
-    sandbox::ExecOptions& exec = parsed->exec;
-    exec.stop = watch->kill.get_token();
-    exec.on_started = [&](uint64_t id, pid_t) {
-      {
-        std::lock_guard lock(watch->mu);
-        watch->cell = cell.get();
-        watch->exec_id = id;
-      }
-      started = true;
-      (void)SendFrame(fd, json{{"event", "started"}, {"cell", cell->id()}});
-      watcher_->Add(watch);
-    };
-    result = cell->Exec(exec);
-  }
-  frame->fds.clear();  // the run's stdio: ours no longer
+  Result<sandbox::ExecResult> result = RunCommand(cell.get(), parsed->exec, watch, started);
+  fds.clear();  // the run's stdio: ours no longer
   // The answer first: nothing else is on the way from the command's exit to the run's.
-  if (result) {
-    (void)SendFrame(fd, json{{"event", "exited"},
-                             {"exit_code", result->exit_code},
-                             {"signaled", result->signaled},
-                             {"signo", result->signo},
-                             {"timed_out", result->timed_out},
-                             {"oom_killed", result->oom_killed}});
-  } else {
-    (void)SendFrame(
-        fd, ErrorEvent(result.error().message, result.error().err, !started && cell == nullptr));
-  }
+  SendOutcome(fd, result, started, cell == nullptr);
   if (started) watcher_->Remove(*watch);  // before the connection closes
   if (cell) {
     if (Status s = cell->Destroy(); !s.ok())
       Log("destroying cell " + cell->id() + ": " + s.error().message);
   }
   served_.fetch_add(1);
+}
+
+std::unique_ptr<sandbox::CellInstance> PoolServer::TakeOrMakeCell() {
+  std::unique_ptr<sandbox::CellInstance> taken = warm_pool_.Take(std::chrono::seconds(10));
+  if (taken) return taken;
+  // None ready nor being made (the warm pool stopped making them, or many runs at once):
+  // one of our own, as the run would have made.
+  auto spec = BuildCellSpec(options_.shape, sandbox::GenerateCellId('p'), options_.state_dir,
+                            options_.skeleton_dir);
+  auto made = spec ? sandbox::Cell::Create(*spec, options_.create)
+                   : Result<std::unique_ptr<sandbox::Cell>>(spec.error());
+  if (made) return std::move(*made);
+  Log("making a cell for a run: " + made.error().message);
+  return nullptr;
+}
+
+Result<sandbox::ExecResult> PoolServer::RunCommand(sandbox::CellInstance* cell,
+                                                   sandbox::ExecOptions& exec,
+                                                   const std::shared_ptr<RunWatch>& watch,
+                                                   bool& started) {
+  if (!cell) return Error{"the pool could not make a cell (see its log)", EAGAIN};
+  if (watch->kill.stop_requested()) {
+    return Error{"the command was not started: the run went away or the pool is stopping",
+                 ECANCELED};
+  }
+  const int fd = watch->fd;
+  exec.stop = watch->kill.get_token();
+  exec.on_started = [&, cell, fd](uint64_t id, pid_t) {
+    {
+      std::lock_guard lock(watch->mu);
+      watch->cell = cell;
+      watch->exec_id = id;
+    }
+    started = true;
+    (void)SendFrame(fd, json{{"event", "started"}, {"cell", cell->id()}});
+    watcher_->Add(watch);
+  };
+  return cell->Exec(exec);
 }
 
 }  // namespace mcpcell::run_pool

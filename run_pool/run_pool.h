@@ -1,5 +1,7 @@
-// Cells made ahead of need for `mcpcell run`: the pool `mcpcell pool` keeps, and the client
-// `mcpcell run` uses when one listens on its socket.
+// The run pool: cells made ahead of need for `mcpcell run`, kept by `mcpcell pool`, and the
+// client `mcpcell run` uses when one listens on its socket. (Not the warm pool of
+// `mcpcell serve --warm-cells`; the run pool keeps its ready cells in a sandbox::WarmPool
+// of its own.) Below, "pool" means the run pool.
 //
 // A one-shot `mcpcell run` that makes its own cell pays for the whole cell (clone, two
 // overlays, cgroup, cell init's setup, and at the end their teardown): most of its wall
@@ -33,15 +35,17 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <stop_token>
 #include <string>
 #include <vector>
 
-#include "sandbox/cell.h"
-#include "sandbox/cell_spec.h"
-#include "base/unique_fd.h"
 #include "base/status.h"
+#include "base/unique_fd.h"
+#include "sandbox/cell.h"
+#include "sandbox/cell_channel.h"
+#include "sandbox/cell_spec.h"
 #include "sandbox/warm_pool.h"
 
 namespace CLI {
@@ -77,9 +81,9 @@ Result<CellShape> ParseCellOptions(const CellOptions& options);
 // `skeleton_dir` (PrepareHostTemplate). `workspace`: a host directory bound at /workspace, or empty
 // for the shape's tmpfs.
 Result<sandbox::CellSpec> BuildCellSpec(const CellShape& shape, std::string cell_id,
-                                                 const std::string& state_dir,
-                                                 const std::string& skeleton_dir,
-                                                 const std::string& workspace = "");
+                                        const std::string& state_dir,
+                                        const std::string& skeleton_dir,
+                                        const std::string& workspace = "");
 
 std::string DefaultPoolSocket(const std::string& state_dir);
 
@@ -164,14 +168,23 @@ class PoolServer {
   struct RunWatch;
   class ConnectionWatcher;
   PoolServer(Options options, UniqueFd listener);
+  // One run's connection: its request read and checked, then answered (status) or served
+  // (exec: a cell taken from the warm pool, the command run, the cell destroyed).
   void Handle(Connection& connection);
+  void SendStatus(int fd);
+  void ServeExec(Connection& connection, const nlohmann::json& request, std::vector<UniqueFd>& fds);
+  // A cell from the warm pool, else one made now; nullptr when none could be made.
+  std::unique_ptr<sandbox::CellInstance> TakeOrMakeCell();
+  // Runs the command in `cell`, telling the run when it started (`started` then true).
+  Result<sandbox::ExecResult> RunCommand(sandbox::CellInstance* cell, sandbox::ExecOptions& exec,
+                                         const std::shared_ptr<RunWatch>& watch, bool& started);
   Status Warm(sandbox::CellInstance& cell, std::stop_token stop);
 
   const Options options_;
   UniqueFd listener_;
-  // Per Options::warm entry; the pool's thread only. Before pool_, whose thread uses it.
+  // Per Options::warm entry; the warm pool's thread only. Before warm_pool_, whose thread uses it.
   std::vector<bool> warm_failure_logged_;
-  sandbox::WarmPool pool_;
+  sandbox::WarmPool warm_pool_;
   std::unique_ptr<ConnectionWatcher> watcher_;
   std::atomic<uint64_t> served_{0};
 };

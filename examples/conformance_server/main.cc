@@ -4,6 +4,11 @@
 //
 // Flags are parsed by hand so the program links nothing but mcpcell_mcp. A transport is a
 // flag (--stdio, --http PORT); adding one means a TransportKind, its flag and a case in Serve().
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -129,11 +134,39 @@ mcp::ServerOptions MakeServerOptions(const Flags& flags) {
   return options;
 }
 
+// The stop signals are the application's, not the library's: SIGTERM and SIGINT write to a
+// self-pipe whose read end the transport watches as its stop fd; SIGPIPE is ignored (a
+// client that goes away makes a write fail). The pipe is never closed, so a handler still
+// running late writes to a live descriptor. Returns the read end, or -1.
+int g_stop_pipe[2] = {-1, -1};
+extern "C" void OnStopSignal(int) {
+  char byte = 1;
+  int saved = errno;
+  [[maybe_unused]] ssize_t ignored = ::write(g_stop_pipe[1], &byte, 1);
+  errno = saved;
+}
+int InstallStopSignals() {
+  if (::pipe2(g_stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+  struct sigaction stop {};
+  stop.sa_handler = OnStopSignal;
+  sigemptyset(&stop.sa_mask);
+  ::sigaction(SIGTERM, &stop, nullptr);
+  ::sigaction(SIGINT, &stop, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  return g_stop_pipe[0];
+}
+
 int Serve(mcp::Server& server, const Flags& flags) {
+  const int stop_fd = InstallStopSignals();
+  if (stop_fd < 0) {
+    std::perror("mcpcell-conformance-server: pipe2");
+    return 2;
+  }
   switch (flags.transport) {
     case TransportKind::kStdio: {
       mcp::StdioOptions options;
       options.max_message_bytes = flags.max_message_bytes;
+      options.stop_fd = stop_fd;
       return mcp::ServeStdio(server, options);
     }
     case TransportKind::kHttp: {
@@ -141,7 +174,7 @@ int Serve(mcp::Server& server, const Flags& flags) {
       options.host = flags.http_host;
       options.port = flags.http_port;
       options.default_tenant.max_body_bytes = flags.max_message_bytes;
-      return mcp::ServeHttp(server, options, [](const mcp::HttpServer& http) {
+      return mcp::ServeHttp(server, options, stop_fd, [](const mcp::HttpServer& http) {
         std::fprintf(stderr, "mcpcell-conformance-server: listening on %s\n", http.url().c_str());
         std::fflush(stderr);
       });

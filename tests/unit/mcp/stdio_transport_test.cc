@@ -234,19 +234,38 @@ TEST(StdioTransport, ServerOverPipesAnswersAndEndsAtEof) {
   EXPECT_TRUE(session->closed());
 }
 
-TEST(StdioTransport, ServeStdioEndsOnSigterm) {
+TEST(StdioTransport, ServeStdioEndsWhenItsStopFdBecomesReadable) {
   Server server(testing::TestOptions());
-  Pipe in, out;
+  Pipe in, out, stop;
   int rc = -1;
-  std::thread serving([&] { rc = ServeStdio(server, {.in_fd = in.fd[0], .out_fd = out.fd[1]}); });
+  std::thread serving([&] {
+    rc = ServeStdio(server, {.in_fd = in.fd[0], .out_fd = out.fd[1], .stop_fd = stop.fd[0]});
+  });
   LineReader reader(out.fd[0]);
   in.Write(R"({"jsonrpc":"2.0","id":"p","method":"ping"})"
            "\n");
-  ASSERT_EQ(reader.Next()["id"], "p");  // serving, so the handler is installed
-  ::kill(::getpid(), SIGTERM);
+  ASSERT_EQ(reader.Next()["id"], "p");  // serving
+  stop.Write("x");                      // what an application's SIGTERM handler does
   serving.join();
   EXPECT_EQ(rc, 0);
   EXPECT_TRUE(server.Sessions().empty());
+}
+
+TEST(StdioTransport, ServeStdioInstallsNoSignalHandlers) {
+  Server server(testing::TestOptions());
+  Pipe in, out;
+  struct sigaction before {};
+  ::sigaction(SIGTERM, nullptr, &before);
+  std::thread serving([&] { ServeStdio(server, {.in_fd = in.fd[0], .out_fd = out.fd[1]}); });
+  LineReader reader(out.fd[0]);
+  in.Write(R"({"jsonrpc":"2.0","id":"p","method":"ping"})"
+           "\n");
+  ASSERT_EQ(reader.Next()["id"], "p");  // serving
+  struct sigaction during {};
+  ::sigaction(SIGTERM, nullptr, &during);
+  EXPECT_EQ(during.sa_handler, before.sa_handler);
+  in.CloseWrite();
+  serving.join();
 }
 
 // Waits until `n` of the transport's reader threads wait for input.

@@ -1,0 +1,422 @@
+#include "serve/serve.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "mcp/http_server.h"
+#include "mcp/log.h"
+#include "mcp/server.h"
+#include "mcp/session.h"
+#include "mcp/stdio_transport.h"
+#include "policies/compiler.h"
+#include "sandbox/cell.h"
+#include "sandbox/cell_session.h"
+#include "sandbox/linux/overlay.h"
+#include "sandbox/linux/self_exe.h"
+#include "sandbox/state_dir.h"
+#include "serve/egress_registry.h"
+#include "serve/serve_packages.h"
+#include "serve/stop_signals.h"
+#include "serve/tenant_policies.h"
+#include "tools/cell_tools.h"
+#include "tools/client_log.h"
+
+namespace mcpcell::serve {
+namespace {
+
+using tools::CellToolsConfig;
+using tools::kEventEgressRefused;
+using tools::kEventPackageRefused;
+using tools::RegisterCellTools;
+using tools::ServerToolFilter;
+using tools::ServerToolListed;
+using tools::SessionLogRouter;
+using tools::ToolEnv;
+using tools::ToolOffReason;
+
+constexpr const char* kInstructions =
+    "mcpcell runs code and commands for you inside an isolated Linux sandbox (a cell): its own "
+    "namespaces, filesystem and resource limits, and no network except HTTP(S) through a "
+    "proxy to the hosts its policy allows (session_info lists them; curl, pip, npm, git and "
+    "Python use the proxy by themselves). One cell belongs to this session "
+    "and keeps its files between calls (in /workspace, the working directory). Use run_code "
+    "or run_command to execute, read_file/write_file/edit_file/list_files for files, and "
+    "session_info to see limits and usage. Nothing you do there touches the host.";
+
+// A refused start: the reason on stderr (the error's message is the whole line, its
+// prefix included) and exit status 2.
+int Refuse(const Error& error) {
+  std::fprintf(stderr, "%s\n", error.message.c_str());
+  return 2;
+}
+
+// ---- logging ----
+
+Status StartLogging(const ServeOptions& opts) {
+  if (std::string err = mcp::log::SetFile(opts.log_file); !err.empty()) {
+    return Error::Msg(err).Wrap("mcpcell");
+  }
+  mcp::log::SetLevel(*mcp::ParseLogLevel(opts.log_level, /*allow_off=*/true));
+  return Ok();
+}
+
+// ---- state dir ----
+
+// Makes the state dir usable: created, reachable by the cells, orphans reaped, the
+// template prepared. Returns the template's skeleton dir.
+Result<std::string> PrepareStateDir(const std::string& state_dir) {
+  if (Status s = sandbox::EnsureStateDir(state_dir); !s) return s.error();
+  if (Status s = sandbox::CheckCellsCanReachStateDir(state_dir); !s) return s.error();
+  auto reaped = sandbox::ReapOrphans(state_dir);
+  if (!reaped) return reaped.error().Wrap("reap orphaned cells");
+  if (!reaped->empty()) {
+    mcp::log::Warn("reaped " + std::to_string(reaped->size()) +
+                   " cell(s) left by a previous server in " + state_dir);
+  }
+  return sandbox::PrepareHostTemplate(state_dir);
+}
+
+// ---- CPU placement ----
+
+// The server's threads get a cgroup of their own, weighted above its cells, so a cell at
+// its CPU quota does not make requests wait for a CPU; undone after the cells are gone
+// (UnplaceServerCpu). nullopt when off or not possible (a warning says why).
+std::optional<sandbox::ServerPlacement> PlaceServerCpu(const ServeOptions& opts) {
+  if (opts.server_cpu_weight == 0) return std::nullopt;
+  auto placed = sandbox::PlaceServerAboveCells({opts.server_cpu_weight, opts.cells_cpu_weight});
+  if (!placed) {
+    mcp::log::Warn(placed.error().message +
+                   "; the server's requests compete for CPU with busy cells");
+    return std::nullopt;
+  }
+  mcp::log::Info("cpu placement: " + placed->Describe());
+  return std::move(*placed);
+}
+
+void UnplaceServerCpu(const std::optional<sandbox::ServerPlacement>& placement) {
+  if (!placement) return;
+  if (Status st = sandbox::UnplaceServer(*placement); !st) {
+    mcp::log::Warn("undo cpu placement: " + st.error().message);
+  }
+}
+
+// ---- package service ----
+
+// Started before the proxy (which routes to its port) when any policy enables packages;
+// nullptr otherwise. Its refusals reach the egress registry through `relay`.
+Result<std::unique_ptr<packages::PackageService>> StartPackageService(
+    const ServeOptions& opts, const std::shared_ptr<RefusalRelay>& relay) {
+  if (!AnyPackagesEnabled(opts.effective, opts.tenant_policies)) {
+    return std::unique_ptr<packages::PackageService>();
+  }
+  auto started = StartServePackages({.state_dir = opts.state_dir,
+                                     .cache_max_bytes = opts.package_cache_bytes,
+                                     .ca_file = opts.package_ca_file,
+                                     .server_policy = &opts.effective,
+                                     .tenant_policies = &opts.tenant_policies,
+                                     .relay = relay});
+  if (!started) return started.error().Wrap("mcpcell serve");
+  return std::move(*started);
+}
+
+// ---- egress proxy ----
+
+// What the egress proxy enforces for each cell profile: the server's policy ("") and each
+// tenant's (the tenant's profile has its name).
+Status SetEgressProfiles(EgressRegistry& egress, const ServeOptions& o) {
+  auto own = policies::CompileCellEgress(o.effective);
+  if (!own) return own.error();
+  egress.SetProfile("", std::move(*own));
+  for (const auto& [tenant, policy] : o.tenant_policies) {
+    auto cell = policies::CompileCellEgress(policy);
+    if (!cell) return cell.error().Wrap("tenant \"" + tenant + "\"");
+    egress.SetProfile(tenant, std::move(*cell));
+  }
+  return Ok();
+}
+
+// The egress proxy, with a route to the package service when there is one; refusals are
+// logged to the session whose cell was refused. It outlives the cells: each cell is
+// removed from it before it is destroyed. Attaches `relay` (detach before destroying it).
+Result<std::unique_ptr<EgressRegistry>> StartEgressProxy(
+    const ServeOptions& opts, const packages::PackageService* package_service,
+    SessionLogRouter& client_log, RefusalRelay& relay) {
+  auto egress_options = ServeEgressOptions(opts.state_dir, opts.egress_hosts);
+  if (!egress_options) return egress_options.error().Wrap("mcpcell serve");
+  if (package_service) {
+    egress_options->internal_routes.push_back(PackageServiceRoute(package_service->port()));
+  }
+  auto egress = std::make_unique<EgressRegistry>(std::move(*egress_options));
+  egress->SetRefusalListener(
+      [&client_log](const std::string& session_key, const std::string& line, RefusalSource source) {
+        client_log.Warn(
+            session_key,
+            source == RefusalSource::kPackageService ? kEventPackageRefused : kEventEgressRefused,
+            line);
+      });
+  relay.Attach(egress.get());
+  if (Status st = SetEgressProfiles(*egress, opts); !st) {
+    relay.Attach(nullptr);
+    return st.error().Wrap("mcpcell serve");
+  }
+  return egress;
+}
+
+// ---- cells and warm pool ----
+
+// One cell per MCP session, made lazily from the server's policy (tenants' profiles are
+// added with the tools), --warm-cells of them kept ready per profile; each cell is bound
+// to the egress proxy when it gets its session and unbound before it is destroyed.
+std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
+                                                       const std::string& skeleton,
+                                                       EgressRegistry& egress) {
+  sandbox::CellSessionOptions session_options;
+  const policies::Policy& policy = opts.effective;
+  session_options.idle_timeout = policy.time.session_idle;
+  session_options.max_lifetime = policy.time.session_max;
+  session_options.create.init_path = opts.init_path;
+  session_options.warm_cells = opts.warm_cells;
+  auto cells = std::make_unique<sandbox::CellSessionManager>(
+      PolicySpecFactory(policy, opts.state_dir, skeleton), session_options);
+  sandbox::CellHooks hooks;
+  hooks.on_bound = [&egress](sandbox::CellInstance& cell, const std::string& key,
+                             const std::string& profile) {
+    return egress.Bind(cell, key, profile);
+  };
+  hooks.on_destroying = [&egress](sandbox::CellInstance& cell) { egress.Unbind(cell); };
+  cells->SetCellHooks(std::move(hooks));
+  return cells;
+}
+
+// ---- tools ----
+
+// What the tools use: the cells, the proxy, the server's limits and each tenant's (whose
+// cell profiles are installed here).
+Result<ToolEnv> MakeToolEnv(const ServeOptions& opts, const std::string& skeleton,
+                            sandbox::CellSessionManager& cells, EgressRegistry& egress) {
+  ToolEnv env;
+  env.cells = &cells;
+  env.egress = &egress;
+  env.config = ToolsConfigFromPolicy(opts.effective);
+  if (Status st = InstallTenantProfiles(opts.tenant_policies, opts.state_dir, skeleton, cells, env);
+      !st) {
+    return st.error().Wrap("mcpcell serve: --http-config " + opts.http_config);
+  }
+  return env;
+}
+
+// What initialize tells the model: the tools, and the host directories its policy mounts.
+std::string Instructions(const policies::Policy& policy) {
+  std::string instructions = kInstructions;
+  // Only the package tools the session is offered (ServerToolListed).
+  const CellToolsConfig tools = ToolsConfigFromPolicy(policy);
+  std::string install;
+  if (!ToolOffReason(tools, "pip_install")) install = "pip_install (Python, into /workspace/.venv)";
+  if (!ToolOffReason(tools, "npm_install"))
+    install += (install.empty() ? "" : " and ") +
+               std::string("npm_install (into /workspace/node_modules)");
+  if (!install.empty()) {
+    instructions += " Install packages with " + install +
+                    ": the policy's package rules are checked first, and later calls see what "
+                    "was installed.";
+  }
+  for (const policies::MountPolicy& m : policy.filesystem.mounts) {
+    instructions += " The host directory " + m.source + " is at " + m.target +
+                    (m.writable ? " (writable" : " (read-only") +
+                    (m.target == policies::kOutputCellPath
+                         ? "; files you write there are delivered to the user)."
+                         : ").");
+  }
+  return instructions;
+}
+
+// The MCP server's definition: each session sees its tenant's tools and is told about its
+// tenant's mounts; tools/list leaves out the tools its policy turns off (a call by name
+// gets their refusal).
+mcp::ServerOptions McpServerOptions(const ServeOptions& opts, const ToolEnv& env) {
+  mcp::ServerOptions server_options;
+  server_options.name = "mcpcell";
+  server_options.title = "mcpcell sandbox";
+  server_options.version = "0.1.0";
+  server_options.instructions = Instructions(opts.effective);
+  server_options.tool_filter = ServerToolFilter(env);
+  server_options.tool_listed = ServerToolListed(env);
+  std::map<std::string, std::string> tenant_instructions;
+  for (const auto& [name, tenant_policy] : opts.tenant_policies) {
+    tenant_instructions[name] = Instructions(tenant_policy);
+  }
+  server_options.session_instructions =
+      [tenant_instructions, fallback = Instructions(opts.effective)](const mcp::Session& session) {
+        if (session.tenant().empty()) return fallback;
+        auto it = tenant_instructions.find(session.tenant());
+        return it == tenant_instructions.end() ? std::string(kInstructions) : it->second;
+      };
+  server_options.max_message_bytes = opts.max_message_bytes;
+  return server_options;
+}
+
+// ---- transport ----
+
+// The path a client should launch: this server's front (mcpcell), else the name alone.
+std::string FrontPath() {
+  Result<std::string> front = sandbox::SiblingExecutable("mcpcell");
+  return front ? *front : std::string("mcpcell");
+}
+
+int ServeOverStdio(mcp::Server& server, const ServeOptions& opts, int stop_fd) {
+  std::string self = FrontPath();
+  std::fprintf(stderr,
+               "mcpcell: serving MCP over stdio (policy %s, state dir %s); connect a client by "
+               "launching `%s serve` as a stdio server (e.g. `claude mcp add mcpcell -- %s "
+               "serve`)\n",
+               opts.effective.name.c_str(), opts.state_dir.c_str(), self.c_str(), self.c_str());
+  std::fflush(stderr);
+  mcp::StdioOptions stdio;
+  stdio.max_message_bytes = opts.max_message_bytes;
+  stdio.stop_fd = stop_fd;
+  return mcp::ServeStdio(server, stdio);
+}
+
+// The HTTP transport's options from --http [ADDR:]PORT (ADDR defaults to 127.0.0.1) and
+// the HTTP config. A session that ends (DELETE, idle expiry, shutdown) has its cell
+// destroyed.
+Result<mcp::HttpOptions> HttpOptionsFor(const ServeOptions& opts,
+                                        std::shared_ptr<const HttpConfig> config,
+                                        sandbox::CellSessionManager& cells) {
+  mcp::HttpOptions http;
+  std::string port = opts.http;
+  if (size_t colon = port.rfind(':'); colon != std::string::npos) {
+    http.host = port.substr(0, colon);
+    if (http.host.size() > 2 && http.host.front() == '[')
+      http.host = http.host.substr(1, http.host.size() - 2);
+    port = port.substr(colon + 1);
+  }
+  char* end = nullptr;
+  long n = port.empty() ? -1 : std::strtol(port.c_str(), &end, 10);
+  if (n < 0 || n > 65535 || *end != '\0' || http.host.empty()) {
+    return Error::Msg("mcpcell serve: --http " + opts.http +
+                      ": expected [ADDR:]PORT, e.g. 8765 or 0.0.0.0:8765");
+  }
+  if (!mcp::IsLoopbackHost(http.host) && config->tenants.empty()) {
+    return Error::Msg("mcpcell serve: refusing to serve on non-loopback address " + http.host +
+                      " without tokens: give --http-config with at least one [[tenant]] (see "
+                      "docs/http.md)");
+  }
+  http.port = static_cast<int>(n);
+  http.idle_timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(opts.effective.time.session_idle);
+  http.resume_grace = std::chrono::seconds(opts.resume_grace_s);
+  http.default_tenant.max_body_bytes = opts.max_message_bytes;
+  http.allowed_hosts = config->allowed_hosts;
+  http.allowed_origins = config->allowed_origins;
+  http.tls_cert_file = config->tls_cert;
+  http.tls_key_file = config->tls_key;
+  if (!config->tenants.empty()) {
+    http.authenticate = [config](const std::string& token) -> std::optional<mcp::HttpTenant> {
+      auto tenant = config->Authenticate(token);
+      if (!tenant) return std::nullopt;
+      return tenant->quotas;
+    };
+  }
+  http.on_session_closed = [&cells](const std::string& id, const std::string& tenant,
+                                    const std::string& reason) {
+    (void)cells.Close(id, "HTTP session of tenant " + tenant + " ended: " + reason);
+  };
+  return http;
+}
+
+void PrintHttpGuidance(const mcp::HttpServer& s, const ServeOptions& opts,
+                       const HttpConfig& config) {
+  std::string url = s.url();
+  std::fprintf(stderr,
+               "mcpcell: serving MCP over Streamable HTTP at %s (state dir %s%s)\n"
+               "  Claude Code:     claude mcp add --transport http mcpcell %s\n"
+               "  VS Code:         .vscode/mcp.json: {\"servers\": {\"mcpcell\": {\"type\": "
+               "\"http\", \"url\": \"%s\"}}}\n"
+               "  MCP Inspector:   npx @modelcontextprotocol/inspector  (transport "
+               "\"Streamable HTTP\", URL %s)\n"
+               "  stdio instead:   mcpcell serve --stdio\n",
+               url.c_str(), opts.state_dir.c_str(),
+               config.tenants.empty() ? ", no tokens: loopback only" : ", bearer tokens required",
+               url.c_str(), url.c_str(), url.c_str());
+  for (const auto& [name, policy] : opts.tenant_policies) {
+    std::fprintf(stderr, "  tenant %s: policy %s\n", name.c_str(), policy.name.c_str());
+  }
+  std::fflush(stderr);
+}
+
+// Streamable HTTP at /mcp on --http.
+int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const ServeOptions& opts,
+                  int stop_fd) {
+  auto config = std::make_shared<HttpConfig>(opts.http_settings);
+  // A tenant's HTTP session expires after its own policy's idle time.
+  for (auto& [name, tenant] : config->tenants) {
+    tenant.quotas.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+        opts.tenant_policies.at(name).time.session_idle);
+  }
+  auto http = HttpOptionsFor(opts, config, cells);
+  if (!http) return Refuse(http.error());
+  return mcp::ServeHttp(server, std::move(*http), stop_fd,
+                        [&](const mcp::HttpServer& s) { PrintHttpGuidance(s, opts, *config); });
+}
+
+// Serves stdio or HTTP until EOF, SIGTERM or SIGINT; the stop signals are handled only
+// while the transport serves (their old dispositions are back for the shutdown).
+int ServeUntilStopped(mcp::Server& server, sandbox::CellSessionManager& cells,
+                      const ServeOptions& opts) {
+  auto stop_signals = StopSignals::Install();
+  if (!stop_signals) return Refuse(stop_signals.error().Wrap("mcpcell serve"));
+  const int stop_fd = (*stop_signals)->fd();
+  return opts.http.empty() ? ServeOverStdio(server, opts, stop_fd)
+                           : ServeOverHttp(server, cells, opts, stop_fd);
+}
+
+// The MCP server with the cell tools, serving until stopped; its handlers are done when
+// this returns, before the cells go.
+int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& client_log,
+               sandbox::CellSessionManager& cells) {
+  mcp::Server server(McpServerOptions(opts, env));
+  client_log.Attach(&server);
+  SessionLogRouter::DetachGuard detach_client_log{client_log};
+  if (mcp::Status st = RegisterCellTools(server, env); !st) {
+    std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
+    return 2;
+  }
+  int rc = ServeUntilStopped(server, cells, opts);
+  server.Shutdown();
+  return rc;
+}
+
+}  // namespace
+
+int RunServe(const ServeOptions& opts) {
+  if (Status st = StartLogging(opts); !st) return Refuse(st.error());
+  auto skeleton = PrepareStateDir(opts.state_dir);
+  if (!skeleton) return Refuse(skeleton.error().Wrap("mcpcell: state dir " + opts.state_dir));
+  std::optional<sandbox::ServerPlacement> placement = PlaceServerCpu(opts);
+  // Warnings to MCP sessions outside their requests (a refusal of their cell's proxy or of
+  // the package service); outlives both, attached to the server while it exists.
+  SessionLogRouter client_log;
+  // The package service's refusals reach the egress registry through the relay while the
+  // registry exists.
+  auto relay = std::make_shared<RefusalRelay>();
+  auto package_service = StartPackageService(opts, relay);
+  if (!package_service) return Refuse(package_service.error());
+  auto egress = StartEgressProxy(opts, package_service->get(), client_log, *relay);
+  if (!egress) return Refuse(egress.error());
+  RefusalRelay::DetachGuard detach_relay{*relay};
+  auto cells = MakeCells(opts, *skeleton, **egress);
+  auto env = MakeToolEnv(opts, *skeleton, *cells, **egress);
+  if (!env) return Refuse(env.error());
+  int rc = ServeTools(opts, *env, client_log, *cells);
+  cells->CloseAll();
+  UnplaceServerCpu(placement);
+  return rc;
+}
+
+}  // namespace mcpcell::serve

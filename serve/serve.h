@@ -1,0 +1,58 @@
+// serve::RunServe: what `mcpcell serve` does once its flags are parsed and its policies
+// resolved (cli/cmd_serve.cc). One MCP server, every tool call in the client's own cell.
+//
+// Steps, in order (serve.cc reads as this list): logging → state dir (made, orphans of a
+// crashed predecessor reaped, template prepared) → the server's CPU placement above its
+// cells → the package service when a policy enables packages (serve/serve_packages.h) →
+// the egress proxy (audit file, --egress-hosts, each profile's allowlist, the route to
+// the package service) → cells (one per MCP session, lazily; one profile per tenant; each
+// cell added to the proxy when bound, removed before it is destroyed; the warm pool of
+// --warm-cells) → the tools, each session seeing its tenant's → the transport (stdio or
+// HTTP; one line on stderr saying how to connect) until EOF, SIGTERM or SIGINT → shutdown:
+// handlers done, every cell destroyed, then the proxy stopped, then the package service.
+// stdout carries MCP messages only; guidance and logs go to stderr (or --log-file).
+// Threading: RunServe runs on the main thread and returns when the server has stopped.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "policies/policy.h"
+#include "sandbox/linux/cgroup.h"
+#include "serve/http_config.h"
+
+namespace mcpcell::serve {
+
+// What RunServe needs, resolved: the policies composed and checked, sizes parsed.
+struct ServeOptions {
+  std::string log_level = "warning";
+  std::string log_file;
+  size_t max_message_bytes = 16 * 1024 * 1024;
+  std::string state_dir;
+  std::string init_path;
+  std::string http;          // --http [ADDR:]PORT; empty = stdio
+  std::string http_config;   // --http-config FILE, named in messages
+  std::string egress_hosts;  // --egress-hosts FILE (hosts(5)): the proxy's pinned names
+  HttpConfig http_settings;  // loaded from http_config
+  std::map<std::string, policies::Policy> tenant_policies;  // by tenant, resolved
+  policies::Policy effective;  // the server's policy, --policy with the flags composed in
+  // Cells kept ready per policy profile (the warm pool) so a session's first call does not
+  // wait for one.
+  size_t warm_cells = 1;
+  // CPU weights of the server's own cgroup and of its cells' parent (sandbox/linux/cgroup.h
+  // PlaceServerAboveCells); server weight 0 leaves the server where it was started.
+  uint32_t server_cpu_weight = sandbox::CpuWeights{}.server;
+  uint32_t cells_cpu_weight = sandbox::CpuWeights{}.cells;
+  // How long a dropped POST stream may be resumed before its calls are cancelled.
+  int64_t resume_grace_s = 10;
+  uint64_t package_cache_bytes = 4ull << 30;
+  std::string package_ca_file;
+};
+
+// Serves until EOF (stdio), SIGTERM or SIGINT; returns the process exit status (2 when
+// the start is refused, with the reason on stderr).
+int RunServe(const ServeOptions& opts);
+
+}  // namespace mcpcell::serve
