@@ -15,9 +15,9 @@
 #include <memory>
 #include <string>
 
+#include "cli/command.h"
 #include "sandbox/linux/host_probe.h"
 #include "sandbox/state_dir.h"
-#include "cli/command.h"
 
 namespace mcpcell::cli {
 namespace {
@@ -100,10 +100,31 @@ sandbox::ProbeResult ProbeStateDirReach(const std::string& state_dir) {
   return r;
 }
 
+// Whether the state dir (or, before it exists, the directory it will be made in) is on a
+// tmpfs: on a disk filesystem every cell's directories and files wait for the disk.
+sandbox::ProbeResult ProbeStateDirFilesystem(const std::string& state_dir) {
+  struct stat st;
+  const std::string dir =
+      ::stat(state_dir.c_str(), &st) == 0 ? state_dir : ExistingParent(state_dir);
+  std::string note = sandbox::StateDirFilesystemNote(dir);
+  if (dir != state_dir && !note.empty()) {  // named after the dir it will be made in
+    note.replace(0, ("state dir " + dir).size(),
+                 "state dir " + state_dir + " (to be made in " + dir + ")");
+  }
+  if (note.empty()) {
+    return {"state dir filesystem", sandbox::ProbeVerdict::kOk, dir + " is on a tmpfs",
+            "cells are made and removed without waiting for a disk"};
+  }
+  return {"state dir filesystem", sandbox::ProbeVerdict::kDegraded, note,
+          "cells work; making and removing them waits for the disk"};
+}
+
 int RunDoctor(bool json, const std::string& state_dir) {
   sandbox::HostReport report = sandbox::ProbeHost(state_dir);
   report.probes.push_back(ProbeStateDirReach(state_dir));
-  if (report.probes.back().verdict != sandbox::ProbeVerdict::kOk) report.cells_possible = false;
+  const bool reachable = report.probes.back().verdict == sandbox::ProbeVerdict::kOk;
+  report.probes.push_back(ProbeStateDirFilesystem(state_dir));
+  if (!reachable) report.cells_possible = false;
   const std::string text = json ? ReportJson(report) : sandbox::FormatHostReport(report);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return report.cells_possible ? 0 : 1;

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -13,7 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <linux/magic.h>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -238,9 +238,9 @@ std::string StateDirFilesystemNote(const std::string& state_dir) {
   struct statfs fs;
   if (::statfs(state_dir.c_str(), &fs) != 0) return "";  // EnsureStateDir reports it
   if (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC) return "";
-  const char* type = fs.f_type == EXT4_SUPER_MAGIC    ? "ext2/3/4"
-                     : fs.f_type == XFS_SUPER_MAGIC   ? "xfs"
-                     : fs.f_type == BTRFS_SUPER_MAGIC ? "btrfs"
+  const char* type = fs.f_type == EXT4_SUPER_MAGIC        ? "ext2/3/4"
+                     : fs.f_type == XFS_SUPER_MAGIC       ? "xfs"
+                     : fs.f_type == BTRFS_SUPER_MAGIC     ? "btrfs"
                      : fs.f_type == OVERLAYFS_SUPER_MAGIC ? "overlayfs"
                                                           : nullptr;
   char magic[32];

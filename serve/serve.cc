@@ -72,6 +72,10 @@ Status StartLogging(const ServeOptions& opts) {
 Result<std::string> PrepareStateDir(const std::string& state_dir) {
   if (Status s = sandbox::EnsureStateDir(state_dir); !s) return s.error();
   if (Status s = sandbox::CheckCellsCanReachStateDir(state_dir); !s) return s.error();
+  // Advice, not a fault: shown at the default level so that a disk state dir is noticed.
+  if (std::string note = sandbox::StateDirFilesystemNote(state_dir); !note.empty()) {
+    mcp::log::Warn(note);
+  }
   auto reaped = sandbox::ReapOrphans(state_dir);
   if (!reaped) return reaped.error().Wrap("reap orphaned cells");
   if (!reaped->empty()) {

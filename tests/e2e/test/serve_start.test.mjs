@@ -6,7 +6,7 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, statfsSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -120,5 +120,36 @@ describe('a state dir below a directory the cells cannot search', () => {
     const fixed = await runToExit(['doctor', '--state-dir', stateDir]);
     assert.match(fixed.stdout, /\[ok\] state dir: /);
     chmodSync(parent, 0o700);
+  });
+});
+
+// A state dir on a disk filesystem works, but every cell waits for the disk when its
+// directories and files are made and removed: doctor and the server's start-up log say
+// that a tmpfs one (under /run on most hosts) is faster; on a tmpfs they say nothing.
+describe('a state dir on a disk filesystem', () => {
+  const kTmpfs = 0x01021994;
+  const diskParent = tmpdir();
+  const onDisk = statfsSync(diskParent).type !== kTmpfs;
+  const shmIsTmpfs = statfsSync('/dev/shm').type === kTmpfs;
+  let dirs = [];
+  after(() => { for (const d of dirs) rmSync(d, { recursive: true, force: true }); });
+
+  it('doctor and serve say that a tmpfs state dir makes cells faster', { skip: !onDisk && `${diskParent} is a tmpfs here` }, async () => {
+    const stateDir = mkdtempSync(path.join(diskParent, 'mcpcell-disk-state-'));
+    dirs.push(stateDir);
+    const doctor = await runToExit(['doctor', '--state-dir', stateDir]);
+    assert.match(doctor.stdout, /\[degraded\] state dir filesystem: state dir \S+ is on a disk filesystem \([^)]+\), not a tmpfs: cells are made and removed faster with a state dir on a tmpfs, such as one under \/run/);
+    // stdio serve with stdin at EOF: it starts (the note is in its log) and ends.
+    const serve = await runToExit(['serve', '--state-dir', stateDir, '--warm-cells', '0']);
+    assert.match(serve.stderr, /is on a disk filesystem .*such as one under \/run/);
+  });
+
+  it('on a tmpfs neither says it', { skip: !shmIsTmpfs && '/dev/shm is not a tmpfs here' }, async () => {
+    const stateDir = mkdtempSync('/dev/shm/mcpcell-tmpfs-state-');
+    dirs.push(stateDir);
+    const doctor = await runToExit(['doctor', '--state-dir', stateDir]);
+    assert.match(doctor.stdout, /\[ok\] state dir filesystem: /);
+    const serve = await runToExit(['serve', '--state-dir', stateDir, '--warm-cells', '0']);
+    assert.doesNotMatch(serve.stderr, /disk filesystem/);
   });
 });

@@ -458,7 +458,8 @@ TEST(StateDir, ADiskFilesystemIsNotedAndATmpfsIsNot) {
   TempDir disk;  // under TMPDIR, /tmp by default
   if (type_of(disk.path().c_str()) == kExt) {
     const std::string note = StateDirFilesystemNote(disk.path());
-    EXPECT_THAT(note, HasSubstr("state dir " + disk.path() + " is on a disk filesystem (ext2/3/4)"));
+    EXPECT_THAT(note,
+                HasSubstr("state dir " + disk.path() + " is on a disk filesystem (ext2/3/4)"));
     EXPECT_THAT(note, HasSubstr("a tmpfs, such as one under /run"));
   }
   if (type_of("/dev/shm") != kTmpfs && type_of(disk.path().c_str()) != kExt) {
