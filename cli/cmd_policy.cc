@@ -10,10 +10,10 @@
 #include <memory>
 #include <string>
 
+#include "cli/command.h"
 #include "policies/compiler.h"
 #include "policies/loader.h"
 #include "sandbox/state_dir.h"
-#include "cli/command.h"
 
 namespace mcpcell::cli {
 namespace {

@@ -8,10 +8,10 @@
 #include <string>
 #include <utility>
 
+#include "base/units.h"
 #include "cli/command.h"
 #include "policies/compiler.h"
 #include "policies/loader.h"
-#include "base/units.h"
 #include "sandbox/state_dir.h"
 #include "serve/http_config.h"
 #include "serve/serve.h"

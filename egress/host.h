@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include "egress/address.h"
 #include "base/status.h"
+#include "egress/address.h"
 
 namespace mcpcell::egress {
 

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "egress/address.h"
 #include "base/status.h"
+#include "egress/address.h"
 
 namespace mcpcell::egress {
 

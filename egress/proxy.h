@@ -38,11 +38,11 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "egress/address.h"
 #include "egress/allowlist.h"
 #include "egress/audit_log.h"
 #include "egress/hosts_file.h"
-#include "base/status.h"
 
 namespace mcpcell::egress {
 

@@ -18,8 +18,8 @@
 #include <optional>
 #include <string>
 
-#include "packages/digest.h"
 #include "base/status.h"
+#include "packages/digest.h"
 
 namespace mcpcell::packages {
 
@@ -37,15 +37,13 @@ class ArtifactCache {
     uint64_t bytes = 0, artifacts = 0, hits = 0, misses = 0, fetches = 0;
   };
 
-  static Result<std::unique_ptr<ArtifactCache>> Open(std::filesystem::path dir,
-                                                              uint64_t max_bytes);
+  static Result<std::unique_ptr<ArtifactCache>> Open(std::filesystem::path dir, uint64_t max_bytes);
 
   // The stored artifact's path, or runs `download` once (concurrent callers for the same
   // key wait for it) with at most `max_bytes`, verifies the digest and stores it.
   // `*hit` tells whether it came from the store.
-  Result<std::filesystem::path> Get(DigestAlgo algo, const std::string& hex,
-                                             uint64_t max_bytes, const Download& download,
-                                             bool* hit);
+  Result<std::filesystem::path> Get(DigestAlgo algo, const std::string& hex, uint64_t max_bytes,
+                                    const Download& download, bool* hit);
   Counters counters() const;
 
  private:
@@ -60,8 +58,8 @@ class ArtifactCache {
   ArtifactCache(std::filesystem::path dir, uint64_t max_bytes)
       : dir_(std::move(dir)), max_bytes_(max_bytes) {}
   std::filesystem::path PathOf(const std::string& key) const;
-  Result<std::filesystem::path> Store(DigestAlgo algo, const std::string& hex,
-                                               uint64_t max_bytes, const Download& download);
+  Result<std::filesystem::path> Store(DigestAlgo algo, const std::string& hex, uint64_t max_bytes,
+                                      const Download& download);
   void Touch(const std::string& key);
   void EvictLocked(const std::string& keep);
 

@@ -23,8 +23,7 @@ struct IndexFile {
 
 // Parses the anchors of an upstream page at `page_url`. Anchors that are not files (no
 // href) are skipped; malformed markup is an error naming the problem.
-Result<std::vector<IndexFile>> ParseSimplePage(std::string_view html,
-                                                        const std::string& page_url);
+Result<std::vector<IndexFile>> ParseSimplePage(std::string_view html, const std::string& page_url);
 
 // What a distribution file name says. Wheels: "{name}-{version}(-{build})?-{py}-{abi}-
 // {platform}.whl"; sdists: "{name}-{version}.tar.gz" or ".zip". `project` (normalized)

@@ -67,8 +67,8 @@ std::string ResolveUrl(const std::string& base, const std::string& href) {
 }
 
 Status UpstreamClient::Get(const std::string& url, const std::string& accept,
-                                    std::chrono::seconds deadline, int* status,
-                                    const std::function<bool(const char*, size_t)>& sink) const {
+                           std::chrono::seconds deadline, int* status,
+                           const std::function<bool(const char*, size_t)>& sink) const {
   std::string current = url;
   *status = 0;
   const auto end = std::chrono::steady_clock::now() + deadline;
@@ -163,8 +163,8 @@ Result<std::string> UpstreamClient::GetText(const std::string& url, uint64_t max
   return body;
 }
 
-Status UpstreamClient::GetStream(
-    const std::string& url, const std::function<bool(const char*, size_t)>& sink) const {
+Status UpstreamClient::GetStream(const std::string& url,
+                                 const std::function<bool(const char*, size_t)>& sink) const {
   int status = 0;
   return Get(url, "", options_.artifact_deadline, &status, sink);
 }

@@ -40,16 +40,15 @@ class UpstreamClient {
   // GET `url` into a string of at most max_bytes; a status other than 200 is an error
   // naming it ("upstream https://...: HTTP 404"); *status gets the final status (0 when no
   // answer).
-  Result<std::string> GetText(const std::string& url, uint64_t max_bytes,
-                                       const std::string& accept, int* status) const;
+  Result<std::string> GetText(const std::string& url, uint64_t max_bytes, const std::string& accept,
+                              int* status) const;
   // GET `url`, handing the body to `sink` chunk by chunk (false from sink stops it).
   Status GetStream(const std::string& url,
-                            const std::function<bool(const char*, size_t)>& sink) const;
+                   const std::function<bool(const char*, size_t)>& sink) const;
 
  private:
-  Status Get(const std::string& url, const std::string& accept,
-                      std::chrono::seconds deadline, int* status,
-                      const std::function<bool(const char*, size_t)>& sink) const;
+  Status Get(const std::string& url, const std::string& accept, std::chrono::seconds deadline,
+             int* status, const std::function<bool(const char*, size_t)>& sink) const;
   Options options_;
 };
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "egress/proxy.h"
 #include "policies/policy.h"
 #include "sandbox/cell_spec.h"
-#include "base/status.h"
 
 namespace mcpcell::policies {
 
@@ -45,7 +45,7 @@ struct PolicyOverrides {
 // `policy` with the overrides applied and checked (mounts like the loader's, "--mount
 // <spec>: ..." in errors). Creates output_dir and workspace_dir if missing.
 Result<Policy> ApplyOverrides(Policy policy, const PolicyOverrides& overrides,
-                                       const std::string& state_dir);
+                              const std::string& state_dir);
 
 // Parses "SRC:DST[:ro|rw]".
 Result<MountPolicy> ParseMountFlag(const std::string& flag);
@@ -53,8 +53,8 @@ Result<MountPolicy> ParseMountFlag(const std::string& flag);
 // The spec of cell `cell_id` under this policy; `skeleton_dir` is the state dir's template
 // (sandbox::PrepareHostTemplate). Validated by sandbox::ValidateCellSpec.
 Result<sandbox::CellSpec> CompileCellSpec(const Policy& policy, const std::string& cell_id,
-                                                   const std::string& state_dir,
-                                                   const std::string& skeleton_dir);
+                                          const std::string& state_dir,
+                                          const std::string& skeleton_dir);
 
 // The variables that point a cell's clients at its egress proxy (HTTP_PROXY and friends,
 // NO_PROXY, npm's and pip's settings), "NAME=value" each. CompileCellSpec adds them.

@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "policies/policy.h"
 #include "base/status.h"
+#include "policies/policy.h"
 
 namespace mcpcell::policies {
 
@@ -24,7 +24,7 @@ struct LoadOptions {
 
 // Parses and checks `text`; `source_name` names it in errors (usually the file path).
 Result<Policy> ParsePolicy(std::string_view text, const std::string& source_name,
-                                    const LoadOptions& options = {});
+                           const LoadOptions& options = {});
 // Reads `path` and parses it.
 Result<Policy> LoadPolicyFile(const std::string& path, const LoadOptions& options = {});
 
@@ -34,7 +34,6 @@ std::vector<std::string> ShippedPolicyNames();
 std::string_view ShippedPolicyText(const std::string& name);
 
 // A shipped profile's name, or a file path (anything with a '/' or ending in ".toml").
-Result<Policy> ResolvePolicy(const std::string& name_or_file,
-                                      const LoadOptions& options = {});
+Result<Policy> ResolvePolicy(const std::string& name_or_file, const LoadOptions& options = {});
 
 }  // namespace mcpcell::policies

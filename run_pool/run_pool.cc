@@ -411,11 +411,11 @@ Status PoolClient::Signal(int signo) {
 // What the watcher needs of one running command.
 struct PoolServer::RunWatch {
   std::mutex mu;
-  int fd = -1;                              // the run's connection
-  sandbox::CellInstance* cell = nullptr;    // under mu, with exec_id, once started
-  uint64_t exec_id = 0;                     // under mu
-  bool done = false;                        // under mu: the handler is finishing; fd is off limits
-  std::stop_source kill;                    // requested: kills the command's process group
+  int fd = -1;                            // the run's connection
+  sandbox::CellInstance* cell = nullptr;  // under mu, with exec_id, once started
+  uint64_t exec_id = 0;                   // under mu
+  bool done = false;                      // under mu: the handler is finishing; fd is off limits
+  std::stop_source kill;                  // requested: kills the command's process group
 };
 
 // One thread for every running command's connection (epoll): a `signal` frame goes to the

@@ -198,7 +198,7 @@ class CellSession {
   mutable std::mutex mu_;
   std::condition_variable released_;
   std::shared_ptr<CellInstance> cell_;  // under mu_
-  std::stop_source stop_;       // requested by Close
+  std::stop_source stop_;               // requested by Close
   std::chrono::steady_clock::time_point last_release_;
   int leases_ = 0;
   uint64_t calls_ = 0;

@@ -22,9 +22,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "sandbox/linux/cgroup.h"
 #include "sandbox/linux/rlimits.h"
-#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

@@ -80,10 +80,10 @@ class WarmPool {
   mutable std::mutex mu_;
   std::condition_variable_any changed_;
   std::deque<std::unique_ptr<CellInstance>> ready_;  // under mu_
-  bool making_ = false;                      // under mu_
-  bool disabled_ = false;                    // under mu_: never again
-  size_t pauses_ = 0;                        // under mu_
-  std::string status_;                       // under mu_
+  bool making_ = false;                              // under mu_
+  bool disabled_ = false;                            // under mu_: never again
+  size_t pauses_ = 0;                                // under mu_
+  std::string status_;                               // under mu_
   std::jthread thread_;
 };
 

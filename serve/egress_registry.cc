@@ -5,7 +5,7 @@
 namespace mcpcell::serve {
 
 Result<egress::EgressProxyOptions> ServeEgressOptions(const std::string& state_dir,
-                                                               const std::string& hosts_file) {
+                                                      const std::string& hosts_file) {
   egress::EgressProxyOptions options;
   auto audit = egress::JsonLinesFile::Open(egress::EgressAuditPath(state_dir));
   if (!audit) return audit.error().Wrap("egress audit file");
@@ -51,7 +51,7 @@ Status EgressRegistry::Bind(sandbox::CellInstance& cell, const std::string& sess
   const int listener = cell.TakeEgressListener();
   if (listener < 0) {
     return Error::Msg("egress: cell " + cell.id() +
-                               " has no proxy listener (its spec must set egress_proxy_port)");
+                      " has no proxy listener (its spec must set egress_proxy_port)");
   }
   auto id = proxy_->AddCell(listener, std::move(config));  // owns listener from here on
   if (!id) return id.error().Wrap("egress: cell " + cell.id());

@@ -30,17 +30,17 @@
 #include <string>
 #include <vector>
 
-#include "egress/proxy.h"
-#include "tools/egress_view.h"
-#include "sandbox/cell.h"
 #include "base/status.h"
+#include "egress/proxy.h"
+#include "sandbox/cell.h"
+#include "tools/egress_view.h"
 
 namespace mcpcell::serve {
 
 // The proxy's options as `mcpcell serve` runs it: audit events appended to
 // <state_dir>/audit/egress.jsonl, names in `hosts_file` (hosts(5); "" = none) pinned.
 Result<egress::EgressProxyOptions> ServeEgressOptions(const std::string& state_dir,
-                                                               const std::string& hosts_file);
+                                                      const std::string& hosts_file);
 
 // Who refused: the cell's egress proxy, or the package service (a package index request).
 enum class RefusalSource { kEgressProxy, kPackageService };

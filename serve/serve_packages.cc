@@ -40,8 +40,7 @@ Result<std::unique_ptr<packages::PackageService>> StartServePackages(
   for (const auto& dir : {service.cache_dir, service.audit_path.parent_path()}) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    if (ec)
-      return Error::Msg("package service: mkdir " + dir.string() + ": " + ec.message());
+    if (ec) return Error::Msg("package service: mkdir " + dir.string() + ": " + ec.message());
   }
   const policies::Policy* server_policy = o.server_policy;
   const auto* tenants = o.tenant_policies;

@@ -17,10 +17,10 @@
 #include <mutex>
 #include <string>
 
+#include "base/status.h"
 #include "egress/proxy.h"
 #include "packages/service.h"
 #include "policies/policy.h"
-#include "base/status.h"
 
 namespace mcpcell::serve {
 

@@ -9,7 +9,6 @@ namespace mcpcell::serve {
 using tools::CellToolsConfig;
 using tools::ToolEnv;
 
-
 CellToolsConfig ToolsConfigFromPolicy(const policies::Policy& policy) {
   CellToolsConfig config;
   config.keep_bytes_per_stream = policy.limits.output_keep_bytes;
@@ -46,15 +45,14 @@ Result<std::map<std::string, policies::Policy>> ResolveTenantPolicies(
 sandbox::CellSpecFactory PolicySpecFactory(policies::Policy policy, std::string state_dir,
                                            std::string skeleton_dir) {
   return [policy = std::move(policy), state_dir = std::move(state_dir),
-          skeleton = std::move(skeleton_dir)](
-             const std::string& id) -> Result<sandbox::CellSpec> {
+          skeleton = std::move(skeleton_dir)](const std::string& id) -> Result<sandbox::CellSpec> {
     return policies::CompileCellSpec(policy, id, state_dir, skeleton);
   };
 }
 
 Status InstallTenantProfiles(const std::map<std::string, policies::Policy>& tenants,
-                                      const std::string& state_dir, const std::string& skeleton_dir,
-                                      sandbox::CellSessionManager& cells, ToolEnv& env) {
+                             const std::string& state_dir, const std::string& skeleton_dir,
+                             sandbox::CellSessionManager& cells, ToolEnv& env) {
   for (const auto& [name, policy] : tenants) {
     const std::string where = "tenant \"" + name + "\": policy \"" + policy.name + "\"";
     if (auto trial = policies::CompileCellSpec(policy, "tenant-check", state_dir, skeleton_dir);

@@ -15,9 +15,9 @@
 #include <map>
 #include <string>
 
+#include "base/status.h"
 #include "policies/policy.h"
 #include "sandbox/cell_session.h"
-#include "base/status.h"
 #include "serve/http_config.h"
 #include "tools/tool_env.h"
 
@@ -36,8 +36,8 @@ Result<std::map<std::string, policies::Policy>> ResolveTenantPolicies(
 // session idle and lifetime) and its tools config in `env.tenants`. Compiles one trial
 // spec per tenant first, so a policy that cannot become a cell refuses the start.
 Status InstallTenantProfiles(const std::map<std::string, policies::Policy>& tenants,
-                                      const std::string& state_dir, const std::string& skeleton_dir,
-                                      sandbox::CellSessionManager& cells, tools::ToolEnv& env);
+                             const std::string& state_dir, const std::string& skeleton_dir,
+                             sandbox::CellSessionManager& cells, tools::ToolEnv& env);
 
 // The spec factory of cells under `policy`: its compiled spec plus the package service's
 // environment (policies/package_env.h).

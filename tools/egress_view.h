@@ -13,11 +13,11 @@
 namespace mcpcell::tools {
 
 struct CellEgressReport {
-  uint64_t bytes_up = 0;             // cell -> upstream
-  uint64_t bytes_down = 0;           // upstream -> cell
-  uint64_t connections_total = 0;    // accepted by the proxy
-  uint64_t connections_active = 0;   // allowed and still open
-  uint64_t connections_refused = 0;  // denied: policy, address, limit, SNI, bad request
+  uint64_t bytes_up = 0;               // cell -> upstream
+  uint64_t bytes_down = 0;             // upstream -> cell
+  uint64_t connections_total = 0;      // accepted by the proxy
+  uint64_t connections_active = 0;     // allowed and still open
+  uint64_t connections_refused = 0;    // denied: policy, address, limit, SNI, bad request
   std::vector<std::string> allowlist;  // the entries as the policy wrote them
 };
 

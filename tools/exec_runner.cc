@@ -183,7 +183,8 @@ std::optional<mcp::ToolResult> TimeoutOverSessionMax(const CellToolsConfig* sess
 }
 
 // The call's files (run_code's source), with their directories, before the program runs.
-std::optional<mcp::ToolResult> WriteCallFiles(const sandbox::CellLease& channel, const ExecCall& call) {
+std::optional<mcp::ToolResult> WriteCallFiles(const sandbox::CellLease& channel,
+                                              const ExecCall& call) {
   for (const auto& [path, content] : call.files) {
     auto slash = path.rfind('/');
     if (slash != std::string::npos && slash > 0) {

@@ -31,7 +31,7 @@ const CellToolsConfig* SessionConfig(const ToolEnv& env, const mcp::Context& ctx
 }
 
 Result<std::shared_ptr<sandbox::CellSession>> SessionCells(const ToolEnv& env,
-                                                                    const mcp::Context& ctx) {
+                                                           const mcp::Context& ctx) {
   const std::string& tenant = ctx.session().tenant();
   if (!env.ConfigFor(tenant)) {
     return Error::Msg("no policy is configured for tenant \"" + tenant + "\"");
@@ -97,15 +97,13 @@ std::string HintFor(const Error& error) {
 }
 }  // namespace
 
-mcp::ToolResult SandboxError(const std::string& what, const Error& error,
-                             const std::string& hint) {
+mcp::ToolResult SandboxError(const std::string& what, const Error& error, const std::string& hint) {
   std::string text = what + " failed: " + error.message + ".";
   if (!hint.empty()) text += " " + hint;
   return mcp::ToolResult::Error(std::move(text));
 }
 
-mcp::ToolResult PathError(const std::string& what, const Error& error,
-                          const std::string& hint) {
+mcp::ToolResult PathError(const std::string& what, const Error& error, const std::string& hint) {
   return SandboxError(what, error, hint.empty() ? HintFor(error) : hint);
 }
 

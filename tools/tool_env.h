@@ -61,7 +61,6 @@ struct CellToolsConfig {
 
 inline constexpr const char* kOutputDir = "/workspace/.mcpcell";
 
-
 struct ToolEnv {
   sandbox::CellSessionManager* cells = nullptr;
   // The cells' egress proxy as the tools see it (egress_view.h): session_info's counters,
@@ -86,7 +85,7 @@ struct ToolEnv {
 const CellToolsConfig* SessionConfig(const ToolEnv& env, const mcp::Context& ctx);
 // The calling client's CellSession (made on first use, with its tenant's profile).
 Result<std::shared_ptr<sandbox::CellSession>> SessionCells(const ToolEnv& env,
-                                                                    const mcp::Context& ctx);
+                                                           const mcp::Context& ctx);
 
 // The calling client's cell and its session's config; on failure an isError result
 // explaining what to do. A fresh cell replacing a dead or idled-out one, and the session's

@@ -593,9 +593,8 @@ int main(int argc, char** argv) {
     }
     std::printf("%-36s %9s %9s %6s\n", "", "p50 ms", "p95 ms", "n");
     small.reset();
-    for (const Row* r :
-         {&warm, &cell_exec, &bare_sh, &bare, &bare_fork, &small_fork, &py, &bare_py, &cmd_py,
-          &first})
+    for (const Row* r : {&warm, &cell_exec, &bare_sh, &bare, &bare_fork, &small_fork, &py, &bare_py,
+                         &cmd_py, &first})
       std::printf("%-36s %9.2f %9.2f %6zu\n", r->name.c_str(), r->Pct(0.5), r->Pct(0.95),
                   r->ms.size());
     std::printf("\nratios (p50):\n");

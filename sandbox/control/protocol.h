@@ -39,8 +39,8 @@
 #include <variant>
 #include <vector>
 
-#include "base/unique_fd.h"
 #include "base/status.h"
+#include "base/unique_fd.h"
 
 namespace mcpcell::sandbox::control {
 

@@ -16,8 +16,8 @@
 #include <map>
 #include <set>
 
-#include "sandbox/control/protocol.h"
 #include "base/unique_fd.h"
+#include "sandbox/control/protocol.h"
 #include "sandbox/init/exec.h"
 #include "sandbox/init/file_ops.h"
 

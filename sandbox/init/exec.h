@@ -40,9 +40,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "sandbox/control/protocol.h"
 #include "sandbox/init/control_loop.h"
-#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

@@ -29,8 +29,8 @@
 
 #include <string>
 
-#include "sandbox/control/protocol.h"
 #include "base/status.h"
+#include "sandbox/control/protocol.h"
 
 namespace mcpcell::sandbox {
 

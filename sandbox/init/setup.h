@@ -36,11 +36,11 @@
 #include <utility>
 #include <vector>
 
-#include "sandbox/cell_spec.h"
+#include "base/status.h"
 #include "base/unique_fd.h"
+#include "sandbox/cell_spec.h"
 #include "sandbox/linux/net.h"
 #include "sandbox/linux/seccomp.h"
-#include "base/status.h"
 
 namespace mcpcell::sandbox {
 

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "sandbox/linux/cgroup.h"
 #include "base/status.h"
+#include "sandbox/linux/cgroup.h"
 
 namespace mcpcell::sandbox::cgroupfs {
 

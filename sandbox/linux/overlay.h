@@ -19,8 +19,8 @@
 
 #include <string>
 
-#include "sandbox/cell_spec.h"
 #include "base/status.h"
+#include "sandbox/cell_spec.h"
 
 namespace mcpcell::sandbox {
 

@@ -22,7 +22,6 @@
 #include <string>
 #include <vector>
 
-
 #ifndef MCPCELL_BIN
 #error "MCPCELL_BIN must name the mcpcell executable"
 #endif
