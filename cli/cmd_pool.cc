@@ -1,10 +1,11 @@
 // `mcpcell pool [options]`: the run pool, fresh cells kept ready for `mcpcell run`
-// (run_pool/run_pool.h; not serve's warm pool of --warm-cells).
+// (run_pool/server.h; not serve's warm pool of --warm-cells).
 //
 // Runs in the foreground until SIGINT, SIGTERM or SIGHUP: prepares the state dir (reaps
 // cells a crashed predecessor left, builds the template), listens on <state_dir>/pool.sock
-// (or --socket) and keeps --size cells of its cell options ready. A `mcpcell run` with the
-// same state dir and the same cell options then runs its command in one of them; on stop
+// (or --socket) and keeps --size cells of its policy and cell flags ready
+// (run_pool/cell_policy.h). A `mcpcell run` with the same state dir whose policy and flags
+// compile to the same cell then runs its command in one of them; on stop
 // the commands still running are killed and every cell is destroyed.
 #include <signal.h>
 #include <unistd.h>
@@ -17,7 +18,10 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "run_pool/run_pool.h"
+#include "policies/compiler.h"
+#include "run_pool/cell_policy.h"
+#include "run_pool/protocol.h"
+#include "run_pool/server.h"
 #include "sandbox/cell.h"
 #include "sandbox/linux/overlay.h"
 #include "sandbox/state_dir.h"
@@ -25,14 +29,11 @@
 namespace mcpcell::cli {
 namespace {
 
-using run_pool::AddCellOptions;
-using run_pool::CellOptions;
 using run_pool::DefaultPoolSocket;
-using run_pool::ParseCellOptions;
 using run_pool::PoolServer;
 
 struct PoolOptions {
-  CellOptions cell;
+  run_pool::CellFlags cell;
   std::string socket;
   size_t size = 2;
   std::string init_path;
@@ -63,9 +64,11 @@ int RunPool(const PoolOptions& o) {
     return 1;
   };
   if (o.size == 0 || o.size > 64) return fail("--size must be 1..64");
-  auto shape = ParseCellOptions(o.cell);
-  if (!shape) return fail(shape.error().message);
+  auto policy = run_pool::ResolveCellPolicy(o.cell);
+  if (!policy) return fail(policy.error().message);
   const std::string& state_dir = o.cell.state_dir;
+  auto key = run_pool::PoolKey(*policy, state_dir);
+  if (!key) return fail(key.error().message);
   if (Status s = sandbox::EnsureStateDir(state_dir); !s) return fail(s.error().message);
   if (Status s = sandbox::CheckCellsCanReachStateDir(state_dir); !s)
     return fail("state dir " + state_dir + ": " + s.error().message);
@@ -79,9 +82,11 @@ int RunPool(const PoolOptions& o) {
 
   PoolServer::Options options;
   options.socket_path = o.socket.empty() ? DefaultPoolSocket(state_dir) : o.socket;
-  options.shape = *shape;
-  options.state_dir = state_dir;
-  options.skeleton_dir = *skeleton;
+  options.key = *key;
+  options.make_spec = [policy = *policy, state_dir,
+                       skeleton_dir = *skeleton](const std::string& cell_id) {
+    return policies::CompileCellSpec(policy, cell_id, state_dir, skeleton_dir);
+  };
   options.size = o.size;
   options.create.init_path = o.init_path;
   if (!o.no_warm) options.warm = o.warm.empty() ? DefaultWarmUps() : o.warm;
@@ -94,9 +99,10 @@ int RunPool(const PoolOptions& o) {
   for (const std::string& w : options.warm) warming += (warming.empty() ? "" : "; ") + w;
   if (warming.empty()) warming = "none";
   std::fprintf(stderr,
-               "mcpcell pool: listening on %s, keeping %zu cell(s) of \"%s\" ready, warm-up: "
-               "%s\n",
-               options.socket_path.c_str(), o.size, shape->Key().c_str(), warming.c_str());
+               "mcpcell pool: listening on %s, keeping %zu cell(s) of policy \"%s\" (%s) ready, "
+               "warm-up: %s\n",
+               options.socket_path.c_str(), o.size, policy->name.c_str(), policy->source.c_str(),
+               warming.c_str());
   std::jthread serving([&](std::stop_token stop) { (*server)->Serve(stop); });
   int sig = 0;
   while (sig <= 0) sig = sigwaitinfo(&stop_signals, nullptr);
@@ -111,8 +117,8 @@ const bool kRegistered = RegisterCommand("pool", [](CLI::App& parent, int* exit_
   auto opts = std::make_shared<PoolOptions>();
   opts->cell.state_dir = sandbox::DefaultStateDir();
   CLI::App* sub = parent.add_subcommand(
-      "pool", "Keep fresh cells ready for `mcpcell run` (same state dir and cell options)");
-  AddCellOptions(*sub, opts->cell);
+      "pool", "Keep fresh cells ready for `mcpcell run` (same state dir, policy and cell flags)");
+  run_pool::AddCellFlags(*sub, opts->cell);
   sub->add_option("--size", opts->size, "Cells kept ready")->capture_default_str();
   sub->add_option("--socket", opts->socket, "Socket to listen on (default <state-dir>/pool.sock)");
   sub->add_option("--init", opts->init_path, "Path of mcpcell-init (default: next to mcpcell)");

@@ -1,6 +1,7 @@
 // `mcpcell run [options] -- CMD ARGS...`: run one command in a fresh cell and go.
 //
-// Steps: build a CellSpec from the defaults and the options, create the cell, exec the
+// Steps: compile the cell's spec from --policy (default: the shipped "default" profile) with
+// the cell flags as overrides (run_pool/cell_policy.h), create the cell, exec the
 // command with this process's own stdin/stdout/stderr handed to it (SCM_RIGHTS, no
 // copying), forward SIGINT/SIGTERM/SIGHUP/SIGQUIT to its process group, destroy the cell,
 // and exit with the command's status (128+N when killed by signal N, like a shell).
@@ -25,7 +26,10 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "run_pool/run_pool.h"
+#include "run_pool/cell_policy.h"
+#include "run_pool/client.h"
+#include "run_pool/protocol.h"
+#include "policies/compiler.h"
 #include "sandbox/cell.h"
 #include "sandbox/cell_channel.h"
 #include "sandbox/cell_spec.h"
@@ -35,12 +39,7 @@
 namespace mcpcell::cli {
 namespace {
 
-using run_pool::AddCellOptions;
-using run_pool::BuildCellSpec;
-using run_pool::CellOptions;
-using run_pool::CellShape;
 using run_pool::DefaultPoolSocket;
-using run_pool::ParseCellOptions;
 using run_pool::PoolClient;
 using run_pool::PoolExec;
 using run_pool::PoolOutcome;
@@ -51,8 +50,7 @@ using Clock = std::chrono::steady_clock;
 struct RunOptions {
   std::vector<std::string> command;
   bool timings = false;
-  CellOptions cell;
-  std::string workspace;
+  run_pool::CellFlags cell;  // --workspace included
   std::string cwd;
   std::vector<std::string> env;
   double timeout_s = 0;
@@ -178,10 +176,10 @@ uint64_t Micros(Clock::duration d) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
 }
 
-// The command in a cell the run pool made ahead (run_pool/run_pool.h), when a run pool of
-// this user listens on the socket and makes cells of `shape`. nullopt: no such run pool, or it did
-// not start the command; the run then makes its own cell.
-std::optional<int> RunInPool(const RunOptions& o, const CellShape& shape,
+// The command in a cell the run pool made ahead (run_pool/server.h), when a run pool of
+// this user listens on the socket and makes cells of `key` (run_pool::PoolKey). nullopt: no
+// such run pool, or it did not start the command; the run then makes its own cell.
+std::optional<int> RunInPool(const RunOptions& o, const std::string& key,
                              const std::vector<std::string>& env, SignalForwarder& forwarder) {
   const std::string socket =
       o.pool_socket.empty() ? DefaultPoolSocket(o.cell.state_dir) : o.pool_socket;
@@ -202,7 +200,7 @@ std::optional<int> RunInPool(const RunOptions& o, const CellShape& shape,
     return 128 + early;
   }
   PoolExec exec;
-  exec.key = shape.Key();
+  exec.key = key;
   exec.argv = o.command;
   exec.env = env;
   exec.cwd = o.cwd;
@@ -251,16 +249,21 @@ std::optional<int> RunInPool(const RunOptions& o, const CellShape& shape,
 
 int RunCommand(const RunOptions& o) {
   SignalForwarder forwarder;  // first: blocks the signals before any thread starts
-  auto shape = ParseCellOptions(o.cell);
+  auto policy = run_pool::ResolveCellPolicy(o.cell);
   auto env = CommandEnvironment(o);
-  if (!shape || !env) {
+  if (!policy || !env) {
     std::fprintf(stderr, "mcpcell run: %s\n",
-                 (!shape ? shape.error() : env.error()).message.c_str());
+                 (!policy ? policy.error() : env.error()).message.c_str());
     return 125;
   }
   // A pool's cells have a tmpfs workspace and the pool's own cell init.
-  if (!o.no_pool && o.workspace.empty() && o.init_path.empty()) {
-    if (std::optional<int> status = RunInPool(o, *shape, *env, forwarder)) return *status;
+  if (!o.no_pool && o.cell.workspace.empty() && o.init_path.empty()) {
+    auto key = run_pool::PoolKey(*policy, o.cell.state_dir);
+    if (!key) {
+      std::fprintf(stderr, "mcpcell run: %s\n", key.error().message.c_str());
+      return 125;
+    }
+    if (std::optional<int> status = RunInPool(o, *key, *env, forwarder)) return *status;
   }
   forwarder.Start();
   Status reachable = sandbox::EnsureStateDir(o.cell.state_dir);
@@ -271,8 +274,8 @@ int RunCommand(const RunOptions& o) {
     return 125;
   }
   auto skeleton = sandbox::PrepareHostTemplate(o.cell.state_dir);
-  auto spec = skeleton ? BuildCellSpec(*shape, sandbox::GenerateCellId(), o.cell.state_dir,
-                                       *skeleton, o.workspace)
+  auto spec = skeleton ? policies::CompileCellSpec(*policy, sandbox::GenerateCellId(),
+                                                   o.cell.state_dir, *skeleton)
                        : Result<sandbox::CellSpec>(skeleton.error().Wrap("template"));
   if (!spec.ok()) {
     std::fprintf(stderr, "mcpcell run: %s\n", spec.error().message.c_str());
@@ -287,6 +290,9 @@ int RunCommand(const RunOptions& o) {
   }
   for (const std::string& w : (*cell)->warnings())
     std::fprintf(stderr, "mcpcell run: warning: %s\n", w.c_str());
+  // No egress proxy serves the cell (the policy's egress is "deny"): its listener is closed,
+  // so a request to the proxy's port is refused at once instead of waiting.
+  UniqueFd unserved((*cell)->TakeEgressListener());
   auto destroy_cell = [&] {
     forwarder.Stop();  // before the cell and its channel go
     if (Status s = (*cell)->Destroy(); !s.ok())
@@ -341,9 +347,10 @@ const bool kRegistered = RegisterCommand("run", [](CLI::App& parent, int* exit_c
   CLI::App* sub = parent.add_subcommand(
       "run", "Run one command in a fresh cell: mcpcell run [options] -- CMD ARGS...");
   sub->add_flag("--timings", opts->timings, "Print the per-step setup breakdown to stderr");
-  AddCellOptions(*sub, opts->cell);
-  sub->add_option("--workspace", opts->workspace,
-                  "Host directory bound at /workspace (default: a fresh tmpfs, see --disk)");
+  run_pool::AddCellFlags(*sub, opts->cell);
+  sub->add_option("--workspace", opts->cell.workspace,
+                  "Host directory bound at /workspace, made if missing (default: a fresh "
+                  "tmpfs, see --disk)");
   sub->add_option("--cwd", opts->cwd, "Working directory inside the cell (default /workspace)");
   // One value per -e: without this a vector option swallows what follows, up to "--".
   sub->add_option("-e,--env", opts->env, "KEY=VALUE added to the environment (repeatable)")

@@ -111,6 +111,7 @@ Result<Policy> ApplyOverrides(Policy p, const PolicyOverrides& flags,
   if (o.session_idle) p.time.session_idle = *o.session_idle;
   if (o.session_max) p.time.session_max = *o.session_max;
   if (o.output_keep_bytes) p.limits.output_keep_bytes = *o.output_keep_bytes;
+  if (o.seccomp) p.isolation.seccomp = *o.seccomp;
   if (p.time.exec_default > p.time.exec_max) {
     return Error::Msg("the default exec timeout (" + FormatDuration(p.time.exec_default) +
                       ") is longer than the maximum (" + FormatDuration(p.time.exec_max) + ")");
@@ -317,6 +318,7 @@ std::string DescribeCellSpec(const sandbox::CellSpec& s) {
     << "\n  rlimits.fsize_bytes: " << s.rlimits.fsize_bytes
     << "\n  tmpfs.root_upper_bytes: " << s.tmpfs.root_upper_bytes << " ("
     << FormatSize(s.tmpfs.root_upper_bytes) << ")\n  tmpfs.tmp_bytes: " << s.tmpfs.tmp_bytes
+    << "\n  tmpfs.workspace_bytes: " << s.tmpfs.workspace_bytes
     << "\n  sandbox user: " << s.sandbox_user << " (" << s.sandbox_uid << ":" << s.sandbox_gid
     << ")\n  seccomp: " << (s.seccomp ? "on" : "off")
     << "\n  egress_proxy_port: " << s.egress_proxy_port << "\n  env:";

@@ -1,7 +1,7 @@
 // The policy compiler: Policy (+ the serve command's flags) -> the sandbox's CellSpec.
 //
 // ApplyOverrides composes command-line choices (--mount, --output, --workspace, per-limit
-// flags) into a policy with the same checks the loader applies, so the flags are just a
+// flags of `serve`, `run` and `pool`, --no-seccomp) into a policy with the same checks the loader applies, so the flags are just a
 // shorter way to write a profile. CompileCellSpec (the cell, its package environment
 // included: package_env.h) and CompileCellEgress (its egress proxy settings) are the only
 // places a policy becomes mechanism;
@@ -37,6 +37,7 @@ struct PolicyOverrides {
   std::optional<std::chrono::seconds> session_idle = {};
   std::optional<std::chrono::seconds> session_max = {};
   std::optional<uint64_t> output_keep_bytes = {};
+  std::optional<bool> seccomp = {};      // false: no seccomp filter (debugging only)
   std::vector<std::string> mounts = {};  // "SRC:DST[:ro|rw]" (default ro)
   std::string output_dir = {};           // host dir bound read-write at /output (made if missing)
   std::string workspace_dir = {};        // persistent workspace (made if missing)
@@ -66,7 +67,8 @@ Result<egress::CellEgress> CompileCellEgress(const Policy& policy);
 
 // The effective policy as a profile file (every key, defaults filled in).
 std::string DescribePolicy(const Policy& policy);
-// The compiled spec, one field a line.
+// The compiled spec, one field a line. Every field a policy can change is printed, so two
+// specs that print the same (cell id aside) make the same cell (run_pool/cell_policy.h).
 std::string DescribeCellSpec(const sandbox::CellSpec& spec);
 // One line for session_info: "no network: ..." or "egress only through the proxy ... to: a, b".
 std::string NetworkSummary(const Policy& policy);

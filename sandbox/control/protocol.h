@@ -254,7 +254,7 @@ struct Received {
 Status SendMessage(int fd, const Message& message, std::span<const int> fds = {});
 // Sends `bytes` as one datagram with `fds` attached (SCM_RIGHTS, at most kMaxFdsPerFrame,
 // not closed), retrying EINTR; MSG_NOSIGNAL. `what` names it in errors. The transport of
-// SendMessage, for other protocols on SEQPACKET sockets too (run_pool/run_pool.cc).
+// SendMessage, for other protocols on SEQPACKET sockets too (run_pool/protocol.cc).
 Status SendDatagram(int fd, std::span<const uint8_t> bytes, std::span<const int> fds,
                     const char* what);
 // Receives one frame (blocking unless the fd is non-blocking: then EAGAIN is an error with
