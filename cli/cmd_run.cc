@@ -292,7 +292,7 @@ int RunCommand(const RunOptions& o) {
     std::fprintf(stderr, "mcpcell run: warning: %s\n", w.c_str());
   // No egress proxy serves the cell (the policy's egress is "deny"): its listener is closed,
   // so a request to the proxy's port is refused at once instead of waiting.
-  UniqueFd unserved((*cell)->TakeEgressListener());
+  UniqueFd((*cell)->TakeEgressListener()).Reset();
   auto destroy_cell = [&] {
     forwarder.Stop();  // before the cell and its channel go
     if (Status s = (*cell)->Destroy(); !s.ok())

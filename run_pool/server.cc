@@ -453,7 +453,7 @@ std::unique_ptr<sandbox::CellInstance> PoolServer::TakeOrMakeCell() {
   }
   // No egress proxy serves a pooled cell (the policy's egress is "deny"): its listener is
   // closed, so a request to the proxy's port is refused at once instead of waiting.
-  UniqueFd unserved(cell->TakeEgressListener());
+  UniqueFd(cell->TakeEgressListener()).Reset();
   return cell;
 }
 

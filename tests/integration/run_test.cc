@@ -18,9 +18,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "base/fd_passing.h"
 
 #ifndef MCPCELL_BIN
 #error "MCPCELL_BIN must name the mcpcell executable"
@@ -101,10 +104,6 @@ Outcome Collect(const Started& child) {
   return o;
 }
 
-// The cell options `mcpcell run` sends when none is given (CellShape::Key of the defaults);
-// APooledRunTakesAReadyCellWithOrWithoutOtherOptions checks a pool's own key against it.
-constexpr char kDefaultCellKey[] = "disk=1073741824 memory=0 pids=0 cpu=0 seccomp=on";
-
 // Runs argv (argv[0] a path) with `input` on its stdin; collects its status and output.
 Outcome RunProgram(std::vector<std::string> args, const std::string& input = "") {
   Started child = Start(std::move(args));
@@ -119,6 +118,15 @@ Outcome RunMcpcell(const std::string& state, std::vector<std::string> args,
                    const std::string& input = "") {
   args.insert(args.begin(), {MCPCELL_BIN, "run", "--state-dir", state});
   return RunProgram(args, input);
+}
+
+// The pool key of `profile`'s cells in `state` (run_pool::PoolKey): the spec `mcpcell policy
+// check` prints, after its first line.
+std::string PolicyCheckSpec(const std::string& state, const std::string& profile = "default") {
+  Outcome check = RunProgram({MCPCELL_BIN, "policy", "check", profile, "--state-dir", state});
+  EXPECT_EQ(check.status, 0) << check.err;
+  const size_t first = check.out.find('\n');
+  return first == std::string::npos ? "" : check.out.substr(first + 1);
 }
 
 class RunTest : public ::testing::Test {
@@ -294,7 +302,7 @@ TEST(RunCommandLineTest, HelpListsEveryCommand) {
   EXPECT_THAT(bad.err, HasSubstr("/nonexistent/p.toml"));
 }
 
-// ---- mcpcell pool: cells made ahead for `mcpcell run` (run_pool/run_pool.h) ----
+// ---- mcpcell pool: cells made ahead for `mcpcell run` (run_pool/server.h) ----
 
 // Reads `fd` until `want` has arrived or 30 s passed.
 std::string ReadUntil(int fd, const std::string& want) {
@@ -321,22 +329,11 @@ std::string PoolExchange(const std::string& socket, const std::string& frame,
     close(fd);
     return "connect failed: " + std::string(strerror(errno));
   }
-  iovec iov{const_cast<char*>(frame.data()), frame.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
-  if (!fds.empty()) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  }
   std::string reply;
-  if (sendmsg(fd, &msg, MSG_NOSIGNAL) >= 0) {
+  auto sent = mcpcell::SendWithFds(
+      fd, std::span(reinterpret_cast<const uint8_t*>(frame.data()), frame.size()), fds,
+      "the pool socket");
+  if (sent.ok()) {
     char buf[4096];
     ssize_t n = recv(fd, buf, sizeof buf, 0);
     if (n > 0) reply.assign(buf, static_cast<size_t>(n));
@@ -344,7 +341,7 @@ std::string PoolExchange(const std::string& socket, const std::string& frame,
     for (size_t at = 0; (at = reply.find("\\\"", at)) != std::string::npos; ++at)
       reply.erase(at, 1);
   } else {
-    reply = "send failed: " + std::string(strerror(errno));
+    reply = "send failed: " + sent.error().message;
   }
   close(fd);
   return reply;
@@ -426,9 +423,9 @@ TEST_F(PoolRunTest, ARunTakesAReadyCellWithItsStdioAndStatus) {
 }
 
 // A pooled run takes a ready cell whatever else it asks for (--timings here); the pool's
-// cells are of the shape a run with default options asks for.
+// cells are the default policy's, as `mcpcell policy check default` prints them.
 TEST_F(PoolRunTest, APooledRunTakesAReadyCellWithOrWithoutOtherOptions) {
-  EXPECT_THAT(Status(), HasSubstr(std::string("\"cell\":\"") + kDefaultCellKey + "\""));
+  EXPECT_THAT(Status(), HasSubstr("\"cell\":" + nlohmann::json(PolicyCheckSpec(state_)).dump()));
   for (const bool timings : {false, true}) {
     std::vector<std::string> args = {MCPCELL_BIN, "run", "--state-dir", state_};
     if (timings) args.push_back("--timings");
@@ -518,8 +515,9 @@ TEST_F(PoolRunTest, EveryRunGetsAFreshCellAndMissingCommandsAreNamed) {
 TEST_F(PoolRunTest, OtherCellOptionsMakeACellOfTheirOwn) {
   Outcome o = Run({"--timings", "--memory", "256M", "--", "/bin/true"});
   EXPECT_EQ(o.status, 0) << o.err;
-  EXPECT_THAT(o.err, HasSubstr("not using the pool: this pool makes cells of"));
-  EXPECT_THAT(o.err, HasSubstr("memory=268435456"));
+  EXPECT_THAT(o.err, HasSubstr("not using the pool: this pool makes cells of another spec: the "
+                               "run wants \"limits.memory_max_bytes: 268435456 (256MiB)\", the "
+                               "pool's cells have \"limits.memory_max_bytes: 1073741824 (1GiB)\""));
   EXPECT_THAT(o.err, HasSubstr("create total"));
   o = Run({"--timings", "--no-pool", "--", "/bin/true"});
   EXPECT_THAT(o.err, HasSubstr("create total"));
@@ -614,7 +612,7 @@ TEST_F(RunTest, ASignalWhileThePoolDeclinesMeansTheCommandNeverRuns) {
   close(listener);
 }
 
-// `mcpcell run` is the pool's client (run_pool/run_pool.h, PoolClient): the request it sends
+// `mcpcell run` is the pool's client (run_pool/client.h, PoolClient): the request it sends
 // is checked field by field (strings that need escaping included), and it follows whatever
 // the pool answers: an exit, a timeout, a bad frame, a decline (then it makes a cell of its
 // own and the command runs there).
@@ -652,7 +650,7 @@ TEST_F(RunTest, TheRunSpeaksThePoolProtocol) {
   auto req = nlohmann::json::parse(request, nullptr, false);
   ASSERT_FALSE(req.is_discarded()) << request;
   EXPECT_EQ(req["op"], "exec");
-  EXPECT_EQ(req["cell"], kDefaultCellKey);
+  EXPECT_EQ(req["cell"], PolicyCheckSpec(state_));
   EXPECT_EQ(req["argv"], command);
   std::vector<std::string> env = req["env"];
   ASSERT_GE(env.size(), 2u) << request;
@@ -699,7 +697,9 @@ TEST_F(RunTest, TheRunSpeaksThePoolProtocol) {
 // Whatever a peer sends, the pool answers with an error that names the problem, keeps no
 // fd it was given, and serves the next run.
 TEST_F(PoolRunTest, BadRequestsGetAClearErrorAndThePoolServesOn) {
-  const std::string key = "disk=1073741824 memory=0 pids=0 cpu=0 seccomp=on";
+  std::string key = nlohmann::json(PolicyCheckSpec(state_)).dump().substr(1);
+  ASSERT_EQ(key.back(), '"');
+  key.pop_back();
   struct Case {
     std::string frame, error;
   } cases[] = {
@@ -805,6 +805,124 @@ TEST_F(PoolRunTest, AStoppedPoolLeavesNothingAndASecondOneIsRefused) {
   Outcome o = Run({"--timings", "--", "/bin/true"});
   EXPECT_EQ(o.status, 0) << o.err;
   EXPECT_THAT(o.err, HasSubstr("create total"));
+}
+
+// ---- the run's policy: --policy and the cell flags, compiled by the policy compiler ----
+
+// A profile file in `dir`: name "small", a few limits of its own.
+std::string WriteSmallProfile(const std::string& dir) {
+  const std::string file = dir + "-small.toml";
+  std::ofstream(file) << "name = \"small\"\n[limits]\nmemory = \"512MiB\"\ntmp = \"32MiB\"\n"
+                         "open_files = 77\n";
+  return file;
+}
+
+// Without flags a run cell is the default policy's (its rlimits, /tmp size, seccomp); a
+// profile file and the flags change exactly what they name.
+TEST_F(RunTest, TheCellIsThePolicysWithTheFlagsAsOverrides) {
+  const std::string probe =
+      "echo $MCPCELL_POLICY; ulimit -n; grep '^Seccomp:' /proc/self/status | tr -d '\\t '; "
+      "stat -f -c '%b %S' /tmp; stat -f -c '%b %S' /workspace";
+  auto sizes = [](std::istringstream& in) {
+    uint64_t blocks = 0, size = 0;
+    in >> blocks >> size;
+    return blocks * size;
+  };
+  Outcome o = Run({"--no-pool", "--", "/bin/sh", "-c", probe});
+  ASSERT_EQ(o.status, 0) << o.err;
+  std::istringstream lines(o.out);
+  std::string name, nofile, seccomp;
+  lines >> name >> nofile >> seccomp;
+  EXPECT_EQ(name, "default");
+  EXPECT_EQ(nofile, "1024");
+  EXPECT_EQ(seccomp, "Seccomp:2");
+  EXPECT_EQ(sizes(lines), 256ull << 20) << "/tmp: " << o.out;
+  EXPECT_EQ(sizes(lines), 1ull << 30) << "/workspace: " << o.out;
+
+  const std::string profile = WriteSmallProfile(state_);
+  o = Run({"--no-pool", "--policy", profile, "--no-seccomp", "--disk", "16M", "--", "/bin/sh",
+           "-c", probe});
+  std::filesystem::remove(profile);
+  ASSERT_EQ(o.status, 0) << o.err;
+  std::istringstream small(o.out);
+  small >> name >> nofile >> seccomp;
+  EXPECT_EQ(name, "small");
+  EXPECT_EQ(nofile, "77");
+  EXPECT_EQ(seccomp, "Seccomp:0");
+  EXPECT_EQ(sizes(small), 32ull << 20) << "/tmp: " << o.out;
+  EXPECT_EQ(sizes(small), 16ull << 20) << "/workspace: " << o.out;
+
+  Outcome missing = Run({"--policy", "no-such-profile", "--", "/bin/true"});
+  EXPECT_EQ(missing.status, 125);
+  EXPECT_THAT(missing.err, HasSubstr("mcpcell run: --policy no-such-profile: "));
+  Outcome bad = Run({"--pids", "many", "--", "/bin/true"});
+  EXPECT_EQ(bad.status, 125);
+  EXPECT_THAT(bad.err, HasSubstr("--pids: \"many\" is not a whole number"));
+}
+
+// run and pool start no egress proxy: the proxy's port in the cell refuses at once.
+TEST_F(RunTest, NothingListensOnTheProxyPort) {
+  if (access("/usr/bin/curl", X_OK) != 0) GTEST_SKIP() << "needs curl in the template";
+  Outcome o = Run({"--no-pool", "--", "/bin/sh", "-c",
+                   "curl -sS -m 20 http://example.com/ 2>&1; echo rc=$?"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("rc=7")) << "curl: (7) couldn't connect: " << o.out;
+}
+
+// A policy that needs the egress proxy or the package service (only `mcpcell serve` runs
+// them) is refused at start, naming the policy, the key and what to do.
+TEST_F(RunTest, PoliciesThatNeedServeAreRefused) {
+  Outcome o = Run({"--policy", "dev", "--", "/bin/sh", "-c", "echo ran"});
+  EXPECT_EQ(o.status, 125);
+  EXPECT_EQ(o.out, "");
+  EXPECT_THAT(o.err, HasSubstr("mcpcell run: policy \"dev\" (<builtin:dev>) allows egress through "
+                               "the proxy ([network] egress = \"allowlist\"), which only `mcpcell "
+                               "serve` runs; use a policy with egress = \"deny\""));
+  const std::string file = state_ + "-packages.toml";
+  std::ofstream(file) << "name = \"pkgs\"\n[packages]\nmode = \"online\"\nregistries = [\"pypi\"]\n";
+  o = Run({"--policy", file, "--", "/bin/true"});
+  EXPECT_EQ(o.status, 125);
+  EXPECT_THAT(o.err, HasSubstr("policy \"pkgs\" (" + file +
+                               ") installs packages through the package service ([packages] "
+                               "mode = \"online\"), which only `mcpcell serve` runs; use a policy "
+                               "with mode = \"disabled\""));
+  Outcome pool = RunProgram({MCPCELL_BIN, "pool", "--state-dir", state_, "--policy", "dev"});
+  EXPECT_EQ(pool.status, 1);
+  EXPECT_THAT(pool.err, HasSubstr("mcpcell pool: policy \"dev\""));
+  std::filesystem::remove(file);
+}
+
+// A pool of a profile file: a run of the same policy gets its cell, one of another policy
+// (another compiled spec) makes its own and says where the specs differ.
+class PolicyPoolRunTest : public PoolRunTest {
+ protected:
+  std::vector<std::string> PoolArgs() override {
+    profile_ = WriteSmallProfile(state_);
+    return {"--policy", profile_};
+  }
+  void TearDown() override {
+    PoolRunTest::TearDown();
+    std::filesystem::remove(profile_);
+  }
+  std::string profile_;
+};
+
+TEST_F(PolicyPoolRunTest, ARunOfThePoolsPolicyTakesItsCellsAndAnotherMakesItsOwn) {
+  EXPECT_THAT(Status(), HasSubstr("\"cell\":" + nlohmann::json(PolicyCheckSpec(state_, profile_)).dump()));
+  Outcome o = Run({"--timings", "--policy", profile_, "--", "/bin/sh", "-c", "ulimit -n"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(o.out, "77\n");
+  EXPECT_THAT(o.err, HasSubstr("was made ahead by the pool")) << o.err;
+  WaitUntilReady(1, 1);
+  o = Run({"--timings", "--", "/bin/sh", "-c", "ulimit -n"});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(o.out, "1024\n");
+  EXPECT_THAT(o.err, HasSubstr("not using the pool: this pool makes cells of another spec"));
+  EXPECT_THAT(o.err, HasSubstr("create total"));
+  // The same policy with a flag that changes the cell: another spec too.
+  o = Run({"--timings", "--policy", profile_, "--pids", "64", "--", "/bin/true"});
+  EXPECT_THAT(o.err, HasSubstr("the run wants \"limits.pids_max: 64\""));
+  EXPECT_THAT(Status(), HasSubstr("\"served\":1"));
 }
 
 }  // namespace
