@@ -199,4 +199,21 @@ TEST_F(Compiler, BadFlagsAreRefusedWithTheFlag) {
 }
 
 }  // namespace
+// --no-seccomp (run, pool) is an override like the others; unset keeps the policy's.
+TEST_F(Compiler, SeccompOverrideTurnsTheFilterOffAndIsPrinted) {
+  auto p = ResolvePolicy("default", {state_});
+  ASSERT_TRUE(p) << p.error().message;
+  auto kept = ApplyOverrides(*p, PolicyOverrides{}, state_);
+  ASSERT_TRUE(kept) << kept.error().message;
+  EXPECT_TRUE(kept->isolation.seccomp);
+  auto off = ApplyOverrides(*p, PolicyOverrides{.seccomp = false}, state_);
+  ASSERT_TRUE(off) << off.error().message;
+  EXPECT_FALSE(off->isolation.seccomp);
+  auto spec = CompileCellSpec(*off, "c1", state_, "");
+  ASSERT_TRUE(spec) << spec.error().message;
+  EXPECT_FALSE(spec->seccomp);
+  EXPECT_NE(DescribeCellSpec(*spec).find("seccomp: off"), std::string::npos);
+  EXPECT_NE(DescribeCellSpec(*spec).find("tmpfs.workspace_bytes: 1073741824"), std::string::npos);
+}
+
 }  // namespace mcpcell::policies
