@@ -26,10 +26,10 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "policies/compiler.h"
 #include "run_pool/cell_policy.h"
 #include "run_pool/client.h"
 #include "run_pool/protocol.h"
-#include "policies/compiler.h"
 #include "sandbox/cell.h"
 #include "sandbox/cell_channel.h"
 #include "sandbox/cell_spec.h"

@@ -1,12 +1,11 @@
 // The policy compiler: Policy (+ the serve command's flags) -> the sandbox's CellSpec.
 //
 // ApplyOverrides composes command-line choices (--mount, --output, --workspace, per-limit
-// flags of `serve`, `run` and `pool`, --no-seccomp) into a policy with the same checks the loader applies, so the flags are just a
-// shorter way to write a profile. CompileCellSpec (the cell, its package environment
-// included: package_env.h) and CompileCellEgress (its egress proxy settings) are the only
-// places a policy becomes mechanism;
-// DescribePolicy/DescribeCellSpec print both for `mcpcell policy`.
-// Threading: stateless functions.
+// flags of `serve`, `run` and `pool`, --no-seccomp) into a policy with the same checks the loader
+// applies, so the flags are just a shorter way to write a profile. CompileCellSpec (the cell, its
+// package environment included: package_env.h) and CompileCellEgress (its egress proxy settings)
+// are the only places a policy becomes mechanism; DescribePolicy/DescribeCellSpec print both for
+// `mcpcell policy`. Threading: stateless functions.
 #pragma once
 
 #include <optional>

@@ -31,19 +31,22 @@ Result<uint64_t> Size(const std::string& flag, const std::string& text) {
 void AddCellFlags(CLI::App& command, CellFlags& f) {
   command.add_option("--state-dir", f.state_dir, "State dir for cells and the template")
       ->capture_default_str();
-  command.add_option("--policy", f.policy,
-                     "Policy: a shipped profile (default, offline-strict, dev) or a .toml file, "
-                     "as for `mcpcell serve`; the flags below override it. Egress and packages "
-                     "need `mcpcell serve`: its network egress must be \"deny\" and its "
-                     "packages mode \"disabled\"")
+  command
+      .add_option("--policy", f.policy,
+                  "Policy: a shipped profile (default, offline-strict, dev) or a .toml file, "
+                  "as for `mcpcell serve`; the flags below override it. Egress and packages "
+                  "need `mcpcell serve`: its network egress must be \"deny\" and its "
+                  "packages mode \"disabled\"")
       ->capture_default_str();
   command.add_option("--disk", f.disk,
                      "Size of the fresh /workspace and of the writable layers, e.g. 1G "
                      "(default: the policy's; a tmpfs that counts against --memory)");
   command.add_option("--memory", f.memory, "Memory limit, e.g. 512M (default: the policy's)");
-  command.add_option("--pids", f.pids, "Maximum number of processes (0: no limit; default: the policy's)");
-  command.add_option("--cpu", f.cpu,
-                     "CPU limit in millicores, 1000 = one CPU (0: no limit; default: the policy's)");
+  command.add_option("--pids", f.pids,
+                     "Maximum number of processes (0: no limit; default: the policy's)");
+  command.add_option(
+      "--cpu", f.cpu,
+      "CPU limit in millicores, 1000 = one CPU (0: no limit; default: the policy's)");
   command.add_flag("--no-seccomp", f.no_seccomp, "Disable the seccomp filter (debugging only)");
 }
 
@@ -83,8 +86,9 @@ Status CheckNeedsNoServe(const policies::Policy& p) {
   }
   if (p.packages.mode != policies::PackagesMode::kDisabled) {
     const char* mode = p.packages.mode == policies::PackagesMode::kOnline ? "online" : "offline";
-    return Error::Msg(policy + "installs packages through the package service ([packages] mode = \"" +
-                      mode + "\"), which only `mcpcell serve` runs; use a policy with mode = "
+    return Error::Msg(policy +
+                      "installs packages through the package service ([packages] mode = \"" + mode +
+                      "\"), which only `mcpcell serve` runs; use a policy with mode = "
                       "\"disabled\"");
   }
   return Ok();

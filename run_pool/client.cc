@@ -75,8 +75,8 @@ PoolOutcome PoolClient::Run(const PoolExec& exec) {
   }
 }
 
-bool PoolClient::OnEvent(const PoolExec& exec, const json& body, bool& started,
-                         int& pending_signal, PoolOutcome& out) {
+bool PoolClient::OnEvent(const PoolExec& exec, const json& body, bool& started, int& pending_signal,
+                         PoolOutcome& out) {
   auto event = StringField(body, "event", true);
   if (!event) {
     out.kind = PoolOutcome::kFailed;

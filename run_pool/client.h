@@ -59,8 +59,8 @@ class PoolClient {
  private:
   explicit PoolClient(UniqueFd fd) : fd_(std::move(fd)) {}
   // Applies one event frame of the pool to `out`; true when the run is over.
-  bool OnEvent(const PoolExec& exec, const nlohmann::json& body, bool& started,
-               int& pending_signal, PoolOutcome& out);
+  bool OnEvent(const PoolExec& exec, const nlohmann::json& body, bool& started, int& pending_signal,
+               PoolOutcome& out);
   UniqueFd fd_;
 };
 

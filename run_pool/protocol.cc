@@ -36,7 +36,6 @@ Result<sockaddr_un> SocketAddress(const std::string& path) {
   return addr;
 }
 
-
 Status SendFrame(int fd, const json& body, std::span<const int> fds) {
   std::string text;
   try {
@@ -52,7 +51,6 @@ Status SendFrame(int fd, const json& body, std::span<const int> fds) {
       fd, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()), fds,
       "to the pool socket");
 }
-
 
 Result<Frame> ReceiveFrame(int fd, size_t max_fds, int flags) {
   // The datagram's size first (MSG_PEEK | MSG_TRUNC returns it whole), so the buffer is

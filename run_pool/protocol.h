@@ -33,8 +33,8 @@ Result<sockaddr_un> SocketAddress(const std::string& path);
 Status SendFrame(int fd, const nlohmann::json& body, std::span<const int> fds = {});
 
 struct Frame {
-  nlohmann::json body;          // an object
-  std::vector<UniqueFd> fds;    // closed with the frame unless moved out
+  nlohmann::json body;        // an object
+  std::vector<UniqueFd> fds;  // closed with the frame unless moved out
 };
 // Receives one frame with at most `max_fds` fds. End of stream: an error with err 0.
 // `flags`: MSG_DONTWAIT for a poll-driven caller (then EAGAIN when none waits).

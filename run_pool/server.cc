@@ -48,7 +48,6 @@ std::string KeyMismatch(const std::string& pool_key, const std::string& run_key)
 
 }  // namespace
 
-
 // What the watcher needs of one running command.
 struct PoolServer::RunWatch {
   std::mutex mu;

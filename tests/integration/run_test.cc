@@ -840,8 +840,8 @@ TEST_F(RunTest, TheCellIsThePolicysWithTheFlagsAsOverrides) {
   EXPECT_EQ(sizes(lines), 1ull << 30) << "/workspace: " << o.out;
 
   const std::string profile = WriteSmallProfile(state_);
-  o = Run({"--no-pool", "--policy", profile, "--no-seccomp", "--disk", "16M", "--", "/bin/sh",
-           "-c", probe});
+  o = Run({"--no-pool", "--policy", profile, "--no-seccomp", "--disk", "16M", "--", "/bin/sh", "-c",
+           probe});
   std::filesystem::remove(profile);
   ASSERT_EQ(o.status, 0) << o.err;
   std::istringstream small(o.out);
@@ -863,8 +863,8 @@ TEST_F(RunTest, TheCellIsThePolicysWithTheFlagsAsOverrides) {
 // run and pool start no egress proxy: the proxy's port in the cell refuses at once.
 TEST_F(RunTest, NothingListensOnTheProxyPort) {
   if (access("/usr/bin/curl", X_OK) != 0) GTEST_SKIP() << "needs curl in the template";
-  Outcome o = Run({"--no-pool", "--", "/bin/sh", "-c",
-                   "curl -sS -m 20 http://example.com/ 2>&1; echo rc=$?"});
+  Outcome o = Run(
+      {"--no-pool", "--", "/bin/sh", "-c", "curl -sS -m 20 http://example.com/ 2>&1; echo rc=$?"});
   EXPECT_EQ(o.status, 0) << o.err;
   EXPECT_THAT(o.out, HasSubstr("rc=7")) << "curl: (7) couldn't connect: " << o.out;
 }
@@ -879,7 +879,8 @@ TEST_F(RunTest, PoliciesThatNeedServeAreRefused) {
                                "the proxy ([network] egress = \"allowlist\"), which only `mcpcell "
                                "serve` runs; use a policy with egress = \"deny\""));
   const std::string file = state_ + "-packages.toml";
-  std::ofstream(file) << "name = \"pkgs\"\n[packages]\nmode = \"online\"\nregistries = [\"pypi\"]\n";
+  std::ofstream(file)
+      << "name = \"pkgs\"\n[packages]\nmode = \"online\"\nregistries = [\"pypi\"]\n";
   o = Run({"--policy", file, "--", "/bin/true"});
   EXPECT_EQ(o.status, 125);
   EXPECT_THAT(o.err, HasSubstr("policy \"pkgs\" (" + file +
@@ -908,7 +909,8 @@ class PolicyPoolRunTest : public PoolRunTest {
 };
 
 TEST_F(PolicyPoolRunTest, ARunOfThePoolsPolicyTakesItsCellsAndAnotherMakesItsOwn) {
-  EXPECT_THAT(Status(), HasSubstr("\"cell\":" + nlohmann::json(PolicyCheckSpec(state_, profile_)).dump()));
+  EXPECT_THAT(Status(),
+              HasSubstr("\"cell\":" + nlohmann::json(PolicyCheckSpec(state_, profile_)).dump()));
   Outcome o = Run({"--timings", "--policy", profile_, "--", "/bin/sh", "-c", "ulimit -n"});
   EXPECT_EQ(o.status, 0) << o.err;
   EXPECT_EQ(o.out, "77\n");
@@ -916,7 +918,8 @@ TEST_F(PolicyPoolRunTest, ARunOfThePoolsPolicyTakesItsCellsAndAnotherMakesItsOwn
   WaitUntilReady(1, 1);
   if (access("/usr/bin/curl", X_OK) == 0) {
     // No egress proxy here either: the pooled cell's proxy port refuses at once.
-    o = Run({"--policy", profile_, "--", "/bin/sh", "-c", "curl -sS -m 20 http://a.example/; echo rc=$?"});
+    o = Run({"--policy", profile_, "--", "/bin/sh", "-c",
+             "curl -sS -m 20 http://a.example/; echo rc=$?"});
     EXPECT_THAT(o.out, HasSubstr("rc=7")) << o.out << o.err;
     WaitUntilReady(1, 2);
   }
@@ -928,7 +931,8 @@ TEST_F(PolicyPoolRunTest, ARunOfThePoolsPolicyTakesItsCellsAndAnotherMakesItsOwn
   // The same policy with a flag that changes the cell: another spec too.
   o = Run({"--timings", "--policy", profile_, "--pids", "64", "--", "/bin/true"});
   EXPECT_THAT(o.err, HasSubstr("the run wants \"limits.pids_max: 64\""));
-  EXPECT_THAT(Status(), HasSubstr(access("/usr/bin/curl", X_OK) == 0 ? "\"served\":2" : "\"served\":1"));
+  EXPECT_THAT(Status(),
+              HasSubstr(access("/usr/bin/curl", X_OK) == 0 ? "\"served\":2" : "\"served\":1"));
 }
 
 }  // namespace

@@ -91,8 +91,10 @@ TEST_F(CellPolicy, PoliciesThatNeedServeAreRefusedNamingTheKey) {
   EXPECT_EQ(dev.error().message,
             "policy \"dev\" (<builtin:dev>) allows egress through the proxy ([network] egress = "
             "\"allowlist\"), which only `mcpcell serve` runs; use a policy with egress = \"deny\"");
-  flags_.policy = Profile("name = \"offline\"\n[packages]\nmode = \"offline\"\n"
-                          "registries = [\"npm\"]\nnpm_offline_dir = \"" + dir_ + "\"\n");
+  flags_.policy = Profile(
+      "name = \"offline\"\n[packages]\nmode = \"offline\"\n"
+      "registries = [\"npm\"]\nnpm_offline_dir = \"" +
+      dir_ + "\"\n");
   auto offline = ResolveCellPolicy(flags_);
   ASSERT_FALSE(offline);
   EXPECT_NE(offline.error().message.find("([packages] mode = \"offline\")"), std::string::npos)

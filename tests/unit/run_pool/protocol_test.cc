@@ -64,7 +64,8 @@ TEST_F(Frames, BrokenFramesAreNamed) {
   ASSERT_FALSE(many);
   EXPECT_EQ(many.error().message, "a frame carried 4 fds, at most 3 allowed here");
   Raw("{}", {0});
-  EXPECT_EQ(ReceiveFrame(b_.get(), 0).error().message, "a frame carried 1 fds, at most 0 allowed here");
+  EXPECT_EQ(ReceiveFrame(b_.get(), 0).error().message,
+            "a frame carried 1 fds, at most 0 allowed here");
   auto none = ReceiveFrame(b_.get(), 0, MSG_DONTWAIT);
   ASSERT_FALSE(none);
   EXPECT_EQ(none.error().err, EAGAIN);
@@ -76,8 +77,13 @@ TEST_F(Frames, BrokenFramesAreNamed) {
 
 TEST_F(Frames, AnExecRequestIsCheckedFieldByField) {
   std::vector<UniqueFd> none;
-  json ok = {{"op", "exec"}, {"cell", "k"}, {"argv", {"true"}}, {"env", {"A=1"}},
-             {"cwd", "/tmp"}, {"timeout_ms", 2500}, {"stdio", {false, false, false}}};
+  json ok = {{"op", "exec"},
+             {"cell", "k"},
+             {"argv", {"true"}},
+             {"env", {"A=1"}},
+             {"cwd", "/tmp"},
+             {"timeout_ms", 2500},
+             {"stdio", {false, false, false}}};
   auto parsed = ParseExec(ok, none);
   ASSERT_TRUE(parsed) << parsed.error().message;
   EXPECT_EQ(parsed->key, "k");
