@@ -247,52 +247,37 @@ std::optional<int> RunInPool(const RunOptions& o, const std::string& key,
   return outcome.signaled ? 128 + outcome.signo : outcome.exit_code;
 }
 
-int RunCommand(const RunOptions& o) {
-  SignalForwarder forwarder;  // first: blocks the signals before any thread starts
-  auto policy = run_pool::ResolveCellPolicy(o.cell);
-  auto env = CommandEnvironment(o);
-  if (!policy || !env) {
-    std::fprintf(stderr, "mcpcell run: %s\n",
-                 (!policy ? policy.error() : env.error()).message.c_str());
-    return 125;
-  }
-  // A pool's cells have a tmpfs workspace and the pool's own cell init.
-  if (!o.no_pool && o.cell.workspace.empty() && o.init_path.empty()) {
-    auto key = run_pool::PoolKey(*policy, o.cell.state_dir);
-    if (!key) {
-      std::fprintf(stderr, "mcpcell run: %s\n", key.error().message.c_str());
-      return 125;
-    }
-    if (std::optional<int> status = RunInPool(o, *key, *env, forwarder)) return *status;
-  }
-  forwarder.Start();
+// The run's own cell of `policy`, in a state dir made ready for it (the template built);
+// its problems are printed.
+Result<std::unique_ptr<Cell>> MakeOwnCell(const RunOptions& o, const policies::Policy& policy) {
   Status reachable = sandbox::EnsureStateDir(o.cell.state_dir);
   if (reachable) reachable = sandbox::CheckCellsCanReachStateDir(o.cell.state_dir);
-  if (!reachable) {
-    std::fprintf(stderr, "mcpcell run: state dir %s: %s\n", o.cell.state_dir.c_str(),
-                 reachable.error().message.c_str());
-    return 125;
-  }
+  if (!reachable) return reachable.error().Wrap("state dir " + o.cell.state_dir);
   auto skeleton = sandbox::PrepareHostTemplate(o.cell.state_dir);
-  auto spec = skeleton ? policies::CompileCellSpec(*policy, sandbox::GenerateCellId(),
-                                                   o.cell.state_dir, *skeleton)
-                       : Result<sandbox::CellSpec>(skeleton.error().Wrap("template"));
-  if (!spec.ok()) {
-    std::fprintf(stderr, "mcpcell run: %s\n", spec.error().message.c_str());
-    return 125;
-  }
+  if (!skeleton) return skeleton.error().Wrap("template");
+  auto spec =
+      policies::CompileCellSpec(policy, sandbox::GenerateCellId(), o.cell.state_dir, *skeleton);
+  if (!spec) return spec.error();
   sandbox::CellCreateOptions create;
   create.init_path = o.init_path;
   auto cell = Cell::Create(*spec, create);
-  if (!cell.ok()) {
-    std::fprintf(stderr, "mcpcell run: creating the cell: %s\n", cell.error().message.c_str());
-    return 125;
-  }
+  if (!cell) return cell.error().Wrap("creating the cell");
   for (const std::string& w : (*cell)->warnings())
     std::fprintf(stderr, "mcpcell run: warning: %s\n", w.c_str());
   // No egress proxy serves the cell (the policy's egress is "deny"): its listener is closed,
   // so a request to the proxy's port is refused at once instead of waiting.
   UniqueFd((*cell)->TakeEgressListener()).Reset();
+  return cell;
+}
+
+// The command in a cell of the run's own, made now and destroyed after it; the exit status.
+int RunInOwnCell(const RunOptions& o, const policies::Policy& policy,
+                 const std::vector<std::string>& env, SignalForwarder& forwarder) {
+  auto cell = MakeOwnCell(o, policy);
+  if (!cell) {
+    std::fprintf(stderr, "mcpcell run: %s\n", cell.error().message.c_str());
+    return 125;
+  }
   auto destroy_cell = [&] {
     forwarder.Stop();  // before the cell and its channel go
     if (Status s = (*cell)->Destroy(); !s.ok())
@@ -307,10 +292,9 @@ int RunCommand(const RunOptions& o) {
                  sigabbrev_np(early));
     return 128 + early;
   }
-
   sandbox::ExecOptions exec;
   exec.argv = o.command;
-  exec.env = *env;
+  exec.env = env;
   exec.cwd = o.cwd;
   exec.stdin_fd = OpenOrNone(STDIN_FILENO);
   exec.stdout_fd = OpenOrNone(STDOUT_FILENO);
@@ -339,6 +323,28 @@ int RunCommand(const RunOptions& o) {
   if (result->oom_killed)
     std::fprintf(stderr, "mcpcell run: the cell ran out of memory (OOM kill)\n");
   return ExitStatusOf(*result);
+}
+
+int RunCommand(const RunOptions& o) {
+  SignalForwarder forwarder;  // first: blocks the signals before any thread starts
+  auto policy = run_pool::ResolveCellPolicy(o.cell);
+  auto env = CommandEnvironment(o);
+  if (!policy || !env) {
+    std::fprintf(stderr, "mcpcell run: %s\n",
+                 (!policy ? policy.error() : env.error()).message.c_str());
+    return 125;
+  }
+  // A pool's cells have a tmpfs workspace and the pool's own cell init.
+  if (!o.no_pool && o.cell.workspace.empty() && o.init_path.empty()) {
+    auto key = run_pool::PoolKey(*policy, o.cell.state_dir);
+    if (!key) {
+      std::fprintf(stderr, "mcpcell run: %s\n", key.error().message.c_str());
+      return 125;
+    }
+    if (std::optional<int> status = RunInPool(o, *key, *env, forwarder)) return *status;
+  }
+  forwarder.Start();
+  return RunInOwnCell(o, *policy, *env, forwarder);
 }
 
 const bool kRegistered = RegisterCommand("run", [](CLI::App& parent, int* exit_code) {
