@@ -235,57 +235,58 @@ PoolServer::~PoolServer() {
   ::unlink(options_.socket_path.c_str());
 }
 
-void PoolServer::Serve(std::stop_token stop) {
-  // kIdleAcceptors threads wait in accept() (idle accept threads): a run's connection
-  // wakes the thread that serves it, and no thread is made on its path. This thread tops
-  // the idle accept threads up when a run ended, or at once when the last one was taken
-  // (runs at the same time).
-  constexpr int kIdleAcceptors = 2;
-  UniqueFd wake(::eventfd(0, EFD_CLOEXEC));
-  auto poke = [&wake] {
+// The accept side of Serve: kIdleAcceptors threads wait in accept() (idle accept threads),
+// so a run's connection wakes the thread that serves it and no thread is made on its path.
+struct PoolServer::Acceptors {
+  static constexpr int kIdleAcceptors = 2;
+  UniqueFd wake{
+      ::eventfd(0, EFD_CLOEXEC)};  // Serve's loop: a thread ended or the last idle one was taken
+  std::atomic<bool> stopping{false};
+  std::atomic<int> idle{0};
+  std::list<std::unique_ptr<Connection>> connections;  // Serve's thread only
+  void Poke() {
     const uint64_t one = 1;
     ssize_t ignored = ::write(wake.get(), &one, sizeof one);
     (void)ignored;
-  };
-  std::stop_callback on_stop(stop, poke);
-  std::atomic<bool> stopping{false};
-  std::atomic<int> idle_acceptors{0};
-  std::list<std::unique_ptr<Connection>> connections;
-  // An idle accept thread serves one connection after another while no other one waits, so a run
-  // mostly meets a thread that has served before (stack and thread-local state warm).
-  auto start_idle_acceptor = [&] {
-    auto connection = std::make_unique<Connection>();
-    Connection* raw = connection.get();
-    idle_acceptors.fetch_add(1);
-    raw->thread = std::thread([this, raw, &stopping, &idle_acceptors, poke] {
-      for (;;) {
-        int fd;
-        do {
-          fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-        } while (fd < 0 && errno == EINTR);
-        if (idle_acceptors.fetch_sub(1) == 1) poke();  // the last idle one: more now
-        if (fd < 0) {
-          Log(Error::Sys("accept4").message);
-          // Out of fds: the connection stays queued for another idle accept thread, a moment later.
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        } else if (!stopping.load()) {
-          raw->fd.Reset(fd);
-          Handle(*raw);
-          raw->fd.Reset();
-        } else {
-          ::close(fd);
-        }
-        // Back to accept() unless enough others wait there already, or the server stops.
-        if (stopping.load() || raw->stop.stop_requested() ||
-            idle_acceptors.load() >= kIdleAcceptors)
-          break;
-        idle_acceptors.fetch_add(1);
-      }
-      raw->done.store(true);
-      poke();  // to be joined, and replaced
-    });
-    connections.push_back(std::move(connection));
-  };
+  }
+};
+
+void PoolServer::AcceptLoop(Connection& connection, Acceptors& acceptors) {
+  // An idle accept thread serves one connection after another while no other one waits, so
+  // a run mostly meets a thread that has served before (stack and thread-local state warm).
+  for (;;) {
+    int fd;
+    do {
+      fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (acceptors.idle.fetch_sub(1) == 1) acceptors.Poke();  // the last idle one: more now
+    if (fd < 0) {
+      Log(Error::Sys("accept4").message);
+      // Out of fds: the connection stays queued for another idle accept thread, a moment later.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } else if (!acceptors.stopping.load()) {
+      connection.fd.Reset(fd);
+      Handle(connection);
+      connection.fd.Reset();
+    } else {
+      ::close(fd);
+    }
+    // Back to accept() unless enough others wait there already, or the server stops.
+    if (acceptors.stopping.load() || connection.stop.stop_requested() ||
+        acceptors.idle.load() >= Acceptors::kIdleAcceptors)
+      break;
+    acceptors.idle.fetch_add(1);
+  }
+  connection.done.store(true);
+  acceptors.Poke();  // to be joined, and replaced
+}
+
+void PoolServer::Serve(std::stop_token stop) {
+  // This thread tops the idle accept threads up when a run ended, or at once when the last
+  // one was taken (runs at the same time).
+  Acceptors acceptors;
+  std::stop_callback on_stop(stop, [&acceptors] { acceptors.Poke(); });
+  auto& connections = acceptors.connections;
   while (!stop.stop_requested()) {
     for (auto it = connections.begin(); it != connections.end();) {
       if ((*it)->done.load()) {
@@ -296,20 +297,26 @@ void PoolServer::Serve(std::stop_token stop) {
       }
     }
     // At the limit, further runs wait in the listen backlog until one ends.
-    while (idle_acceptors.load() < kIdleAcceptors && connections.size() < kMaxConnections)
-      start_idle_acceptor();
+    while (acceptors.idle.load() < Acceptors::kIdleAcceptors &&
+           connections.size() < kMaxConnections) {
+      auto connection = std::make_unique<Connection>();
+      acceptors.idle.fetch_add(1);
+      connection->thread =
+          std::thread([this, raw = connection.get(), &acceptors] { AcceptLoop(*raw, acceptors); });
+      connections.push_back(std::move(connection));
+    }
     uint64_t v;
-    pollfd p = {wake.get(), POLLIN, 0};
+    pollfd p = {acceptors.wake.get(), POLLIN, 0};
     if (::poll(&p, 1, 1000) > 0) {
-      ssize_t ignored = ::read(wake.get(), &v, sizeof v);
+      ssize_t ignored = ::read(acceptors.wake.get(), &v, sizeof v);
       (void)ignored;
     }
   }
   // Stopping: every running command is killed (its handler sees the stop); each idle accept
   // thread is woken by a connection of our own and serves nothing; then the ready cells go.
-  stopping.store(true);
+  acceptors.stopping.store(true);
   for (auto& c : connections) c->stop.request_stop();
-  while (idle_acceptors.load() > 0) {
+  while (acceptors.idle.load() > 0) {
     if (!PoolClient::Connect(options_.socket_path)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

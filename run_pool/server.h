@@ -79,7 +79,10 @@ class PoolServer {
   struct Connection;
   struct RunWatch;
   class ConnectionWatcher;
+  struct Acceptors;
   PoolServer(Options options, UniqueFd listener);
+  // One idle accept thread: accepts and handles runs until enough others wait or Serve stops.
+  void AcceptLoop(Connection& connection, Acceptors& acceptors);
   // One run's connection: its request read and checked, then answered by its op.
   void Handle(Connection& connection);
   void SendStatus(int fd);
