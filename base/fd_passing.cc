@@ -74,6 +74,12 @@ Result<ReceivedWithFds> ReceiveWithFds(int sock, std::span<uint8_t> buffer, size
   }
   received.truncated = (msg.msg_flags & MSG_TRUNC) != 0;
   received.fds_truncated = (msg.msg_flags & MSG_CTRUNC) != 0;
+  // The control buffer is rounded up to the cmsg alignment, so it may hold one fd more
+  // than asked for: that one is closed and counted as truncation, as the kernel would.
+  if (received.fds.size() > max_fds) {
+    received.fds.resize(max_fds);
+    received.fds_truncated = true;
+  }
   return received;
 }
 
