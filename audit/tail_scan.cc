@@ -46,6 +46,7 @@ void CheckTail(const std::vector<Line>& lines, size_t good, TailState* state) {
   uint64_t good_end = lines[good].offset + lines[good].text.size() + 1;
   if (good + 1 < lines.size() || state->unterminated) {
     state->damaged = true;
+    state->torn = good + 1 == lines.size() && state->unterminated;
     state->cut_offset = good_end;
     state->reason = std::to_string(state->size - good_end) + " byte(s) after seq " +
                     std::to_string(last["seq"].get<uint64_t>()) + " are not a whole record";

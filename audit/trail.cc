@@ -110,6 +110,8 @@ Status Trail::Recover() {
   std::string prefix = tail->unterminated && tail_file == kCurrentFileName ? "\n" : "";
   json fields = {{"file", tail_file},
                  {"cut_offset", tail->cut_offset},
+                 {"cut_bytes", tail->size - tail->cut_offset},
+                 {"torn", tail->torn},
                  {"after_seq", last_seq_},
                  {"after_hash", last_hash_},
                  {"reason", tail->reason}};

@@ -47,6 +47,7 @@ struct TrailOptions {
 };
 
 // Receives each record after it was written, and its line (canonical JSON, no newline).
+// A sink must outlive the Trail (Close still writes a checkpoint through it).
 using RecordSink = std::function<void(const nlohmann::json& record, std::string_view line)>;
 
 class Trail {

@@ -63,6 +63,8 @@ struct Bad {
   std::optional<uint64_t> seq;
   std::string what;
   bool terminated;
+  uint64_t size;       // of the first bad line, without a newline
+  size_t count = 1;    // bad lines in a row
 };
 
 class ChainCheck {
@@ -114,11 +116,14 @@ bool ChainCheck::File(const TrailFile& file, std::string_view data, bool last_fi
       return Fail(FindingKind::kCut, file.name, i + 1, seq ? seq : last_seq_ + 1,
                   "the last line is cut off (" + std::to_string(line.text.size()) +
                       " bytes without a newline) after seq " + std::to_string(last_seq_));
-    if (!bad_) {
-      std::string what = record ? "the hash does not match the record's content"
-                                : "the line is not a record (" + record.error().message + ")";
-      bad_ = Bad{file.name, i + 1, line.offset, seq ? seq : last_seq_ + 1, what, line.terminated};
+    if (bad_) {
+      ++bad_->count;
+      continue;
     }
+    std::string what = record ? "the hash does not match the record's content"
+                              : "the line is not a record (" + record.error().message + ")";
+    bad_ = Bad{file.name, i + 1,          line.offset,      seq ? seq : last_seq_ + 1,
+               what,      line.terminated, line.text.size()};
   }
   return true;
 }
@@ -127,8 +132,11 @@ bool ChainCheck::Good(const TrailFile& file, const std::vector<Line>& lines, siz
                       const json& r) {
   const std::string& type = r["type"].get_ref<const std::string&>();
   if (bad_) {
-    bool excused = type == "recovered" && r.value("file", "") == bad_->file &&
-                   r.value("cut_offset", uint64_t{0}) <= bad_->offset &&
+    // A `recovered` record excuses exactly the torn write it names, nothing else.
+    bool excused = type == "recovered" && r.value("torn", false) && bad_->count == 1 &&
+                   r.value("file", "") == bad_->file &&
+                   r.value("cut_offset", uint64_t{0}) == bad_->offset &&
+                   r.value("cut_bytes", uint64_t{0}) == bad_->size &&
                    r.value("after_seq", uint64_t{0}) == last_seq_;
     if (!excused) {
       FailBad();
