@@ -13,8 +13,10 @@ using nlohmann::json;
 namespace {
 bool TypeMatches(const std::string& type, std::string_view want) {
   if (want.empty()) return true;
-  if (want.back() == '*') want.remove_suffix(1);
-  else if (want.back() != '.') return type == want;
+  if (want.back() == '*')
+    want.remove_suffix(1);
+  else if (want.back() != '.')
+    return type == want;
   return type.compare(0, want.size(), want) == 0;
 }
 

@@ -61,9 +61,8 @@ CheckpointSigner::CheckpointSigner(std::unique_ptr<Key> key, std::string key_id)
 CheckpointSigner::~CheckpointSigner() = default;
 
 Result<std::unique_ptr<CheckpointSigner>> CheckpointSigner::Load(const std::string& pem_path) {
-  auto key = ReadKey(pem_path, "signing key", [](FILE* f) {
-    return PEM_read_PrivateKey(f, nullptr, nullptr, nullptr);
-  });
+  auto key = ReadKey(pem_path, "signing key",
+                     [](FILE* f) { return PEM_read_PrivateKey(f, nullptr, nullptr, nullptr); });
   if (!key) return key.error();
   std::string id = KeyId(key->get());
   auto k = std::make_unique<Key>();
@@ -107,8 +106,7 @@ Status SignatureVerifier::Verify(std::string_view message,
   bool ok =
       ctx && EVP_DigestVerifyInit(ctx, nullptr, nullptr, nullptr, key_->pkey.get()) == 1 &&
       EVP_DigestVerify(ctx, reinterpret_cast<const unsigned char*>(sig->data()), sig->size(),
-                       reinterpret_cast<const unsigned char*>(message.data()),
-                       message.size()) == 1;
+                       reinterpret_cast<const unsigned char*>(message.data()), message.size()) == 1;
   EVP_MD_CTX_free(ctx);
   ERR_clear_error();
   if (!ok) return Error::Msg("signature does not verify with key " + key_id_);

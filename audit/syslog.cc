@@ -100,8 +100,7 @@ std::string FormatSyslog(const json& record, const std::string& hostname, int fa
 SyslogSink::SyslogSink(bool tcp, std::string address, int facility)
     : tcp_(tcp), address_(std::move(address)), facility_(facility), hostname_(HostName()) {}
 
-Result<std::unique_ptr<SyslogSink>> SyslogSink::Connect(const std::string& target,
-                                                        int facility) {
+Result<std::unique_ptr<SyslogSink>> SyslogSink::Connect(const std::string& target, int facility) {
   bool tcp;
   std::string address;
   if (target.rfind("unix:", 0) == 0) {

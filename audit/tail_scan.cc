@@ -60,8 +60,7 @@ void CheckTail(const std::vector<Line>& lines, size_t good, TailState* state) {
     state->damaged = true;
     state->cut_offset = lines[good].offset;
     state->reason = "the last record (seq " + std::to_string(last["seq"].get<uint64_t>()) +
-                    ") does not chain onto seq " +
-                    std::to_string((*before)["seq"].get<uint64_t>());
+                    ") does not chain onto seq " + std::to_string((*before)["seq"].get<uint64_t>());
   }
 }
 
@@ -83,7 +82,8 @@ Result<TailState> ScanTail(const std::string& path) {
   if (!data) return data.error();
   std::string_view view(*data);
   size_t pos = 0;
-  if (start > 0) pos = view.find('\n') == std::string_view::npos ? view.size() : view.find('\n') + 1;
+  if (start > 0)
+    pos = view.find('\n') == std::string_view::npos ? view.size() : view.find('\n') + 1;
   std::vector<Line> lines;
   while (pos < view.size()) {
     size_t nl = view.find('\n', pos);

@@ -14,15 +14,15 @@
 namespace mcpcell::audit {
 
 struct TailState {
-  uint64_t size = 0;                    // the file's size
-  std::optional<nlohmann::json> last;   // the last record that parses and whose hash holds
-  bool unterminated = false;            // the file does not end with a newline
-  bool damaged = false;                 // bytes after `last`, or `last` does not chain on
+  uint64_t size = 0;                   // the file's size
+  std::optional<nlohmann::json> last;  // the last record that parses and whose hash holds
+  bool unterminated = false;           // the file does not end with a newline
+  bool damaged = false;                // bytes after `last`, or `last` does not chain on
   // The damage is only an unterminated line right after `last`: a write cut short by a
   // crash (the newline is the last byte of every write). Anything else is not a crash.
   bool torn = false;
-  uint64_t cut_offset = 0;              // where the damage starts (when damaged)
-  std::string reason;                   // what the damage is (when damaged)
+  uint64_t cut_offset = 0;  // where the damage starts (when damaged)
+  std::string reason;       // what the damage is (when damaged)
 };
 
 // An empty or missing file gives a TailState without `last`, not damaged.

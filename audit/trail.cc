@@ -121,7 +121,8 @@ Status Trail::Recover() {
 Status Trail::Append(std::string_view type, std::string_view tenant, std::string_view session,
                      std::string_view cell, const json& fields) {
   if (type.empty()) return Error::Msg("audit record without a type");
-  if (!fields.is_object()) return Error::Msg("audit " + std::string(type) + ": fields not an object");
+  if (!fields.is_object())
+    return Error::Msg("audit " + std::string(type) + ": fields not an object");
   for (const auto& [key, value] : fields.items())
     if (IsReservedField(key))
       return Error::Msg("audit " + std::string(type) + ": field \"" + key +
@@ -138,9 +139,8 @@ Status Trail::Append(std::string_view type, std::string_view tenant, std::string
   return Ok();
 }
 
-Status Trail::AppendLocked(std::string_view type, std::string_view tenant,
-                           std::string_view session, std::string_view cell, const json& fields,
-                           std::string_view prefix) {
+Status Trail::AppendLocked(std::string_view type, std::string_view tenant, std::string_view session,
+                           std::string_view cell, const json& fields, std::string_view prefix) {
   const auto now = Now();
   json record = fields;
   record["seq"] = last_seq_ + 1;
@@ -193,10 +193,10 @@ Status Trail::WriteLocked(const std::string& bytes) {
 Status Trail::MaybeRotateLocked() {
   if (file_first_seq_ == 0 || size_ == 0) return Ok();
   bool by_size = options_.rotate_bytes != 0 && size_ >= options_.rotate_bytes;
-  bool by_age = options_.rotate_age.count() != 0 && file_started_ms_ &&
-                ToMs(Now()) - *file_started_ms_ >=
-                    std::chrono::duration_cast<std::chrono::milliseconds>(options_.rotate_age)
-                        .count();
+  bool by_age =
+      options_.rotate_age.count() != 0 && file_started_ms_ &&
+      ToMs(Now()) - *file_started_ms_ >=
+          std::chrono::duration_cast<std::chrono::milliseconds>(options_.rotate_age).count();
   if (!by_size && !by_age) return Ok();
   return RotateLocked();
 }

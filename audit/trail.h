@@ -33,12 +33,12 @@
 namespace mcpcell::audit {
 
 struct TrailOptions {
-  std::string dir;                                        // <state_dir>/audit (AuditDir)
-  uint64_t rotate_bytes = uint64_t{64} << 20;             // 0: never by size
-  std::chrono::seconds rotate_age = std::chrono::hours(24);  // 0: never by age
+  std::string dir;                                               // <state_dir>/audit (AuditDir)
+  uint64_t rotate_bytes = uint64_t{64} << 20;                    // 0: never by size
+  std::chrono::seconds rotate_age = std::chrono::hours(24);      // 0: never by age
   std::chrono::seconds retention = std::chrono::hours(24 * 90);  // 0: keep forever
-  uint64_t checkpoint_every = 10000;                      // 0: only at rotation and Close
-  std::string signing_key;                                // PEM Ed25519 private key; "": unsigned
+  uint64_t checkpoint_every = 10000;                             // 0: only at rotation and Close
+  std::string signing_key;  // PEM Ed25519 private key; "": unsigned
   // When true, a failed write makes Healthy() false until a write succeeds again (the
   // server then refuses new sessions).
   bool required = false;
@@ -98,9 +98,9 @@ class Trail {
   UniqueFd lock_fd_;
   UniqueFd fd_;
   mutable std::mutex mu_;
-  uint64_t size_ = 0;                        // of the current file
-  uint64_t file_first_seq_ = 0;              // first seq in the current file (0: none yet)
-  std::optional<int64_t> file_started_ms_;   // time of the current file's first record
+  uint64_t size_ = 0;                       // of the current file
+  uint64_t file_first_seq_ = 0;             // first seq in the current file (0: none yet)
+  std::optional<int64_t> file_started_ms_;  // time of the current file's first record
   uint64_t last_seq_ = 0;
   std::string last_hash_;
   uint64_t since_checkpoint_ = 0;

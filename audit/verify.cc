@@ -63,8 +63,8 @@ struct Bad {
   std::optional<uint64_t> seq;
   std::string what;
   bool terminated;
-  uint64_t size;       // of the first bad line, without a newline
-  size_t count = 1;    // bad lines in a row
+  uint64_t size;     // of the first bad line, without a newline
+  size_t count = 1;  // bad lines in a row
 };
 
 class ChainCheck {
@@ -122,7 +122,7 @@ bool ChainCheck::File(const TrailFile& file, std::string_view data, bool last_fi
     }
     std::string what = record ? "the hash does not match the record's content"
                               : "the line is not a record (" + record.error().message + ")";
-    bad_ = Bad{file.name, i + 1,          line.offset,      seq ? seq : last_seq_ + 1,
+    bad_ = Bad{file.name, i + 1,           line.offset,     seq ? seq : last_seq_ + 1,
                what,      line.terminated, line.text.size()};
   }
   return true;
@@ -206,8 +206,8 @@ bool ChainCheck::CheckpointOk(const TrailFile& file, size_t i, const json& r) {
   if (!r.contains("signature") || !r["signature"].is_string())
     return Fail(FindingKind::kBadSignature, file.name, i + 1, seq,
                 "the checkpoint is not signed, but a public key was given");
-  Status s = verifier_->Verify(r["signed_hash"].get<std::string>(),
-                               r["signature"].get<std::string>());
+  Status s =
+      verifier_->Verify(r["signed_hash"].get<std::string>(), r["signature"].get<std::string>());
   if (!s) return Fail(FindingKind::kBadSignature, file.name, i + 1, seq, s.error().message);
   ++report_->signatures_verified;
   last_signed_seq_ = seq;

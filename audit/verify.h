@@ -28,8 +28,8 @@ const char* FindingKindName(FindingKind kind);
 
 struct Finding {
   FindingKind kind;
-  std::string file;            // file name in the audit dir
-  size_t line = 0;             // 1-based
+  std::string file;             // file name in the audit dir
+  size_t line = 0;              // 1-based
   std::optional<uint64_t> seq;  // the record named (or the one expected there)
   std::string message;
 };

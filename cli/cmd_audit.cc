@@ -46,14 +46,15 @@ int RunVerify(const AuditOptions& o) {
   const std::string dir = audit::AuditDir(o.state_dir);
   auto report = audit::VerifyTrail(dir, verifier.get());
   if (!report) return Fail(kUsage, "no audit trail in " + dir + ": " + report.error().message);
-  std::printf("audit trail %s: %llu record(s) in %llu file(s), seq %llu..%llu, %llu checkpoint(s), "
-              "%llu signature(s) verified\n",
-              dir.c_str(), static_cast<unsigned long long>(report->records),
-              static_cast<unsigned long long>(report->files),
-              static_cast<unsigned long long>(report->first_seq),
-              static_cast<unsigned long long>(report->last_seq),
-              static_cast<unsigned long long>(report->checkpoints),
-              static_cast<unsigned long long>(report->signatures_verified));
+  std::printf(
+      "audit trail %s: %llu record(s) in %llu file(s), seq %llu..%llu, %llu checkpoint(s), "
+      "%llu signature(s) verified\n",
+      dir.c_str(), static_cast<unsigned long long>(report->records),
+      static_cast<unsigned long long>(report->files),
+      static_cast<unsigned long long>(report->first_seq),
+      static_cast<unsigned long long>(report->last_seq),
+      static_cast<unsigned long long>(report->checkpoints),
+      static_cast<unsigned long long>(report->signatures_verified));
   for (const std::string& note : report->notes) std::printf("note: %s\n", note.c_str());
   if (report->failure) {
     std::printf("TAMPERED: %s\n", audit::Describe(*report->failure).c_str());

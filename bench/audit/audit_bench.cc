@@ -58,9 +58,12 @@ int main(int argc, char** argv) {
   int records = 200000, threads = 4;
   std::string dir;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--records")) records = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--dir")) dir = argv[i + 1];
+    if (!std::strcmp(argv[i], "--records"))
+      records = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--threads"))
+      threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--dir"))
+      dir = argv[i + 1];
     else {
       std::fprintf(stderr, "usage: audit_bench [--records N] [--threads N] [--dir DIR]\n");
       return 2;
@@ -88,8 +91,7 @@ int main(int argc, char** argv) {
   std::printf("appends/s, 1 thread:  %.0f (%d records in %.2f s)\n", records / one, records, one);
   std::printf("appends/s, %d threads: %.0f (%d records in %.2f s)\n", threads, records / many,
               records, many);
-  std::printf("verify: %.0f records/s (%s)\n",
-              report ? report->records / verify : 0.0,
+  std::printf("verify: %.0f records/s (%s)\n", report ? report->records / verify : 0.0,
               report && report->ok() ? "ok" : "FAILED");
   if (temp) std::filesystem::remove_all(dir);
   return report && report->ok() ? 0 : 1;

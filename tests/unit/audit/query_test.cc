@@ -12,9 +12,14 @@ using nlohmann::json;
 
 json Rec(const std::string& type, const std::string& tenant, const std::string& session,
          const std::string& time) {
-  return {{"seq", 7},      {"time", time},       {"type", type},
-          {"tenant", tenant}, {"session", session}, {"cell", "c"},
-          {"prev", std::string(kZeroHash)}, {"hash", std::string(64, 'a')}};
+  return {{"seq", 7},
+          {"time", time},
+          {"type", type},
+          {"tenant", tenant},
+          {"session", session},
+          {"cell", "c"},
+          {"prev", std::string(kZeroHash)},
+          {"hash", std::string(64, 'a')}};
 }
 
 // A filter with one member set.
@@ -87,12 +92,13 @@ TEST(ForEachRecordTest, ReadsEveryFileInOrderAndCountsLinesThatAreNotRecords) {
   testing::WriteFile(path, testing::ReadFile(path) + "garbage\n");
   std::vector<uint64_t> seqs;
   uint64_t skipped = 0;
-  ASSERT_TRUE(ForEachRecord(dir.path(), [&](const json& r) { seqs.push_back(r["seq"]); },
-                            &skipped));
+  ASSERT_TRUE(ForEachRecord(
+      dir.path(), [&](const json& r) { seqs.push_back(r["seq"]); }, &skipped));
   EXPECT_EQ(skipped, 1u);
   ASSERT_FALSE(seqs.empty());
   for (size_t i = 0; i < seqs.size(); ++i) EXPECT_EQ(seqs[i], i + 1);
-  EXPECT_FALSE(ForEachRecord(dir.path() + "/missing", [](const json&) {}, nullptr));
+  EXPECT_FALSE(ForEachRecord(
+      dir.path() + "/missing", [](const json&) {}, nullptr));
 }
 
 }  // namespace

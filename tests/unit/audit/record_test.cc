@@ -18,8 +18,11 @@ TEST(CanonicalJsonTest, EscapesOnlyQuotesBackslashesAndControlCharacters) {
 }
 
 TEST(CanonicalJsonTest, ReplacesInvalidUtf8InsteadOfThrowing) {
-  json j = {{"s", std::string("a\xff" "b")}};
-  EXPECT_EQ(CanonicalJson(j), "{\"s\":\"a\xEF\xBF\xBD" "b\"}");
+  json j = {{"s", std::string("a\xff"
+                              "b")}};
+  EXPECT_EQ(CanonicalJson(j),
+            "{\"s\":\"a\xEF\xBF\xBD"
+            "b\"}");
 }
 
 TEST(CanonicalJsonTest, IsStableThroughParseAndDump) {
@@ -64,8 +67,8 @@ TEST(ParseRecordLineTest, NamesWhatIsMissing) {
   EXPECT_EQ(ParseRecordLine("[1]").error().message, "not a JSON object");
   EXPECT_EQ(ParseRecordLine(R"({"seq":-1})").error().message, "no unsigned \"seq\"");
   EXPECT_EQ(ParseRecordLine(R"({"seq":1,"time":"t"})").error().message, "no string \"type\"");
-  json r = {{"seq", 1}, {"time", "t"}, {"type", "x"}, {"tenant", ""}, {"session", ""},
-            {"cell", ""}, {"prev", "abc"}, {"hash", std::string(kZeroHash)}};
+  json r = {{"seq", 1},      {"time", "t"}, {"type", "x"},   {"tenant", ""},
+            {"session", ""}, {"cell", ""},  {"prev", "abc"}, {"hash", std::string(kZeroHash)}};
   EXPECT_EQ(ParseRecordLine(r.dump()).error().message, "no 64-hex-digit \"prev\"");
   r["prev"] = std::string(kZeroHash);
   EXPECT_TRUE(ParseRecordLine(r.dump()));

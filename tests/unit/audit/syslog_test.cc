@@ -17,9 +17,14 @@ namespace {
 using nlohmann::json;
 
 json Record() {
-  return {{"seq", 3},        {"time", "2026-12-02T10:00:00.250Z"}, {"type", "exec.start"},
-          {"tenant", "acme"}, {"session", "s1"},                    {"cell", "c1"},
-          {"prev", std::string(kZeroHash)}, {"hash", std::string(64, 'b')}};
+  return {{"seq", 3},
+          {"time", "2026-12-02T10:00:00.250Z"},
+          {"type", "exec.start"},
+          {"tenant", "acme"},
+          {"session", "s1"},
+          {"cell", "c1"},
+          {"prev", std::string(kZeroHash)},
+          {"hash", std::string(64, 'b')}};
 }
 
 TEST(SyslogFormatTest, IsAnRfc5424MessageWithTheRecordAsJson) {

@@ -3,11 +3,10 @@
 // pair written as PEM files.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <stdlib.h>
-
-#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
@@ -68,8 +67,9 @@ inline void WriteLines(const std::string& path, const std::vector<std::string>& 
 
 // Recomputes prev and hash of lines[from..] so the chain holds again.
 inline void Rehash(std::vector<std::string>* lines, size_t from) {
-  std::string prev = from == 0 ? std::string(kZeroHash)
-                               : nlohmann::json::parse((*lines)[from - 1])["hash"].get<std::string>();
+  std::string prev = from == 0
+                         ? std::string(kZeroHash)
+                         : nlohmann::json::parse((*lines)[from - 1])["hash"].get<std::string>();
   for (size_t i = from; i < lines->size(); ++i) {
     auto r = nlohmann::json::parse((*lines)[i]);
     r["prev"] = prev;
@@ -99,9 +99,7 @@ inline KeyPair MakeKeyPair(const std::string& dir, const std::string& name) {
   return kp;
 }
 
-inline std::string CurrentPath(const std::string& dir) {
-  return dir + "/" + kCurrentFileName;
-}
+inline std::string CurrentPath(const std::string& dir) { return dir + "/" + kCurrentFileName; }
 
 // Options for a trail in dir that neither rotates nor checkpoints unless asked.
 inline TrailOptions QuietOptions(const std::string& dir) {
@@ -117,8 +115,9 @@ inline TrailOptions QuietOptions(const std::string& dir) {
 // Writes n exec.start records for tenant "t1", session "s1", cell "c1".
 inline void AppendN(Trail* trail, int n) {
   for (int i = 0; i < n; ++i) {
-    Status s = trail->Append("exec.start", "t1", "s1", "c1",
-                             {{"tool", "run_command"}, {"command_sha256", Sha256Hex(std::to_string(i))}});
+    Status s =
+        trail->Append("exec.start", "t1", "s1", "c1",
+                      {{"tool", "run_command"}, {"command_sha256", Sha256Hex(std::to_string(i))}});
     if (!s) ADD_FAILURE() << s.error().message;
   }
 }

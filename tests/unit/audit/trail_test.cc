@@ -5,6 +5,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <thread>
+
+#include "audit/trail_files.h"
 #include "audit/verify.h"
 #include "test_util.h"
 
@@ -115,6 +118,49 @@ TEST(TrailTest, SinksSeeEachRecordAndItsLine) {
   ASSERT_TRUE((*trail)->Append("file.write", "t", "s", "c", {{"path", "/w/a"}, {"bytes", 3}}));
   ASSERT_TRUE((*trail)->Append("file.read", "t", "s", "c", {{"path", "/w/a"}}));
   EXPECT_EQ(seen, (std::vector<std::string>{"file.write", "file.read"}));
+}
+
+TEST(TrailTest, AppendsFromManyThreadsMakeOneChain) {
+  TempDir dir;
+  {
+    auto trail = Trail::Open(QuietOptions(dir.path()));
+    ASSERT_TRUE(trail);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) threads.emplace_back([&] { AppendN(trail->get(), 250); });
+    for (auto& t : threads) t.join();
+  }
+  auto report = VerifyTrail(dir.path(), nullptr);
+  ASSERT_TRUE(report);
+  EXPECT_TRUE(report->ok()) << Describe(*report->failure);
+  EXPECT_EQ(report->records, 1001u);
+}
+
+// A crash between renaming the full file and the first record of the new one.
+TEST(TrailRecoveryTest, AnEmptyCurrentFileContinuesFromTheNewestRotatedFile) {
+  TempDir dir;
+  auto options = QuietOptions(dir.path());
+  options.rotate_bytes = 1000;
+  {
+    auto trail = Trail::Open(options);
+    ASSERT_TRUE(trail);
+    AppendN(trail->get(), 8);
+  }
+  const std::string current = CurrentPath(dir.path());
+  const uint64_t first = json::parse(ReadLines(current).front())["seq"];
+  std::string newest = dir.path() + "/" + RotatedFileName(first, std::chrono::system_clock::now());
+  ASSERT_EQ(::rename(current.c_str(), newest.c_str()), 0);
+  testing::WriteFile(current, "");
+  const uint64_t last = json::parse(ReadLines(newest).back())["seq"];
+  {
+    auto trail = Trail::Open(options);
+    ASSERT_TRUE(trail) << trail.error().message;
+    EXPECT_EQ((*trail)->last_seq(), last);
+    AppendN(trail->get(), 1);
+  }
+  EXPECT_EQ(json::parse(ReadLines(current).front())["seq"], last + 1);
+  auto report = VerifyTrail(dir.path(), nullptr);
+  ASSERT_TRUE(report);
+  EXPECT_TRUE(report->ok()) << Describe(*report->failure);
 }
 
 TEST(TrailRecoveryTest, ACutTailGetsARecoveredRecordAndVerifyNamesTheCut) {
