@@ -20,18 +20,14 @@ bool TypeMatches(const std::string& type, std::string_view want) {
   return type.compare(0, want.size(), want) == 0;
 }
 
-std::string Str(const json& record, const char* key) {
-  auto it = record.find(key);
-  return it != record.end() && it->is_string() ? it->get<std::string>() : "";
-}
 }  // namespace
 
 bool Matches(const json& record, const QueryFilter& f) {
-  if (!f.tenant.empty() && Str(record, "tenant") != f.tenant) return false;
-  if (!f.session.empty() && Str(record, "session") != f.session) return false;
-  if (!TypeMatches(Str(record, "type"), f.type)) return false;
+  if (!f.tenant.empty() && StringField(record, "tenant") != f.tenant) return false;
+  if (!f.session.empty() && StringField(record, "session") != f.session) return false;
+  if (!TypeMatches(StringField(record, "type"), f.type)) return false;
   if (f.since_ms || f.until_ms) {
-    auto t = ParseTimeMs(Str(record, "time"));
+    auto t = ParseTimeMs(StringField(record, "time"));
     if (!t) return false;
     if (f.since_ms && *t < *f.since_ms) return false;
     if (f.until_ms && *t >= *f.until_ms) return false;
@@ -41,7 +37,7 @@ bool Matches(const json& record, const QueryFilter& f) {
 
 bool Visible(const json& record, const TenantScope& scope) {
   if (scope.all_tenants) return true;
-  std::string tenant = Str(record, "tenant");
+  std::string tenant = StringField(record, "tenant");
   return !tenant.empty() && scope.tenants.count(tenant) > 0;
 }
 
@@ -80,15 +76,15 @@ int ActivityOf(const std::string& type) {
 }  // namespace
 
 json ToOcsf(const json& record) {
-  const std::string type = Str(record, "type");
+  const std::string type = StringField(record, "type");
   OcsfClass c = ClassOf(type);
   int activity = ActivityOf(type);
-  auto ms = ParseTimeMs(Str(record, "time"));
+  auto ms = ParseTimeMs(StringField(record, "time"));
   json metadata = {{"version", "1.1.0"},
                    {"product", {{"name", "mcpcell"}, {"vendor_name", "mcpcell"}}},
-                   {"uid", Str(record, "hash")},
-                   {"sequence", record.value("seq", uint64_t{0})},
-                   {"tenant_uid", Str(record, "tenant")}};
+                   {"uid", StringField(record, "hash")},
+                   {"sequence", UintField(record, "seq")},
+                   {"tenant_uid", StringField(record, "tenant")}};
   bool refused = type == "auth.refused" || type == "policy.refused" || type == "recovered";
   return {{"class_uid", c.class_uid},
           {"class_name", c.class_name},

@@ -151,6 +151,25 @@ bool IsHash(const json& v) {
 }
 }  // namespace
 
+std::string StringField(const json& record, const char* key) {
+  if (!record.is_object()) return "";
+  auto it = record.find(key);
+  return it != record.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+uint64_t UintField(const json& record, const char* key) {
+  if (!record.is_object()) return 0;
+  auto it = record.find(key);
+  if (it == record.end() || !it->is_number_integer()) return 0;
+  return it->is_number_unsigned() || it->get<int64_t>() >= 0 ? it->get<uint64_t>() : 0;
+}
+
+bool BoolField(const json& record, const char* key) {
+  if (!record.is_object()) return false;
+  auto it = record.find(key);
+  return it != record.end() && it->is_boolean() && it->get<bool>();
+}
+
 Result<json> ParseRecordLine(std::string_view line) {
   json record = json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (record.is_discarded()) return Error::Msg("not JSON");

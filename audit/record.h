@@ -44,6 +44,12 @@ std::string FormatCompactTime(std::chrono::system_clock::time_point t);
 // "2026-12-02T01:02:03Z", "2026-12-02T01:02:03.5+02:00". A bad one is an error quoting it.
 Result<int64_t> ParseTimeMs(std::string_view text);
 
+// A record's field read without trusting its type (trail files are input): the string or
+// non-negative integer at key, or "" / 0 when it is missing or of another type. Never throws.
+std::string StringField(const nlohmann::json& record, const char* key);
+uint64_t UintField(const nlohmann::json& record, const char* key);
+bool BoolField(const nlohmann::json& record, const char* key);
+
 // Parses one line of a trail file and checks the record's shape: an object with an unsigned
 // `seq`, string `time`, `type`, `tenant`, `session`, `cell`, and 64-hex `prev` and `hash`.
 // The error says what is wrong ("no \"seq\"", "not JSON").

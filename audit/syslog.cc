@@ -86,11 +86,11 @@ Result<UniqueFd> ConnectTcp(const std::string& host_port) {
 }  // namespace
 
 std::string FormatSyslog(const json& record, const std::string& hostname, int facility) {
-  const std::string type = record.value("type", "");
+  const std::string type = StringField(record, "type");
   bool notice = type == "auth.refused" || type == "policy.refused" || type == "recovered";
   int pri = facility * 8 + (notice ? 5 : 6);
   std::string out = "<" + std::to_string(pri) + ">1 ";
-  out += HeaderField(record.value("time", ""), 64) + " ";
+  out += HeaderField(StringField(record, "time"), 64) + " ";
   out += HeaderField(hostname, 255) + " mcpcell - ";
   out += HeaderField(type, 32) + " - ";
   out += CanonicalJson(record);

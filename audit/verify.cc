@@ -133,11 +133,10 @@ bool ChainCheck::Good(const TrailFile& file, const std::vector<Line>& lines, siz
   const std::string& type = r["type"].get_ref<const std::string&>();
   if (bad_) {
     // A `recovered` record excuses exactly the torn write it names, nothing else.
-    bool excused = type == "recovered" && r.value("torn", false) && bad_->count == 1 &&
-                   r.value("file", "") == bad_->file &&
-                   r.value("cut_offset", uint64_t{0}) == bad_->offset &&
-                   r.value("cut_bytes", uint64_t{0}) == bad_->size &&
-                   r.value("after_seq", uint64_t{0}) == last_seq_;
+    bool excused =
+        type == "recovered" && BoolField(r, "torn") && bad_->count == 1 &&
+        StringField(r, "file") == bad_->file && UintField(r, "cut_offset") == bad_->offset &&
+        UintField(r, "cut_bytes") == bad_->size && UintField(r, "after_seq") == last_seq_;
     if (!excused) {
       FailBad();
       return false;
@@ -151,7 +150,7 @@ bool ChainCheck::Good(const TrailFile& file, const std::vector<Line>& lines, siz
   }
   if (!Chain(file, lines, i, r)) return false;
   if (type == "checkpoint" && !CheckpointOk(file, i, r)) return false;
-  if (type == "audit.deleted") deleted_up_to_.insert(r.value("last_seq", uint64_t{0}));
+  if (type == "audit.deleted") deleted_up_to_.insert(UintField(r, "last_seq"));
   last_seq_ = r["seq"].get<uint64_t>();
   last_hash_ = r["hash"].get<std::string>();
   if (report_->records++ == 0) report_->first_seq = last_seq_;
@@ -195,8 +194,8 @@ bool ChainCheck::Chain(const TrailFile& file, const std::vector<Line>& lines, si
 bool ChainCheck::CheckpointOk(const TrailFile& file, size_t i, const json& r) {
   const uint64_t seq = r["seq"].get<uint64_t>();
   ++report_->checkpoints;
-  if (r.value("signed_hash", "") != r["prev"].get<std::string>() ||
-      r.value("signed_seq", uint64_t{0}) != seq - 1)
+  if (StringField(r, "signed_hash") != r["prev"].get<std::string>() ||
+      UintField(r, "signed_seq") != seq - 1)
     return Fail(FindingKind::kEdited, file.name, i + 1, seq,
                 "the checkpoint does not name the record before it");
   if (!verifier_) {

@@ -157,3 +157,41 @@ TEST(TamperTest, RemovingTheFirstRecordsIsFound) {
 
 }  // namespace
 }  // namespace mcpcell::audit
+
+namespace mcpcell::audit {
+namespace {
+
+// Trail files are input: fields of the wrong type are findings, never exceptions.
+TEST(TamperTest, FieldsOfTheWrongTypeAreFindingsNotCrashes) {
+  TempDir dir;
+  auto original = MakeTrail(dir.path());
+  auto lines = original;
+  json r = json::parse(lines[2]);
+  r["type"] = "recovered";
+  r["file"] = json::array();
+  r["torn"] = "yes";
+  r["cut_offset"] = -1;
+  lines[2] = CanonicalJson(r);
+  testing::Rehash(&lines, 2);
+  lines[1] = "{\"broken\":";
+  WriteLines(CurrentPath(dir.path()), lines);
+  Finding f = FirstFinding(dir.path());
+  EXPECT_EQ(f.kind, FindingKind::kEdited);
+  EXPECT_EQ(f.line, 2u);
+
+  lines = original;
+  json cp = json::parse(lines.back());
+  ASSERT_EQ(cp["type"], "checkpoint");
+  cp["signed_hash"] = 5;
+  cp["signed_seq"] = "five";
+  lines.back() = CanonicalJson(cp);
+  testing::Rehash(&lines, lines.size() - 1);
+  WriteLines(CurrentPath(dir.path()), lines);
+  f = FirstFinding(dir.path());
+  EXPECT_EQ(f.kind, FindingKind::kEdited);
+  EXPECT_EQ(f.line, lines.size());
+  EXPECT_NE(f.message.find("does not name the record before it"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mcpcell::audit
