@@ -34,7 +34,9 @@ Result<PkeyPtr> ReadKey(const std::string& path, const char* what, ReadFn read) 
   if (!f) return Error::Sys("open " + std::string(what) + " \"" + path + "\"");
   PkeyPtr key(read(f));
   std::fclose(f);
-  if (!key) return Error::Msg(std::string(what) + " \"" + path + "\": " + OpenSslError());
+  if (!key)
+    return Error::Msg(std::string(what) + " \"" + path + "\": not a PEM " + what + " (" +
+                      OpenSslError() + ")");
   if (EVP_PKEY_id(key.get()) != EVP_PKEY_ED25519)
     return Error::Msg(std::string(what) + " \"" + path + "\": not an Ed25519 key");
   return key;

@@ -1,7 +1,7 @@
 // Appends per second to one audit file, with records shaped like the server's (exec.end
 // with a command hash and usage figures), from one thread and from several at once, then
 // the time to verify the trail. Checkpoints every 10000 records and rotation at 64 MiB, as
-// the defaults are; no signing key (signing happens once per checkpoint).
+// the defaults are; signed with --signing-key PEM (once per checkpoint).
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -56,7 +56,7 @@ double Run(audit::Trail* trail, int records, int threads) {
 
 int main(int argc, char** argv) {
   int records = 200000, threads = 4;
-  std::string dir;
+  std::string dir, signing_key;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--records"))
       records = std::atoi(argv[i + 1]);
@@ -64,8 +64,12 @@ int main(int argc, char** argv) {
       threads = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--dir"))
       dir = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--signing-key"))
+      signing_key = argv[i + 1];
     else {
-      std::fprintf(stderr, "usage: audit_bench [--records N] [--threads N] [--dir DIR]\n");
+      std::fprintf(
+          stderr,
+          "usage: audit_bench [--records N] [--threads N] [--dir DIR] [--signing-key PEM]\n");
       return 2;
     }
   }
@@ -77,6 +81,7 @@ int main(int argc, char** argv) {
   }
   audit::TrailOptions options;
   options.dir = dir + "/audit";
+  options.signing_key = signing_key;
   auto trail = audit::Trail::Open(options);
   if (!trail) {
     std::fprintf(stderr, "open: %s\n", trail.error().message.c_str());
