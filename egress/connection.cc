@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "egress/intercept.h"
+#include "egress/secret_substitution.h"
 #include "egress/tls_sni.h"
 
 namespace mcpcell::egress {
@@ -145,13 +147,15 @@ void Connection::ReadHead() {
 void Connection::OnHead() {
   size_t end = FindHeadEnd(in_);
   Result<ProxyRequest> req = ParseProxyRequest(std::string_view(in_).substr(0, end));
-  in_.erase(0, end);  // what follows belongs to the body or the tunnel
   if (!req) {
     Respond(400, "mcpcell: bad proxy request: " + Printable(req.error().message));
     return;
   }
   request_ = std::move(req.value());
   have_request_ = true;
+  // A placeholder never goes over plain HTTP: checked on the head and any body bytes read.
+  if (!request_.is_connect && RefusePlaceholder(in_)) return;
+  in_.erase(0, end);  // what follows belongs to the body or the tunnel
   Decide();
 }
 
@@ -171,7 +175,14 @@ void Connection::Decide() {
   }
   const AllowEntry* entry = cell_->cfg.allowlist.Match(request_.target.host, request_.port());
   if (!entry) return Deny("not in the policy's allowlist");
-  if (Admit("allowed by " + entry->text)) Resolve();
+  if (request_.is_connect)
+    for (const SecretGrant& g : cell_->cfg.secrets)
+      if (g.hosts.Match(request_.target.host, request_.port())) intercept_ = true;
+  if (intercept_ && !cell_->shared.interception->error.empty())
+    return Fail("cannot intercept TLS for the cell's secrets: " +
+                cell_->shared.interception->error);
+  if (Admit("allowed by " + entry->text + (intercept_ ? ", intercepted for secrets" : "")))
+    Resolve();
 }
 
 bool Connection::Admit(const std::string& reason) {
@@ -296,6 +307,7 @@ void Connection::OnConnected() {
           self->Note("client went away before the tunnel started");
           return self->Finish();
         }
+        if (self->intercept_) return self->StartInterception();
         self->OnClientHelloBytes();  // the client may have sent the ClientHello with CONNECT
       });
 }
@@ -352,6 +364,61 @@ void Connection::OnClientHelloBytes() {
   std::string first = std::move(in_);
   in_.clear();
   StartPipes(std::move(first));
+}
+
+bool Connection::RefusePlaceholder(std::string_view raw) {
+  const std::vector<SecretGrant>& grants = cell_->cfg.secrets;
+  if (grants.empty()) return false;
+  std::optional<SecretRefusal> refusal =
+      RefusePlainHttp(raw, grants, request_.target.host, request_.port());
+  if (!refusal) return false;
+  if (cell_->shared.interception->on_secret) {
+    try {
+      cell_->shared.interception->on_secret(SecretEvent{
+          cell_->cfg.session_id, refusal->secret, Target(), refusal->surface, "refused",
+          refusal->Line(), refusal->end_session});
+    } catch (...) {
+      // Like the audit sink: never takes the proxy thread down.
+    }
+  }
+  if (phase_ == Phase::kPipe) {  // body bytes went upstream already: cut both sides
+    cell_->counters.refused++;
+    decision_ = "deny";
+    Note(refusal->Line());
+    TellRefusal(refusal->Line());
+    Finish();
+    return true;
+  }
+  cell_->counters.refused++;
+  decision_ = "deny";
+  reason_ = refusal->Line();
+  Respond(403, refusal->Line());
+  return true;
+}
+
+void Connection::StartInterception() {
+  phase_ = Phase::kPipe;
+  last_activity_ = Clock::now();
+  ArmTimer(cell_->cfg.idle_timeout);
+  auto self = shared_from_this();
+  InterceptHooks hooks;
+  hooks.bytes = [self](bool up, uint64_t n) {
+    (up ? self->bytes_up_ : self->bytes_down_) += n;
+    (up ? self->cell_->counters.bytes_up : self->cell_->counters.bytes_down) += n;
+  };
+  hooks.activity = [self] { self->last_activity_ = Clock::now(); };
+  hooks.note = [self](const std::string& text) { self->Note(text); };
+  hooks.refusal = [self](const std::string& line) { self->TellRefusal(line); };
+  hooks.done = [self](const std::string& why) {
+    if (!why.empty()) self->Note(why);
+    self->Finish();
+  };
+  std::string already = std::move(in_);
+  in_.clear();
+  interception_ = std::make_shared<Interception>(*cell_->shared.interception, cell_->cfg,
+                                                 request_.target.host, request_.port(), client_,
+                                                 std::move(already), upstream_, std::move(hooks));
+  interception_->Start();
 }
 
 void Connection::StartPipes(std::string first_up) {
@@ -455,6 +522,7 @@ void Connection::PumpUp() {
                             if (self->finished_) return;
                             if (ec) return self->OnDirectionDone(true);
                             self->last_activity_ = Clock::now();
+                            if (!self->cell_->cfg.secrets.empty() && self->ScanBody(n)) return;
                             if (self->bounded_up_) self->up_remaining_ -= n;
                             self->up_writing_ = true;
                             asio::async_write(self->upstream_, asio::buffer(self->up_buf_.get(), n),
@@ -621,9 +689,20 @@ void Connection::Abort(const std::string& why) {
   Finish();
 }
 
+// Plain-HTTP body bytes about to go upstream: a placeholder in them (or straddling the
+// previous read) is refused. True when the connection was cut.
+bool Connection::ScanBody(size_t n) {
+  up_tail_.append(up_buf_.get(), n);
+  if (RefusePlaceholder(up_tail_)) return true;
+  size_t keep = LongestPlaceholder(cell_->cfg.secrets);
+  if (up_tail_.size() > keep) up_tail_.erase(0, up_tail_.size() - keep);
+  return false;
+}
+
 void Connection::Finish() {
   if (finished_) return;
   finished_ = true;
+  interception_.reset();  // its pending handlers hold it until the closes below end them
   phase_ = Phase::kDone;
   error_code ignored;
   timer_.cancel();

@@ -254,6 +254,36 @@ bool ContainsPlaceholder(std::string_view data, const std::vector<SecretGrant>& 
   });
 }
 
+std::optional<SecretRefusal> RefusePlainHttp(std::string_view raw,
+                                             const std::vector<SecretGrant>& grants,
+                                             const Host& host, uint16_t port) {
+  for (const SecretGrant& g : grants) {
+    if (g.placeholder.empty() || raw.find(g.placeholder) == std::string_view::npos) continue;
+    return SecretRefusal{g.name, "plain_http",
+                         "its placeholder was in a plain-HTTP request to " + host.Display() + ":" +
+                             std::to_string(port) + "; a secret is only sent over TLS",
+                         g.end_session_on_violation};
+  }
+  return std::nullopt;
+}
+
+std::vector<SecretMask> MasksForHost(const std::vector<SecretGrant>& grants, const Host& host,
+                                     uint16_t port) {
+  std::vector<SecretMask> out;
+  for (const SecretGrant& g : grants) {
+    if (!g.value || !g.hosts.Match(host, port)) continue;
+    Result<std::string> value = g.value();
+    if (value && !value->empty()) out.push_back({std::move(value.value()), g.placeholder});
+  }
+  return out;
+}
+
+size_t LongestPlaceholder(const std::vector<SecretGrant>& grants) {
+  size_t n = 0;
+  for (const SecretGrant& g : grants) n = std::max(n, g.placeholder.size());
+  return n;
+}
+
 SecretSubstitution SubstituteSecrets(SecretRequest& request, const std::vector<SecretGrant>& grants,
                                      const SecretRequestContext& context) {
   SecretSubstitution out;

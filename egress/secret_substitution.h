@@ -71,4 +71,19 @@ SecretSubstitution SubstituteSecrets(SecretRequest& request, const std::vector<S
 // proxy does not parse).
 bool ContainsPlaceholder(std::string_view data, const std::vector<SecretGrant>& grants);
 
+// Plain HTTP never carries a secret: the refusal for the first grant whose placeholder is
+// in raw (request bytes as sent), or nullopt.
+std::optional<SecretRefusal> RefusePlainHttp(std::string_view raw,
+                                             const std::vector<SecretGrant>& grants,
+                                             const Host& host, uint16_t port);
+
+// The values of every grant whose hosts include host:port, for masking every response on a
+// connection to it (a value stored by one request and echoed by a later one is masked too).
+// Values that cannot be read are skipped.
+std::vector<SecretMask> MasksForHost(const std::vector<SecretGrant>& grants, const Host& host,
+                                     uint16_t port);
+
+// The longest placeholder, for callers that scan a stream with a carry.
+size_t LongestPlaceholder(const std::vector<SecretGrant>& grants);
+
 }  // namespace mcpcell::egress
