@@ -5,6 +5,7 @@
 #include <openssl/x509v3.h>
 
 #include <cstdio>
+#include <limits>
 
 namespace mcpcell::egress {
 namespace {
@@ -238,7 +239,9 @@ void Interception::Forward(SecretRequest request, std::vector<SecretMask> masks)
 
 void Interception::ReadResponseHeader() {
   response_.emplace();
-  response_->body_limit(boost::none);
+  // Unbounded (the body is streamed). Not boost::none: Boost 1.74 compares a Content-Length
+  // against an empty optional and fails every response that has one.
+  response_->body_limit(std::numeric_limits<std::uint64_t>::max());
   if (head_request_) response_->skip(true);
   http::async_read_header(upstream_tls_, upstream_buf_, *response_,
                           [self = shared_from_this()](const error_code& ec, size_t) {
