@@ -476,5 +476,38 @@ TEST_F(InterceptTest, PlainHttpWithAPlaceholderIsRefusedBeforeAnyConnection) {
   EXPECT_EQ(accepted.load(), 0);
 }
 
+TEST_F(InterceptTest, PlainHttpBodyWithAPlaceholderIsCutBeforeItGoesUpstream) {
+  std::mutex got_mu;
+  std::string got;
+  auto plain = std::make_unique<LoopbackServer>([&](int fd) {
+    std::string all = testing::ReadAll(fd);
+    std::lock_guard lock(got_mu);
+    got = all;
+  });
+  StartProxy();
+  std::string p = std::to_string(plain->port());
+  AddCell({Grant("TOKEN", kPh, "plain.test:" + p)}, {"plain.test:" + p, "127.0.0.1:" + p});
+  std::string body = "data=" + std::string(100, 'x') + kPh;
+  int fd = ConnectLoopback(proxy_port_);
+  SendAll(fd, "POST http://plain.test:" + p + "/ HTTP/1.1\r\nHost: plain.test:" + p +
+                  "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+  // The head has gone upstream before the body is sent.
+  for (int i = 0; i < 1000 && plain->accepted() == 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(plain->accepted(), 1);
+  SendAll(fd, body.substr(0, 110));
+  SendAll(fd, body.substr(110));
+  testing::ReadAll(fd);  // the proxy cuts the connection
+  close(fd);
+  proxy_.reset();  // every connection closed
+  std::vector<SecretEvent> events = SecretEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].surface, "plain_http");
+  EXPECT_EQ(events[0].decision, "refused");
+  plain.reset();  // joins its handler
+  std::lock_guard lock(got_mu);
+  EXPECT_NE(got.find("POST / HTTP/1.1"), std::string::npos);
+  EXPECT_EQ(got.find(kPh.substr(0, 8)), std::string::npos) << got;
+}
+
 }  // namespace
 }  // namespace mcpcell::egress
