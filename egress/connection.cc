@@ -374,9 +374,9 @@ bool Connection::RefusePlaceholder(std::string_view raw) {
   if (!refusal) return false;
   if (cell_->shared.interception->on_secret) {
     try {
-      cell_->shared.interception->on_secret(SecretEvent{
-          cell_->cfg.session_id, refusal->secret, Target(), refusal->surface, "refused",
-          refusal->Line(), refusal->end_session});
+      cell_->shared.interception->on_secret(SecretEvent{cell_->cfg.session_id, refusal->secret,
+                                                        Target(), refusal->surface, "refused",
+                                                        refusal->Line(), refusal->end_session});
     } catch (...) {
       // Like the audit sink: never takes the proxy thread down.
     }

@@ -147,7 +147,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t next_candidate_ = 0;
   std::optional<IpAddress> address_;         // the address tried last or connected to
   const InternalRoute* internal_ = nullptr;  // the request goes to this service of the server
-  bool intercept_ = false;  // a CONNECT to a host of the cell's secrets
+  bool intercept_ = false;                   // a CONNECT to a host of the cell's secrets
   std::shared_ptr<Interception> interception_;
   std::string up_tail_;  // plain HTTP with secrets: the body's last bytes, for a split placeholder
   std::string last_connect_error_;

@@ -17,9 +17,9 @@ constexpr size_t kBodyPiece = 64 * 1024;
 // Headers the proxy does not pass on: hop-by-hop ones, framing it redoes, and the encoding
 // it replaces with identity (masking must see the bytes as sent).
 bool HopByHop(std::string_view name) {
-  for (std::string_view h : {"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization",
-                             "Proxy-Authenticate", "TE", "Trailer", "Transfer-Encoding", "Upgrade",
-                             "Expect"})
+  for (std::string_view h :
+       {"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate",
+        "TE", "Trailer", "Transfer-Encoding", "Upgrade", "Expect"})
     if (EqualsIgnoreCase(name, h)) return true;
   return false;
 }
@@ -34,10 +34,14 @@ std::string Printable(std::string s) {
 
 std::string StatusText(int status) {
   switch (status) {
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 413: return "Content Too Large";
-    default: return "Bad Gateway";
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 413:
+      return "Content Too Large";
+    default:
+      return "Bad Gateway";
   }
 }
 
@@ -70,10 +74,12 @@ std::shared_ptr<InterceptionShared> MakeInterceptionShared(std::shared_ptr<Certi
   shared->toward_upstream = std::make_unique<ssl::context>(ssl::context::tls_client);
   error_code ec;
   shared->toward_upstream->set_default_verify_paths(ec);
-  if (!ec && !upstream_ca_file.empty()) shared->toward_upstream->load_verify_file(upstream_ca_file, ec);
+  if (!ec && !upstream_ca_file.empty())
+    shared->toward_upstream->load_verify_file(upstream_ca_file, ec);
   if (ec) {
-    shared->error = "upstream CA file " + (upstream_ca_file.empty() ? "(system)" : upstream_ca_file) +
-                    ": " + ec.message();
+    shared->error = "upstream CA file " +
+                    (upstream_ca_file.empty() ? "(system)" : upstream_ca_file) + ": " +
+                    ec.message();
     return shared;
   }
   shared->toward_upstream->set_verify_mode(ssl::verify_peer);
@@ -102,10 +108,9 @@ void Interception::Start() {
     ERR_clear_error();
     return Close("cannot use the leaf certificate for " + host_.name);
   }
-  cell_tls_.async_handshake(ssl::stream_base::server,
-                            [self = shared_from_this()](const error_code& ec) {
-                              self->OnCellHandshake(ec);
-                            });
+  cell_tls_.async_handshake(
+      ssl::stream_base::server,
+      [self = shared_from_this()](const error_code& ec) { self->OnCellHandshake(ec); });
 }
 
 void Interception::OnCellHandshake(const error_code& ec) {
@@ -130,10 +135,9 @@ void Interception::OnCellHandshake(const error_code& ec) {
     ERR_clear_error();
     return Close("cannot set the upstream TLS name " + host_.name);
   }
-  upstream_tls_.async_handshake(ssl::stream_base::client,
-                                [self = shared_from_this()](const error_code& uec) {
-                                  self->OnUpstreamHandshake(uec);
-                                });
+  upstream_tls_.async_handshake(
+      ssl::stream_base::client,
+      [self = shared_from_this()](const error_code& uec) { self->OnUpstreamHandshake(uec); });
 }
 
 void Interception::OnUpstreamHandshake(const error_code& ec) {
@@ -142,7 +146,8 @@ void Interception::OnUpstreamHandshake(const error_code& ec) {
     long verify = SSL_get_verify_result(upstream_tls_.native_handle());
     upstream_error_ = "TLS with the upstream: " + ec.message();
     if (verify != X509_V_OK)
-      upstream_error_ += std::string(" (certificate: ") + X509_verify_cert_error_string(verify) + ")";
+      upstream_error_ +=
+          std::string(" (certificate: ") + X509_verify_cert_error_string(verify) + ")";
     hooks_.note(upstream_error_);
   }
   ReadRequest();
@@ -152,10 +157,9 @@ void Interception::ReadRequest() {
   request_.emplace();
   request_->header_limit(static_cast<uint32_t>(kMaxRequestHead));
   request_->body_limit(kMaxInterceptedBody);
-  http::async_read_header(cell_tls_, cell_buf_, *request_,
-                          [self = shared_from_this()](const error_code& ec, size_t) {
-                            self->OnRequestHeader(ec);
-                          });
+  http::async_read_header(
+      cell_tls_, cell_buf_, *request_,
+      [self = shared_from_this()](const error_code& ec, size_t) { self->OnRequestHeader(ec); });
 }
 
 void Interception::OnRequestHeader(const error_code& ec) {
@@ -170,7 +174,8 @@ void Interception::OnRequestHeader(const error_code& ec) {
                      [self](const error_code& rec, size_t) { self->OnRequest(rec); });
   };
   auto expect = request_->get().find(http::field::expect);
-  if (expect == request_->get().end() || !EqualsIgnoreCase(std::string(expect->value()), "100-continue"))
+  if (expect == request_->get().end() ||
+      !EqualsIgnoreCase(std::string(expect->value()), "100-continue"))
     return read_body();
   out_ = "HTTP/1.1 100 Continue\r\n\r\n";
   asio::async_write(cell_tls_, asio::buffer(out_),
@@ -192,10 +197,10 @@ void Interception::OnRequest(const error_code& ec) {
   http::request<http::string_body> in = request_->release();
   cell_keep_alive_ = in.keep_alive();
   head_request_ = in.method() == http::verb::head;
-  SecretRequest request{std::string(in.method_string()), std::string(in.target()), {},
-                        std::move(in.body())};
-  for (const auto& field : in) request.headers.push_back({std::string(field.name_string()),
-                                                          std::string(field.value())});
+  SecretRequest request{
+      std::string(in.method_string()), std::string(in.target()), {}, std::move(in.body())};
+  for (const auto& field : in)
+    request.headers.push_back({std::string(field.name_string()), std::string(field.value())});
   if (!upstream_error_.empty())
     return Respond(502, "mcpcell: egress to " + Target() + " failed: " + upstream_error_);
   SecretRequestContext context{host_, port_, true, std::chrono::steady_clock::now()};
@@ -228,13 +233,15 @@ void Interception::Forward(SecretRequest request, std::vector<SecretMask> masks)
   out.body() = std::move(request.body);
   out.prepare_payload();
   out.keep_alive(true);
-  http::async_write(upstream_tls_, out, [self = shared_from_this()](const error_code& ec, size_t n) {
-    if (self->closed_) return;
-    self->hooks_.bytes(true, n);
-    if (ec) return self->Respond(502, "mcpcell: egress to " + self->Target() +
-                                          " failed: upstream write: " + ec.message());
-    self->ReadResponseHeader();
-  });
+  http::async_write(upstream_tls_, out,
+                    [self = shared_from_this()](const error_code& ec, size_t n) {
+                      if (self->closed_) return;
+                      self->hooks_.bytes(true, n);
+                      if (ec)
+                        return self->Respond(502, "mcpcell: egress to " + self->Target() +
+                                                      " failed: upstream write: " + ec.message());
+                      self->ReadResponseHeader();
+                    });
 }
 
 void Interception::ReadResponseHeader() {
@@ -243,17 +250,16 @@ void Interception::ReadResponseHeader() {
   // against an empty optional and fails every response that has one.
   response_->body_limit(std::numeric_limits<std::uint64_t>::max());
   if (head_request_) response_->skip(true);
-  http::async_read_header(upstream_tls_, upstream_buf_, *response_,
-                          [self = shared_from_this()](const error_code& ec, size_t) {
-                            self->OnResponseHeader(ec);
-                          });
+  http::async_read_header(
+      upstream_tls_, upstream_buf_, *response_,
+      [self = shared_from_this()](const error_code& ec, size_t) { self->OnResponseHeader(ec); });
 }
 
 void Interception::OnResponseHeader(const error_code& ec) {
   if (closed_) return;
   if (ec)
-    return Respond(502, "mcpcell: egress to " + Target() + " failed: upstream answer: " +
-                            ec.message());
+    return Respond(502,
+                   "mcpcell: egress to " + Target() + " failed: upstream answer: " + ec.message());
   hooks_.activity();
   const auto& head = response_->get();
   int status = head.result_int();
@@ -286,8 +292,9 @@ void Interception::ReadResponseBody() {
   auto& body = response_->get().body();
   body.data = body_buf_.get();
   body.size = kBodyPiece;
-  http::async_read(upstream_tls_, upstream_buf_, *response_,
-                   [self = shared_from_this()](error_code ec, size_t) { self->OnResponseBody(ec); });
+  http::async_read(
+      upstream_tls_, upstream_buf_, *response_,
+      [self = shared_from_this()](error_code ec, size_t) { self->OnResponseBody(ec); });
 }
 
 void Interception::OnResponseBody(error_code ec) {
@@ -332,14 +339,13 @@ void Interception::Respond(int status, const std::string& line) {
          "\r\nConnection: close\r\n\r\n" + body;
   if (status == 502) hooks_.refusal(line);
   hooks_.note(line);
-  asio::async_write(cell_tls_, asio::buffer(out_),
-                    [self = shared_from_this()](const error_code& ec, size_t n) {
-                      if (self->closed_) return;
-                      self->hooks_.bytes(false, n);
-                      if (ec) return self->Close("");
-                      self->cell_tls_.async_shutdown(
-                          [self](const error_code&) { self->Close(""); });
-                    });
+  asio::async_write(
+      cell_tls_, asio::buffer(out_), [self = shared_from_this()](const error_code& ec, size_t n) {
+        if (self->closed_) return;
+        self->hooks_.bytes(false, n);
+        if (ec) return self->Close("");
+        self->cell_tls_.async_shutdown([self](const error_code&) { self->Close(""); });
+      });
 }
 
 void Interception::Report(const std::string& secret, const std::string& surface,

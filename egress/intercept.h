@@ -73,9 +73,8 @@ class PrefixedSocket {
     if (prefix_.empty()) return socket_.async_read_some(buffers, std::forward<Handler>(handler));
     size_t n = asio::buffer_copy(buffers, asio::buffer(prefix_));
     prefix_.erase(0, n);
-    asio::post(socket_.get_executor(),
-               beast::bind_front_handler(std::forward<Handler>(handler),
-                                         boost::system::error_code{}, n));
+    asio::post(socket_.get_executor(), beast::bind_front_handler(std::forward<Handler>(handler),
+                                                                 boost::system::error_code{}, n));
   }
   template <typename Buffers, typename Handler>
   void async_write_some(const Buffers& buffers, Handler&& handler) {
@@ -141,7 +140,7 @@ class Interception : public std::enable_shared_from_this<Interception> {
   std::optional<http::response_parser<http::buffer_body>> response_;
   std::optional<SecretMasker> masker_;
   std::unique_ptr<char[]> body_buf_;
-  std::string out_;  // bytes being written to the cell
+  std::string out_;             // bytes being written to the cell
   std::string upstream_error_;  // non-empty: upstream TLS failed; requests get 502
   bool cell_keep_alive_ = true;
   bool head_request_ = false;

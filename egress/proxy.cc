@@ -29,9 +29,8 @@ class EgressProxy::Impl {
     shared_.buffer_size = std::max<size_t>(options.buffer_size, 4096);
     shared_.head_timeout = options.head_timeout;
     shared_.internal_routes = std::move(options.internal_routes);
-    shared_.interception = MakeInterceptionShared(std::move(options.interception_ca),
-                                                  options.upstream_ca_file,
-                                                  std::move(options.on_secret));
+    shared_.interception = MakeInterceptionShared(
+        std::move(options.interception_ca), options.upstream_ca_file, std::move(options.on_secret));
     for (int i = 0; i < std::max(1, options.threads); ++i)
       threads_.emplace_back([this] { io_.run(); });
   }
@@ -110,7 +109,7 @@ class EgressProxy::Impl {
     return it->second->counters.Snapshot();
   }
 
- const InterceptionShared& interception() const { return *shared_.interception; }
+  const InterceptionShared& interception() const { return *shared_.interception; }
 
  private:
   static Result<tcp> ListeningProtocol(int fd) {

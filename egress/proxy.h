@@ -114,8 +114,8 @@ struct EgressProxyOptions {
   // the system ones (`serve --egress-ca-file`; empty: none).
   std::shared_ptr<CertificateAuthority> interception_ca;
   std::string upstream_ca_file;
-  SecretSink on_secret;  // every substitution and refusal; empty: not told
-  size_t buffer_size = 64 * 1024;                  // per direction per connection, allocated once
+  SecretSink on_secret;            // every substitution and refusal; empty: not told
+  size_t buffer_size = 64 * 1024;  // per direction per connection, allocated once
   std::chrono::milliseconds head_timeout{30'000};  // request head; ClientHello after 200
 };
 

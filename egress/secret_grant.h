@@ -22,17 +22,17 @@ namespace mcpcell::egress {
 
 // Where in a request a placeholder may be replaced.
 struct SecretSurfaces {
-  bool header = true;       // any request header value, except Authorization: Basic
-  bool basic_auth = true;   // inside the decoded "user:password" of Authorization: Basic
-  bool query = true;        // the query string of the request target
-  bool body = false;        // JSON and form (application/x-www-form-urlencoded) bodies
+  bool header = true;      // any request header value, except Authorization: Basic
+  bool basic_auth = true;  // inside the decoded "user:password" of Authorization: Basic
+  bool query = true;       // the query string of the request target
+  bool body = false;       // JSON and form (application/x-www-form-urlencoded) bodies
 };
 
 struct SecretGrant {
-  std::string name;         // the variable name in the cell ("GITHUB_TOKEN")
-  std::string placeholder;  // what the cell holds ("mcpcell-secret-...")
+  std::string name;                            // the variable name in the cell ("GITHUB_TOKEN")
+  std::string placeholder;                     // what the cell holds ("mcpcell-secret-...")
   std::function<Result<std::string>()> value;  // the real value, read when needed
-  Allowlist hosts;          // where the value may go (a subset of the cell's allowlist)
+  Allowlist hosts;  // where the value may go (a subset of the cell's allowlist)
   SecretSurfaces surfaces;
   // After this instant nothing is substituted any more; a placeholder seen then is refused.
   std::chrono::steady_clock::time_point expires = std::chrono::steady_clock::time_point::max();
@@ -43,11 +43,11 @@ struct SecretGrant {
 // One substitution or refusal, for the audit log and the tool result; never the value.
 struct SecretEvent {
   std::string session_id;
-  std::string secret;    // SecretGrant::name
-  std::string host;      // the request's host ("api.github.com:443")
-  std::string surface;   // "header", "basic_auth", "query", "body", "url_path", ...
-  std::string decision;  // "substituted" or "refused"
-  std::string reason;    // refused: the one line the cell got; substituted: empty
+  std::string secret;        // SecretGrant::name
+  std::string host;          // the request's host ("api.github.com:443")
+  std::string surface;       // "header", "basic_auth", "query", "body", "url_path", ...
+  std::string decision;      // "substituted" or "refused"
+  std::string reason;        // refused: the one line the cell got; substituted: empty
   bool end_session = false;  // refused and the secret says block_and_end_session
 };
 

@@ -34,8 +34,8 @@ class SecretMasker {
   struct Needle {
     std::string from, to;
   };
-  // Replaces every complete needle in data; returns how many bytes of its tail may still
-  // start a needle (held back unless final).
+  // data with every complete needle replaced, less the tail that may still start a needle
+  // (its length in *held; nothing is held back when final).
   std::string Mask(std::string_view data, bool final, size_t* held) const;
 
   std::vector<Needle> needles_;

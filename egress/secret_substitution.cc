@@ -12,37 +12,56 @@ enum class Where { kUserinfo, kPath, kHeaderName, kHeader, kBasicAuth, kQuery, k
 
 const char* SurfaceName(Where w) {
   switch (w) {
-    case Where::kUserinfo: return "userinfo";
-    case Where::kPath: return "url_path";
-    case Where::kHeaderName: return "header_name";
-    case Where::kHeader: return "header";
-    case Where::kBasicAuth: return "basic_auth";
-    case Where::kQuery: return "query";
-    case Where::kBody: return "body";
+    case Where::kUserinfo:
+      return "userinfo";
+    case Where::kPath:
+      return "url_path";
+    case Where::kHeaderName:
+      return "header_name";
+    case Where::kHeader:
+      return "header";
+    case Where::kBasicAuth:
+      return "basic_auth";
+    case Where::kQuery:
+      return "query";
+    case Where::kBody:
+      return "body";
   }
   return "?";
 }
 
 const char* SurfacePhrase(Where w) {
   switch (w) {
-    case Where::kUserinfo: return "the URL's userinfo";
-    case Where::kPath: return "the URL path";
-    case Where::kHeaderName: return "a request header's name";
-    case Where::kHeader: return "a request header";
-    case Where::kBasicAuth: return "the Basic credentials";
-    case Where::kQuery: return "the query string";
-    case Where::kBody: return "the request body";
+    case Where::kUserinfo:
+      return "the URL's userinfo";
+    case Where::kPath:
+      return "the URL path";
+    case Where::kHeaderName:
+      return "a request header's name";
+    case Where::kHeader:
+      return "a request header";
+    case Where::kBasicAuth:
+      return "the Basic credentials";
+    case Where::kQuery:
+      return "the query string";
+    case Where::kBody:
+      return "the request body";
   }
   return "?";
 }
 
 bool Allowed(const SecretSurfaces& s, Where w) {
   switch (w) {
-    case Where::kHeader: return s.header;
-    case Where::kBasicAuth: return s.basic_auth;
-    case Where::kQuery: return s.query;
-    case Where::kBody: return s.body;
-    default: return false;
+    case Where::kHeader:
+      return s.header;
+    case Where::kBasicAuth:
+      return s.basic_auth;
+    case Where::kQuery:
+      return s.query;
+    case Where::kBody:
+      return s.body;
+    default:
+      return false;
   }
 }
 
@@ -305,21 +324,24 @@ SecretSubstitution SubstituteSecrets(SecretRequest& request, const std::vector<S
   for (const auto& [g, found] : uses) {
     Result<std::string> value = g->value ? g->value() : Error::Msg("no source");
     std::string why;
-    if (!value) why = "its value cannot be read: " + value.error().message;
-    else if (value->empty()) why = "its value is empty";
+    if (!value)
+      why = "its value cannot be read: " + value.error().message;
+    else if (value->empty())
+      why = "its value is empty";
     else if (value->find_first_of(std::string("\r\n\0", 3)) != std::string::npos &&
              std::find(found.begin(), found.end(), Where::kHeader) != found.end())
       why = "its value contains a line break or NUL, which cannot go in a header";
     if (!why.empty()) {
-      out.refusal = SecretRefusal{g->name, SurfaceName(found.front()), why,
-                                  g->end_session_on_violation};
+      out.refusal =
+          SecretRefusal{g->name, SurfaceName(found.front()), why, g->end_session_on_violation};
       return out;
     }
     values.push_back(std::move(value.value()));
   }
   for (size_t i = 0; i < uses.size(); ++i) {
     Apply(request, *uses[i].first, values[i]);
-    for (Where w : uses[i].second) out.substituted.emplace_back(uses[i].first->name, SurfaceName(w));
+    for (Where w : uses[i].second)
+      out.substituted.emplace_back(uses[i].first->name, SurfaceName(w));
     out.masks.push_back({std::move(values[i]), uses[i].first->placeholder});
   }
   return out;

@@ -57,7 +57,7 @@ struct SecretMask {
 };
 
 struct SecretSubstitution {
-  std::optional<SecretRefusal> refusal;  // set: forward nothing
+  std::optional<SecretRefusal> refusal;                          // set: forward nothing
   std::vector<std::pair<std::string, std::string>> substituted;  // (secret, surface), in order
   std::vector<SecretMask> masks;  // for the response (secret_masker.h)
 };

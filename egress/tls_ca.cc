@@ -1,7 +1,5 @@
 #include "egress/tls_ca.h"
 
-#include <algorithm>
-
 #include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -9,6 +7,8 @@
 #include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+
+#include <algorithm>
 
 #include "egress/host.h"
 
@@ -55,9 +55,11 @@ Status AddExtension(X509* cert, X509* issuer, int nid, const std::string& value)
 
 Status SetName(X509_NAME* name, const std::string& cn) {
   if (X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC,
-                                 reinterpret_cast<const unsigned char*>("mcpcell"), -1, -1, 0) != 1 ||
+                                 reinterpret_cast<const unsigned char*>("mcpcell"), -1, -1,
+                                 0) != 1 ||
       X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
-                                 reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0) != 1)
+                                 reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1,
+                                 0) != 1)
     return SslError("subject name " + cn);
   return Ok();
 }

@@ -105,10 +105,9 @@ class EchoUpstream {
           requests_.push_back(*head + *body);
         }
         std::string echo = *head + *body;
-        std::string reply = "HTTP/1.1 200 OK\r\nX-Echo-Authorization: " +
-                            HeaderValue(*head, "Authorization") +
-                            "\r\nContent-Length: " + std::to_string(echo.size()) + "\r\n\r\n" +
-                            echo;
+        std::string reply =
+            "HTTP/1.1 200 OK\r\nX-Echo-Authorization: " + HeaderValue(*head, "Authorization") +
+            "\r\nContent-Length: " + std::to_string(echo.size()) + "\r\n\r\n" + echo;
         SSL_write(ssl, reply.data(), static_cast<int>(reply.size()));
       }
       SSL_shutdown(ssl);
@@ -131,8 +130,7 @@ struct Reply {
 // and checking the host name.
 class CellClient {
  public:
-  CellClient(uint16_t proxy_port, const std::string& host, uint16_t port,
-             const std::string& ca_pem)
+  CellClient(uint16_t proxy_port, const std::string& host, uint16_t port, const std::string& ca_pem)
       : ctx_(SSL_CTX_new(TLS_client_method()), SSL_CTX_free) {
     fd_ = ConnectLoopback(proxy_port);
     std::string authority = host + ":" + std::to_string(port);
@@ -293,7 +291,8 @@ TEST_F(InterceptTest, HeaderAndQueryCarryTheRealValueUpstreamAndTheEchoComesBack
   AddCell({Grant("GITHUB_TOKEN", kPh, "api.test:" + std::to_string(port))});
   auto client = Client("api.test", port);
   ASSERT_TRUE(client->ready()) << client->connect_reply();
-  Reply r = client->Send(ApiGet(port, "/user?token=" + kPh, "Authorization: Bearer " + kPh + "\r\n"));
+  Reply r =
+      client->Send(ApiGet(port, "/user?token=" + kPh, "Authorization: Bearer " + kPh + "\r\n"));
   ASSERT_EQ(r.status, 200) << r.head << r.body;
   ASSERT_EQ(api_->requests().size(), 1u);
   std::string upstream = api_->requests()[0];
@@ -332,9 +331,10 @@ TEST_F(InterceptTest, JsonBodyWhenAllowedAndRefusedWhenNot) {
   g.surfaces.body = true;
   AddCell({g});
   std::string body = "{\"token\":\"" + kPh + "\"}";
-  std::string post = "POST /t HTTP/1.1\r\nHost: api.test:" + std::to_string(port) +
-                     "\r\nContent-Type: application/json\r\nContent-Length: " +
-                     std::to_string(body.size()) + "\r\n\r\n" + body;
+  std::string post =
+      "POST /t HTTP/1.1\r\nHost: api.test:" + std::to_string(port) +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
   auto client = Client("api.test", port);
   ASSERT_TRUE(client->ready());
   Reply r = client->Send(post);
@@ -379,8 +379,8 @@ TEST_F(InterceptTest, PlaceholderOfOneHostSentToAnotherSecretsHostIsRefused) {
   AddCell({g, Grant("O_TOKEN", kOtherPh, "other.test:" + o)});
   auto client = Client("other.test", other_->port());
   ASSERT_TRUE(client->ready());
-  Reply r = client->Send("GET / HTTP/1.1\r\nHost: other.test:" + o + "\r\nX-Key: " + kPh +
-                         "\r\n\r\n");
+  Reply r =
+      client->Send("GET / HTTP/1.1\r\nHost: other.test:" + o + "\r\nX-Key: " + kPh + "\r\n\r\n");
   EXPECT_EQ(r.status, 403);
   EXPECT_NE(r.body.find("secret A_TOKEN refused: its placeholder was in a request to other.test:" +
                         o + ", which is not one of its hosts"),
@@ -471,7 +471,8 @@ TEST_F(InterceptTest, PlainHttpWithAPlaceholderIsRefusedBeforeAnyConnection) {
   close(fd);
   EXPECT_NE(reply.find("HTTP/1.1 403"), std::string::npos);
   EXPECT_NE(reply.find("mcpcell: secret TOKEN refused: its placeholder was in a plain-HTTP "
-                       "request to plain.test:" + p + "; a secret is only sent over TLS"),
+                       "request to plain.test:" +
+                       p + "; a secret is only sent over TLS"),
             std::string::npos);
   EXPECT_EQ(accepted.load(), 0);
 }

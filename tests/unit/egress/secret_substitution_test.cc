@@ -99,7 +99,9 @@ TEST(SecretSubstitution, PlaceholderInTheUrlUserinfoIsRefused) {
 
 TEST(SecretSubstitution, BodyIsRefusedUnlessAllowed) {
   std::vector<SecretGrant> grants{Grant("GITHUB_TOKEN", kPh, "v")};
-  SecretRequest r{"POST", "/", {{"Host", "api.example.com"}, {"Content-Type", "application/json"}},
+  SecretRequest r{"POST",
+                  "/",
+                  {{"Host", "api.example.com"}, {"Content-Type", "application/json"}},
                   "{\"t\":\"" + kPh + "\"}"};
   SecretSubstitution s = SubstituteSecrets(r, grants, Tls());
   ASSERT_TRUE(s.refusal);
@@ -126,11 +128,11 @@ TEST(SecretSubstitution, JsonBodyGetsAnEscapedValueAndANewContentLength) {
 TEST(SecretSubstitution, FormBodyGetsAPercentEncodedValue) {
   std::vector<SecretGrant> grants{Grant("T", kPh, "a=b")};
   grants[0].surfaces.body = true;
-  SecretRequest r{"POST",
-                  "/",
-                  {{"Host", "api.example.com"},
-                   {"Content-Type", "application/x-www-form-urlencoded"}},
-                  "token=" + kPh};
+  SecretRequest r{
+      "POST",
+      "/",
+      {{"Host", "api.example.com"}, {"Content-Type", "application/x-www-form-urlencoded"}},
+      "token=" + kPh};
   ASSERT_FALSE(SubstituteSecrets(r, grants, Tls()).refusal);
   EXPECT_EQ(r.body, "token=a%3Db");
 }
@@ -238,9 +240,7 @@ TEST(SecretSubstitution, RepeatedHeadersAreEachSubstituted) {
 TEST(SecretSubstitution, ValueIsReadOnEveryRequestSoRotationTakesEffect) {
   int version = 0;
   std::vector<SecretGrant> grants{Grant("A", kPh, "")};
-  grants[0].value = [&version]() -> Result<std::string> {
-    return "v" + std::to_string(++version);
-  };
+  grants[0].value = [&version]() -> Result<std::string> { return "v" + std::to_string(++version); };
   SecretRequest r1 = Get("/", {{"X", kPh}}), r2 = Get("/", {{"X", kPh}});
   ASSERT_FALSE(SubstituteSecrets(r1, grants, Tls()).refusal);
   ASSERT_FALSE(SubstituteSecrets(r2, grants, Tls()).refusal);
