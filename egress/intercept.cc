@@ -95,7 +95,12 @@ Interception::Interception(const InterceptionShared& shared, const CellEgress& c
       port_(port),
       hooks_(std::move(hooks)),
       cell_tls_(PrefixedSocket(client, std::move(already_read)), *shared.toward_cell),
-      upstream_tls_(upstream, *shared.toward_upstream) {}
+      upstream_socket_(upstream) {
+  error_code ec;
+  tcp::endpoint remote = upstream.remote_endpoint(ec);
+  if (!ec) upstream_endpoint_ = remote;
+  upstream_tls_.emplace(upstream, *shared.toward_upstream);
+}
 
 std::string Interception::Target() const { return host_.Display() + ":" + std::to_string(port_); }
 
@@ -126,7 +131,12 @@ void Interception::OnCellHandshake(const error_code& ec) {
     hooks_.refusal(DenialLine(host_.Display(), port_, why));
     return Close(why);
   }
-  SSL* ssl = upstream_tls_.native_handle();
+  StartUpstreamTls(
+      [self = shared_from_this()](const error_code& uec) { self->OnUpstreamHandshake(uec); });
+}
+
+void Interception::StartUpstreamTls(std::function<void(const error_code&)> done) {
+  SSL* ssl = upstream_tls_->native_handle();
   bool named = host_.is_ip()
                    ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host_.name.c_str()) == 1
                    : SSL_set_tlsext_host_name(ssl, host_.name.c_str()) == 1 &&
@@ -135,15 +145,13 @@ void Interception::OnCellHandshake(const error_code& ec) {
     ERR_clear_error();
     return Close("cannot set the upstream TLS name " + host_.name);
   }
-  upstream_tls_.async_handshake(
-      ssl::stream_base::client,
-      [self = shared_from_this()](const error_code& uec) { self->OnUpstreamHandshake(uec); });
+  upstream_tls_->async_handshake(ssl::stream_base::client, std::move(done));
 }
 
 void Interception::OnUpstreamHandshake(const error_code& ec) {
   if (closed_) return;
   if (ec) {
-    long verify = SSL_get_verify_result(upstream_tls_.native_handle());
+    long verify = SSL_get_verify_result(upstream_tls_->native_handle());
     upstream_error_ = "TLS with the upstream: " + ec.message();
     if (verify != X509_V_OK)
       upstream_error_ +=
@@ -233,15 +241,47 @@ void Interception::Forward(SecretRequest request, std::vector<SecretMask> masks)
   out.body() = std::move(request.body);
   out.prepare_payload();
   out.keep_alive(true);
-  http::async_write(upstream_tls_, out,
+  retried_ = false;
+  WriteForwarded();
+}
+
+void Interception::WriteForwarded() {
+  ++upstream_requests_;
+  http::async_write(*upstream_tls_, *forwarded_,
                     [self = shared_from_this()](const error_code& ec, size_t n) {
                       if (self->closed_) return;
                       self->hooks_.bytes(true, n);
-                      if (ec)
-                        return self->Respond(502, "mcpcell: egress to " + self->Target() +
-                                                      " failed: upstream write: " + ec.message());
+                      if (ec) return self->RetryOrFail("upstream write: " + ec.message());
                       self->ReadResponseHeader();
                     });
+}
+
+void Interception::RetryOrFail(const std::string& what) {
+  if (upstream_requests_ > 1 && !retried_ && upstream_endpoint_) {
+    retried_ = true;
+    hooks_.note("upstream closed a kept-alive connection (" + what + "); reconnected");
+    return Reconnect();
+  }
+  Respond(502, "mcpcell: egress to " + Target() + " failed: " + what);
+}
+
+void Interception::Reconnect() {
+  error_code ignored;
+  upstream_tls_.reset();
+  upstream_socket_.close(ignored);
+  upstream_buf_.clear();
+  upstream_requests_ = 0;
+  upstream_socket_.async_connect(
+      *upstream_endpoint_, [self = shared_from_this()](const error_code& ec) {
+        if (self->closed_) return;
+        if (ec) return self->RetryOrFail("reconnect to " + self->Target() + ": " + ec.message());
+        self->upstream_tls_.emplace(self->upstream_socket_, *self->shared_.toward_upstream);
+        self->StartUpstreamTls([self](const error_code& hec) {
+          if (self->closed_) return;
+          if (hec) return self->RetryOrFail("TLS with the upstream again: " + hec.message());
+          self->WriteForwarded();
+        });
+      });
 }
 
 void Interception::ReadResponseHeader() {
@@ -251,12 +291,17 @@ void Interception::ReadResponseHeader() {
   response_->body_limit(std::numeric_limits<std::uint64_t>::max());
   if (head_request_) response_->skip(true);
   http::async_read_header(
-      upstream_tls_, upstream_buf_, *response_,
+      *upstream_tls_, upstream_buf_, *response_,
       [self = shared_from_this()](const error_code& ec, size_t) { self->OnResponseHeader(ec); });
 }
 
 void Interception::OnResponseHeader(const error_code& ec) {
   if (closed_) return;
+  // Closed before a byte of the answer: what a server's idle timeout looks like.
+  bool closed_before_answer = ec == http::error::end_of_stream || ec == asio::error::eof ||
+                              ec == ssl::error::stream_truncated ||
+                              ec == asio::error::connection_reset;
+  if (ec && closed_before_answer) return RetryOrFail("upstream answer: " + ec.message());
   if (ec)
     return Respond(502,
                    "mcpcell: egress to " + Target() + " failed: upstream answer: " + ec.message());
@@ -293,7 +338,7 @@ void Interception::ReadResponseBody() {
   body.data = body_buf_.get();
   body.size = kBodyPiece;
   http::async_read(
-      upstream_tls_, upstream_buf_, *response_,
+      *upstream_tls_, upstream_buf_, *response_,
       [self = shared_from_this()](error_code ec, size_t) { self->OnResponseBody(ec); });
 }
 
@@ -351,7 +396,8 @@ void Interception::Respond(int status, const std::string& line) {
 void Interception::Report(const std::string& secret, const std::string& surface,
                           const std::string& decision, const std::string& reason,
                           bool end_session) {
-  hooks_.note("secret " + secret + " " + decision + " (" + surface + ")");
+  // Only refusals go into the connection's audit reason (Respond notes them): a kept-alive
+  // connection may carry any number of substitutions; the SecretSink records each one.
   if (!shared_.on_secret) return;
   try {
     shared_.on_secret(

@@ -13,7 +13,9 @@
 //      (secret_substitution.h) or answer 403 and forward nothing; ask upstream for an
 //      identity-encoded answer; send the answer back with every granted value for this
 //      host masked (secret_masker.h), re-framed as chunked
-//   4. keep both connections while both sides keep them alive
+//   4. keep both connections while both sides keep them alive; when the upstream has closed
+//      a kept-alive connection (its idle timeout) before answering, connect again to the
+//      same address once and resend
 // Threading: everything runs on the cell's strand (the sockets' executor); the hooks are
 // called there too.
 #pragma once
@@ -114,7 +116,13 @@ class Interception : public std::enable_shared_from_this<Interception> {
   void ReadRequest();
   void OnRequestHeader(const boost::system::error_code& ec);
   void OnRequest(const boost::system::error_code& ec);
+  void StartUpstreamTls(std::function<void(const boost::system::error_code&)> done);
   void Forward(SecretRequest request, std::vector<SecretMask> masks);
+  void WriteForwarded();
+  // An upstream failure before any answer byte: reconnect and resend when the connection
+  // had served a request before (the server may have closed it as idle), else 502.
+  void RetryOrFail(const std::string& what);
+  void Reconnect();
   void ReadResponseHeader();
   void OnResponseHeader(const boost::system::error_code& ec);
   void ReadResponseBody();
@@ -133,7 +141,11 @@ class Interception : public std::enable_shared_from_this<Interception> {
   const uint16_t port_;
   InterceptHooks hooks_;
   ClientStream cell_tls_;
-  UpstreamStream upstream_tls_;
+  tcp::socket& upstream_socket_;
+  std::optional<tcp::endpoint> upstream_endpoint_;
+  std::optional<UpstreamStream> upstream_tls_;  // re-made on reconnect
+  int upstream_requests_ = 0;                   // requests sent on the current upstream connection
+  bool retried_ = false;                        // the current request was resent once already
   beast::flat_buffer cell_buf_, upstream_buf_;
   std::optional<http::request_parser<http::string_body>> request_;
   std::optional<http::request<http::string_body>> forwarded_;

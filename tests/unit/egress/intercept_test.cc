@@ -75,16 +75,20 @@ std::string HeaderValue(const std::string& head, const std::string& name) {
 
 // HTTPS upstream: answers every request (keep-alive) with 200, an X-Echo-Authorization
 // header, and the request as it arrived (head and body) as the body. Records the requests.
+// close_after_each: closes after each answer without saying so (like a server's idle
+// timeout on a kept-alive connection).
 class EchoUpstream {
  public:
-  EchoUpstream(CertificateAuthority& ca, const std::string& name)
-      : ctx_(SSL_CTX_new(TLS_server_method()), SSL_CTX_free),
+  EchoUpstream(CertificateAuthority& ca, const std::string& name, bool close_after_each = false)
+      : close_after_each_(close_after_each),
+        ctx_(SSL_CTX_new(TLS_server_method()), SSL_CTX_free),
         server_([this](int fd) { Serve(fd); }) {
     auto leaf = ca.LeafFor(name).value();
     SSL_CTX_use_certificate(ctx_.get(), leaf->cert.get());
     SSL_CTX_use_PrivateKey(ctx_.get(), leaf->key.get());
   }
   uint16_t port() const { return server_.port(); }
+  int accepted() const { return server_.accepted(); }
   std::vector<std::string> requests() {
     std::lock_guard lock(mu_);
     return requests_;
@@ -109,12 +113,14 @@ class EchoUpstream {
             "HTTP/1.1 200 OK\r\nX-Echo-Authorization: " + HeaderValue(*head, "Authorization") +
             "\r\nContent-Length: " + std::to_string(echo.size()) + "\r\n\r\n" + echo;
         SSL_write(ssl, reply.data(), static_cast<int>(reply.size()));
+        if (close_after_each_) break;
       }
       SSL_shutdown(ssl);
     }
     SSL_free(ssl);
   }
 
+  const bool close_after_each_;
   std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx_;
   std::mutex mu_;
   std::vector<std::string> requests_;
@@ -420,6 +426,21 @@ TEST_F(InterceptTest, RotatedValueIsUsedOnTheNextRequestOfTheSameConnection) {
   EXPECT_EQ(HeaderValue(api_->requests()[0], "X-Key"), "ghp_theRealValue123");
   EXPECT_EQ(HeaderValue(api_->requests()[1], "X-Key"), "rotated-value-2");
   EXPECT_EQ(second.body.find("rotated-value-2"), std::string::npos);
+}
+
+TEST_F(InterceptTest, UpstreamThatClosedAKeptAliveConnectionIsReconnectedOnce) {
+  api_ = std::make_unique<EchoUpstream>(*upstream_ca_, "api.test", /*close_after_each=*/true);
+  StartProxy();
+  uint16_t port = api_->port();
+  AddCell({Grant("TOKEN", kPh, "api.test:" + std::to_string(port))});
+  auto client = Client("api.test", port);
+  ASSERT_TRUE(client->ready());
+  ASSERT_EQ(client->Send(ApiGet(port, "/1", "X-Key: " + kPh + "\r\n")).status, 200);
+  Reply second = client->Send(ApiGet(port, "/2", "X-Key: " + kPh + "\r\n"));
+  EXPECT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(api_->accepted(), 2);
+  ASSERT_EQ(api_->requests().size(), 2u);
+  EXPECT_NE(api_->requests()[1].find("GET /2 "), std::string::npos);
 }
 
 TEST_F(InterceptTest, ExpiredSecretIsRefused) {
