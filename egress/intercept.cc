@@ -204,6 +204,7 @@ void Interception::OnRequest(const error_code& ec) {
   hooks_.activity();
   http::request<http::string_body> in = request_->release();
   cell_keep_alive_ = in.keep_alive();
+  cell_chunked_ = in.version() >= 11;  // HTTP/1.0 clients get the body framed by the close
   head_request_ = in.method() == http::verb::head;
   SecretRequest request{
       std::string(in.method_string()), std::string(in.target()), {}, std::move(in.body())};
@@ -318,7 +319,8 @@ void Interception::OnResponseHeader(const error_code& ec) {
     if (HopByHop(name) || (body && EqualsIgnoreCase(name, "Content-Length"))) continue;
     text += std::string(name) + ": " + masker_->MaskAll(std::string(field.value())) + "\r\n";
   }
-  if (body) text += "Transfer-Encoding: chunked\r\n";
+  if (body && !cell_chunked_) cell_keep_alive_ = false;
+  if (body && cell_chunked_) text += "Transfer-Encoding: chunked\r\n";
   if (!cell_keep_alive_) text += "Connection: close\r\n";
   text += "\r\n";
   if (!body) return WriteToCell(std::move(text), true);
@@ -356,6 +358,7 @@ void Interception::OnResponseBody(error_code ec) {
   bool last = response_->is_done();
   std::string data = masker_->Feed(std::string_view(body_buf_.get(), got));
   if (last) data += masker_->Finish();
+  if (!cell_chunked_) return WriteToCell(std::move(data), last);
   WriteToCell(Chunk(data) + (last ? "0\r\n\r\n" : ""), last);
 }
 

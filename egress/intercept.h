@@ -155,6 +155,7 @@ class Interception : public std::enable_shared_from_this<Interception> {
   std::string out_;             // bytes being written to the cell
   std::string upstream_error_;  // non-empty: upstream TLS failed; requests get 502
   bool cell_keep_alive_ = true;
+  bool cell_chunked_ = true;  // the answer's body goes to the cell chunked (HTTP/1.1)
   bool head_request_ = false;
   bool closed_ = false;
 };

@@ -136,7 +136,9 @@ struct Reply {
 // and checking the host name.
 class CellClient {
  public:
-  CellClient(uint16_t proxy_port, const std::string& host, uint16_t port, const std::string& ca_pem)
+  // sni: the name sent in the ClientHello (empty: host); the certificate is checked for host.
+  CellClient(uint16_t proxy_port, const std::string& host, uint16_t port, const std::string& ca_pem,
+             const std::string& sni = "")
       : ctx_(SSL_CTX_new(TLS_client_method()), SSL_CTX_free) {
     fd_ = ConnectLoopback(proxy_port);
     std::string authority = host + ":" + std::to_string(port);
@@ -151,7 +153,7 @@ class CellClient {
     SSL_CTX_set_verify(ctx_.get(), SSL_VERIFY_PEER, nullptr);
     ssl_ = SSL_new(ctx_.get());
     SSL_set_fd(ssl_, fd_);
-    SSL_set_tlsext_host_name(ssl_, host.c_str());
+    SSL_set_tlsext_host_name(ssl_, (sni.empty() ? host : sni).c_str());
     SSL_set1_host(ssl_, host.c_str());
     handshake_ok_ = SSL_connect(ssl_) == 1;
   }
@@ -441,6 +443,37 @@ TEST_F(InterceptTest, UpstreamThatClosedAKeptAliveConnectionIsReconnectedOnce) {
   EXPECT_EQ(api_->accepted(), 2);
   ASSERT_EQ(api_->requests().size(), 2u);
   EXPECT_NE(api_->requests()[1].find("GET /2 "), std::string::npos);
+}
+
+TEST_F(InterceptTest, SniOtherThanTheConnectHostIsCutBeforeAnyRequest) {
+  StartProxy();
+  uint16_t port = api_->port();
+  AddCell({Grant("TOKEN", kPh, "api.test:" + std::to_string(port))});
+  CellClient client(proxy_port_, "api.test", port, proxy_->InterceptionCaPem(), "other.test");
+  ASSERT_TRUE(client.ready());  // the proxy's leaf is valid for api.test, which it checks
+  Reply r = client.Send(ApiGet(port, "/", "X-Key: " + kPh + "\r\n"));
+  EXPECT_EQ(r.status, 0);  // closed without an answer
+  EXPECT_TRUE(api_->requests().empty());
+  std::lock_guard lock(mu_);
+  ASSERT_EQ(refusals_.size(), 1u);
+  EXPECT_EQ(refusals_[0], "mcpcell: egress to api.test:" + std::to_string(port) +
+                              " denied: SNI other.test does not match CONNECT host api.test");
+}
+
+TEST_F(InterceptTest, Http10ClientGetsTheMaskedBodyFramedByTheClose) {
+  StartProxy();
+  uint16_t port = api_->port();
+  AddCell({Grant("TOKEN", kPh, "api.test:" + std::to_string(port))});
+  auto client = Client("api.test", port);
+  ASSERT_TRUE(client->ready());
+  Reply r = client->Send("GET /old HTTP/1.0\r\nHost: api.test:" + std::to_string(port) +
+                         "\r\nX-Key: " + kPh + "\r\n\r\n");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(HeaderValue(r.head, "Transfer-Encoding"), "");
+  EXPECT_EQ(HeaderValue(r.head, "Connection"), "close");
+  EXPECT_NE(r.body.find("X-Key: " + kPh), std::string::npos);
+  EXPECT_EQ(r.body.find("ghp_theRealValue123"), std::string::npos);
+  EXPECT_EQ(HeaderValue(api_->requests().at(0), "X-Key"), "ghp_theRealValue123");
 }
 
 TEST_F(InterceptTest, ExpiredSecretIsRefused) {
