@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "egress/intercept.h"
-#include "egress/secret_substitution.h"
 #include "egress/tls_sni.h"
 
 namespace mcpcell::egress {
@@ -366,61 +365,6 @@ void Connection::OnClientHelloBytes() {
   StartPipes(std::move(first));
 }
 
-bool Connection::RefusePlaceholder(std::string_view raw) {
-  const std::vector<SecretGrant>& grants = cell_->cfg.secrets;
-  if (grants.empty()) return false;
-  std::optional<SecretRefusal> refusal =
-      RefusePlainHttp(raw, grants, request_.target.host, request_.port());
-  if (!refusal) return false;
-  if (cell_->shared.interception->on_secret) {
-    try {
-      cell_->shared.interception->on_secret(SecretEvent{cell_->cfg.session_id, refusal->secret,
-                                                        Target(), refusal->surface, "refused",
-                                                        refusal->Line(), refusal->end_session});
-    } catch (...) {
-      // Like the audit sink: never takes the proxy thread down.
-    }
-  }
-  if (phase_ == Phase::kPipe) {  // body bytes went upstream already: cut both sides
-    cell_->counters.refused++;
-    decision_ = "deny";
-    Note(refusal->Line());
-    TellRefusal(refusal->Line());
-    Finish();
-    return true;
-  }
-  cell_->counters.refused++;
-  decision_ = "deny";
-  reason_ = refusal->Line();
-  Respond(403, refusal->Line());
-  return true;
-}
-
-void Connection::StartInterception() {
-  phase_ = Phase::kPipe;
-  last_activity_ = Clock::now();
-  ArmTimer(cell_->cfg.idle_timeout);
-  auto self = shared_from_this();
-  InterceptHooks hooks;
-  hooks.bytes = [self](bool up, uint64_t n) {
-    (up ? self->bytes_up_ : self->bytes_down_) += n;
-    (up ? self->cell_->counters.bytes_up : self->cell_->counters.bytes_down) += n;
-  };
-  hooks.activity = [self] { self->last_activity_ = Clock::now(); };
-  hooks.note = [self](const std::string& text) { self->Note(text); };
-  hooks.refusal = [self](const std::string& line) { self->TellRefusal(line); };
-  hooks.done = [self](const std::string& why) {
-    if (!why.empty()) self->Note(why);
-    self->Finish();
-  };
-  std::string already = std::move(in_);
-  in_.clear();
-  interception_ = std::make_shared<Interception>(*cell_->shared.interception, cell_->cfg,
-                                                 request_.target.host, request_.port(), client_,
-                                                 std::move(already), upstream_, std::move(hooks));
-  interception_->Start();
-}
-
 void Connection::StartPipes(std::string first_up) {
   phase_ = Phase::kPipe;
   last_activity_ = Clock::now();
@@ -687,16 +631,6 @@ void Connection::Abort(const std::string& why) {
   if (finished_) return;
   Note(why);
   Finish();
-}
-
-// Plain-HTTP body bytes about to go upstream: a placeholder in them (or straddling the
-// previous read) is refused. True when the connection was cut.
-bool Connection::ScanBody(size_t n) {
-  up_tail_.append(up_buf_.get(), n);
-  if (RefusePlaceholder(up_tail_)) return true;
-  size_t keep = LongestPlaceholder(cell_->cfg.secrets);
-  if (up_tail_.size() > keep) up_tail_.erase(0, up_tail_.size() - keep);
-  return false;
 }
 
 void Connection::Finish() {
