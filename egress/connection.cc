@@ -461,19 +461,19 @@ void Connection::PumpUp() {
   if (bounded_up_ && up_remaining_ == 0) return OnDirectionDone(true);
   size_t want = cell_->shared.buffer_size;
   if (bounded_up_) want = static_cast<size_t>(std::min<uint64_t>(want, up_remaining_));
-  client_.async_read_some(asio::buffer(up_buf_.get(), want),
-                          [self = shared_from_this()](error_code ec, size_t n) {
-                            if (self->finished_) return;
-                            if (ec) return self->OnDirectionDone(true);
-                            self->last_activity_ = Clock::now();
-                            if (!self->cell_->cfg.secrets.empty() && self->ScanBody(n)) return;
-                            if (self->bounded_up_) self->up_remaining_ -= n;
-                            self->up_writing_ = true;
-                            asio::async_write(self->upstream_, asio::buffer(self->up_buf_.get(), n),
-                                              [self](error_code wec, size_t written) {
-                                                if (self->UpWritten(wec, written)) self->PumpUp();
-                                              });
+  client_.async_read_some(
+      asio::buffer(up_buf_.get(), want), [self = shared_from_this()](error_code ec, size_t n) {
+        if (self->finished_) return;
+        if (ec) return self->OnDirectionDone(true);
+        self->last_activity_ = Clock::now();
+        if (self->bounded_up_ && !self->cell_->cfg.secrets.empty() && self->ScanBody(n)) return;
+        if (self->bounded_up_) self->up_remaining_ -= n;
+        self->up_writing_ = true;
+        asio::async_write(self->upstream_, asio::buffer(self->up_buf_.get(), n),
+                          [self](error_code wec, size_t written) {
+                            if (self->UpWritten(wec, written)) self->PumpUp();
                           });
+      });
 }
 
 void Connection::PumpDown() {
