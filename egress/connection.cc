@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "egress/intercept.h"
 #include "egress/tls_sni.h"
 
 namespace mcpcell::egress {
@@ -145,13 +146,15 @@ void Connection::ReadHead() {
 void Connection::OnHead() {
   size_t end = FindHeadEnd(in_);
   Result<ProxyRequest> req = ParseProxyRequest(std::string_view(in_).substr(0, end));
-  in_.erase(0, end);  // what follows belongs to the body or the tunnel
   if (!req) {
     Respond(400, "mcpcell: bad proxy request: " + Printable(req.error().message));
     return;
   }
   request_ = std::move(req.value());
   have_request_ = true;
+  // A placeholder never goes over plain HTTP: checked on the head and any body bytes read.
+  if (!request_.is_connect && RefusePlaceholder(in_)) return;
+  in_.erase(0, end);  // what follows belongs to the body or the tunnel
   Decide();
 }
 
@@ -171,7 +174,14 @@ void Connection::Decide() {
   }
   const AllowEntry* entry = cell_->cfg.allowlist.Match(request_.target.host, request_.port());
   if (!entry) return Deny("not in the policy's allowlist");
-  if (Admit("allowed by " + entry->text)) Resolve();
+  if (request_.is_connect)
+    for (const SecretGrant& g : cell_->cfg.secrets)
+      if (g.hosts.Match(request_.target.host, request_.port())) intercept_ = true;
+  if (intercept_ && !cell_->shared.interception->error.empty())
+    return Fail("cannot intercept TLS for the cell's secrets: " +
+                cell_->shared.interception->error);
+  if (Admit("allowed by " + entry->text + (intercept_ ? ", intercepted for secrets" : "")))
+    Resolve();
 }
 
 bool Connection::Admit(const std::string& reason) {
@@ -296,6 +306,7 @@ void Connection::OnConnected() {
           self->Note("client went away before the tunnel started");
           return self->Finish();
         }
+        if (self->intercept_) return self->StartInterception();
         self->OnClientHelloBytes();  // the client may have sent the ClientHello with CONNECT
       });
 }
@@ -450,18 +461,19 @@ void Connection::PumpUp() {
   if (bounded_up_ && up_remaining_ == 0) return OnDirectionDone(true);
   size_t want = cell_->shared.buffer_size;
   if (bounded_up_) want = static_cast<size_t>(std::min<uint64_t>(want, up_remaining_));
-  client_.async_read_some(asio::buffer(up_buf_.get(), want),
-                          [self = shared_from_this()](error_code ec, size_t n) {
-                            if (self->finished_) return;
-                            if (ec) return self->OnDirectionDone(true);
-                            self->last_activity_ = Clock::now();
-                            if (self->bounded_up_) self->up_remaining_ -= n;
-                            self->up_writing_ = true;
-                            asio::async_write(self->upstream_, asio::buffer(self->up_buf_.get(), n),
-                                              [self](error_code wec, size_t written) {
-                                                if (self->UpWritten(wec, written)) self->PumpUp();
-                                              });
+  client_.async_read_some(
+      asio::buffer(up_buf_.get(), want), [self = shared_from_this()](error_code ec, size_t n) {
+        if (self->finished_) return;
+        if (ec) return self->OnDirectionDone(true);
+        self->last_activity_ = Clock::now();
+        if (self->bounded_up_ && !self->cell_->cfg.secrets.empty() && self->ScanBody(n)) return;
+        if (self->bounded_up_) self->up_remaining_ -= n;
+        self->up_writing_ = true;
+        asio::async_write(self->upstream_, asio::buffer(self->up_buf_.get(), n),
+                          [self](error_code wec, size_t written) {
+                            if (self->UpWritten(wec, written)) self->PumpUp();
                           });
+      });
 }
 
 void Connection::PumpDown() {
@@ -624,6 +636,7 @@ void Connection::Abort(const std::string& why) {
 void Connection::Finish() {
   if (finished_) return;
   finished_ = true;
+  interception_.reset();  // its pending handlers hold it until the closes below end them
   phase_ = Phase::kDone;
   error_code ignored;
   timer_.cancel();

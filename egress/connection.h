@@ -32,6 +32,9 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using Strand = asio::strand<asio::io_context::executor_type>;
 
+class Interception;
+struct InterceptionShared;
+
 // What every cell shares: set once by the proxy, read-only afterwards.
 struct ProxyShared {
   HostsTable hosts;
@@ -42,6 +45,7 @@ struct ProxyShared {
   size_t buffer_size = 0;
   std::chrono::milliseconds head_timeout{0};
   std::vector<InternalRoute> internal_routes;
+  std::shared_ptr<InterceptionShared> interception;  // never null
 };
 
 struct CellCounters {
@@ -99,6 +103,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnConnected();
   void ReadClientHello();
   void OnClientHelloBytes();
+  // A placeholder in a plain-HTTP request: 403 (or, once body bytes went upstream, a cut),
+  // told to the sinks. True when it refused.
+  bool RefusePlaceholder(std::string_view raw);
+  bool ScanBody(size_t n);
+  void StartInterception();
   void StartPipes(std::string first_up);
   void PumpUp();
   void PumpDown();
@@ -138,6 +147,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t next_candidate_ = 0;
   std::optional<IpAddress> address_;         // the address tried last or connected to
   const InternalRoute* internal_ = nullptr;  // the request goes to this service of the server
+  bool intercept_ = false;                   // a CONNECT to a host of the cell's secrets
+  std::shared_ptr<Interception> interception_;
+  std::string up_tail_;  // plain HTTP with secrets: the body's last bytes, for a split placeholder
   std::string last_connect_error_;
 
   std::unique_ptr<char[]> up_buf_, down_buf_;

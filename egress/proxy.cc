@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "egress/connection.h"
+#include "egress/intercept.h"
 
 namespace mcpcell::egress {
 
@@ -28,6 +29,8 @@ class EgressProxy::Impl {
     shared_.buffer_size = std::max<size_t>(options.buffer_size, 4096);
     shared_.head_timeout = options.head_timeout;
     shared_.internal_routes = std::move(options.internal_routes);
+    shared_.interception = MakeInterceptionShared(
+        std::move(options.interception_ca), options.upstream_ca_file, std::move(options.on_secret));
     for (int i = 0; i < std::max(1, options.threads); ++i)
       threads_.emplace_back([this] { io_.run(); });
   }
@@ -106,6 +109,8 @@ class EgressProxy::Impl {
     return it->second->counters.Snapshot();
   }
 
+  const InterceptionShared& interception() const { return *shared_.interception; }
+
  private:
   static Result<tcp> ListeningProtocol(int fd) {
     int listening = 0, type = 0;
@@ -143,5 +148,16 @@ Result<EgressCellId> EgressProxy::AddCell(int listen_fd, CellEgress cell) {
 }
 std::optional<EgressStats> EgressProxy::RemoveCell(EgressCellId id) { return impl_->Remove(id); }
 std::optional<EgressStats> EgressProxy::Stats(EgressCellId id) const { return impl_->Stats(id); }
+
+Status EgressProxy::InterceptionReady() const {
+  const std::string& error = impl_->interception().error;
+  if (error.empty()) return Ok();
+  return Error::Msg("egress: TLS interception for secrets unavailable: " + error);
+}
+
+std::string EgressProxy::InterceptionCaPem() const {
+  const InterceptionShared& s = impl_->interception();
+  return s.error.empty() ? s.ca->certificate_pem() : std::string();
+}
 
 }  // namespace mcpcell::egress

@@ -16,6 +16,10 @@
 //      host (tls_sni.h), else close; plain HTTP: forward the head in origin-form with
 //      "Connection: close" and the body by Content-Length
 //   7. copy bytes both ways until either side closes or the idle timeout passes
+// A CONNECT to a host:port that one of the cell's secret grants names is not tunnelled but
+// intercepted after step 5 (intercept.h, docs/secrets.md): TLS terminated with a leaf of
+// the proxy's CA, placeholders substituted or the request refused, responses masked. A
+// plain-HTTP request that carries a placeholder is refused at step 1.
 // Refusals are "HTTP/1.1 403 Forbidden (<line>)" with one line as the body, also in
 // X-Mcpcell-Reason (the status line carries it too, for clients whose errors quote only
 // that, such as Python's "Tunnel connection failed: 403 ..."):
@@ -43,6 +47,7 @@
 #include "egress/allowlist.h"
 #include "egress/audit_log.h"
 #include "egress/hosts_file.h"
+#include "egress/secret_grant.h"
 
 namespace mcpcell::egress {
 
@@ -54,6 +59,9 @@ struct CellEgress {
   uint32_t max_connections = 32;                      // concurrent allowed (upstream) connections
   std::chrono::milliseconds connect_timeout{10'000};  // resolution, and each connect attempt
   std::chrono::milliseconds idle_timeout{300'000};    // no byte either way: closed
+  // Placeholder secrets (secret_grant.h); their hosts should be inside `allowlist` (a
+  // grant cannot open a host the allowlist refuses).
+  std::vector<SecretGrant> secrets;
 };
 
 // Per-cell counters, read without stopping traffic.
@@ -87,6 +95,8 @@ struct InternalRoute {
   uint16_t port = 0;
 };
 
+class CertificateAuthority;  // tls_ca.h
+
 struct EgressProxyOptions {
   int threads = 1;
   // Consulted first (hosts_file.h: `serve --egress-hosts`); its addresses go through the
@@ -99,7 +109,13 @@ struct EgressProxyOptions {
   // construction.
   std::optional<std::vector<IpAddress>> host_addresses;
   std::vector<InternalRoute> internal_routes;
-  size_t buffer_size = 64 * 1024;                  // per direction per connection, allocated once
+  // TLS interception for secrets: the CA whose leaves the cells see (nullptr: the proxy
+  // makes one at construction), and a PEM file of extra CAs trusted for upstreams besides
+  // the system ones (`serve --egress-ca-file`; empty: none).
+  std::shared_ptr<CertificateAuthority> interception_ca;
+  std::string upstream_ca_file;
+  SecretSink on_secret;            // every substitution and refusal; empty: not told
+  size_t buffer_size = 64 * 1024;  // per direction per connection, allocated once
   std::chrono::milliseconds head_timeout{30'000};  // request head; ClientHello after 200
 };
 
@@ -122,6 +138,12 @@ class EgressProxy {
   std::optional<EgressStats> RemoveCell(EgressCellId id);
 
   std::optional<EgressStats> Stats(EgressCellId id) const;
+
+  // Whether TLS interception can work (the CA was made, the upstream CA file loaded); the
+  // error names the problem. A CONNECT that needs interception gets a 502 otherwise.
+  Status InterceptionReady() const;
+  // The CA certificate (PEM) cells must trust for intercepted hosts; empty if not ready.
+  std::string InterceptionCaPem() const;
 
  private:
   class Impl;

@@ -1,0 +1,46 @@
+// Masks real secret values in a response stream before the cell sees it: each value, and
+// its base64 form, is replaced by its placeholder (and the placeholder's base64 form), so a
+// server that echoes a token back (an error page, a "whoami") does not hand it to the code.
+//
+// The stream arrives in arbitrary pieces; the masker holds back the last (longest needle -
+// 1) bytes of what it was fed, so a value split across pieces is still found. Finish()
+// releases the held bytes at the end of the body. Exact for the forms it knows; a value
+// the server transforms otherwise (another encoding, compression) is not recognised, which
+// is why the proxy asks upstream for an identity-encoded response.
+// Threading: one instance per response, used by one thread.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "egress/secret_substitution.h"
+
+namespace mcpcell::egress {
+
+class SecretMasker {
+ public:
+  explicit SecretMasker(const std::vector<SecretMask>& masks);
+
+  // The masked bytes that are safe to emit now.
+  std::string Feed(std::string_view data);
+  // The rest, at the end of the stream.
+  std::string Finish();
+  // A whole string at once (response header values).
+  std::string MaskAll(std::string_view data) const;
+  bool empty() const { return needles_.empty(); }
+
+ private:
+  struct Needle {
+    std::string from, to;
+  };
+  // data with every complete needle replaced, less the tail that may still start a needle
+  // (its length in *held; nothing is held back when final).
+  std::string Mask(std::string_view data, bool final, size_t* held) const;
+
+  std::vector<Needle> needles_;
+  size_t longest_ = 0;
+  std::string carry_;
+};
+
+}  // namespace mcpcell::egress
