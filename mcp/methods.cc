@@ -1,6 +1,6 @@
 // The built-in MCP methods: lifecycle (initialize, ping, logging/setLevel), tools,
 // resources, prompts and completion. Each takes params (an object) and returns the result
-// or throws RpcException; session.cc turns that into the one response.
+// or throws RpcException; session_dispatch.cc turns that into the one response.
 #include <algorithm>
 #include <cctype>
 

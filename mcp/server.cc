@@ -1,5 +1,5 @@
 // Server: registration (with its checks), capabilities, the worker pool and the set of
-// live sessions. Protocol handling lives in session.cc and methods.cc.
+// live sessions. Protocol handling lives in session*.cc and methods.cc.
 #include "mcp/server.h"
 
 #include <algorithm>

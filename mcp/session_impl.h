@@ -78,7 +78,8 @@ struct Session::Impl {
   std::map<int64_t, Outgoing> outgoing;
   int64_t next_outgoing_id = 1;
 
-  // ---- intake, on the transport's thread (session.cc) ----
+  // ---- intake, on the transport's thread (session_intake.cc; the lifecycle in
+  // session.cc, dispatch and the worker pool in session_dispatch.cc) ----
   void OnText(const std::string& text);
   // Answers a message that could not be handled (id null unless `peek` read one). A
   // response (peek.response) is not answered: the request of ours it answers, if its id
@@ -101,7 +102,7 @@ struct Session::Impl {
   void RunOnPool(std::function<void()> task, bool offer_to_transport = false);
   void PoolTaskDone();
 
-  // ---- server->client requests (session.cc) ----
+  // ---- server->client requests (session_outgoing.cc) ----
   int64_t StartOutgoing(const std::string& method, Json params, ResponseCallback done,
                         std::chrono::milliseconds timeout);
   void FailOutgoing(int64_t outgoing_id, RpcError error, bool tell_client);

@@ -16,6 +16,9 @@
 // forks the multi-threaded server for anything but a child that only execs). A Cell is
 // used by one owner; channel() is thread-safe (C's CellChannel), and calls racing Destroy
 // fail cleanly. Destroy itself must be called by one thread at a time.
+//
+// Files: cell.cc (Create and the host-side preparation), cell_launch.cc (clone, cell init
+// up to Ready), cell_destroy.cc (Destroy, ReapOrphans), cell_requests.cc (the requests).
 #pragma once
 
 #include <sys/types.h>

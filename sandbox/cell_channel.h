@@ -21,6 +21,9 @@
 // socket or an exec's event socket), the channel becomes dead: every pending and future
 // call fails with an error that says so (never a hang), and `on_closed` (if set) is called
 // once, from the thread that found out (the reader, or an exec's calling thread).
+//
+// Files: cell_channel.cc (the socket, reader thread, Call), cell_channel_files.cc (file
+// requests), cell_channel_exec.cc (Exec); cell_channel_internal.h is what they share.
 #pragma once
 
 #include <sys/types.h>
@@ -116,8 +119,11 @@ class CellChannel {
   // Receives the next frame of an exec's event socket. An error: the exec could not start
   // (init's ErrorReply), or init is gone or broke the protocol (then the channel is dead).
   Result<ExecEvent> TakeExecEvent(int events_fd, uint64_t id, bool started, bool report_start);
-  Status PumpExec(const ExecOptions& options, ExecPipes& pipes,
-                  const std::shared_ptr<Pending>& pending, uint64_t id, ExecResult& result);
+  // One exec in flight: its fds, its clock (start, deadline, kill) and its result.
+  struct ExecRun;
+  // Polls the exec's event socket, pipes and wake-up fd until the program has exited and
+  // its output is drained, or the exec failed.
+  Status PumpExec(ExecRun& run);
 
   UniqueFd fd_;
   Options options_;

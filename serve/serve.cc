@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "base/stop_signals.h"
 #include "mcp/http_server.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
@@ -21,7 +22,6 @@
 #include "sandbox/state_dir.h"
 #include "serve/egress_registry.h"
 #include "serve/serve_packages.h"
-#include "serve/stop_signals.h"
 #include "serve/tenant_policies.h"
 #include "tools/cell_tools.h"
 #include "tools/client_log.h"

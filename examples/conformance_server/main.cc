@@ -2,13 +2,9 @@
 // the official MCP conformance suite. main reads as the list of steps: parse flags, build
 // the server, register the fixtures, serve on the chosen transport.
 //
-// Flags are parsed by hand so the program links nothing but mcpcell_mcp. A transport is a
-// flag (--stdio, --http PORT); adding one means a TransportKind, its flag and a case in Serve().
-#include <fcntl.h>
-#include <signal.h>
-#include <unistd.h>
-
-#include <cerrno>
+// Flags are parsed by hand so the program links nothing but mcpcell_mcp and mcpcell_base
+// (base/stop_signals.h, the stop signals). A transport is a flag (--stdio, --http PORT);
+// adding one means a TransportKind, its flag and a case in Serve().
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -17,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/stop_signals.h"
 #include "examples/conformance_server/fixtures.h"
 #include "mcp/http_server.h"
 #include "mcp/log.h"
@@ -134,34 +131,14 @@ mcp::ServerOptions MakeServerOptions(const Flags& flags) {
   return options;
 }
 
-// The stop signals are the application's, not the library's: SIGTERM and SIGINT write to a
-// self-pipe whose read end the transport watches as its stop fd; SIGPIPE is ignored (a
-// client that goes away makes a write fail). The pipe is never closed, so a handler still
-// running late writes to a live descriptor. Returns the read end, or -1.
-int g_stop_pipe[2] = {-1, -1};
-extern "C" void OnStopSignal(int) {
-  char byte = 1;
-  int saved = errno;
-  [[maybe_unused]] ssize_t ignored = ::write(g_stop_pipe[1], &byte, 1);
-  errno = saved;
-}
-int InstallStopSignals() {
-  if (::pipe2(g_stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
-  struct sigaction stop {};
-  stop.sa_handler = OnStopSignal;
-  sigemptyset(&stop.sa_mask);
-  ::sigaction(SIGTERM, &stop, nullptr);
-  ::sigaction(SIGINT, &stop, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-  return g_stop_pipe[0];
-}
-
 int Serve(mcp::Server& server, const Flags& flags) {
-  const int stop_fd = InstallStopSignals();
-  if (stop_fd < 0) {
-    std::perror("mcpcell-conformance-server: pipe2");
+  // The stop signals are the application's, not the library's (docs/mcp-library.md).
+  auto stop_signals = mcpcell::StopSignals::Install();
+  if (!stop_signals) {
+    std::fprintf(stderr, "mcpcell-conformance-server: %s\n", stop_signals.error().message.c_str());
     return 2;
   }
+  const int stop_fd = (*stop_signals)->fd();
   switch (flags.transport) {
     case TransportKind::kStdio: {
       mcp::StdioOptions options;

@@ -1,8 +1,9 @@
-// The stop signals of `mcpcell serve`: while a StopSignals exists, SIGTERM and SIGINT make
-// fd() readable (a self-pipe), which the transport serving the MCP session watches as its
-// stop fd (mcp::StdioOptions::stop_fd, mcp::ServeHttp's stop_fd); SIGPIPE is ignored, so a
-// client that goes away makes a write fail instead of killing the server. The previous
-// dispositions come back when it is destroyed.
+// A server's stop signals (`mcpcell serve`, the conformance server): while a StopSignals
+// exists, SIGTERM and SIGINT make fd() readable (a self-pipe), which the transport serving
+// the MCP session watches as its stop fd (mcp::StdioOptions::stop_fd, mcp::ServeHttp's
+// stop_fd); SIGPIPE is ignored, so a client that goes away makes a write fail instead of
+// killing the server. The previous dispositions come back when it is destroyed. In base/
+// because the mcp/ library leaves signals to the application, and each server needs this.
 //
 // Handlers, not a blocked mask and a sigwait thread: a mask would be inherited by every
 // cell the server makes, and their processes must see SIGTERM and SIGINT.
@@ -15,7 +16,7 @@
 
 #include "base/status.h"
 
-namespace mcpcell::serve {
+namespace mcpcell {
 
 class StopSignals {
  public:
@@ -35,4 +36,4 @@ class StopSignals {
   struct sigaction old_pipe_ {};
 };
 
-}  // namespace mcpcell::serve
+}  // namespace mcpcell

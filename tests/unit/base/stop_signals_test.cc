@@ -1,12 +1,12 @@
-// serve's stop signals: SIGTERM and SIGINT make the stop fd readable while installed,
+// StopSignals (base/stop_signals.h): SIGTERM and SIGINT make the stop fd readable while installed,
 // SIGPIPE is ignored, and the previous dispositions come back afterwards.
-#include "serve/stop_signals.h"
+#include "base/stop_signals.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <unistd.h>
 
-namespace mcpcell::serve {
+namespace mcpcell {
 namespace {
 
 bool Readable(int fd, int timeout_ms) {
@@ -46,4 +46,4 @@ TEST(StopSignals, IgnoresSigpipeAndRestoresThePreviousDispositions) {
 }
 
 }  // namespace
-}  // namespace mcpcell::serve
+}  // namespace mcpcell

@@ -1,11 +1,12 @@
-#include "serve/stop_signals.h"
+// StopSignals (see stop_signals.h): the self-pipe and the handlers.
+#include "base/stop_signals.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 
-namespace mcpcell::serve {
+namespace mcpcell {
 namespace {
 
 // The self-pipe: made once and never closed, so a handler still running on another thread
@@ -48,4 +49,4 @@ StopSignals::~StopSignals() {
 
 int StopSignals::fd() const { return g_stop_pipe[0]; }
 
-}  // namespace mcpcell::serve
+}  // namespace mcpcell

@@ -1,0 +1,174 @@
+// A cell's end (see cell.h): whether its init still runs (alive), Destroy's steps in
+// order, and ReapOrphans for the cells a crashed server left behind.
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "sandbox/cell.h"
+#include "sandbox/cell_channel.h"
+#include "sandbox/cell_internal.h"
+#include "sandbox/linux/user.h"
+#include "sandbox/state_dir.h"
+
+namespace mcpcell::sandbox {
+
+using cell_internal::Clock;
+using cell_internal::MicrosSince;
+using cell_internal::ServerSteps;
+
+Cell::~Cell() { (void)Destroy(); }
+
+bool Cell::alive() const {
+  if (pidfd_ < 0) return false;
+  siginfo_t info;
+  std::memset(&info, 0, sizeof info);
+  if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_), &info,
+               WEXITED | WNOHANG | WNOWAIT) != 0) {
+    return false;
+  }
+  return info.si_pid == 0;
+}
+
+Status Cell::Destroy() {
+  if (destroyed_) return Ok();
+  destroyed_ = true;
+  const Clock::time_point start = Clock::now();
+  ServerSteps steps(destroy_timings_);
+  Status first;
+  auto keep = [&first](Status s, const char* what) {
+    if (!s && first) first = s.error().Wrap(what);
+  };
+  // 1. SIGKILL pid 1: the kernel then kills every process of the pid namespace, and the
+  //    mount and network namespaces go with the last of them.
+  if (pidfd_ >= 0) {
+    if (syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0) != 0 && errno != ESRCH) {
+      keep(Error::Sys("pidfd_send_signal(cell init, SIGKILL)"), "kill");
+    }
+  }
+  steps.Mark("kill");
+  if (egress_listener_ >= 0) {
+    ::close(egress_listener_);
+    egress_listener_ = -1;
+  }
+  // 2. Close the channel: pending calls on other threads fail with a clear error. The object
+  //    itself lives until ~Cell, so a call racing Destroy never touches freed memory.
+  if (channel_) channel_->Close();
+  steps.Mark("close_channel");
+  // 3. Reap init. Its exit completes only after every process of its namespace is gone.
+  if (pidfd_ >= 0) {
+    siginfo_t info;
+    int r;
+    do {
+      r = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_), &info, WEXITED);
+    } while (r < 0 && errno == EINTR);
+    if (r != 0 && errno != ECHILD) keep(Error::Sys("waitid(cell init)"), "reap");
+    ::close(pidfd_);
+    pidfd_ = -1;
+  }
+  init_pid_ = -1;
+  steps.Mark("reap");
+  // 4. The cgroup, now empty.
+  if (cgroup_) keep(cgroup_->Destroy(), "cgroup");
+  steps.Mark("cgroup");
+  // 5. The cell dir (workspace unless the spec named one, records, device nodes), and the
+  //    id range claim.
+  if (!dir_.empty()) keep(RemoveCellDir(dir_), "cell dir");
+  if (id_map_.slot >= 0) {
+    keep(ReleaseIdRangeSlot(spec_.state_dir + "/idranges", id_map_.slot), "id range");
+    id_map_.slot = -1;
+  }
+  steps.Mark("cell_dir");
+  destroy_timings_.total_us = MicrosSince(start);
+  if (!first) return first.error().Wrap("destroy cell " + spec_.id);
+  return Ok();
+}
+
+namespace {
+// Kills a still-running cell init (and so its whole pid namespace), but only if the pid
+// still names the same process: start times differ when the pid was reused.
+void KillOrphanInit(const std::string& cell_dir) {
+  Result<InitRecord> rec = ReadInitRecord(cell_dir);
+  if (!rec || ProcStartTime(rec->pid) != rec->start_time) return;
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, rec->pid, 0));
+  if (pidfd < 0) return;
+  if (ProcStartTime(rec->pid) == rec->start_time) {
+    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+    struct pollfd p = {pidfd, POLLIN, 0};
+    ::poll(&p, 1, 5000);  // readable once it has exited
+  }
+  ::close(pidfd);
+}
+
+// Releases the id range claims of cells that no longer exist (the orphans just reaped, or
+// a crash between claim and cell dir or between removing the dir and the claim). A claim
+// names its cell; claims of cells still in cells/ belong to another live server sharing
+// this state dir and must stay, or a new cell here would get the same host uids as its
+// live cell. An empty claim younger than a minute is a claim being written right now
+// (claim files of earlier versions; a symlink claim is never empty).
+Status ReleaseStaleIdRanges(const std::string& ranges, const std::string& cells) {
+  if (DIR* r = ::opendir(ranges.c_str())) {
+    while (struct dirent* e = ::readdir(r)) {
+      std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      const std::string claim = ReadIdRangeClaim(::dirfd(r), name.c_str());
+      std::string owner = claim.substr(0, claim.find_first_of(" \t\n"));
+      struct stat st;
+      bool fresh = ::fstatat(::dirfd(r), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                   ::time(nullptr) - st.st_mtime < 60;
+      if (owner.empty() ? fresh
+                        : owner.find('/') == std::string::npos && owner != "." && owner != ".." &&
+                              ::access((cells + "/" + owner).c_str(), F_OK) == 0) {
+        continue;
+      }
+      if (::unlinkat(::dirfd(r), name.c_str(), 0) != 0 && errno != ENOENT) {
+        Status err = Error::Sys("unlink(\"" + ranges + "/" + name + "\")");
+        ::closedir(r);
+        return err;
+      }
+    }
+    ::closedir(r);
+  }
+  return Ok();
+}
+}  // namespace
+
+Result<std::vector<std::string>> ReapOrphans(const std::string& state_dir) {
+  std::vector<std::string> ids;
+  const std::string cells = state_dir + "/cells";
+  DIR* d = ::opendir(cells.c_str());
+  if (!d) {
+    if (errno == ENOENT) return ids;
+    return Error::Sys("opendir(\"" + cells + "\")");
+  }
+  while (struct dirent* e = ::readdir(d)) {
+    std::string id = e->d_name;
+    if (id == "." || id == "..") continue;
+    // Cells of another server that is still running share this state dir; not orphans.
+    if (OwnedByAnotherLiveServer(cells + "/" + id)) continue;
+    ids.push_back(id);
+  }
+  ::closedir(d);
+  for (const std::string& id : ids) KillOrphanInit(cells + "/" + id);
+  std::vector<std::string> orphans = ids;
+  Status cg = ReapStaleCgroups([&orphans](const std::string& id) {
+    return std::find(orphans.begin(), orphans.end(), id) == orphans.end();
+  });
+  if (!cg) return cg.error().Wrap("reap orphan cgroups");
+  for (const std::string& id : ids) {
+    if (Status s = RemoveCellDir(cells + "/" + id); !s) return s.error().Wrap("reap cell " + id);
+  }
+  if (Status s = ReleaseStaleIdRanges(state_dir + "/idranges", cells); !s) return s.error();
+  return ids;
+}
+
+}  // namespace mcpcell::sandbox

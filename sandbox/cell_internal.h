@@ -1,0 +1,58 @@
+// What the files of Cell share and nothing else includes: Cell::Impl (the steps of
+// Create, as static functions with access to the Cell) and the timer of the server's steps.
+// cell.cc is Create and the host-side preparation (dirs, ids, workspace, cgroup, device
+// nodes); cell_launch.cc clones the child and starts cell init up to Ready;
+// cell_destroy.cc is Destroy and ReapOrphans.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "sandbox/cell.h"
+
+namespace mcpcell::sandbox {
+namespace cell_internal {
+
+using Clock = std::chrono::steady_clock;
+
+inline uint64_t MicrosSince(Clock::time_point t) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count());
+}
+
+// Times the server's steps into SetupTimings.
+class ServerSteps {
+ public:
+  explicit ServerSteps(SetupTimings& t) : timings_(t), last_(Clock::now()) {}
+  void Mark(const char* name) {
+    timings_.steps_us.emplace_back(name, MicrosSince(last_));
+    last_ = Clock::now();
+  }
+
+ private:
+  SetupTimings& timings_;
+  Clock::time_point last_;
+};
+
+}  // namespace cell_internal
+
+struct Cell::Impl {
+  static Status MakeDirs(Cell& c, const CellCreateOptions& options);
+  static Status ClaimIds(Cell& c);
+  static Status PrepareWorkspace(Cell& c);
+  static bool CgroupBeforeClone(const CellCreateOptions& options);
+  static Status CreateCgroupFor(Cell& c, bool skip);
+  static std::string MakeDeviceNodes(Cell& c);
+  static Status WriteMapsFor(Cell& c);
+  struct Launch;
+  static Status PrepareLaunch(Cell& c, const CellCreateOptions& options, Launch& l);
+  static Status CloneChild(Cell& c, const CellCreateOptions& options, const Launch& l);
+  static Status HandOver(Cell& c, Launch& l, cell_internal::ServerSteps& steps);
+  static Status WaitExec(Launch& l);
+  static Status StartInit(Cell& c, const CellCreateOptions& options,
+                          cell_internal::ServerSteps& steps, UniqueFd& control);
+  static Status WaitReady(Cell& c, const CellCreateOptions& options, int control_fd);
+};
+
+}  // namespace mcpcell::sandbox
