@@ -41,6 +41,12 @@ bool IsSupportedVersion(const std::string& v) {
   return false;
 }
 
+std::string PeerAddress(const httplib::Request& req) {
+  const std::string port = std::to_string(req.remote_port);
+  return req.remote_addr.find(':') != std::string::npos ? "[" + req.remote_addr + "]:" + port
+                                                        : req.remote_addr + ":" + port;
+}
+
 void JsonError(httplib::Response& res, int status, const std::string& message, int code) {
   res.status = status;
   Json body = {
@@ -84,6 +90,7 @@ bool HttpServer::Impl::CheckHostOrigin(const httplib::Request& req, httplib::Res
                      opts.allowed_hosts.end() ||
                  (!loopback && opts.allowed_hosts.empty());
   if (!host_ok) {
+    ReportRefusal(req, 403, "Host \"" + host + "\" not allowed");
     JsonError(res, 403,
               "Forbidden: Host header \"" + host +
                   "\" is not allowed (DNS-rebinding "
@@ -103,6 +110,7 @@ bool HttpServer::Impl::CheckHostOrigin(const httplib::Request& req, httplib::Res
       }
     }
     if (!ok) {
+      ReportRefusal(req, 403, "Origin \"" + origin + "\" not allowed");
       JsonError(res, 403,
                 "Forbidden: Origin \"" + origin +
                     "\" is not allowed (DNS-rebinding "
@@ -119,15 +127,29 @@ std::optional<HttpTenant> HttpServer::Impl::Authenticate(const httplib::Request&
   std::string auth = req.get_header_value("Authorization");
   if (auth.size() > 7 && Lower(auth.substr(0, 7)) == "bearer ") {
     if (auto tenant = opts.authenticate(auth.substr(7))) return tenant;
+    ReportRefusal(req, 401, "invalid bearer token");
     res.set_header("WWW-Authenticate",
                    "Bearer realm=\"mcp\", error=\"invalid_token\", "
                    "error_description=\"the bearer token is not valid\"");
     JsonError(res, 401, "Unauthorized: the bearer token is not valid");
     return std::nullopt;
   }
+  ReportRefusal(req, 401, "no bearer token");
   res.set_header("WWW-Authenticate", "Bearer realm=\"mcp\"");
   JsonError(res, 401, "Unauthorized: send \"Authorization: Bearer <token>\"");
   return std::nullopt;
+}
+
+void HttpServer::Impl::ReportRefusal(const httplib::Request& req, int status,
+                                     const std::string& reason) const {
+  if (!opts.on_auth_refused) return;
+  HttpRefusal refusal;
+  refusal.peer = PeerAddress(req);
+  refusal.status = status;
+  refusal.method = req.method;
+  refusal.path = req.path;
+  refusal.reason = reason;
+  opts.on_auth_refused(refusal);
 }
 
 std::shared_ptr<HttpSessionEntry> HttpServer::Impl::FindSession(const httplib::Request& req,

@@ -90,6 +90,7 @@ Status HttpServer::Bind() {
         m.opts.legacy_messages_path,
         [&m](const httplib::Request& q, httplib::Response& r) { m.HandleLegacyMessage(q, r); });
   }
+  m.AddRoutes();
   size_t hard_limit = std::max<size_t>(m.max_body, 64u << 20);
   m.http->set_error_handler([hard_limit](const httplib::Request&, httplib::Response& r) {
     if (!r.body.empty()) return;  // our own handlers' errors carry their message

@@ -11,6 +11,9 @@
 //   DELETE ends the session (on_session_closed follows).
 // Also the legacy HTTP+SSE transport (GET /sse + POST /messages?sessionId=...).
 //
+// Extra application routes (HttpRoute) share the listener and the Host/Origin checks;
+// every 401/403 is reported to on_auth_refused (for an audit trail).
+//
 // Checks, in order: Host and Origin (DNS rebinding; 403), bearer token (401 with
 // WWW-Authenticate), content type (415), Accept (406), body size (413), JSON (400),
 // Mcp-Session-Id (400 missing, 404 unknown/expired/another tenant's), MCP-Protocol-Version
@@ -29,6 +32,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mcp/types.h"
@@ -36,6 +40,39 @@
 namespace mcp {
 
 class Server;
+
+// An extra route beside MCP (e.g. an admin API of the application): requests whose path is
+// `prefix` or under `prefix/` pass the same Host/Origin checks as MCP, then go to `handler`
+// on the request's thread. mcp/ does no authentication for them: the handler gets the
+// bearer token (without "Bearer ") and answers. A 401 or 403 it answers is reported to
+// HttpOptions::on_auth_refused like MCP's own.
+struct HttpRouteRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string path;
+  std::vector<std::pair<std::string, std::string>> params;  // query parameters, in order
+  std::string bearer_token;                                 // "" when none was sent
+  std::string peer;                                         // "addr:port"
+};
+struct HttpRouteResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string refusal_reason;  // for on_auth_refused when status is 401/403
+};
+struct HttpRoute {
+  std::string prefix;  // e.g. "/admin"
+  std::function<HttpRouteResponse(const HttpRouteRequest&)> handler;
+};
+
+// An HTTP request refused for its Host/Origin (403) or its credentials (401, 403).
+struct HttpRefusal {
+  std::string peer;  // "addr:port"
+  int status = 0;
+  std::string method;
+  std::string path;
+  std::string reason;
+};
 
 // Who a request comes from, and what they may use. 0 = unlimited.
 struct HttpTenant {
@@ -82,6 +119,11 @@ struct HttpOptions {
   std::function<void(const std::string& session_id, const std::string& tenant,
                      const std::string& reason)>
       on_session_closed;
+  // Extra routes (see HttpRoute), matched before the 404 of unknown paths.
+  std::vector<HttpRoute> routes;
+  // Called on the request's thread for every 401/403 answered by MCP or by a route; must be
+  // quick and must not block on the server.
+  std::function<void(const HttpRefusal&)> on_auth_refused;
 };
 
 class HttpServer {

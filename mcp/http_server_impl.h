@@ -6,6 +6,7 @@
 //   http_sse.cc       writing an SSE stream to a connection
 //   http_sessions.cc  the session store: closing, expiry, dropped POST streams
 //   http_server.cc    bind/listen, Run, Stop, ServeHttp
+//   http_routes.cc    the application's extra routes (HttpRoute)
 // The per-session streams and message routing are http_channel.h.
 // Threading: HTTP requests run on cpp-httplib's pool; `mu` guards `sessions`; the
 // housekeeper thread expires sessions and reaps dropped streams.
@@ -53,6 +54,8 @@ std::string Lower(std::string s);
 // "host:port" / "[::1]:port" -> host (lower case, brackets kept for IPv6).
 std::string HostPart(const std::string& host_header);
 bool IsSupportedVersion(const std::string& v);
+// The request's peer as "addr:port" ("[v6]:port").
+std::string PeerAddress(const httplib::Request& req);
 void JsonError(httplib::Response& res, int status, const std::string& message,
                int code = kInvalidRequest);
 // 413 naming the tenant's limit when the body is over it; true when refused.
@@ -91,6 +94,13 @@ struct HttpServer::Impl {
   bool CheckHostOrigin(const httplib::Request& req, httplib::Response& res);
 
   std::optional<HttpTenant> Authenticate(const httplib::Request& req, httplib::Response& res);
+
+  // Tells opts.on_auth_refused (if set) of a 401/403 answered to `req`.
+  void ReportRefusal(const httplib::Request& req, int status, const std::string& reason) const;
+
+  // ---- extra routes (http_routes.cc) ----
+  void AddRoutes();
+  void HandleRoute(const HttpRoute& route, const httplib::Request& req, httplib::Response& res);
 
   // The session named by Mcp-Session-Id, for this tenant; else answers 400/404.
   std::shared_ptr<HttpSessionEntry> FindSession(const httplib::Request& req, httplib::Response& res,

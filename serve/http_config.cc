@@ -61,7 +61,131 @@ bool Count(const toml::table& t, const std::string& key, size_t& out, std::strin
   return true;
 }
 
+// token_sha256 of a [[tenant]] or [[operator]]: at least one SHA-256 hex digest, lower-cased.
+bool TokenHashes(const toml::table& t, std::vector<std::string>& out, std::string& error) {
+  if (!StringList(t.get("token_sha256"), "token_sha256", out, error)) return false;
+  if (out.empty()) {
+    error = "token_sha256 needs at least one hash";
+    return false;
+  }
+  for (std::string& h : out) {
+    for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (h.size() != 64 || h.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      error = "token_sha256 entry \"" + h + "\" is not a SHA-256 hex digest (64 hex digits)";
+      return false;
+    }
+  }
+  return true;
+}
+
+// `tenants = "*"` or a list of configured tenants' names.
+bool OperatorScope(const toml::node* node, const HttpConfig& config, audit::TenantScope& scope,
+                   std::string& error) {
+  if (!node) {
+    error = "tenants (\"*\" or a list of tenant names) is required";
+    return false;
+  }
+  if (auto all = node->value<std::string>()) {
+    if (*all != "*") {
+      error = "tenants must be \"*\" or a list of tenant names, got \"" + *all + "\"";
+      return false;
+    }
+    scope.all_tenants = true;
+    return true;
+  }
+  std::vector<std::string> names;
+  if (!StringList(node, "tenants", names, error)) {
+    error = "tenants must be \"*\" or a list of tenant names";
+    return false;
+  }
+  if (names.empty()) {
+    error = "tenants is empty (give tenant names, or \"*\" for all)";
+    return false;
+  }
+  for (const std::string& name : names) {
+    if (!config.tenants.count(name)) {
+      error = "tenants entry \"" + name + "\" is not a [[tenant]] of this file";
+      return false;
+    }
+    scope.tenants.insert(name);
+  }
+  return true;
+}
+
+// One [[operator]] table into config; errors name the operator (or its index).
+bool ParseOperator(const toml::table& t, size_t index, HttpConfig& config, std::string& error) {
+  std::string where = "operator #" + std::to_string(index);
+  auto name = t.get("name") ? t.get("name")->value<std::string>() : std::nullopt;
+  if (!name || name->empty()) {
+    error = where + ": name (a non-empty string) is required";
+    return false;
+  }
+  where = "operator \"" + *name + "\"";
+  for (const auto& [key, v] : t) {
+    std::string k(key.str());
+    if (k != "name" && k != "token_sha256" && k != "tenants") {
+      error = where + ": unknown key \"" + k + "\" (expected name, token_sha256, tenants)";
+      return false;
+    }
+  }
+  OperatorConfig op;
+  op.name = *name;
+  std::vector<std::string> hashes;
+  std::string err;
+  if (!TokenHashes(t, hashes, err) || !OperatorScope(t.get("tenants"), config, op.scope, err)) {
+    error = where + ": " + err;
+    return false;
+  }
+  for (const std::string& h : hashes) {
+    if (config.token_hashes.count(h)) {
+      error = where + ": a token_sha256 is also tenant \"" + config.token_hashes.at(h) +
+              "\"'s token (operator tokens must differ from every tenant's)";
+      return false;
+    }
+    if (!config.operator_token_hashes.emplace(h, *name).second) {
+      error = where + ": a token hash is listed twice";
+      return false;
+    }
+  }
+  if (!config.operators.emplace(*name, op).second) {
+    error = where + " is defined twice";
+    return false;
+  }
+  return true;
+}
+
+// All [[operator]] tables, after the tenants (their names and tokens are checked against
+// them); errors carry the line of the table.
+bool ParseOperators(const toml::node& node, const std::string& source, HttpConfig& config,
+                    std::string& error) {
+  const toml::array* arr = node.as_array();
+  if (!arr) {
+    error = source + ": operator must be an array of tables ([[operator]])";
+    return false;
+  }
+  size_t index = 0;
+  for (const auto& entry : *arr) {
+    ++index;
+    const toml::table* t = entry.as_table();
+    std::string err;
+    if (!t) {
+      err = "operator #" + std::to_string(index) + " must be a table";
+    } else if (ParseOperator(*t, index, config, err)) {
+      continue;
+    }
+    error = source + ":" + std::to_string(entry.source().begin.line) + ": " + err;
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+std::optional<OperatorConfig> HttpConfig::AuthenticateOperator(const std::string& token) const {
+  auto it = operator_token_hashes.find(Sha256Hex(token));
+  if (it == operator_token_hashes.end()) return std::nullopt;
+  return operators.at(it->second);
+}
 
 std::optional<HttpConfig> ParseHttpConfig(const std::string& text, const std::string& source,
                                           std::string& error) {
@@ -80,9 +204,9 @@ std::optional<HttpConfig> ParseHttpConfig(const std::string& text, const std::st
     return std::nullopt;
   };
   for (const auto& [key, node] : root) {
-    if (key != "http" && key != "tenant") {
+    if (key != "http" && key != "tenant" && key != "operator") {
       return fail("unknown section \"" + std::string(key.str()) +
-                  "\" (expected [http], [[tenant]])");
+                  "\" (expected [http], [[tenant]], [[operator]])");
     }
   }
   if (const toml::node* http = root.get("http")) {
@@ -141,16 +265,8 @@ std::optional<HttpConfig> ParseHttpConfig(const std::string& text, const std::st
         return fail(where + ": " + err);
       }
       std::vector<std::string> hashes;
-      if (!StringList(t->get("token_sha256"), "token_sha256", hashes, err)) {
-        return fail(where + ": " + err);
-      }
-      if (hashes.empty()) return fail(where + ": token_sha256 needs at least one hash");
-      for (std::string h : hashes) {
-        for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        if (h.size() != 64 || h.find_first_not_of("0123456789abcdef") != std::string::npos) {
-          return fail(where + ": token_sha256 entry \"" + h +
-                      "\" is not a SHA-256 hex digest (64 hex digits)");
-        }
+      if (!TokenHashes(*t, hashes, err)) return fail(where + ": " + err);
+      for (const std::string& h : hashes) {
         if (!config.token_hashes.emplace(h, *name).second) {
           return fail(where + ": a token hash is listed twice");
         }
@@ -159,6 +275,9 @@ std::optional<HttpConfig> ParseHttpConfig(const std::string& text, const std::st
         return fail("tenant \"" + *name + "\" is defined twice");
       }
     }
+  }
+  if (const toml::node* operators = root.get("operator")) {
+    if (!ParseOperators(*operators, source, config, error)) return std::nullopt;
   }
   return config;
 }

@@ -15,6 +15,11 @@
 //   max_sessions = 8                             # live sessions (0 = unlimited)
 //   max_concurrent_calls = 4                     # requests in flight per session
 //   max_body_bytes = 4194304                     # largest POST body
+//
+//   [[operator]]                                 # reads /admin/audit, never MCP
+//   name = "ops-alice"
+//   token_sha256 = ["3a7bd3e..."]                # distinct from every tenant's
+//   tenants = ["alice"]                          # or "*": every tenant and the trail's own
 #pragma once
 
 #include <map>
@@ -22,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "audit/query.h"
 #include "mcp/http_server.h"
 
 namespace mcpcell::serve {
@@ -33,6 +39,12 @@ struct TenantConfig {
   std::string policy;
 };
 
+// An operator: reads the audit trail over HTTP (/admin/audit), scoped to some tenants or all.
+struct OperatorConfig {
+  std::string name;
+  audit::TenantScope scope;
+};
+
 struct HttpConfig {
   std::vector<std::string> allowed_hosts;
   std::vector<std::string> allowed_origins;
@@ -40,9 +52,13 @@ struct HttpConfig {
   std::string tls_key;
   std::map<std::string, TenantConfig> tenants;      // by name
   std::map<std::string, std::string> token_hashes;  // sha256 hex -> tenant name
+  std::map<std::string, OperatorConfig> operators;           // by name
+  std::map<std::string, std::string> operator_token_hashes;  // sha256 hex -> operator name
 
   // The tenant of a presented bearer token, or nullopt.
   std::optional<TenantConfig> Authenticate(const std::string& token) const;
+  // The operator of a presented bearer token, or nullopt (a tenant's token is not one).
+  std::optional<OperatorConfig> AuthenticateOperator(const std::string& token) const;
 };
 
 // Lower-case hex SHA-256 of `text`.

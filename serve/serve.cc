@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "audit/trail.h"
+#include "audit/trail_files.h"
 #include "base/stop_signals.h"
 #include "mcp/http_server.h"
 #include "mcp/log.h"
@@ -20,6 +22,7 @@
 #include "sandbox/linux/overlay.h"
 #include "sandbox/linux/self_exe.h"
 #include "sandbox/state_dir.h"
+#include "serve/admin_api.h"
 #include "serve/egress_registry.h"
 #include "serve/serve_packages.h"
 #include "serve/tenant_policies.h"
@@ -83,6 +86,21 @@ Result<std::string> PrepareStateDir(const std::string& state_dir) {
                    " cell(s) left by a previous server in " + state_dir);
   }
   return sandbox::PrepareHostTemplate(state_dir);
+}
+
+// ---- audit ----
+
+// The audit trail in <state_dir>/audit (docs/audit.md), or nullptr with a warning when it
+// cannot be opened (auditing is not required yet). Replaced by the [audit] wiring.
+std::unique_ptr<audit::Trail> OpenAudit(const ServeOptions& opts) {
+  audit::TrailOptions options;
+  options.dir = audit::AuditDir(opts.state_dir);
+  auto trail = audit::Trail::Open(options);
+  if (!trail) {
+    mcp::log::Warn("audit: not recording: " + trail.error().message);
+    return nullptr;
+  }
+  return std::move(*trail);
 }
 
 // ---- CPU placement ----
@@ -356,7 +374,7 @@ void PrintHttpGuidance(const mcp::HttpServer& s, const ServeOptions& opts,
 
 // Streamable HTTP at /mcp on --http.
 int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const ServeOptions& opts,
-                  int stop_fd) {
+                  int stop_fd, audit::Trail* trail) {
   auto config = std::make_shared<HttpConfig>(opts.http_settings);
   // A tenant's HTTP session expires after its own policy's idle time.
   for (auto& [name, tenant] : config->tenants) {
@@ -365,6 +383,7 @@ int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const
   }
   auto http = HttpOptionsFor(opts, config, cells);
   if (!http) return Refuse(http.error());
+  AddAdminApi(*http, config, audit::AuditDir(opts.state_dir), trail);
   return mcp::ServeHttp(server, std::move(*http), stop_fd,
                         [&](const mcp::HttpServer& s) { PrintHttpGuidance(s, opts, *config); });
 }
@@ -372,18 +391,18 @@ int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const
 // Serves stdio or HTTP until EOF, SIGTERM or SIGINT; the stop signals are handled only
 // while the transport serves (their old dispositions are back for the shutdown).
 int ServeUntilStopped(mcp::Server& server, sandbox::CellSessionManager& cells,
-                      const ServeOptions& opts) {
+                      const ServeOptions& opts, audit::Trail* trail) {
   auto stop_signals = StopSignals::Install();
   if (!stop_signals) return Refuse(stop_signals.error().Wrap("mcpcell serve"));
   const int stop_fd = (*stop_signals)->fd();
   return opts.http.empty() ? ServeOverStdio(server, opts, stop_fd)
-                           : ServeOverHttp(server, cells, opts, stop_fd);
+                           : ServeOverHttp(server, cells, opts, stop_fd, trail);
 }
 
 // The MCP server with the cell tools, serving until stopped; its handlers are done when
 // this returns, before the cells go.
 int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& client_log,
-               sandbox::CellSessionManager& cells) {
+               sandbox::CellSessionManager& cells, audit::Trail* trail) {
   mcp::Server server(McpServerOptions(opts, env));
   client_log.Attach(&server);
   SessionLogRouter::DetachGuard detach_client_log{client_log};
@@ -391,7 +410,7 @@ int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& c
     std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
     return 2;
   }
-  int rc = ServeUntilStopped(server, cells, opts);
+  int rc = ServeUntilStopped(server, cells, opts, trail);
   server.Shutdown();
   return rc;
 }
@@ -402,6 +421,7 @@ int RunServe(const ServeOptions& opts) {
   if (Status st = StartLogging(opts); !st) return Refuse(st.error());
   auto skeleton = PrepareStateDir(opts.state_dir);
   if (!skeleton) return Refuse(skeleton.error().Wrap("mcpcell: state dir " + opts.state_dir));
+  std::unique_ptr<audit::Trail> trail = OpenAudit(opts);
   std::optional<sandbox::ServerPlacement> placement = PlaceServerCpu(opts);
   // Warnings to MCP sessions outside their requests (a refusal of their cell's proxy or of
   // the package service); outlives both, attached to the server while it exists.
@@ -417,8 +437,9 @@ int RunServe(const ServeOptions& opts) {
   auto cells = MakeCells(opts, *skeleton, **egress);
   auto env = MakeToolEnv(opts, *skeleton, *cells, **egress);
   if (!env) return Refuse(env.error());
-  int rc = ServeTools(opts, *env, client_log, *cells);
+  int rc = ServeTools(opts, *env, client_log, *cells, trail.get());
   cells->CloseAll();
+  if (trail) (void)trail->Close();
   UnplaceServerCpu(placement);
   return rc;
 }
