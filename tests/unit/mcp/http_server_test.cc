@@ -336,6 +336,59 @@ TEST_F(HttpServerTest, BadInputGetsTheRight4xxAndServingGoesOn) {
   EXPECT_NE(ok->body.find("\"result\""), std::string::npos);
 }
 
+// An application route shares the listener and the Host/Origin checks, gets the token,
+// peer and query; every 401/403 (MCP's and the route's) reaches on_auth_refused.
+TEST_F(HttpServerTest, ExtraRoutesAndRefusalsAreReported) {
+  HttpOptions o;
+  o.authenticate = [](const std::string& token) -> std::optional<HttpTenant> {
+    if (token == "good") return HttpTenant{};
+    return std::nullopt;
+  };
+  std::vector<HttpRefusal> refusals;
+  std::mutex refusals_mu;
+  o.on_auth_refused = [&](const HttpRefusal& r) {
+    std::lock_guard lock(refusals_mu);
+    refusals.push_back(r);
+  };
+  HttpRouteRequest seen;
+  o.routes.push_back({"/admin", [&seen](const HttpRouteRequest& in) {
+                        seen = in;
+                        HttpRouteResponse out;
+                        if (in.bearer_token != "ops") {
+                          out.status = 401;
+                          out.refusal_reason = "not an operator";
+                          return out;
+                        }
+                        out.content_type = "text/plain";
+                        out.body = "ok " + in.path;
+                        out.headers.emplace_back("X-Route", "yes");
+                        return out;
+                      }});
+  Start(o);
+  auto ok = client_->Get("/admin/audit?tenant=a&limit=2", {{"Authorization", "Bearer ops"}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(ok->body, "ok /admin/audit");
+  EXPECT_EQ(ok->get_header_value("X-Route"), "yes");
+  EXPECT_EQ(seen.method, "GET");
+  EXPECT_EQ(seen.bearer_token, "ops");
+  EXPECT_EQ(seen.params.size(), 2u);
+  EXPECT_EQ(seen.peer.rfind("127.0.0.1:", 0), 0u) << seen.peer;
+  EXPECT_EQ(client_->Get("/adminx")->status, 404);  // a prefix is a path segment
+  EXPECT_EQ(client_->Get("/admin/audit", {{"Authorization", "Bearer good"}})->status, 401);
+  EXPECT_EQ(client_->Get("/admin", {{"Host", "evil.example"}})->status, 403);
+  EXPECT_EQ(Post(InitBody(), {{"Authorization", "Bearer ops"}})->status, 401);
+  std::lock_guard lock(refusals_mu);
+  ASSERT_EQ(refusals.size(), 3u);
+  EXPECT_EQ(refusals[0].status, 401);
+  EXPECT_EQ(refusals[0].path, "/admin/audit");
+  EXPECT_EQ(refusals[0].reason, "not an operator");
+  EXPECT_EQ(refusals[1].status, 403);
+  EXPECT_EQ(refusals[2].path, "/mcp");
+  EXPECT_EQ(refusals[2].reason, "invalid bearer token");
+  EXPECT_EQ(refusals[2].peer.rfind("127.0.0.1:", 0), 0u);
+}
+
 TEST_F(HttpServerTest, ServesTlsWithCertificateAndKey) {
   char dir[] = "/tmp/mcp-http-tls-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
