@@ -71,8 +71,8 @@ mcp::HttpRouteResponse HandleAdmin(const HttpConfig& config, const std::string& 
   if (!request) return Answer(400, "Bad Request: " + request.error().message);
   const std::string& tenant = request->filter.tenant;
   if (!tenant.empty() && !op->scope.all_tenants && !op->scope.tenants.count(tenant)) {
-    mcp::HttpRouteResponse out = Answer(403, "Forbidden: operator \"" + op->name +
-                                                 "\" may not read tenant \"" + tenant + "\"");
+    mcp::HttpRouteResponse out = Answer(
+        403, "Forbidden: operator \"" + op->name + "\" may not read tenant \"" + tenant + "\"");
     out.refusal_reason = "operator \"" + op->name + "\" asked for tenant \"" + tenant + "\"";
     return out;
   }
@@ -125,8 +125,10 @@ mcp::HttpRoute AdminRoute(std::shared_ptr<const HttpConfig> config, std::string 
 
 std::function<void(const mcp::HttpRefusal&)> AuditRefusals(audit::Trail* trail) {
   return [trail](const mcp::HttpRefusal& refusal) {
-    json fields = {{"status", refusal.status}, {"peer", refusal.peer},
-                   {"method", refusal.method}, {"path", refusal.path},
+    json fields = {{"status", refusal.status},
+                   {"peer", refusal.peer},
+                   {"method", refusal.method},
+                   {"path", refusal.path},
                    {"reason", refusal.reason}};
     if (Status st = trail->Append("auth.refused", "", "", "", fields); !st) {
       mcp::log::Warn("audit: auth.refused not recorded: " + st.error().message);

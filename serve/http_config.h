@@ -50,8 +50,8 @@ struct HttpConfig {
   std::vector<std::string> allowed_origins;
   std::string tls_cert;
   std::string tls_key;
-  std::map<std::string, TenantConfig> tenants;      // by name
-  std::map<std::string, std::string> token_hashes;  // sha256 hex -> tenant name
+  std::map<std::string, TenantConfig> tenants;               // by name
+  std::map<std::string, std::string> token_hashes;           // sha256 hex -> tenant name
   std::map<std::string, OperatorConfig> operators;           // by name
   std::map<std::string, std::string> operator_token_hashes;  // sha256 hex -> operator name
 

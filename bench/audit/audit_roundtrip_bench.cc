@@ -117,7 +117,8 @@ uint64_t TrailRecords(const std::string& state_dir) {
   uint64_t n = 0;
   std::string dir = state_dir + "/audit";
   if (!std::filesystem::exists(dir)) return 0;
-  (void)mcpcell::audit::ForEachRecord(dir, [&n](const Json&) { ++n; }, nullptr);
+  (void)mcpcell::audit::ForEachRecord(
+      dir, [&n](const Json&) { ++n; }, nullptr);
   return n;
 }
 
@@ -133,10 +134,14 @@ int main(int argc, char** argv) {
   std::string policy_off = "default", policy_on = "default";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--rounds") rounds = std::atoi(argv[i + 1]);
-    else if (flag == "--mcpcell") binary = argv[i + 1];
-    else if (flag == "--policy-on") policy_on = argv[i + 1];
-    else if (flag == "--policy-off") policy_off = argv[i + 1];
+    if (flag == "--rounds")
+      rounds = std::atoi(argv[i + 1]);
+    else if (flag == "--mcpcell")
+      binary = argv[i + 1];
+    else if (flag == "--policy-on")
+      policy_on = argv[i + 1];
+    else if (flag == "--policy-off")
+      policy_off = argv[i + 1];
     else {
       std::fprintf(stderr, "audit_roundtrip_bench: unknown flag %s\n", argv[i]);
       return 2;

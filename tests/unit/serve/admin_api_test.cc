@@ -39,8 +39,8 @@ std::string ParseError(const std::string& text) {
 TEST(OperatorConfigTest, OperatorsAreScopedToListedTenantsOrAll) {
   std::string error;
   auto config = ParseHttpConfig(
-      Config(Operator("ops-a", kOpsA, "[\"a\"]") + Operator("all", kOpsAll, "\"*\"")),
-      "http.toml", error);
+      Config(Operator("ops-a", kOpsA, "[\"a\"]") + Operator("all", kOpsAll, "\"*\"")), "http.toml",
+      error);
   ASSERT_TRUE(config) << error;
   auto a = config->AuthenticateOperator(kOpsA);
   ASSERT_TRUE(a);
@@ -67,8 +67,8 @@ TEST(OperatorConfigTest, BadOperatorsAreRefusedWithTheLineAndTheProblem) {
             "\"all\"");
   EXPECT_EQ(ParseError(Config(Operator("x", kOpsA, "[]"))),
             "http.toml:7: operator \"x\": tenants is empty (give tenant names, or \"*\" for all)");
-  EXPECT_EQ(ParseError(Config("[[operator]]\nname = \"x\"\ntoken_sha256 = [\"" +
-                              Sha256Hex(kOpsA) + "\"]\n")),
+  EXPECT_EQ(ParseError(Config("[[operator]]\nname = \"x\"\ntoken_sha256 = [\"" + Sha256Hex(kOpsA) +
+                              "\"]\n")),
             "http.toml:7: operator \"x\": tenants (\"*\" or a list of tenant names) is required");
   EXPECT_EQ(ParseError(Config(Operator("x", kOpsA, "\"*\"") + "policy = \"default\"\n")),
             "http.toml:7: operator \"x\": unknown key \"policy\" (expected name, token_sha256, "

@@ -18,8 +18,8 @@ namespace mcpcell::serve {
 namespace {
 
 TEST(SyslogFeedTest, BadSpecsAreRefusedNamingThem) {
-  for (const char* spec : {"", "udp:1.2.3.4:514", "unix:", "unix:dev/log", "tcp:host",
-                           "tcp::514", "tcp:host:0", "tcp:host:65536", "tcp:host:x"}) {
+  for (const char* spec : {"", "udp:1.2.3.4:514", "unix:", "unix:dev/log", "tcp:host", "tcp::514",
+                           "tcp:host:0", "tcp:host:65536", "tcp:host:x"}) {
     auto feed = MakeSyslogFeed(spec);
     ASSERT_FALSE(feed) << spec;
     EXPECT_EQ(feed.error().message.rfind("audit syslog \"" + std::string(spec) + "\": ", 0), 0u)
