@@ -150,6 +150,9 @@ int main(int argc, char** argv) {
   if (rounds < 10) rounds = 10;
   std::string templ = std::filesystem::temp_directory_path().string() + "/audit-rt-XXXXXX";
   if (!mkdtemp(templ.data())) return 2;
+  // A root server runs cells as other uids: they must be able to search the state dir.
+  std::filesystem::permissions(templ, std::filesystem::perms::others_exec,
+                               std::filesystem::perm_options::add);
   const std::string off_dir = templ + "/off", on_dir = templ + "/on";
   std::filesystem::create_directories(off_dir);
   std::filesystem::create_directories(on_dir);
