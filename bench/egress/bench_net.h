@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +18,14 @@ namespace egress_bench {
 using Clock = std::chrono::steady_clock;
 
 inline double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// CPU time of the whole process (client, upstream and proxy threads), in ms.
+inline double ProcessCpuMs() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto ms = [](const timeval& tv) { return tv.tv_sec * 1e3 + tv.tv_usec / 1e3; };
+  return ms(ru.ru_utime) + ms(ru.ru_stime);
+}
 
 // A listening socket on 127.0.0.1:<ephemeral>; sets *port.
 inline int Listen(uint16_t* port) {

@@ -19,7 +19,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -42,14 +41,6 @@ namespace {
 
 using namespace egress_bench;
 constexpr size_t kIoBuffer = 256 * 1024;
-
-// CPU time of the whole process (client, upstream and proxy threads), in ms.
-double ProcessCpuMs() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  auto ms = [](const timeval& tv) { return tv.tv_sec * 1e3 + tv.tv_usec / 1e3; };
-  return ms(ru.ru_utime) + ms(ru.ru_stime);
-}
 
 // Reads exactly n bytes into buf (or throws).
 void RecvExactly(int fd, char* buf, size_t n) {
