@@ -14,6 +14,18 @@ std::string UrlSafe(std::string b64) {
   return b64;
 }
 
+// b64 with a line break after every `width` characters, as `base64` (76) and PEM (64) print
+// it; "" when it fits on one line.
+std::string Wrapped(const std::string& b64, size_t width) {
+  if (b64.size() <= width) return "";
+  std::string out;
+  for (size_t at = 0; at < b64.size(); at += width) {
+    if (at > 0) out += '\n';
+    out += b64.substr(at, width);
+  }
+  return out;
+}
+
 std::string Unpadded(std::string b64) {
   while (!b64.empty() && b64.back() == '=') b64.pop_back();
   return b64;
@@ -80,6 +92,8 @@ void Redactor::AddForms(const std::string& name, const std::string& value) {
     Add(form, label);
     Add(Unpadded(form), label);
   }
+  // A long value's base64 as line-wrapping encoders print it, starting a line.
+  for (size_t width : {76, 64}) Add(Wrapped(b64, width), label);
   // Inside a longer base64 text the value starts at one of three byte alignments; the
   // groups made only of its bytes encode the same whatever surrounds them. At least two
   // groups (8 characters), or chance matches would be too likely.

@@ -5,7 +5,8 @@
 //   - the value itself;
 //   - its base64: standard and URL-safe alphabets, with and without padding, and the part
 //     of it that is the same wherever the value sits inside a longer base64 text (the
-//     groups that hold only the value's bytes, at each of the three byte alignments);
+//     groups that hold only the value's bytes, at each of the three byte alignments), and
+//     the standard form wrapped at 76 (`base64`) and 64 (PEM) columns;
 //   - percent-encoded (RFC 3986: all but unreserved characters; upper and lower case hex;
 //     also with '+' for a space as in form bodies);
 //   - JSON-escaped (as a JSON string's contents, with and without \uXXXX for non-ASCII).

@@ -42,6 +42,16 @@ TEST(Redactor, TheValueInsideALongerBase64TextIsCoveredAtEveryAlignment) {
   }
 }
 
+TEST(Redactor, ALongValuesBase64WrappedInLinesIsReplaced) {
+  const std::string key(90, 'k');  // base64: 120 characters, two lines
+  Redactor r(SecretValues{{"KEY", key}});
+  std::string b64 = Base64Encode(key);
+  for (size_t width : {76, 64}) {
+    std::string wrapped = b64.substr(0, width) + "\n" + b64.substr(width) + "\n";
+    EXPECT_EQ(r.Redact(wrapped), "[secret KEY]\n") << width;
+  }
+}
+
 TEST(Redactor, PercentEncodedFormsAreReplaced) {
   const std::string upper = "ghp_s3cr3t%2FValue%2Bwith%20spaces%26%22quotes%22";
   std::string lower = "ghp_s3cr3t%2fValue%2bwith%20spaces%26%22quotes%22";
