@@ -249,8 +249,8 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   opts.stop = stop->get_token();
   // Secret values are redacted once per stream, before anything keeps or sends a byte
   // (tools/redaction.h): the result's head and tail, the saved copy and the progress.
-  StreamRedactor out_redactor(MakeRedactor(env.secret_values, ctx.session().id()));
-  StreamRedactor err_redactor = out_redactor;
+  std::shared_ptr<const Redactor> redactor = MakeRedactor(env.secret_values, ctx.session().id());
+  StreamRedactor out_redactor(redactor), err_redactor(redactor);
   auto deliver = [&](bool is_out, std::string_view chunk) {
     (is_out ? out : err).Append(chunk);
     if ((is_out ? out : err).total() > config.keep_bytes_per_stream && !made_dir) {
