@@ -59,9 +59,9 @@ class Redactor {
   // The longest needle that matches at text[pos]; nullptr if none.
   const Needle* MatchAt(std::string_view text, size_t pos) const;
 
-  std::vector<std::string> labels_;               // "[secret NAME]"
-  std::vector<Needle> needles_;                   // longest first
-  std::vector<std::vector<size_t>> first_byte_;   // 256 lists of needle indexes
+  std::vector<std::string> labels_;              // "[secret NAME]"
+  std::vector<Needle> needles_;                  // longest first
+  std::vector<std::vector<size_t>> first_byte_;  // 256 lists of needle indexes
   size_t longest_ = 0;
 };
 

@@ -160,8 +160,8 @@ SslCtx ClientContext(const std::string& ca_pem) {
 // CONNECT through the proxy, TLS checking kHost, GET `path` with the placeholder in an
 // Authorization header, the body read to its end (Content-Length or chunked). Returns {ms
 // to the first body byte, ms for all}.
-std::pair<double, double> Fetch(SSL_CTX* ctx, uint16_t proxy, uint16_t upstream,
-                                const char* path, uint64_t size) {
+std::pair<double, double> Fetch(SSL_CTX* ctx, uint16_t proxy, uint16_t upstream, const char* path,
+                                uint64_t size) {
   std::string authority = std::string(kHost) + ":" + std::to_string(upstream);
   auto t0 = Clock::now();
   int fd = Connect(proxy);
@@ -212,8 +212,8 @@ bool RunTlsRows(uint64_t mib, int rounds, int setup) {
   auto test_ca = CertificateAuthority::Create("egress_bench upstream CA");
   if (!test_ca) throw std::runtime_error(test_ca.error().message);
   struct TempDir {
-    std::filesystem::path path = std::filesystem::temp_directory_path() /
-                                 ("egress-bench-" + std::to_string(getpid()));
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("egress-bench-" + std::to_string(getpid()));
     TempDir() { std::filesystem::create_directories(path); }
     ~TempDir() { std::filesystem::remove_all(path); }
   } dir;

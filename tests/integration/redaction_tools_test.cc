@@ -67,8 +67,8 @@ class RedactionToolsTest : public ::testing::Test {
 };
 
 TEST_F(RedactionToolsTest, AValuePrintedPlainAndBase64ShowsTheSecretsNameTwice) {
-  mcp::Json r = RunCommand("printf '%s\\n' \"" + kValue + "\"; printf '%s' \"" + kValue +
-                           "\" | base64");
+  mcp::Json r =
+      RunCommand("printf '%s\\n' \"" + kValue + "\"; printf '%s' \"" + kValue + "\" | base64");
   ASSERT_TRUE(r.contains("result")) << r.dump();
   std::string text = r["result"]["content"][0]["text"];
   std::string out = r["result"]["structuredContent"]["stdout"];
@@ -97,8 +97,8 @@ TEST_F(RedactionToolsTest, ProgressAndTheSavedFullOutputAreRedactedToo) {
   // The saved copy itself: counted by grep in the cell (counts are not redacted).
   std::string path = s["full_stdout_path"];
   ASSERT_FALSE(path.empty());
-  mcp::Json g = RunCommand("grep -c -F '" + half + "' " + path + "; grep -c -F '" + kLabel +
-                           "' " + path);
+  mcp::Json g =
+      RunCommand("grep -c -F '" + half + "' " + path + "; grep -c -F '" + kLabel + "' " + path);
   EXPECT_EQ(g["result"]["structuredContent"]["stdout"], "0\n2\n") << g.dump();
 }
 

@@ -64,8 +64,7 @@ TEST(Redactor, JsonEscapedFormsAreReplaced) {
   std::string escaped = R"(ghp_s3cr3t/Value+with spaces&\"quotes\")";
   std::string solidus = R"(ghp_s3cr3t\/Value+with spaces&\"quotes\")";
   for (const std::string& f : {escaped, solidus})
-    EXPECT_EQ(One().Redact(R"({"token":")" + f + R"("})"), R"({"token":")" + kLabel + R"("})")
-        << f;
+    EXPECT_EQ(One().Redact(R"({"token":")" + f + R"("})"), R"({"token":")" + kLabel + R"("})") << f;
   Redactor unicode(SecretValues{{"PW", "pässwörd"}});
   EXPECT_EQ(unicode.Redact(R"("p\u00e4ssw\u00f6rd")"), "\"[secret PW]\"");
 }
@@ -82,7 +81,11 @@ TEST(Redactor, ValuesShorterThanFourBytesAreNotRedacted) {
   Redactor r(SecretValues{{"PIN", "123"}, {"EMPTY", ""}});
   EXPECT_TRUE(r.empty());
   EXPECT_EQ(r.Redact("pin 123"), "pin 123");
-  EXPECT_EQ(MakeRedactor([](const std::string&) { return SecretValues{{"PIN", "123"}}; }, "s1"),
+  EXPECT_EQ(MakeRedactor(
+                [](const std::string&) {
+                  return SecretValues{{"PIN", "123"}};
+                },
+                "s1"),
             nullptr);
 }
 
@@ -119,8 +122,7 @@ std::string Streamed(const std::shared_ptr<const Redactor>& r, const std::string
 
 TEST(StreamRedactor, AValueSplitAtAnyChunkBoundaryIsFound) {
   auto r = std::make_shared<const Redactor>(SecretValues{{"TOKEN", kValue}});
-  std::string text =
-      "start " + kValue + " middle " + Base64Encode(kValue) + " end " + kValue;
+  std::string text = "start " + kValue + " middle " + Base64Encode(kValue) + " end " + kValue;
   std::string expected = r->Redact(text);
   ASSERT_EQ(expected, "start " + kLabel + " middle " + kLabel + " end " + kLabel);
   for (size_t size = 1; size <= text.size(); ++size)
