@@ -1,6 +1,7 @@
 #include "tools/cell_tools.h"
 
 #include "tools/package_install.h"
+#include "tools/redaction.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -25,6 +26,14 @@ mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env) {
     if (tool.name != maker.name) {
       return mcp::Status::Error("tool " + tool.name + " is registered as " + maker.name);
     }
+    // Every result's text and structuredContent strings, with the session's secret values
+    // redacted (tools/redaction.h); run_code/run_command also redact their output streams.
+    tool.handler = [&env, inner = std::move(tool.handler)](const mcp::Json& args,
+                                                           mcp::Context& ctx) {
+      mcp::ToolResult result = inner(args, ctx);
+      auto redactor = MakeRedactor(env.secret_values, ctx.session().id());
+      return RedactResult(std::move(result), redactor.get());
+    };
     // Registered when any policy served enables it; each session sees its own
     // (ToolEnv::ToolEnabled, through the server's tool_filter).
     bool enabled = false;

@@ -2,7 +2,8 @@
 // "mcpcell" and data {"event": <name>, "message": <one sentence>} (docs/tools.md "Log
 // messages"), each filtered by the client's logging/setLevel. They say what happened to the
 // session's sandbox (a cell replaced, a refusal, the lifetime running out); never a secret,
-// a program's output or a file's contents.
+// a program's output or a file's contents. As a second line of defence the session's secret
+// values are redacted from every message (a refusal may quote what a cell sent).
 //
 // During a tool call a message goes through the call's mcp::Context (LogCallWarning), so it
 // is related to that request (Streamable HTTP sends it on the request's stream). What
@@ -23,6 +24,7 @@
 
 #include "mcp/context.h"
 #include "mcp/server.h"
+#include "tools/redaction.h"
 
 namespace mcpcell::tools {
 
@@ -37,13 +39,18 @@ inline constexpr char kEventPackageRefused[] = "package_refused";  // the packag
 // {"event": event, "message": message}
 mcp::Json ClientLogData(std::string_view event, std::string message);
 
-// A warning related to the call `ctx` serves.
-void LogCallWarning(const mcp::Context& ctx, std::string_view event, std::string message);
+// A warning related to the call `ctx` serves; `secret_values` (may be null or empty): the
+// session's secret values are redacted from the message (tools/redaction.h).
+void LogCallWarning(const mcp::Context& ctx, std::string_view event, std::string message,
+                    const SecretValuesFn* secret_values = nullptr);
 
 class SessionLogRouter {
  public:
   // The server whose sessions Warn reaches; nullptr detaches (waits for Warns in progress).
   void Attach(mcp::Server* server);
+  // The sessions' secret values, redacted from every message Warn sends (set before the
+  // proxy and the package service start; empty: nothing to redact).
+  void SetSecretValues(SecretValuesFn values);
   // A warning to the session with id `session_id`; dropped when there is none (closed,
   // not attached).
   void Warn(const std::string& session_id, std::string_view event, std::string message);
@@ -57,6 +64,7 @@ class SessionLogRouter {
  private:
   std::mutex mu_;  // held only while finding the session
   mcp::Server* server_ = nullptr;
+  SecretValuesFn secret_values_;  // mu_
 };
 
 }  // namespace mcpcell::tools

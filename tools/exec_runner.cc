@@ -11,6 +11,7 @@
 #include "sandbox/cell_channel.h"
 #include "tools/output_capture.h"
 #include "tools/progress_streamer.h"
+#include "tools/redaction.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -246,8 +247,11 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   opts.timeout = timeout;
   opts.keep_bytes = 0;  // OutputCapture keeps head and tail itself
   opts.stop = stop->get_token();
-  opts.on_output = [&](OutputStream stream, std::string_view chunk) {
-    bool is_out = stream == OutputStream::kStdout;
+  // Secret values are redacted once per stream, before anything keeps or sends a byte
+  // (tools/redaction.h): the result's head and tail, the saved copy and the progress.
+  std::shared_ptr<const Redactor> redactor = MakeRedactor(env.secret_values, ctx.session().id());
+  StreamRedactor out_redactor(redactor), err_redactor(redactor);
+  auto deliver = [&](bool is_out, std::string_view chunk) {
     (is_out ? out : err).Append(chunk);
     if ((is_out ? out : err).total() > config.keep_bytes_per_stream && !made_dir) {
       made_dir = true;
@@ -256,7 +260,13 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
     (is_out ? out_saver : err_saver).Append(chunk);
     progress.Add(is_out ? "stdout" : "stderr", chunk);
   };
+  opts.on_output = [&](OutputStream stream, std::string_view chunk) {
+    bool is_out = stream == OutputStream::kStdout;
+    deliver(is_out, (is_out ? out_redactor : err_redactor).Feed(chunk));
+  };
   auto result = channel.Exec(opts);
+  deliver(true, out_redactor.Finish());
+  deliver(false, err_redactor.Finish());
   progress.Stop();
   if (!result) {
     return SandboxError(call.tool, result.error(),

@@ -62,9 +62,9 @@ LeaseOrError AcquireCell(const ToolEnv& env, mcp::Context& ctx) {
   out.lease.emplace(std::move(lease).value());
   // The client hears it too (the tools put the replacement in their result for the model).
   if (!out.lease->replaced_reason().empty())
-    LogCallWarning(ctx, kEventCellReplaced, out.lease->replaced_reason());
+    LogCallWarning(ctx, kEventCellReplaced, out.lease->replaced_reason(), &env.secret_values);
   if (!out.lease->lifetime_notice().empty())
-    LogCallWarning(ctx, kEventSessionEnding, out.lease->lifetime_notice());
+    LogCallWarning(ctx, kEventSessionEnding, out.lease->lifetime_notice(), &env.secret_values);
   return out;
 }
 

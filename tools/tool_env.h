@@ -23,6 +23,7 @@
 #include "policies/policy.h"
 #include "sandbox/cell_session.h"
 #include "tools/egress_view.h"
+#include "tools/redaction.h"
 
 namespace mcpcell::tools {
 
@@ -69,6 +70,9 @@ struct ToolEnv {
   CellToolsConfig config;  // sessions without a tenant
   // By tenant name: the config of that tenant's sessions (from its policy).
   std::map<std::string, CellToolsConfig> tenants;
+  // The secret values each session holds (session key -> names and values), redacted from
+  // everything the tools show (tools/redaction.h). Empty: nothing to redact.
+  SecretValuesFn secret_values;
 
   // The config of the sessions of `tenant` ("" = `config`); nullptr for a tenant that has
   // none (its sessions get no tools and no cell).

@@ -10,12 +10,15 @@
 //   set-up   connect -> first body byte of the 1-byte body, direct vs via proxy (both forms)
 // and prints medians, the throughput ratios (target >= 0.8) and the set-up overhead in ms.
 // The proxy runs in this process on its own thread(s), the upstream on its own threads.
+// Then the TLS rows (tls_rows.h): the CONNECT tunnel and TLS interception for a placeholder
+// secret, real TLS on both sides, --tls-mib MiB per download (exit status 3 when one of
+// their targets is missed).
 //
 // Usage: egress_bench [--mib N] [--rounds N] [--setup N] [--buffer-kib N] [--threads N]
+//                     [--rate-mib N] [--rows plain|tls|all] [--tls-mib N]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,57 +33,14 @@
 #include <thread>
 #include <vector>
 
+#include "bench/egress/bench_net.h"
+#include "bench/egress/tls_rows.h"
 #include "egress/proxy.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using namespace egress_bench;
 constexpr size_t kIoBuffer = 256 * 1024;
-
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-// CPU time of the whole process (client, upstream and proxy threads), in ms.
-double ProcessCpuMs() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  auto ms = [](const timeval& tv) { return tv.tv_sec * 1e3 + tv.tv_usec / 1e3; };
-  return ms(ru.ru_utime) + ms(ru.ru_stime);
-}
-
-int Listen(uint16_t* port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) || listen(fd, 128))
-    throw std::runtime_error("bind/listen 127.0.0.1");
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  *port = ntohs(a.sin_port);
-  return fd;
-}
-
-int Connect(uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-    throw std::runtime_error("connect 127.0.0.1:" + std::to_string(port));
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
-}
-
-void SendAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w <= 0) throw std::runtime_error("send");
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
 
 // Reads exactly n bytes into buf (or throws).
 void RecvExactly(int fd, char* buf, size_t n) {
@@ -90,17 +50,6 @@ void RecvExactly(int fd, char* buf, size_t n) {
     buf += r;
     n -= static_cast<size_t>(r);
   }
-}
-
-// Reads through the blank line of an HTTP head, byte by byte (nothing after it consumed).
-std::string RecvHead(int fd) {
-  std::string head;
-  char c;
-  while (head.find("\r\n\r\n") == std::string::npos) {
-    if (recv(fd, &c, 1, 0) != 1) throw std::runtime_error("recv head");
-    head.push_back(c);
-  }
-  return head;
 }
 
 // A minimal but well-formed TLS 1.2-style ClientHello record carrying SNI `name`.
@@ -252,11 +201,17 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   uint64_t mib = 256, rate_mib = 0;
+  uint64_t tls_mib = 64;
   int rounds = 5, setup = 300, buffer_kib = 64, threads = 1;
+  std::string rows = "all";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     int v = std::atoi(argv[i + 1]);
-    if (flag == "--mib")
+    if (flag == "--rows")
+      rows = argv[i + 1];
+    else if (flag == "--tls-mib")
+      tls_mib = static_cast<uint64_t>(v);
+    else if (flag == "--mib")
       mib = static_cast<uint64_t>(v);
     else if (flag == "--rounds")
       rounds = v;
@@ -271,12 +226,17 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--mib N] [--rounds N] [--setup N] [--buffer-kib N] [--threads N] "
-                   "[--rate-mib N]\n",
+                   "[--rate-mib N] [--rows plain|tls|all] [--tls-mib N]\n",
                    argv[0]);
       return 2;
     }
   }
+  if (rows != "plain" && rows != "tls" && rows != "all") {
+    std::fprintf(stderr, "egress_bench: --rows must be plain, tls or all, not %s\n", rows.c_str());
+    return 2;
+  }
   try {
+    if (rows == "tls") return RunTlsRows(tls_mib, rounds, setup) ? 0 : 3;
     using mcpcell::egress::Allowlist;
     const uint64_t bulk_size = mib << 20;
     Upstream bulk(bulk_size, rate_mib), tiny(1, 0);
@@ -346,6 +306,7 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(stats->connections_refused),
         static_cast<unsigned long long>(stats->bytes_down >> 20),
         static_cast<unsigned long long>(events.load()));
+    if (rows == "all" && !RunTlsRows(tls_mib, rounds, setup)) return 3;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "egress_bench: %s\n", e.what());
     return 1;
