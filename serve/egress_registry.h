@@ -33,6 +33,7 @@
 #include "base/status.h"
 #include "egress/proxy.h"
 #include "sandbox/cell.h"
+#include "serve/session_secrets.h"
 #include "tools/egress_view.h"
 
 namespace mcpcell::serve {
@@ -59,6 +60,13 @@ class EgressRegistry final : public tools::CellEgressView {
   // What the proxy enforces for cells of `profile` ("" = the server's own policy); the
   // session and tenant are filled in by Bind. Start-up only.
   void SetProfile(const std::string& profile, egress::CellEgress config);
+
+  // Start-up: the sessions' secrets, granted to each cell at Bind and released when the
+  // session's last cell is unbound. Must outlive the registry's cells (nullptr: none).
+  void SetSecrets(SessionSecrets* secrets);
+  // The proxy's TLS interception (placeholder secrets): ready, and the CA cells must trust.
+  Status InterceptionReady() const { return proxy_->InterceptionReady(); }
+  std::string InterceptionCaPem() const { return proxy_->InterceptionCaPem(); }
 
   // CellHooks::on_bound. An error (no listener, unknown profile, the proxy refused the
   // socket) fails the Acquire: a cell is never used without its proxy.
@@ -102,6 +110,7 @@ class EgressRegistry final : public tools::CellEgressView {
   std::map<std::string, Refusals> refusals_;            // by session key; dropped with its cell
   uint64_t next_refusal_ = 0;                   // one sequence for all, so cursors never repeat
   RefusalListener listener_;                    // called outside mu_
+  SessionSecrets* secrets_ = nullptr;
   std::unique_ptr<egress::EgressProxy> proxy_;  // last: destroyed first
 };
 
