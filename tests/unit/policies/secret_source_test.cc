@@ -65,11 +65,11 @@ TEST_F(SecretSourceTest, FileIsReadAgainOnEachCallSoRotationTakesEffect) {
 
 TEST_F(SecretSourceTest, EnvironmentVariable) {
   ::setenv("MCPCELL_TEST_SECRET", "from-env", 1);
-  auto v = ReadSecretSource("T", *ParseSecretSource("env:MCPCELL_TEST_SECRET"));
+  auto v = ReadSecretSource("T", ParseSecretSource("env:MCPCELL_TEST_SECRET").value());
   ASSERT_TRUE(v) << v.error().message;
   EXPECT_EQ(*v, "from-env");
   ::unsetenv("MCPCELL_TEST_SECRET");
-  EXPECT_FALSE(ReadSecretSource("T", *ParseSecretSource("env:MCPCELL_TEST_SECRET")));
+  EXPECT_FALSE(ReadSecretSource("T", ParseSecretSource("env:MCPCELL_TEST_SECRET").value()));
 }
 
 TEST_F(SecretSourceTest, CommandStdoutIsTheValue) {
@@ -102,7 +102,7 @@ TEST_F(SecretSourceTest, CommandThatHangsIsKilledAtItsTimeout) {
 TEST_F(SecretSourceTest, EmptyValueIsAnError) {
   const std::string path = dir_ + "/empty";
   std::ofstream(path) << "\n";
-  auto v = ReadSecretSource("E", *ParseSecretSource("file:" + path));
+  auto v = ReadSecretSource("E", ParseSecretSource("file:" + path).value());
   ASSERT_FALSE(v);
   EXPECT_EQ(v.error().message, "secret E: the source gave an empty value");
 }
