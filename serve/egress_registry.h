@@ -6,8 +6,10 @@
 // hooks, Bind runs when a cell is bound to a session (fresh or from the warm pool): it takes
 // the cell's listening socket (Cell::TakeEgressListener) and adds it to the proxy with the
 // session key, the tenant and the allowlist and limits of that session's policy (one
-// CellEgress per cell profile, set at start). Unbind runs before the cell is destroyed and
-// removes it from the proxy (closing its connections). session_info reads the counters
+// CellEgress per cell profile, set at start), plus the session's placeholder secrets
+// (SessionSecrets::Grant, which also writes its file secrets into the cell). Unbind runs before the cell is destroyed and
+// removes it from the proxy (closing its connections), and releases the session's secrets
+// when it was the session's last cell. session_info reads the counters
 // (Stats); run_command and run_code show the refusals of their call (RefusalsSince), which
 // the proxy reports through OnRefusal before the program can see the answer. The package
 // service's refusals come in the same way (serve/serve_packages.h RefusalRelay). Each
