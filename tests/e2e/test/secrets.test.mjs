@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import { binary, connect, sleep } from '../lib/harness.mjs';
+import { binary, connect, sleep, waitFor } from '../lib/harness.mjs';
 
 const text = (r) => r.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
 
@@ -73,6 +73,18 @@ name = "API_TOKEN"
 source = "file:${dir}/token"
 hosts = ["api.test:${api.port}"]
 
+# Makes other.test intercepted too, so a placeholder sent there is seen and refused.
+[[secrets]]
+name = "OTHER_TOKEN"
+source = "file:${dir}/db"
+hosts = ["other.test:${other.port}"]
+
+[[secrets]]
+name = "END_TOKEN"
+source = "file:${dir}/db"
+hosts = ["api.test:${api.port}"]
+on_violation = "block_and_end_session"
+
 [[secrets]]
 name = "SHORT_TOKEN"
 source = "file:${dir}/token"
@@ -125,6 +137,8 @@ mode = "file"
       'grep -rIl real-value- / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev --exclude-dir=usr 2>/dev/null; echo scanned');
     const out = text(r);
     assert.match(out, /scanned/);
+    // env and at least the shell's own /proc/PID/environ were read, with the placeholder.
+    assert.ok(out.match(/API_TOKEN=mcpcell-secret-/g).length >= 2, out);
     assert.doesNotMatch(out, /real-value-/);
   });
 
@@ -155,7 +169,8 @@ mode = "file"
   it('session_info lists the secrets without values', async () => {
     const r = await server.client.callTool({ name: 'session_info', arguments: {} });
     const names = r.structuredContent.secrets.map((s) => `${s.name}:${s.mode}`);
-    assert.deepEqual(names, ['API_TOKEN:placeholder', 'SHORT_TOKEN:placeholder', 'DB_PASSWORD:env',
+    assert.deepEqual(names, ['API_TOKEN:placeholder', 'OTHER_TOKEN:placeholder',
+      'END_TOKEN:placeholder', 'SHORT_TOKEN:placeholder', 'DB_PASSWORD:env',
       'KEY_FILE:file']);
     assert.doesNotMatch(JSON.stringify(r), /real-value|db-password-value|file-secret-value/);
   });
@@ -168,6 +183,17 @@ mode = "file"
     assert.equal(api.requests.length, before);
     const info = await server.client.callTool({ name: 'session_info', arguments: {} });
     assert.equal(info.structuredContent.secrets.find((s) => s.name === 'SHORT_TOKEN').expired, true);
+  });
+
+  // Last: it ends the session.
+  it('a violation of a block_and_end_session secret ends the session, naming the secret', async () => {
+    const r = await curl(`-H "X-Token: $END_TOKEN" https://other.test:${other.port}/end`);
+    // The session may end before the program has printed the 403: then the call says so.
+    assert.match(text(r), /403|the session is ending/);
+    assert.equal(other.requests.length, 0);
+    await waitFor(async () => (await call('true')).isError === true, { what: 'the session to end' });
+    const next = await call('true');
+    assert.match(text(next), /the session has ended.*secret END_TOKEN was sent where its policy does not allow/s);
   });
 
   it('bad policies are refused with file:line', () => {
