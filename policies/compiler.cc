@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <sstream>
@@ -195,6 +197,9 @@ Result<sandbox::CellSpec> CompileCellSpec(const Policy& p, const std::string& ce
   AddPackageEnv(p.packages, spec);
   if (HasPlaceholderSecrets(p)) {
     // The proxy intercepts TLS to the secrets' hosts: the cell trusts its CA (no key).
+    if (Status s = EnsureCaBundleFile(state_dir); !s) {
+      return s.error().Wrap("policy " + p.name + ": the CA bundle for placeholder secrets");
+    }
     spec.mounts.push_back(sandbox::CellMount{CaBundleHostPath(state_dir), kCellCaBundlePath, false});
     for (std::string& var : CaBundleEnv()) spec.env.push_back(std::move(var));
   }
@@ -206,6 +211,16 @@ Result<sandbox::CellSpec> CompileCellSpec(const Policy& p, const std::string& ce
 
 std::string CaBundleHostPath(const std::string& state_dir) {
   return state_dir + "/egress/ca-bundle.pem";
+}
+
+Status EnsureCaBundleFile(const std::string& state_dir) {
+  const std::string path = CaBundleHostPath(state_dir);
+  if (::access(path.c_str(), F_OK) == 0) return Ok();
+  if (Status s = MakeDirs(state_dir + "/egress"); !s) return s;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno != EEXIST) return Error::Sys("open(\"" + path + "\")");
+  if (fd >= 0) ::close(fd);
+  return Ok();
 }
 
 std::vector<std::string> CaBundleEnv() {

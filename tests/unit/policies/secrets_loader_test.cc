@@ -165,10 +165,16 @@ TEST_F(SecretsLoader, DescribePolicyShowsTheSourceNotTheValue) {
 TEST_F(SecretsLoader, PlaceholderPoliciesTrustTheProxyCaInTheirCells) {
   auto p = ParsePolicy(std::string(kNetwork) + Entry("hosts = [\"api.example.com\"]\n"), "p.toml");
   ASSERT_TRUE(p) << p.error().message;
+  // Before a server has written the bundle, compiling makes an empty one (policy check).
+  auto before = CompileCellSpec(*p, "c0", dir_ + "/fresh", "");
+  ASSERT_TRUE(before) << before.error().message;
+  EXPECT_TRUE(std::filesystem::is_regular_file(CaBundleHostPath(dir_ + "/fresh")));
   std::filesystem::create_directories(dir_ + "/egress");
   std::ofstream(CaBundleHostPath(dir_)) << "pem";
   auto spec = CompileCellSpec(*p, "c1", dir_, "");
   ASSERT_TRUE(spec) << spec.error().message;
+  std::ifstream kept(CaBundleHostPath(dir_));
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "pem");  // not replaced
   bool mounted = false;
   for (const auto& m : spec->mounts)
     mounted = mounted || (m.cell_path == kCellCaBundlePath && !m.writable &&
