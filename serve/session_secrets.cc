@@ -158,14 +158,22 @@ Result<std::vector<egress::SecretGrant>> SessionSecrets::Grant(sandbox::CellInst
 void SessionSecrets::Release(const std::string& session_key) {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(session_key);
-  if (it == sessions_.end()) return;
+  if (it == sessions_.end() || !it->second.cell) return;
   for (Held& h : it->second.secrets) {
-    // The cell's /run is a tmpfs that goes with it; removing the file first keeps a cell
-    // that outlives its session (a warm pool's) from keeping it.
-    if (h.file_written && it->second.cell) (void)it->second.cell->Remove(CellPath(h.policy.name), false);
-    policies::WipeSecret(h.placeholder);
+    // The cell's /run is a tmpfs that goes with it; removing the file first means nothing
+    // depends on that.
+    if (h.file_written) (void)it->second.cell->Remove(CellPath(h.policy.name), false);
+    h.file_written = false;
   }
-  sessions_.erase(it);
+  it->second.cell = nullptr;
+  // Kept (placeholders and expiry, no value) so that a cell replacing this one in the same
+  // session gets the same grants rather than a new ttl; the oldest are forgotten.
+  released_.push_back(session_key);
+  while (released_.size() > kKeptReleased) {
+    auto old = sessions_.find(released_.front());
+    if (old != sessions_.end() && !old->second.cell) sessions_.erase(old);
+    released_.pop_front();
+  }
 }
 
 void SessionSecrets::ExpireFiles(Session& session) const {

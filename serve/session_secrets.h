@@ -6,7 +6,8 @@
 // session's start + ttl). Placeholder secrets become egress::SecretGrants for the proxy,
 // whose value function reads the source on each request; file secrets are written to
 // /run/secrets/NAME in the cell (tmpfs, mode 0400, the sandbox user's) and removed at expiry
-// (checked on each exec and session_info) and when the session's cell goes (Release).
+// (checked on each exec and session_info) and when the session's cell goes (Release); a
+// cell that replaces it in the same session gets the same placeholders and expiry.
 // Values are never kept: each need reads the source again, so rotation takes effect at
 // once, and the bytes of every value read here are wiped after use.
 //
@@ -57,8 +58,11 @@ class SessionSecrets final : public tools::SecretsView {
   Result<std::vector<egress::SecretGrant>> Grant(sandbox::CellInstance& cell,
                                                  const std::string& session_key,
                                                  const std::string& profile);
-  // The session's cell is going: its files are removed and the session forgotten.
+  // The session's cell is going: its files are removed. The grants (placeholders, expiry;
+  // never a value) are kept for a cell that replaces it in the same session, up to the last
+  // kKeptReleased released sessions.
   void Release(const std::string& session_key);
+  static constexpr size_t kKeptReleased = 4096;
 
   // The proxy's SecretSink.
   void OnSecretEvent(const egress::SecretEvent& event);
@@ -91,6 +95,7 @@ class SessionSecrets final : public tools::SecretsView {
   mutable std::mutex mu_;
   std::map<std::string, std::vector<policies::SecretPolicy>> profiles_;
   mutable std::map<std::string, Session> sessions_;  // by session key
+  std::deque<std::string> released_;                 // oldest first
   EndSession end_session_;
   std::mutex end_mu_;  // held while end_session_ runs, so SetEndSession waits for it
   std::condition_variable wake_;

@@ -152,7 +152,25 @@ TEST_F(SessionSecretsTest, FileSecretIsWrittenPrivateAndRemovedOnRelease) {
   EXPECT_EQ(secrets.Describe("s")[0].file, "/run/secrets/KEY");
   secrets.Release("s");
   EXPECT_EQ(cell.files.count("/run/secrets/KEY"), 0u);
-  EXPECT_TRUE(secrets.Names("s").empty());
+  // A cell replacing it in the same session gets the file again.
+  FakeCell replacement;
+  ASSERT_TRUE(secrets.Grant(replacement, "s", ""));
+  EXPECT_EQ(replacement.files.count("/run/secrets/KEY"), 1u);
+}
+
+TEST_F(SessionSecretsTest, AReplacementCellKeepsThePlaceholderAndExpiry) {
+  SessionSecrets secrets;
+  SecretPolicy s = Secret("T", SecretMode::kPlaceholder);
+  s.ttl = std::chrono::seconds(600);
+  secrets.SetProfile("", {s});
+  FakeCell first, second;
+  auto g1 = secrets.Grant(first, "s", "");
+  ASSERT_TRUE(g1);
+  secrets.Release("s");
+  auto g2 = secrets.Grant(second, "s", "");
+  ASSERT_TRUE(g2);
+  EXPECT_EQ((*g1)[0].placeholder, (*g2)[0].placeholder);
+  EXPECT_EQ((*g1)[0].expires, (*g2)[0].expires);
 }
 
 TEST_F(SessionSecretsTest, ExpiredFileSecretIsRemovedAtTheNextCall) {
