@@ -1,10 +1,9 @@
 // The policy compiler (see compiler.h).
 #include "policies/compiler.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <fcntl.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -200,7 +199,8 @@ Result<sandbox::CellSpec> CompileCellSpec(const Policy& p, const std::string& ce
     if (Status s = EnsureCaBundleFile(state_dir); !s) {
       return s.error().Wrap("policy " + p.name + ": the CA bundle for placeholder secrets");
     }
-    spec.mounts.push_back(sandbox::CellMount{CaBundleHostPath(state_dir), kCellCaBundlePath, false});
+    spec.mounts.push_back(
+        sandbox::CellMount{CaBundleHostPath(state_dir), kCellCaBundlePath, false});
     for (std::string& var : CaBundleEnv()) spec.env.push_back(std::move(var));
   }
   if (Status s = sandbox::ValidateCellSpec(spec); !s) {
@@ -283,8 +283,7 @@ void DescribeSecrets(std::ostringstream& o, const std::vector<SecretPolicy>& sec
     o << "\n[[secrets]]\nname = " << Quoted(s.name) << "\nsource = " << Quoted(s.source)
       << "\nmode = " << Quoted(SecretModeName(s.mode)) << "\n";
     if (s.mode == SecretMode::kPlaceholder) {
-      o << "hosts = " << List(s.hosts) << "\nsurfaces = " << List(s.surfaces)
-        << "\non_violation = "
+      o << "hosts = " << List(s.hosts) << "\nsurfaces = " << List(s.surfaces) << "\non_violation = "
         << (s.end_session_on_violation ? "\"block_and_end_session\"" : "\"block\"") << "\n";
     }
     if (s.ttl)

@@ -88,8 +88,7 @@ void ReadSource(TomlReader& r, const toml::table& t, const std::string& at, Secr
     r.Fail(n->source(), at + ".source",
            "\"" + source->path + "\" cannot be read: " + Error::Sys("access").message);
   } else if (source->kind == SecretSource::Kind::kEnv && !::getenv(source->variable.c_str())) {
-    r.Fail(n->source(), at + ".source",
-           "the server's environment has no " + source->variable);
+    r.Fail(n->source(), at + ".source", "the server's environment has no " + source->variable);
   } else if (source->kind == SecretSource::Kind::kCommand &&
              ::access(source->argv[0].c_str(), X_OK)) {
     r.Fail(n->source(), at + ".source",
@@ -108,8 +107,8 @@ void ReadHosts(TomlReader& r, const toml::table& t, const std::string& at,
                  SecretModeName(out->mode) + "\")");
     }
   }
-  auto allow = egress::Allowlist::Parse(network.egress_allowed ? network.allow
-                                                               : std::vector<std::string>{});
+  auto allow =
+      egress::Allowlist::Parse(network.egress_allowed ? network.allow : std::vector<std::string>{});
   r.Strings(t, at, "hosts", &out->hosts, [&](const std::string& s) {
     auto entry = egress::ParseAllowEntry(s);
     if (!entry) return "\"" + s + "\": " + entry.error().message;

@@ -87,13 +87,14 @@ Result<std::string> RunCommandSource(const std::string& name, const SecretSource
   pid_t pid = 0;
   const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return Error::Sys("secret " + name + ": posix_spawn(\"" + source.argv[0] + "\")", rc);
+  if (rc != 0)
+    return Error::Sys("secret " + name + ": posix_spawn(\"" + source.argv[0] + "\")", rc);
   write_end.Reset();
   std::string value;
   bool too_big = false;
-  const bool done = ReadUntil(read_end.get(), std::chrono::steady_clock::now() +
-                                                  options.command_timeout,
-                              options.max_bytes, &value, &too_big);
+  const bool done =
+      ReadUntil(read_end.get(), std::chrono::steady_clock::now() + options.command_timeout,
+                options.max_bytes, &value, &too_big);
   if (!done || too_big) ::kill(pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {

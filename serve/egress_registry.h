@@ -7,14 +7,14 @@
 // the cell's listening socket (Cell::TakeEgressListener) and adds it to the proxy with the
 // session key, the tenant and the allowlist and limits of that session's policy (one
 // CellEgress per cell profile, set at start), plus the session's placeholder secrets
-// (SessionSecrets::Grant, which also writes its file secrets into the cell). Unbind runs before the cell is destroyed and
-// removes it from the proxy (closing its connections), and releases the session's secrets
-// when it was the session's last cell. session_info reads the counters
-// (Stats); run_command and run_code show the refusals of their call (RefusalsSince), which
-// the proxy reports through OnRefusal before the program can see the answer. The package
-// service's refusals come in the same way (serve/serve_packages.h RefusalRelay). Each
-// refusal of a bound session is also passed to the refusal listener (`mcpcell serve`: a
-// warning to that MCP session, tools/client_log.h).
+// (SessionSecrets::Grant, which also writes its file secrets into the cell). Unbind runs
+// before the cell is destroyed, removes it from the proxy (closing its connections) and
+// releases the session's secrets when it was the session's last cell. session_info reads
+// the counters (Stats); run_command and run_code show the refusals of their call
+// (RefusalsSince), which the proxy reports through OnRefusal before the program can see the
+// answer. The package service's refusals come in the same way (serve/serve_packages.h
+// RefusalRelay). Each refusal of a bound session is also passed to the refusal listener
+// (`mcpcell serve`: a warning to that MCP session, tools/client_log.h).
 //
 // Threading: every method is thread-safe. OnRefusal is called on the proxy's threads (and
 // the package service's) and takes only the registry's own lock, which it releases before
@@ -112,7 +112,7 @@ class EgressRegistry final : public tools::CellEgressView {
   std::map<std::string, Refusals> refusals_;            // by session key; dropped with its cell
   uint64_t next_refusal_ = 0;                   // one sequence for all, so cursors never repeat
   RefusalListener listener_;                    // called outside mu_
-  SessionSecrets* secrets_ = nullptr;
+  SessionSecrets* secrets_ = nullptr;           // not owned (SetSecrets)
   std::unique_ptr<egress::EgressProxy> proxy_;  // last: destroyed first
 };
 

@@ -158,7 +158,9 @@ Result<std::unique_ptr<EgressRegistry>> StartEgressProxy(
   if (!opts.egress_ca_file.empty() && ::access(opts.egress_ca_file.c_str(), R_OK) != 0)
     return Error::Sys("mcpcell serve: --egress-ca-file " + opts.egress_ca_file);
   egress_options->upstream_ca_file = opts.egress_ca_file;
-  egress_options->on_secret = [&secrets](const egress::SecretEvent& e) { secrets.OnSecretEvent(e); };
+  egress_options->on_secret = [&secrets](const egress::SecretEvent& e) {
+    secrets.OnSecretEvent(e);
+  };
   if (package_service) {
     egress_options->internal_routes.push_back(PackageServiceRoute(package_service->port()));
   }

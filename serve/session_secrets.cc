@@ -45,11 +45,13 @@ Status WriteCaBundle(const std::string& state_dir, const std::string& proxy_ca_p
   bundle += proxy_ca_pem;
   const std::string path = policies::CaBundleHostPath(state_dir);
   const std::string dir = path.substr(0, path.rfind('/'));
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Error::Sys("mkdir(\"" + dir + "\")");
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return Error::Sys("mkdir(\"" + dir + "\")");
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Error::Sys("open(\"" + tmp + "\")");
-  const bool wrote = ::write(fd, bundle.data(), bundle.size()) == static_cast<ssize_t>(bundle.size());
+  const bool wrote =
+      ::write(fd, bundle.data(), bundle.size()) == static_cast<ssize_t>(bundle.size());
   const int saved = errno;
   ::fchmod(fd, 0644);  // whatever the umask
   ::close(fd);
@@ -109,7 +111,8 @@ Result<std::vector<egress::SecretGrant>> SessionSecrets::Grant(sandbox::CellInst
   {
     std::lock_guard lock(mu_);
     auto policies = profiles_.find(profile);
-    if (policies == profiles_.end() || policies->second.empty()) return std::vector<egress::SecretGrant>{};
+    if (policies == profiles_.end() || policies->second.empty())
+      return std::vector<egress::SecretGrant>{};
     Session& session = sessions_[session_key];
     if (session.secrets.empty()) {
       const Clock::time_point start = Clock::now();

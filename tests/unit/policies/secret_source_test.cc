@@ -85,7 +85,8 @@ TEST_F(SecretSourceTest, CommandFailureNamesTheSecretNotTheValue) {
   ASSERT_TRUE(source);
   auto v = ReadSecretSource("GITHUB_TOKEN", *source);
   ASSERT_FALSE(v);
-  EXPECT_EQ(v.error().message, "secret GITHUB_TOKEN: command " + dir_ + "/vault-read: exit status 3");
+  EXPECT_EQ(v.error().message,
+            "secret GITHUB_TOKEN: command " + dir_ + "/vault-read: exit status 3");
 }
 
 TEST_F(SecretSourceTest, CommandThatHangsIsKilledAtItsTimeout) {

@@ -76,8 +76,8 @@ TEST_F(SecretsLoader, UnknownSourceKindIsRefusedAtItsLine) {
 }
 
 TEST_F(SecretsLoader, MissingFileIsRefusedAtLoad) {
-  std::string e = ErrorOf("[[secrets]]\nname = \"T\"\nsource = \"file:" + dir_ +
-                          "/absent\"\nmode = \"env\"\n");
+  std::string e =
+      ErrorOf("[[secrets]]\nname = \"T\"\nsource = \"file:" + dir_ + "/absent\"\nmode = \"env\"\n");
   EXPECT_EQ(e.rfind("p.toml:6:10: secrets[0].source: \"" + dir_ + "/absent\" cannot be read", 0),
             0u)
       << e;

@@ -29,7 +29,9 @@ class FakeCell final : public sandbox::CellInstance {
   Result<sandbox::CgroupUsage> Usage() const override { return Error::Msg("fake"); }
   int TakeEgressListener() override { return -1; }
   Status Destroy() override { return Ok(); }
-  Result<sandbox::ExecResult> Exec(const sandbox::ExecOptions&) override { return Error::Msg("fake"); }
+  Result<sandbox::ExecResult> Exec(const sandbox::ExecOptions&) override {
+    return Error::Msg("fake");
+  }
   Status SignalExec(uint64_t, int) override { return Error::Msg("fake"); }
   Result<sandbox::control::StatsReply> Stats() override { return Error::Msg("fake"); }
   Result<std::string> ReadFile(const std::string&, uint64_t) override { return Error::Msg("fake"); }
@@ -43,18 +45,26 @@ class FakeCell final : public sandbox::CellInstance {
   Status WriteFileAt(const std::string&, uint64_t, std::string_view, bool, uint32_t) override {
     return Error::Msg("fake");
   }
-  Status AppendFile(const std::string&, std::string_view, uint32_t) override { return Error::Msg("fake"); }
-  Status WriteNewFile(const std::string&, std::string_view, uint32_t) override { return Error::Msg("fake"); }
+  Status AppendFile(const std::string&, std::string_view, uint32_t) override {
+    return Error::Msg("fake");
+  }
+  Status WriteNewFile(const std::string&, std::string_view, uint32_t) override {
+    return Error::Msg("fake");
+  }
   Result<std::vector<sandbox::control::DirEntry>> ListDir(const std::string&, size_t) override {
     return Error::Msg("fake");
   }
-  Result<sandbox::control::FileStat> Stat(const std::string&, bool) override { return Error::Msg("fake"); }
+  Result<sandbox::control::FileStat> Stat(const std::string&, bool) override {
+    return Error::Msg("fake");
+  }
   Status Mkdir(const std::string&, uint32_t, bool) override { return Error::Msg("fake"); }
   Status Remove(const std::string& path, bool) override {
     files.erase(path);
     return Ok();
   }
-  Status Rename(const std::string&, const std::string&, bool) override { return Error::Msg("fake"); }
+  Status Rename(const std::string&, const std::string&, bool) override {
+    return Error::Msg("fake");
+  }
 
   std::map<std::string, std::pair<std::string, uint32_t>> files;
 
@@ -231,7 +241,8 @@ TEST_F(SessionSecretsTest, RefusalOfABlockAndEndSessionSecretEndsTheSession) {
     why = reason;
     cv.notify_all();
   });
-  egress::SecretEvent substituted{"s1", "T", "api.example.com:443", "header", "substituted", "", false};
+  egress::SecretEvent substituted{"s1", "T",  "api.example.com:443", "header", "substituted",
+                                  "",   false};
   secrets.OnSecretEvent(substituted);
   egress::SecretEvent plain_block{"s2", "T", "x:443", "header", "refused", "no", false};
   secrets.OnSecretEvent(plain_block);
