@@ -4,9 +4,10 @@
 // in a header, Basic auth and a query; the cell only ever holds the placeholder; the
 // placeholder sent to another allowed host is refused and that host gets nothing; a
 // rotated source is used at once; ttl; env and file modes; a call cannot set a secret's
-// name; bad policies are refused with file:line.
+// name; bad policies are refused with file:line; a tenant holds only its own secrets.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
@@ -14,6 +15,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import { binary, connect, sleep, waitFor } from '../lib/harness.mjs';
+import { connectHttp, startHttpServer } from './http_util.mjs';
 
 const text = (r) => r.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
 
@@ -203,5 +205,70 @@ mode = "file"
     const r = spawnSync(binary('mcpcell'), ['policy', 'check', bad], { encoding: 'utf8' });
     assert.notEqual(r.status, 0);
     assert.match(r.stderr, new RegExp(`${bad}:7:10: secrets\\[0\\]\\.hosts\\[0\\]: "evil.test" is not within network.allow`));
+  });
+});
+
+// Tenants over HTTP: each tenant's sessions hold only its own policy's secrets.
+describe('secrets per tenant', { timeout: 120_000 }, () => {
+  const sha = (t) => createHash('sha256').update(t).digest('hex');
+  const kAlice = 'alice-token-secrets-0001';
+  const kBob = 'bob-token-secrets-0002';
+  let dir, stateDir, server, alice, bob;
+  const run = (s, command) => s.client.callTool({ name: 'run_command', arguments: { command } });
+
+  before(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'mcpcell-secrets-tenants-'));
+    stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-secrets-tenants-state-'));
+    for (const who of ['alice', 'bob']) {
+      writeFileSync(path.join(dir, `${who}.value`), `${who}-secret-value\n`);
+      writeFileSync(path.join(dir, `${who}.toml`), `name = "${who}-secrets"
+[[secrets]]
+name = "${who.toUpperCase()}_TOKEN"
+source = "file:${dir}/${who}.value"
+mode = "env"
+
+[[secrets]]
+name = "${who.toUpperCase()}_FILE"
+source = "file:${dir}/${who}.value"
+mode = "file"
+`);
+    }
+    const config = path.join(dir, 'http.toml');
+    writeFileSync(config, `
+[[tenant]]
+name = "alice"
+token_sha256 = ["${sha(kAlice)}"]
+policy = "${dir}/alice.toml"
+
+[[tenant]]
+name = "bob"
+token_sha256 = ["${sha(kBob)}"]
+policy = "${dir}/bob.toml"
+`);
+    server = await startHttpServer('mcpcell', ['serve', '--http', '127.0.0.1:0', '--http-config',
+      config, '--state-dir', stateDir, '--warm-cells', '0']);
+    alice = await connectHttp(server.url, { token: kAlice });
+    bob = await connectHttp(server.url, { token: kBob });
+  });
+
+  after(async () => {
+    for (const s of [alice, bob]) {
+      await s?.transport.terminateSession().catch(() => {});
+      await s?.client.close();
+    }
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  it('a tenant cannot get another tenant\'s secret', async () => {
+    const probe = 'env; ls /run/secrets; cat /run/secrets/* 2>&1; echo done';
+    const a = text(await run(alice, probe));
+    const b = text(await run(bob, probe));
+    assert.match(a, /ALICE_TOKEN=alice-secret-value/);
+    assert.match(a, /ALICE_FILE/);
+    assert.doesNotMatch(a, /bob-secret-value|BOB_/);
+    assert.match(b, /BOB_TOKEN=bob-secret-value/);
+    assert.doesNotMatch(b, /alice-secret-value|ALICE_/);
   });
 });
