@@ -266,6 +266,7 @@ std::string Instructions(const policies::Policy& policy) {
                          ? "; files you write there are delivered to the user)."
                          : ").");
   }
+  instructions += SecretsInstructions(policy.secrets);
   return instructions;
 }
 

@@ -60,6 +60,21 @@ Status WriteCaBundle(const std::string& state_dir, const std::string& proxy_ca_p
   return Ok();
 }
 
+std::string SecretsInstructions(const std::vector<policies::SecretPolicy>& secrets) {
+  std::string out;
+  for (const policies::SecretPolicy& s : secrets) {
+    out += (out.empty() ? " Secrets the operator granted: " : "; ") + std::string("$") + s.name;
+    if (s.mode == SecretMode::kPlaceholder) {
+      out += " (a placeholder: use the variable in HTTPS requests to";
+      for (size_t i = 0; i < s.hosts.size(); ++i) out += (i ? ", " : " ") + s.hosts[i];
+      out += " and the proxy sends the real value; it works nowhere else)";
+    } else if (s.mode == SecretMode::kFile) {
+      out += std::string(" (the file ") + kCellSecretsDir + "/" + s.name + ")";
+    }
+  }
+  return out.empty() ? out : out + ". session_info shows them and their time left.";
+}
+
 std::string NewPlaceholder() {
   unsigned char bytes[16];
   if (RAND_bytes(bytes, sizeof bytes) != 1) {

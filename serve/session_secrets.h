@@ -110,6 +110,10 @@ class SessionSecrets final : public tools::SecretsView {
 // atomically; certificates only, never a key.
 Status WriteCaBundle(const std::string& state_dir, const std::string& proxy_ca_pem);
 
+// What initialize tells the model of a policy's secrets (names and how to use them; no
+// value, no source): "" when it has none.
+std::string SecretsInstructions(const std::vector<policies::SecretPolicy>& secrets);
+
 // "mcpcell-secret-" + 32 hex digits from the system's random source.
 std::string NewPlaceholder();
 

@@ -257,6 +257,25 @@ TEST_F(SessionSecretsTest, RefusalOfABlockAndEndSessionSecretEndsTheSession) {
   secrets.SetEndSession(nullptr);
 }
 
+TEST(SecretsInstructions, NameHowToUseAndNeverTheSource) {
+  SecretPolicy p;
+  p.name = "GITHUB_TOKEN";
+  p.source = "file:/etc/mcpcell/secrets/github";
+  p.hosts = {"api.github.com"};
+  SecretPolicy f;
+  f.name = "KEY";
+  f.source = "env:KEY";
+  f.mode = SecretMode::kFile;
+  const std::string text = SecretsInstructions({p, f});
+  EXPECT_NE(text.find("$GITHUB_TOKEN (a placeholder: use the variable in HTTPS requests to "
+                      "api.github.com"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("$KEY (the file /run/secrets/KEY)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("/etc/mcpcell/secrets"), std::string::npos);
+  EXPECT_EQ(SecretsInstructions({}), "");
+}
+
 TEST(CaBundle, HoldsTheProxyCaAndIsWorldReadable) {
   char tmpl[] = "/tmp/ca-bundle-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
