@@ -126,6 +126,10 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
                   "hosts(5) file the egress proxy consults before DNS (pin registries' "
                   "addresses); its addresses pass the same checks as DNS answers")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--egress-ca-file", opts->run.egress_ca_file,
+                  "Extra CA certificates (PEM) the egress proxy trusts for the upstreams of "
+                  "placeholder secrets, besides the system's (docs/secrets.md)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--package-cache-size", opts->package_cache_size,
                   "Size of the package cache in <state dir>/packages (shared by every session; "
                   "least recently used artifacts evicted beyond it), e.g. 4GiB")

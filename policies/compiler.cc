@@ -1,6 +1,7 @@
 // The policy compiler (see compiler.h).
 #include "policies/compiler.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -193,10 +194,41 @@ Result<sandbox::CellSpec> CompileCellSpec(const Policy& p, const std::string& ce
   for (std::string& var : EgressProxyEnv()) spec.env.push_back(std::move(var));
   // pip and npm point at the server's package service where the policy enables it.
   AddPackageEnv(p.packages, spec);
+  if (HasPlaceholderSecrets(p)) {
+    // The proxy intercepts TLS to the secrets' hosts: the cell trusts its CA (no key).
+    if (Status s = EnsureCaBundleFile(state_dir); !s) {
+      return s.error().Wrap("policy " + p.name + ": the CA bundle for placeholder secrets");
+    }
+    spec.mounts.push_back(
+        sandbox::CellMount{CaBundleHostPath(state_dir), kCellCaBundlePath, false});
+    for (std::string& var : CaBundleEnv()) spec.env.push_back(std::move(var));
+  }
   if (Status s = sandbox::ValidateCellSpec(spec); !s) {
     return s.error().Wrap("policy " + p.name + " compiles to an invalid cell spec");
   }
   return spec;
+}
+
+std::string CaBundleHostPath(const std::string& state_dir) {
+  return state_dir + "/egress/ca-bundle.pem";
+}
+
+Status EnsureCaBundleFile(const std::string& state_dir) {
+  const std::string path = CaBundleHostPath(state_dir);
+  if (::access(path.c_str(), F_OK) == 0) return Ok();
+  if (Status s = MakeDirs(state_dir + "/egress"); !s) return s;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno != EEXIST) return Error::Sys("open(\"" + path + "\")");
+  if (fd >= 0) ::close(fd);
+  return Ok();
+}
+
+std::vector<std::string> CaBundleEnv() {
+  std::vector<std::string> env;
+  for (const char* name :
+       {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "PIP_CERT", "CURL_CA_BUNDLE"})
+    env.push_back(std::string(name) + "=" + kCellCaBundlePath);
+  return env;
 }
 
 std::vector<std::string> EgressProxyEnv() {
@@ -242,6 +274,26 @@ std::string NetworkSummary(const Policy& p) {
          "names resolve there, not in the cell) to: " + hosts + "; at most " +
          std::to_string(p.network.max_connections) + " connections at a time";
 }
+
+namespace {
+
+// [[secrets]] as written: where each value comes from, never the value.
+void DescribeSecrets(std::ostringstream& o, const std::vector<SecretPolicy>& secrets) {
+  for (const SecretPolicy& s : secrets) {
+    o << "\n[[secrets]]\nname = " << Quoted(s.name) << "\nsource = " << Quoted(s.source)
+      << "\nmode = " << Quoted(SecretModeName(s.mode)) << "\n";
+    if (s.mode == SecretMode::kPlaceholder) {
+      o << "hosts = " << List(s.hosts) << "\nsurfaces = " << List(s.surfaces) << "\non_violation = "
+        << (s.end_session_on_violation ? "\"block_and_end_session\"" : "\"block\"") << "\n";
+    }
+    if (s.ttl)
+      o << "ttl = " << Quoted(FormatDuration(*s.ttl)) << "\n";
+    else
+      o << "# ttl: the session's life\n";
+  }
+}
+
+}  // namespace
 
 std::string DescribePolicy(const Policy& p) {
   std::ostringstream o;
@@ -294,6 +346,7 @@ std::string DescribePolicy(const Policy& p) {
     o << "# every tool\n";
   else
     o << "enabled = " << List(p.tools.enabled) << "\n";
+  DescribeSecrets(o, p.secrets);
   return o.str();
 }
 

@@ -25,6 +25,19 @@ inline constexpr const char* kOutputCellPath = "/output";
 // network namespace, so the same port never collides.
 inline constexpr uint16_t kEgressProxyPort = 3128;
 
+// Placeholder secrets (docs/secrets.md): the bundle of CAs a cell trusts (the system's and the
+// egress proxy's interception CA), written by `mcpcell serve` at start to CaBundleHostPath
+// and mounted read-only at kCellCaBundlePath in the cells of policies with placeholder
+// secrets, with CaBundleEnv pointing the usual clients at it.
+inline constexpr const char* kCellCaBundlePath = "/etc/mcpcell/ca-bundle.pem";
+std::string CaBundleHostPath(const std::string& state_dir);
+// Makes CaBundleHostPath an empty file when it is missing (as ApplyOverrides makes the
+// directories it names), so that a spec compiles and validates before a server has written
+// the bundle (`mcpcell policy check`); `mcpcell serve` replaces it at start.
+Status EnsureCaBundleFile(const std::string& state_dir);
+// SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS, PIP_CERT, CURL_CA_BUNDLE, "NAME=value".
+std::vector<std::string> CaBundleEnv();
+
 struct PolicyOverrides {
   // Default member initializers so designated initializers build under -Wextra.
   std::optional<uint64_t> memory_bytes = {};
@@ -51,7 +64,8 @@ Result<Policy> ApplyOverrides(Policy policy, const PolicyOverrides& overrides,
 Result<MountPolicy> ParseMountFlag(const std::string& flag);
 
 // The spec of cell `cell_id` under this policy; `skeleton_dir` is the state dir's template
-// (sandbox::PrepareHostTemplate). Validated by sandbox::ValidateCellSpec.
+// (sandbox::PrepareHostTemplate). Validated by sandbox::ValidateCellSpec. With placeholder
+// secrets, makes the CA bundle file if missing (EnsureCaBundleFile).
 Result<sandbox::CellSpec> CompileCellSpec(const Policy& policy, const std::string& cell_id,
                                           const std::string& state_dir,
                                           const std::string& skeleton_dir);

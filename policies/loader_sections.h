@@ -5,6 +5,7 @@
 //   loader_filesystem.cc  filesystem (template, workspace, mounts)
 //   loader_network.cc     network, packages, and the check that no network.allow entry
 //                         reaches a package upstream directly
+//   loader_secrets.cc     [[secrets]] (after network: their hosts must be within its allow)
 #pragma once
 
 #include "policies/policy.h"
@@ -20,6 +21,9 @@ void ReadNetwork(TomlReader& r, const toml::table& root, NetworkPolicy* out);
 void ReadPackages(TomlReader& r, const toml::table& root, PackagesPolicy* out);
 // A network.allow entry that lets the cell reach the package service's upstreams itself,
 // past every package rule (policies/package_upstreams.h), refused at the entry.
+// [[secrets]]; `network` is the policy's, already read.
+void ReadSecrets(TomlReader& r, const toml::table& root, const NetworkPolicy& network,
+                 std::vector<SecretPolicy>* out);
 void CheckDirectRegistryAccess(TomlReader& r, const toml::table& root, const Policy& policy);
 
 }  // namespace mcpcell::policies

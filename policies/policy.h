@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,23 @@ struct ToolsPolicy {
   std::vector<std::string> enabled;  // empty: every tool
 };
 
+// A secret the operator grants to every session of this policy (`[[secrets]]`, issue 26,
+// docs/secrets.md). Only a policy file names one, never a tool call; the value is not here:
+// `source` says where to read it when a session needs it (policies/secret_source.h).
+enum class SecretMode { kPlaceholder, kEnv, kFile };
+
+struct SecretPolicy {
+  std::string name;    // [A-Z_][A-Z0-9_]*: the variable (or /run/secrets/ file) name in the cell
+  std::string source;  // "file:PATH", "env:VAR" or "command:CMDLINE", checked by the loader
+  SecretMode mode = SecretMode::kPlaceholder;
+  // Placeholder mode only: egress::Allowlist entries, each within network.allow.
+  std::vector<std::string> hosts;
+  // Where the proxy may substitute: "header", "basic_auth", "query", "body".
+  std::vector<std::string> surfaces = {"header", "basic_auth", "query"};
+  std::optional<std::chrono::seconds> ttl;  // from the session's start; nullopt: its life
+  bool end_session_on_violation = false;    // on_violation = "block_and_end_session"
+};
+
 struct Policy {
   std::string name = "default";
   std::string description;
@@ -84,7 +102,13 @@ struct Policy {
   NetworkPolicy network;
   PackagesPolicy packages;
   ToolsPolicy tools;
+  std::vector<SecretPolicy> secrets;
 };
+
+// Whether any secret of `policy` is in placeholder mode (its cells then trust the proxy's CA).
+bool HasPlaceholderSecrets(const Policy& policy);
+// "placeholder" / "env" / "file".
+std::string SecretModeName(SecretMode mode);
 
 // The tools a policy may enable (tools/cell_tools.h registers them by these names).
 const std::vector<std::string>& KnownToolNames();

@@ -46,6 +46,16 @@ Status EgressRegistry::Bind(sandbox::CellInstance& cell, const std::string& sess
   }
   config.session_id = session_key;
   config.tenant = profile;
+  SessionSecrets* secrets = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    secrets = secrets_;
+  }
+  if (secrets) {
+    auto grants = secrets->Grant(cell, session_key, profile);
+    if (!grants) return grants.error().Wrap("secrets for cell " + cell.id());
+    config.secrets = std::move(*grants);
+  }
   std::vector<std::string> allowlist;
   for (const egress::AllowEntry& e : config.allowlist.entries()) allowlist.push_back(e.text);
   const int listener = cell.TakeEgressListener();
@@ -71,11 +81,21 @@ void EgressRegistry::Unbind(sandbox::CellInstance& cell) {
   }
   // Outside the lock: the proxy reports the cell's last connections while removing it.
   proxy_->RemoveCell(bound.id);
-  std::lock_guard lock(mu_);
-  for (const auto& [id, other] : cells_) {
-    if (other.session_key == bound.session_key) return;
+  SessionSecrets* secrets = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, other] : cells_) {
+      if (other.session_key == bound.session_key) return;
+    }
+    refusals_.erase(bound.session_key);
+    secrets = secrets_;
   }
-  refusals_.erase(bound.session_key);
+  if (secrets) secrets->Release(bound.session_key);
+}
+
+void EgressRegistry::SetSecrets(SessionSecrets* secrets) {
+  std::lock_guard lock(mu_);
+  secrets_ = secrets;
 }
 
 std::optional<tools::CellEgressReport> EgressRegistry::Report(const std::string& cell_id) const {

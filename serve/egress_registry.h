@@ -6,13 +6,15 @@
 // hooks, Bind runs when a cell is bound to a session (fresh or from the warm pool): it takes
 // the cell's listening socket (Cell::TakeEgressListener) and adds it to the proxy with the
 // session key, the tenant and the allowlist and limits of that session's policy (one
-// CellEgress per cell profile, set at start). Unbind runs before the cell is destroyed and
-// removes it from the proxy (closing its connections). session_info reads the counters
-// (Stats); run_command and run_code show the refusals of their call (RefusalsSince), which
-// the proxy reports through OnRefusal before the program can see the answer. The package
-// service's refusals come in the same way (serve/serve_packages.h RefusalRelay). Each
-// refusal of a bound session is also passed to the refusal listener (`mcpcell serve`: a
-// warning to that MCP session, tools/client_log.h).
+// CellEgress per cell profile, set at start), plus the session's placeholder secrets
+// (SessionSecrets::Grant, which also writes its file secrets into the cell). Unbind runs
+// before the cell is destroyed, removes it from the proxy (closing its connections) and
+// releases the session's secrets when it was the session's last cell. session_info reads
+// the counters (Stats); run_command and run_code show the refusals of their call
+// (RefusalsSince), which the proxy reports through OnRefusal before the program can see the
+// answer. The package service's refusals come in the same way (serve/serve_packages.h
+// RefusalRelay). Each refusal of a bound session is also passed to the refusal listener
+// (`mcpcell serve`: a warning to that MCP session, tools/client_log.h).
 //
 // Threading: every method is thread-safe. OnRefusal is called on the proxy's threads (and
 // the package service's) and takes only the registry's own lock, which it releases before
@@ -33,6 +35,7 @@
 #include "base/status.h"
 #include "egress/proxy.h"
 #include "sandbox/cell.h"
+#include "serve/session_secrets.h"
 #include "tools/egress_view.h"
 
 namespace mcpcell::serve {
@@ -59,6 +62,13 @@ class EgressRegistry final : public tools::CellEgressView {
   // What the proxy enforces for cells of `profile` ("" = the server's own policy); the
   // session and tenant are filled in by Bind. Start-up only.
   void SetProfile(const std::string& profile, egress::CellEgress config);
+
+  // Start-up: the sessions' secrets, granted to each cell at Bind and released when the
+  // session's last cell is unbound. Must outlive the registry's cells (nullptr: none).
+  void SetSecrets(SessionSecrets* secrets);
+  // The proxy's TLS interception (placeholder secrets): ready, and the CA cells must trust.
+  Status InterceptionReady() const { return proxy_->InterceptionReady(); }
+  std::string InterceptionCaPem() const { return proxy_->InterceptionCaPem(); }
 
   // CellHooks::on_bound. An error (no listener, unknown profile, the proxy refused the
   // socket) fails the Acquire: a cell is never used without its proxy.
@@ -102,6 +112,7 @@ class EgressRegistry final : public tools::CellEgressView {
   std::map<std::string, Refusals> refusals_;            // by session key; dropped with its cell
   uint64_t next_refusal_ = 0;                   // one sequence for all, so cursors never repeat
   RefusalListener listener_;                    // called outside mu_
+  SessionSecrets* secrets_ = nullptr;           // not owned (SetSecrets)
   std::unique_ptr<egress::EgressProxy> proxy_;  // last: destroyed first
 };
 

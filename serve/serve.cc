@@ -1,5 +1,7 @@
 #include "serve/serve.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +27,7 @@
 #include "serve/admin_api.h"
 #include "serve/egress_registry.h"
 #include "serve/serve_packages.h"
+#include "serve/session_secrets.h"
 #include "serve/tenant_policies.h"
 #include "tools/cell_tools.h"
 #include "tools/client_log.h"
@@ -167,9 +170,15 @@ Status SetEgressProfiles(EgressRegistry& egress, const ServeOptions& o) {
 // removed from it before it is destroyed. Attaches `relay` (detach before destroying it).
 Result<std::unique_ptr<EgressRegistry>> StartEgressProxy(
     const ServeOptions& opts, const packages::PackageService* package_service,
-    SessionLogRouter& client_log, RefusalRelay& relay) {
+    SessionLogRouter& client_log, RefusalRelay& relay, SessionSecrets& secrets) {
   auto egress_options = ServeEgressOptions(opts.state_dir, opts.egress_hosts);
   if (!egress_options) return egress_options.error().Wrap("mcpcell serve");
+  if (!opts.egress_ca_file.empty() && ::access(opts.egress_ca_file.c_str(), R_OK) != 0)
+    return Error::Sys("mcpcell serve: --egress-ca-file " + opts.egress_ca_file);
+  egress_options->upstream_ca_file = opts.egress_ca_file;
+  egress_options->on_secret = [&secrets](const egress::SecretEvent& e) {
+    secrets.OnSecretEvent(e);
+  };
   if (package_service) {
     egress_options->internal_routes.push_back(PackageServiceRoute(package_service->port()));
   }
@@ -187,6 +196,27 @@ Result<std::unique_ptr<EgressRegistry>> StartEgressProxy(
     return st.error().Wrap("mcpcell serve");
   }
   return egress;
+}
+
+// ---- secrets ----
+
+// Each profile's [[secrets]], granted to its sessions at bind. With placeholder secrets the
+// proxy's TLS interception must work, and the CA bundle their cells mount is written
+// before the first cell is made.
+Status StartSecrets(const ServeOptions& o, EgressRegistry& egress, SessionSecrets& secrets) {
+  bool placeholders = policies::HasPlaceholderSecrets(o.effective);
+  secrets.SetProfile("", o.effective.secrets);
+  for (const auto& [tenant, policy] : o.tenant_policies) {
+    secrets.SetProfile(tenant, policy.secrets);
+    placeholders = placeholders || policies::HasPlaceholderSecrets(policy);
+  }
+  egress.SetSecrets(&secrets);
+  if (!placeholders) return Ok();
+  if (Status st = egress.InterceptionReady(); !st)
+    return st.error().Wrap("mcpcell serve: placeholder secrets need the proxy's TLS interception");
+  if (Status st = WriteCaBundle(o.state_dir, egress.InterceptionCaPem()); !st)
+    return st.error().Wrap("mcpcell serve: the CA bundle for cells");
+  return Ok();
 }
 
 // ---- cells and warm pool ----
@@ -254,6 +284,7 @@ std::string Instructions(const policies::Policy& policy) {
                          ? "; files you write there are delivered to the user)."
                          : ").");
   }
+  instructions += SecretsInstructions(policy.secrets);
   return instructions;
 }
 
@@ -431,13 +462,32 @@ int RunServe(const ServeOptions& opts) {
   auto relay = std::make_shared<RefusalRelay>();
   auto package_service = StartPackageService(opts, relay);
   if (!package_service) return Refuse(package_service.error());
-  auto egress = StartEgressProxy(opts, package_service->get(), client_log, *relay);
+  // The sessions' secrets outlive the proxy and the cells (Unbind releases them).
+  SessionSecrets secrets;
+  auto egress = StartEgressProxy(opts, package_service->get(), client_log, *relay, secrets);
   if (!egress) return Refuse(egress.error());
   RefusalRelay::DetachGuard detach_relay{*relay};
+  if (Status st = StartSecrets(opts, **egress, secrets); !st) return Refuse(st.error());
   auto cells = MakeCells(opts, *skeleton, **egress);
   auto env = MakeToolEnv(opts, *skeleton, *cells, **egress);
   if (!env) return Refuse(env.error());
+  env->secrets = &secrets;
+  // Tool results, progress, saved outputs and client log lines show [secret NAME] instead
+  // of a value the session holds (tools/redaction.h).
+  const tools::SecretValuesFn secret_values = [&secrets](const std::string& session_key) {
+    tools::SecretValues values;
+    for (tools::SecretValue& v : secrets.Values(session_key)) {
+      values.emplace_back(std::move(v.name), std::move(v.value));
+    }
+    return values;
+  };
+  env->secret_values = secret_values;
+  client_log.SetSecretValues(secret_values);
+  secrets.SetEndSession([&cells](const std::string& key, const std::string& reason) {
+    (void)cells->Close(key, reason);
+  });
   int rc = ServeTools(opts, *env, client_log, *cells, trail.get());
+  secrets.SetEndSession(nullptr);
   cells->CloseAll();
   if (trail) (void)trail->Close();
   UnplaceServerCpu(placement);

@@ -49,6 +49,8 @@ struct ServeOptions {
   int64_t resume_grace_s = 10;
   uint64_t package_cache_bytes = 4ull << 30;
   std::string package_ca_file;
+  // --egress-ca-file: extra CAs the egress proxy trusts for intercepted upstreams (secrets).
+  std::string egress_ca_file;
 };
 
 // Serves until EOF (stdio), SIGTERM or SIGINT; returns the process exit status (2 when

@@ -8,6 +8,7 @@
 #include <memory>
 #include <stop_token>
 
+#include "policies/secret_source.h"
 #include "sandbox/cell_channel.h"
 #include "tools/output_capture.h"
 #include "tools/progress_streamer.h"
@@ -198,6 +199,29 @@ std::optional<mcp::ToolResult> WriteCallFiles(const sandbox::CellLease& channel,
   return std::nullopt;
 }
 
+// The session's granted secrets (secrets_view.h) first, then the call's own variables; a
+// call may not set a secret's name (the placeholder or value is the operator's to give).
+std::optional<mcp::ToolResult> AddSecretEnv(const ToolEnv& env, const mcp::Context& ctx,
+                                            const ExecCall& call, std::vector<std::string>& out) {
+  if (!env.secrets) return std::nullopt;
+  const std::string& key = ctx.session().id();
+  for (const std::string& name : env.secrets->Names(key)) {
+    for (const auto& [var, value] : call.options.env) {
+      if (var != name) continue;
+      return mcp::ToolResult::Error("arguments.env." + name + ": " + name +
+                                    " is a secret the operator granted to this session and "
+                                    "cannot be set by a call (session_info lists the secrets)");
+    }
+  }
+  auto granted = env.secrets->ExecEnv(key);
+  if (!granted) {
+    return mcp::ToolResult::Error(granted.error().message +
+                                  "; the program was not run (report this to the operator)");
+  }
+  out.insert(out.begin(), granted->begin(), granted->end());
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string NewCallId() {
@@ -242,6 +266,7 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   sandbox::ExecOptions opts;
   opts.argv = call.argv;
   opts.env = EnvStrings(call.options);
+  if (auto refused = AddSecretEnv(env, ctx, call, opts.env)) return *refused;
   opts.cwd = call.options.cwd;
   opts.stdin_data = call.options.stdin_data;
   opts.timeout = timeout;
@@ -267,6 +292,7 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   auto result = channel.Exec(opts);
   deliver(true, out_redactor.Finish());
   deliver(false, err_redactor.Finish());
+  for (std::string& var : opts.env) policies::WipeSecret(var);  // env-mode values
   progress.Stop();
   if (!result) {
     return SandboxError(call.tool, result.error(),

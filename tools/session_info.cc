@@ -87,6 +87,11 @@ mcp::Json SessionInfoOutputSchema() {
             {"properties", {{"tool", {{"type", "string"}}}, {"reason", {{"type", "string"}}}}},
             {"required", {"tool", "reason"}},
             {"additionalProperties", false}}}}},
+        {"secrets",
+         {{"type", "array"},
+          {"description",
+           "secrets the operator granted to this session (names, never values; docs/secrets.md)"},
+          {"items", {{"type", "object"}}}}},
         {"warnings", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
       {"required", {"cell_id", "policy", "network", "warnings"}}};
 }
@@ -195,6 +200,32 @@ std::string TextReport(const SessionFacts& f) {
   return text;
 }
 
+// The session's granted secrets: a line each in the text, an array in the structure; never
+// a value (tools/secrets_view.h).
+std::pair<std::string, mcp::Json> DescribeSecrets(const ToolEnv& env, const mcp::Context& ctx) {
+  std::string text;
+  mcp::Json list = mcp::Json::array();
+  if (!env.secrets) return {text, list};
+  for (const SecretStatus& s : env.secrets->Describe(ctx.session().id())) {
+    std::string where = "the file " + s.file;
+    if (s.mode == "env") where = "$" + s.name + " in every program's environment";
+    if (s.mode == "placeholder") {
+      where = "$" + s.name + " holds a placeholder the egress proxy replaces for";
+      for (size_t i = 0; i < s.hosts.size(); ++i) where += (i ? ", " : " ") + s.hosts[i];
+    }
+    const std::string left = s.expired     ? "expired"
+                             : s.time_left ? std::to_string(s.time_left->count()) + " s left"
+                                           : "for the session's life";
+    text += "secret " + s.name + " (" + s.mode + "): " + where + "; " + left + "\n";
+    mcp::Json j = {{"name", s.name}, {"mode", s.mode}, {"expired", s.expired}};
+    if (!s.hosts.empty()) j["hosts"] = s.hosts;
+    if (!s.file.empty()) j["file"] = s.file;
+    if (s.time_left) j["time_left_s"] = s.time_left->count();
+    list.push_back(std::move(j));
+  }
+  return {text, list};
+}
+
 // session_info takes no arguments: an empty object (ArgReader refuses any field).
 Status ParseSessionInfoArgs(const mcp::Json& json) { return ArgReader(json, {}).Finish(); }
 
@@ -214,8 +245,10 @@ mcp::ToolResult SessionInfo(const ToolEnv& env, mcp::Context& ctx) {
       .usage = cell.Usage(),
       .egress = env.egress ? env.egress->Report(cell.id()) : std::nullopt,
   };
-  mcp::ToolResult r = mcp::ToolResult::Text(TextReport(facts));
+  auto [secrets_text, secrets] = DescribeSecrets(env, ctx);
+  mcp::ToolResult r = mcp::ToolResult::Text(TextReport(facts) + secrets_text);
   r.structured_content = StructuredReport(facts);
+  if (!secrets.empty()) r.structured_content["secrets"] = std::move(secrets);
   return r;
 }
 

@@ -24,6 +24,7 @@
 #include "sandbox/cell_session.h"
 #include "tools/egress_view.h"
 #include "tools/redaction.h"
+#include "tools/secrets_view.h"
 
 namespace mcpcell::tools {
 
@@ -67,6 +68,8 @@ struct ToolEnv {
   // The cells' egress proxy as the tools see it (egress_view.h): session_info's counters,
   // the refusals shown in exec results. nullptr: no proxy (tests without one).
   const CellEgressView* egress = nullptr;
+  // The sessions' granted secrets (secrets_view.h): exec env, session_info; nullptr: none.
+  const SecretsView* secrets = nullptr;
   CellToolsConfig config;  // sessions without a tenant
   // By tenant name: the config of that tenant's sessions (from its policy).
   std::map<std::string, CellToolsConfig> tenants;

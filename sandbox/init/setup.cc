@@ -121,7 +121,15 @@ Status BindCellMounts(const CellSpec& spec, const std::string& root) {
 
 Status MountRunAndTmp(const CellSpec& spec, const std::string& root) {
   if (Status s = MountTmpfs(root + "/tmp", spec.tmpfs.tmp_bytes, 01777); !s) return s;
-  return MountTmpfs(root + "/run", spec.tmpfs.run_bytes, 0755);
+  if (Status s = MountTmpfs(root + "/run", spec.tmpfs.run_bytes, 0755); !s) return s;
+  // Where the server writes the session's file-mode secrets (docs/secrets.md) through the
+  // control channel, as the sandbox user: the user's own, for nobody else in the cell.
+  const std::string secrets = root + "/run/secrets";
+  if (::mkdir(secrets.c_str(), 0700) != 0) return Error::Sys("mkdir(\"" + secrets + "\")");
+  if (::chown(secrets.c_str(), spec.sandbox_uid, spec.sandbox_gid) != 0) {
+    return Error::Sys("chown(\"" + secrets + "\", " + std::to_string(spec.sandbox_uid) + ")");
+  }
+  return Ok();
 }
 
 Status Harden() {
