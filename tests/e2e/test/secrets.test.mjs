@@ -159,9 +159,17 @@ mode = "file"
   });
 
   it('env and file modes give the value to the programs; a call cannot set a secret', async () => {
-    assert.match(text(await call('printenv DB_PASSWORD')), /db-password-value/);
-    const f = text(await call('cat /run/secrets/KEY_FILE; stat -c "%a %U" /run/secrets/KEY_FILE'));
-    assert.match(f, /file-secret-value/);
+    // The programs get the value; what the model sees of it, plain or base64, is redacted.
+    const e = text(await call(
+      '[ "$DB_PASSWORD" = db-password-value ] && echo env-ok; printenv DB_PASSWORD; ' +
+      'printf %s "$DB_PASSWORD" | base64'));
+    // (OTHER_TOKEN and END_TOKEN share DB_PASSWORD's source: any of their names may label it.)
+    assert.match(e, /env-ok\n\[secret [A-Z_]+\]\n\[secret [A-Z_]+\]\n/);
+    assert.doesNotMatch(e, /db-password-value|ZGItcGFzc3dvcmQtdmFsdWU/);
+    const f = text(await call('[ "$(cat /run/secrets/KEY_FILE)" = file-secret-value ] && ' +
+      'echo file-ok; cat /run/secrets/KEY_FILE; stat -c "%a %U" /run/secrets/KEY_FILE'));
+    assert.match(f, /file-ok\n\[secret KEY_FILE\]/);
+    assert.doesNotMatch(f, /file-secret-value/);
     assert.match(f, /400 (?!root)\w+/);
     const refused = await call('true', { env: { API_TOKEN: 'mine' } });
     assert.equal(refused.isError, true);
@@ -262,13 +270,21 @@ policy = "${dir}/bob.toml"
   });
 
   it('a tenant cannot get another tenant\'s secret', async () => {
-    const probe = 'env; ls /run/secrets; cat /run/secrets/* 2>&1; echo done';
+    // Each cell's own values are checked inside it (the result shows them redacted); the
+    // other tenant's names and values appear nowhere.
+    const probe = 'env; ls /run/secrets; cat /run/secrets/* 2>&1; ' +
+      '[ "$ALICE_TOKEN" = alice-secret-value ] && echo has-alice-token; ' +
+      '[ "$BOB_TOKEN" = bob-secret-value ] && echo has-bob-token; ' +
+      'grep -rl -e alice-secret-value -e bob-secret-value /run/secrets /workspace /tmp 2>/dev/null; ' +
+      'echo done';
     const a = text(await run(alice, probe));
     const b = text(await run(bob, probe));
-    assert.match(a, /ALICE_TOKEN=alice-secret-value/);
+    assert.match(a, /ALICE_TOKEN=\[secret ALICE_TOKEN\]/);
+    assert.match(a, /has-alice-token/);
     assert.match(a, /ALICE_FILE/);
-    assert.doesNotMatch(a, /bob-secret-value|BOB_/);
-    assert.match(b, /BOB_TOKEN=bob-secret-value/);
-    assert.doesNotMatch(b, /alice-secret-value|ALICE_/);
+    assert.doesNotMatch(a, /bob-secret-value|BOB_|has-bob-token/);
+    assert.match(b, /BOB_TOKEN=\[secret BOB_TOKEN\]/);
+    assert.match(b, /has-bob-token/);
+    assert.doesNotMatch(b, /alice-secret-value|ALICE_|has-alice-token/);
   });
 });
