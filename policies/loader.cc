@@ -116,7 +116,7 @@ Result<Policy> ParsePolicy(std::string_view text, const std::string& source_name
   policy.source = source_name;
   r.OnlyKeys(root, "",
              {"name", "description", "isolation", "limits", "time", "filesystem", "network",
-              "packages", "tools"});
+              "packages", "tools", "audit"});
   ReadName(r, root, source_name, &policy.name);
   r.String(root, "", "description", &policy.description);
   ReadIsolation(r, root, &policy.isolation);
@@ -127,6 +127,7 @@ Result<Policy> ParsePolicy(std::string_view text, const std::string& source_name
   ReadPackages(r, root, &policy.packages);
   CheckDirectRegistryAccess(r, root, policy);
   ReadTools(r, root, &policy.tools);
+  ReadAudit(r, root, &policy.audit);
   if (r.failed()) return Error::Msg(r.error());
   return policy;
 }

@@ -5,6 +5,7 @@
 //   loader_filesystem.cc  filesystem (template, workspace, mounts)
 //   loader_network.cc     network, packages, and the check that no network.allow entry
 //                         reaches a package upstream directly
+//   loader_audit.cc       audit (the server's trail; a tenant may set only `commands`)
 #pragma once
 
 #include "policies/policy.h"
@@ -20,6 +21,7 @@ void ReadNetwork(TomlReader& r, const toml::table& root, NetworkPolicy* out);
 void ReadPackages(TomlReader& r, const toml::table& root, PackagesPolicy* out);
 // A network.allow entry that lets the cell reach the package service's upstreams itself,
 // past every package rule (policies/package_upstreams.h), refused at the entry.
+void ReadAudit(TomlReader& r, const toml::table& root, AuditPolicy* out);
 void CheckDirectRegistryAccess(TomlReader& r, const toml::table& root, const Policy& policy);
 
 }  // namespace mcpcell::policies

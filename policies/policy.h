@@ -73,6 +73,22 @@ struct ToolsPolicy {
   std::vector<std::string> enabled;  // empty: every tool
 };
 
+// The one audit trail ([audit], docs/audit.md). Only `commands` may be set in a tenant's
+// policy; the rest is the server's (one trail per server).
+enum class AuditCommands { kHash, kFull };  // exec records: SHA-256 only, or the text too
+
+struct AuditPolicy {
+  AuditCommands commands = AuditCommands::kHash;
+  std::string signing_key;  // PEM Ed25519 private key path; "": unsigned checkpoints
+  std::chrono::seconds retention{90 * 86400};
+  uint64_t rotate_bytes = 64ull << 20;
+  std::chrono::seconds rotate_age{24 * 3600};
+  uint64_t checkpoint_every = 10000;
+  bool required = false;  // refuse new sessions while the trail cannot be written
+  std::chrono::seconds usage_interval{5 * 60};
+  std::string syslog;  // "unix:/path" or "tcp:host:port"; "": no live feed
+};
+
 struct Policy {
   std::string name = "default";
   std::string description;
@@ -84,6 +100,7 @@ struct Policy {
   NetworkPolicy network;
   PackagesPolicy packages;
   ToolsPolicy tools;
+  AuditPolicy audit;
 };
 
 // The tools a policy may enable (tools/cell_tools.h registers them by these names).

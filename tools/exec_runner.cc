@@ -9,6 +9,7 @@
 #include <stop_token>
 
 #include "sandbox/cell_channel.h"
+#include "tools/audit_events.h"
 #include "tools/output_capture.h"
 #include "tools/progress_streamer.h"
 
@@ -197,6 +198,34 @@ std::optional<mcp::ToolResult> WriteCallFiles(const sandbox::CellLease& channel,
   return std::nullopt;
 }
 
+// exec.start's fields: the tool, the program (run_code's interpreter, run_command's argv[0])
+// and the command text's SHA-256 (the text itself with [audit] commands = "full"). The
+// command text is run_code's source, or run_command's argv joined by spaces.
+nlohmann::json ExecStartFields(const CellToolsConfig& config, const ExecCall& call) {
+  std::string text;
+  if (!call.files.empty()) {
+    text = call.files.front().second;
+  } else {
+    for (const std::string& arg : call.argv) text += (text.empty() ? "" : " ") + arg;
+  }
+  nlohmann::json fields = CommandFields(config, text);
+  fields["tool"] = call.tool;
+  fields["program"] = call.argv.empty() ? "" : call.argv.front();
+  return fields;
+}
+
+nlohmann::json ExecEndFields(const ExecCall& call, const sandbox::ExecResult& r) {
+  return {{"tool", call.tool},
+          {"exit_status", r.signaled ? -1 : r.exit_code},
+          {"signal", r.signaled ? SignalName(r.signo) : ""},
+          {"timed_out", r.timed_out},
+          {"cancelled", r.cancelled},
+          {"oom_killed", r.oom_killed},
+          {"duration_ms", r.wall_time.count() / 1000},
+          {"cpu_ms", (r.user_cpu + r.system_cpu).count() / 1000},
+          {"peak_memory_bytes", r.peak_memory_bytes}};
+}
+
 }  // namespace
 
 std::string NewCallId() {
@@ -256,8 +285,13 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
     (is_out ? out_saver : err_saver).Append(chunk);
     progress.Add(is_out ? "stdout" : "stderr", chunk);
   };
+  AuditEvent(env, ctx, lease.id(), "exec.start", ExecStartFields(config, call));
   auto result = channel.Exec(opts);
   progress.Stop();
+  MeterCell(env, ctx, lease);
+  AuditEvent(env, ctx, lease.id(), "exec.end",
+             result ? ExecEndFields(call, *result)
+                    : nlohmann::json{{"tool", call.tool}, {"error", result.error().message}});
   if (!result) {
     return SandboxError(call.tool, result.error(),
                         channel.alive() ? "Check the command and its arguments."
