@@ -37,7 +37,8 @@ struct ServiceOptions {
   std::filesystem::path cache_dir;        // <state>/packages (content-addressed artifacts)
   uint64_t cache_max_bytes = 4ull << 30;  // least recently used evicted beyond it
   // Told each artifact or page served, refused or failed: {session, tenant, registry,
-  // package, version, filename, digest, source, result ("served", "refused", "failed"),
+  // package, version, filename, digest, source, result ("served", "refused",
+  // "hash_mismatch", "upstream_error"),
   // reason}. Called from the service's threads (thread-safe, quick); empty: dropped.
   std::function<void(const nlohmann::json& event)> audit;
   // The packages policy of a tenant ("" = the server's own policy); nullptr: unknown

@@ -1,8 +1,10 @@
 #include "serve/serve_audit.h"
 
+#include <fstream>
 #include <utility>
 
 #include "audit/record.h"
+#include "audit/trail_files.h"
 #include "base/units.h"
 #include "mcp/log.h"
 #include "policies/compiler.h"
@@ -48,7 +50,7 @@ Result<std::unique_ptr<ServeAudit>> ServeAudit::Open(ServeAuditOptions options) 
   const policies::AuditPolicy& config = options.server_policy->audit;
   std::unique_ptr<ServeAudit> self(new ServeAudit(std::move(options)));
   audit::TrailOptions o;
-  o.dir = self->options_.state_dir + "/audit";
+  o.dir = audit::AuditDir(self->options_.state_dir);
   o.rotate_bytes = config.rotate_bytes;
   o.rotate_age = config.rotate_age;
   o.retention = config.retention;
@@ -67,8 +69,39 @@ Result<std::unique_ptr<ServeAudit>> ServeAudit::Open(ServeAuditOptions options) 
     self->syslog_ = std::move(*sink);
     self->trail_->AddSink(self->syslog_->AsRecordSink());
   }
+  self->EndCrashedSessions();
   self->usage_thread_ = std::thread([raw = self.get()] { raw->UsageLoop(); });
   return self;
+}
+
+// A server that was killed left sessions with a session.start and no session.end: each
+// gets one now, with its last usage record's figures. Only the current file is read (a
+// session open across a rotation before the crash is not found).
+void ServeAudit::EndCrashedSessions() {
+  std::ifstream in(audit::AuditDir(options_.state_dir) + "/audit.jsonl", std::ios::binary);
+  struct Open {
+    std::string tenant;
+    nlohmann::json usage;
+  };
+  std::map<std::string, Open> open;
+  for (std::string line; std::getline(in, line);) {
+    auto record = audit::ParseRecordLine(line);
+    if (!record) continue;
+    const std::string type = audit::StringField(*record, "type");
+    const std::string session = audit::StringField(*record, "session");
+    if (type == "session.start") {
+      open[session] = {audit::StringField(*record, "tenant"), nullptr};
+    } else if (type == "session.end") {
+      open.erase(session);
+    } else if (type == "usage" && open.count(session) && record->contains("usage")) {
+      open[session].usage = (*record)["usage"];
+    }
+  }
+  for (const auto& [session, o] : open) {
+    nlohmann::json fields = {{"reason", "recovered after a crash"}};
+    if (!o.usage.is_null()) fields["usage"] = o.usage;
+    Append("session.end", o.tenant, session, "", fields);
+  }
 }
 
 ServeAudit::ServeAudit(ServeAuditOptions options) : options_(std::move(options)) {}

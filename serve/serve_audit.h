@@ -95,6 +95,7 @@ class ServeAudit {
   void Append(std::string_view type, const std::string& tenant, const std::string& session,
               const std::string& cell, const nlohmann::json& fields);
   void SampleCell(const BoundCell& bound, sandbox::CellInstance& cell);
+  void EndCrashedSessions();
   void UsageLoop();
   void WriteUsageRecords();
 

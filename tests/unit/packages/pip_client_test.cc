@@ -93,7 +93,6 @@ TEST(PipClientTest, DebianPipDownloadsThroughTheServiceAndSeesRefusals) {
   policy.deny = {"pypi:bad-pkg"};
   ServiceOptions o;
   o.cache_dir = dir + "/cache";
-  o.audit_path = dir + "/audit.jsonl";
   o.policy_for_tenant = [&](const std::string&) { return &policy; };
   auto service = PackageService::Start(std::move(o));
   ASSERT_TRUE(service.ok()) << service.error().message;
