@@ -169,7 +169,6 @@ std::string ServeAudit::SessionStarted(const mcp::Session& session) {
 
 void ServeAudit::SessionEnded(const std::string& session_id, const std::string& reason) {
   OpenSession ended;
-  std::vector<std::pair<BoundCell, sandbox::CellInstance*>> live;
   {
     std::lock_guard lock(mu_);
     auto it = sessions_.find(session_id);

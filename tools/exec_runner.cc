@@ -198,15 +198,16 @@ std::optional<mcp::ToolResult> WriteCallFiles(const sandbox::CellLease& channel,
   return std::nullopt;
 }
 
-// exec.start's fields: the tool, the program (run_code's interpreter, run_command's argv[0])
+// exec.start's fields: the tool, the program (run_code's interpreter, run_command's shell)
 // and the command text's SHA-256 (the text itself with [audit] commands = "full"). The
-// command text is run_code's source, or run_command's argv joined by spaces.
+// command text is what the model sent: run_code's code (argv's last element, or the source
+// file when it was too long for argv) and run_command's command (`sh -c`'s argument).
 nlohmann::json ExecStartFields(const CellToolsConfig& config, const ExecCall& call) {
   std::string text;
   if (!call.files.empty()) {
     text = call.files.front().second;
-  } else {
-    for (const std::string& arg : call.argv) text += (text.empty() ? "" : " ") + arg;
+  } else if (!call.argv.empty()) {
+    text = call.argv.back();
   }
   nlohmann::json fields = CommandFields(config, text);
   fields["tool"] = call.tool;
