@@ -126,7 +126,11 @@ void UsageReport::Add(const nlohmann::json& record) {
   const std::pair<std::string, std::string> key{tenant, StringField(record, "session")};
   auto current = current_.find(key);
   if (type == "session.start" || current == current_.end()) {
-    tracks_.push_back({key.first, key.second, type == "session.start" ? time : ""});
+    Track track;
+    track.tenant = key.first;
+    track.session = key.second;
+    if (type == "session.start") track.started = time;
+    tracks_.push_back(std::move(track));
     current = current_.insert_or_assign(key, tracks_.size() - 1).first;
   }
   if (type == "session.start") return;
@@ -161,7 +165,10 @@ std::vector<SessionUsageRow> UsageReport::Sessions() const {
 std::vector<TenantUsageRow> UsageReport::Tenants() const {
   std::vector<TenantUsageRow> rows;
   for (const SessionUsageRow& s : Sessions()) {
-    if (rows.empty() || rows.back().tenant != s.tenant) rows.push_back({s.tenant, 0, {}});
+    if (rows.empty() || rows.back().tenant != s.tenant) {
+      rows.emplace_back();
+      rows.back().tenant = s.tenant;
+    }
     rows.back().sessions++;
     AddInto(rows.back().figures, s.figures);
   }

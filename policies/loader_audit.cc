@@ -24,8 +24,9 @@ std::string CheckSyslogTarget(const std::string& target) {
     size_t colon = rest.rfind(':');
     if (colon == std::string::npos || colon == 0) return "a tcp: target is tcp:HOST:PORT";
     std::string port = rest.substr(colon + 1);
-    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoul(port) == 0 || std::stoul(port) > 65535) {
+    const bool digits = !port.empty() && port.size() <= 5 &&
+                        port.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoul(port) == 0 || std::stoul(port) > 65535) {
       return "port \"" + port + "\" is not a number from 1 to 65535";
     }
     return "";

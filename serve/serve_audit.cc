@@ -14,7 +14,6 @@ namespace {
 
 // The session's limits as session.start records them.
 nlohmann::json LimitsFields(const policies::Policy& p) {
-  using std::chrono::seconds;
   return {{"memory_bytes", p.limits.memory_bytes},
           {"pids", p.limits.pids},
           {"cpu_millicores", p.limits.cpu_millicores},
@@ -79,11 +78,11 @@ Result<std::unique_ptr<ServeAudit>> ServeAudit::Open(ServeAuditOptions options) 
 // session open across a rotation before the crash is not found).
 void ServeAudit::EndCrashedSessions() {
   std::ifstream in(audit::AuditDir(options_.state_dir) + "/audit.jsonl", std::ios::binary);
-  struct Open {
+  struct Unended {
     std::string tenant;
     nlohmann::json usage;
   };
-  std::map<std::string, Open> open;
+  std::map<std::string, Unended> open;
   for (std::string line; std::getline(in, line);) {
     auto record = audit::ParseRecordLine(line);
     if (!record) continue;

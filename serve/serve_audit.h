@@ -86,7 +86,7 @@ class ServeAudit {
     std::chrono::steady_clock::time_point started;
   };
   struct BoundCell {
-    sandbox::CellInstance* cell;
+    sandbox::CellInstance* cell = nullptr;
     std::string session;
     std::string tenant;
   };
