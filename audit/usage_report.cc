@@ -201,7 +201,9 @@ std::string UsageReport::ToCsv() const {
       "kind,tenant,session,cpu_s,memory_gib_s,peak_memory_bytes,wall_active_s,wall_paused_s,"
       "egress_up_bytes,egress_down_bytes,calls\n";
   for (const TenantUsageRow& t : Tenants()) csv += CsvRow("tenant", t.tenant, "", t.figures);
-  for (const SessionUsageRow& s : Sessions()) csv += CsvRow("session", s.tenant, s.session, s.figures);
+  for (const SessionUsageRow& s : Sessions()) {
+    csv += CsvRow("session", s.tenant, s.session, s.figures);
+  }
   return csv;
 }
 

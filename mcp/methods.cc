@@ -192,7 +192,9 @@ Json Session::Impl::CallTool(const Json& params, Context& ctx) {
   // A tool the session's filter refuses is answered exactly like an unregistered one.
   const auto& filter = server->options.tool_filter;
   const bool refused = tool && filter && !filter(ctx.session(), name);
-  if (tool && server->options.on_tool_call) server->options.on_tool_call(ctx.session(), name, refused);
+  if (tool && server->options.on_tool_call) {
+    server->options.on_tool_call(ctx.session(), name, refused);
+  }
   if (refused) tool = nullptr;
   if (!tool) throw RpcException(kInvalidParams, "Unknown tool: " + name, {{"name", name}});
   Json args = params.contains("arguments") && !params["arguments"].is_null() ? params["arguments"]
