@@ -14,9 +14,19 @@ double Num(const nlohmann::json& j, const char* key) {
   return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
 }
 
+// A count: a non-negative integer (nlohmann parses them as unsigned, but a record made in
+// memory may hold a signed one); anything else counts as 0.
+uint64_t AsCount(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) {
+    return static_cast<uint64_t>(v.get<int64_t>());
+  }
+  return 0;
+}
+
 uint64_t Count(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
-  return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+  return it != j.end() ? AsCount(*it) : 0;
 }
 
 // Cumulative counters never go down within a session; a difference below zero (a record
@@ -86,7 +96,7 @@ UsageFigures UsageFigures::FromJson(const nlohmann::json& u) {
   f.egress_down_bytes = Count(u, "egress_down_bytes");
   if (auto it = u.find("calls_by_tool"); it != u.end() && it->is_object()) {
     for (const auto& [tool, n] : it->items()) {
-      if (n.is_number_unsigned()) f.calls_by_tool[tool] = n.get<uint64_t>();
+      if (uint64_t count = AsCount(n); count > 0) f.calls_by_tool[tool] = count;
     }
   }
   return f;

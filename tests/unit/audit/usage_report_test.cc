@@ -27,7 +27,10 @@ nlohmann::json Rec(const std::string& type, const std::string& time, const std::
             {"calls_by_tool", {{"run_code", calls}}}}}};
 }
 
-std::optional<int64_t> Ms(const std::string& t) { return *ParseTimeMs(t); }
+std::optional<int64_t> Ms(const std::string& t) {
+  auto ms = ParseTimeMs(t);
+  return *ms;
+}
 
 TEST(UsageReport, SumsSessionsPerTenantFromTheirLastRecord) {
   UsageReport r(std::nullopt, std::nullopt);

@@ -13,7 +13,9 @@ namespace mcpcell::policies {
 namespace {
 
 std::string ErrorOf(const std::string& text, bool tenant = false) {
-  auto p = ParsePolicy(text, "p.toml", {.tenant = tenant});
+  LoadOptions options;
+  options.tenant = tenant;
+  auto p = ParsePolicy(text, "p.toml", options);
   return p ? "(loaded)" : p.error().message;
 }
 
@@ -82,7 +84,9 @@ TEST(LoaderAudit, StrictErrorsNameTheLineAndKey) {
 }
 
 TEST(LoaderAudit, ATenantMaySetOnlyCommands) {
-  auto p = ParsePolicy("[audit]\ncommands = \"full\"\n", "t.toml", {.tenant = true});
+  LoadOptions tenant;
+  tenant.tenant = true;
+  auto p = ParsePolicy("[audit]\ncommands = \"full\"\n", "t.toml", tenant);
   ASSERT_TRUE(p) << p.error().message;
   EXPECT_EQ(p->audit.commands, AuditCommands::kFull);
   EXPECT_EQ(ErrorOf("[audit]\nretention = \"1d\"\n", /*tenant=*/true),
