@@ -1,5 +1,7 @@
 #include "serve/serve.h"
 
+#include <poll.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -416,8 +418,13 @@ int ServeUntilStopped(mcp::Server& server, sandbox::CellSessionManager& cells,
   auto stop_signals = StopSignals::Install();
   if (!stop_signals) return Refuse(stop_signals.error().Wrap("mcpcell serve"));
   const int stop_fd = (*stop_signals)->fd();
-  return opts.http.empty() ? ServeOverStdio(server, opts, stop_fd)
-                           : ServeOverHttp(server, cells, opts, stop_fd, audit);
+  int rc = opts.http.empty() ? ServeOverStdio(server, opts, stop_fd)
+                             : ServeOverHttp(server, cells, opts, stop_fd, audit);
+  // A stdio session still draining when stdin closed ends as the client's doing; one cut by
+  // SIGTERM or SIGINT ends by the server's shutdown.
+  pollfd stop{.fd = stop_fd, .events = POLLIN, .revents = 0};
+  if (::poll(&stop, 1, 0) > 0) audit.ShuttingDown();
+  return rc;
 }
 
 // The MCP server with the cell tools, serving until stopped; its handlers are done when
@@ -432,7 +439,6 @@ int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& c
     return 2;
   }
   int rc = ServeUntilStopped(server, cells, opts, audit);
-  audit.ShuttingDown();
   server.Shutdown();
   return rc;
 }

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -64,6 +64,7 @@ describe('audit trail: one session, a crash, and metering', () => {
   let policyFile;
   before(() => {
     dir = mkdtempSync(path.join(tmpdir(), 'mcpcell-audit-e2e-'));
+    chmodSync(dir, 0o755);  // the cells' uids must be able to reach the state dir inside
     stateDir = path.join(dir, 'state');
     policyFile = path.join(dir, 'audited.toml');
     // Egress is refused (no allowlist): the proxy's refusal is one egress.connection record.
