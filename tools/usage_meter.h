@@ -1,8 +1,8 @@
 // UsageMeter: what one MCP session has used, for metering (docs/audit.md "Metering"): CPU
 // seconds, memory GiB-seconds, peak memory, wall seconds, egress bytes and calls by tool
-// (storage is not measured yet). Fed with samples of its cell's cumulative counters (cgroup CPU and memory,
-// the egress proxy's bytes) at each call's end, at each usage interval and when the cell is
-// destroyed; memory is integrated over time between samples (trapezoids), and when the
+// (storage is not measured yet). Fed with samples of its cell's cumulative counters
+// (cgroup CPU and memory, the egress proxy's bytes) at each call's end, at each usage
+// interval and when the cell is destroyed; memory is integrated over time between samples (trapezoids), and when the
 // session's cell is replaced the old cell's totals are carried over, so the figures cover
 // the session, not one cell. UsageMeters holds one meter per session id.
 // Threading: every method is thread-safe.
