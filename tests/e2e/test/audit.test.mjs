@@ -4,7 +4,7 @@
 // hashes instead of command text, no file contents); the chain verifies; a server killed
 // with SIGKILL mid-traffic is followed by one that names the cut, ends the killed session
 // as "recovered after a crash" and goes on with the chain; the metered CPU of a known busy
-// loop matches what the loop used.
+// loop matches what the loop used; over HTTP, a DELETE and a shutdown are told apart.
 
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -15,6 +15,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import { binary, connect, waitFor } from '../lib/harness.mjs';
+import { connectHttp, startHttpServer } from './http_util.mjs';
 
 const sha256 = (text) => createHash('sha256').update(text).digest('hex');
 
@@ -213,5 +214,39 @@ describe('audit trail: one session, a crash, and metering', () => {
     assert.equal(csv[0], 'kind,tenant,session,cpu_s,memory_gib_s,peak_memory_bytes,' +
       'wall_active_s,wall_paused_s,egress_up_bytes,egress_down_bytes,calls');
     assert.match(csv[1], /^tenant,,,/);
+  });
+});
+
+describe('audit trail over HTTP: why sessions ended', () => {
+  let dir;
+  before(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'mcpcell-audit-http-'));
+    chmodSync(dir, 0o755);
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('a DELETE ends as "client closed", a session open at SIGTERM as "server shutdown"', async () => {
+    const stateDir = path.join(dir, 'state');
+    const server = await startHttpServer('mcpcell',
+      ['serve', '--http', '127.0.0.1:0', '--state-dir', stateDir, '--warm-cells', '0']);
+    try {
+      const a = await connectHttp(server.url, { name: 'deleter' });
+      await a.client.callTool({ name: 'run_command', arguments: { command: 'echo a' } });
+      await a.transport.terminateSession();
+      await waitFor(async () => query(stateDir, '--type', 'session.end').length === 1,
+        { timeoutMs: 10000, what: 'the deleted session\'s end' });
+      const b = await connectHttp(server.url, { name: 'stays' });
+      await b.client.callTool({ name: 'run_command', arguments: { command: 'echo b' } });
+    } finally {
+      await server.stop();
+    }
+    const starts = query(stateDir, '--type', 'session.start');
+    assert.deepEqual(starts.map((r) => [r.client_name, r.transport]),
+      [['deleter', 'http'], ['stays', 'http']]);
+    const ends = query(stateDir, '--type', 'session.end');
+    assert.deepEqual(ends.map((r) => [r.session, r.reason]),
+      [[starts[0].session, 'client closed'], [starts[1].session, 'server shutdown']]);
+    assert.equal(query(stateDir, '--type', 'cell.destroy').length, 2);
+    assert.equal(verify(stateDir).status, 0);
   });
 });
