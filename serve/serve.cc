@@ -440,6 +440,9 @@ int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& c
   }
   int rc = ServeUntilStopped(server, cells, opts, audit);
   server.Shutdown();
+  // Its sessions have ended: recorded now, before their cells are destroyed (the MCP
+  // server may report a stdio session's close later, from its reader thread).
+  audit.EndOpenSessions(audit.shutting_down() ? "server shutdown" : "client closed");
   return rc;
 }
 

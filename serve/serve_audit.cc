@@ -188,6 +188,15 @@ void ServeAudit::SessionEnded(const std::string& session_id, const std::string& 
   Append("session.end", ended.tenant, session_id, "", fields);
 }
 
+void ServeAudit::EndOpenSessions(const std::string& reason) {
+  std::vector<std::string> open;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, s] : sessions_) open.push_back(id);
+  }
+  for (const std::string& id : open) SessionEnded(id, reason);
+}
+
 void ServeAudit::ToolCall(const mcp::Session& session, const std::string& tool, bool refused) {
   usage_.For(session.id())->CountCall(tool);
   if (refused) {
@@ -285,12 +294,7 @@ void ServeAudit::Close() {
   }
   wake_.notify_all();
   if (usage_thread_.joinable()) usage_thread_.join();
-  std::vector<std::string> open;
-  {
-    std::lock_guard lock(mu_);
-    for (const auto& [id, s] : sessions_) open.push_back(id);
-  }
-  for (const std::string& id : open) SessionEnded(id, "server shutdown");
+  EndOpenSessions("server shutdown");
   if (trail_) {
     if (Status st = trail_->Close(); !st) mcp::log::Warn("audit: close: " + st.error().message);
   }

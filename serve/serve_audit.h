@@ -68,6 +68,9 @@ class ServeAudit {
   // Writes session.end once per session (later calls for the same id do nothing).
   void SessionEnded(const std::string& session_id, const std::string& reason);
   void ToolCall(const mcp::Session& session, const std::string& tool, bool refused);
+  // Writes session.end with `reason` for every session still open (e.g. stdio sessions
+  // whose close the MCP server has not reported yet when it returns).
+  void EndOpenSessions(const std::string& reason);
   // From here on, sessions that end are ended by "server shutdown".
   void ShuttingDown();
   bool shutting_down() const;

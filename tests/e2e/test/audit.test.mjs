@@ -70,7 +70,7 @@ describe('audit trail: one session, a crash, and metering', () => {
     policyFile = path.join(dir, 'audited.toml');
     // Egress is refused (no allowlist): the proxy's refusal is one egress.connection record.
     writeFileSync(policyFile, 'name = "audited"\n\n[network]\negress = "deny"\n\n' +
-      '[audit]\ncommands = "hash"\n');
+      '[audit]\ncommands = "hash"\nusage_interval = "10s"\n');
   });
   after(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -190,6 +190,13 @@ describe('audit trail: one session, a crash, and metering', () => {
     const loopCpu = Number(/cpu ([\d.]+)/.exec(text(r))[1]);
     const info = await s.client.callTool({ name: 'session_info', arguments: {} });
     const metered = info.structuredContent.usage;
+    // The server's own usage record for the open session ([audit] usage_interval = 10s).
+    const usageBefore = query(stateDir, '--type', 'usage').length;
+    await waitFor(async () => query(stateDir, '--type', 'usage').length > usageBefore,
+      { timeoutMs: 30000, intervalMs: 500, what: 'a usage record' });
+    const usageRecord = query(stateDir, '--type', 'usage').at(-1);
+    assert.ok(usageRecord.usage.cpu_s >= loopCpu * 0.95, JSON.stringify(usageRecord));
+    assert.equal(usageRecord.usage.calls_by_tool.run_code, 1);
     await closed(s);
     const end = query(stateDir, '--type', 'session.end').at(-1);
     // The cell's CPU includes the loop plus the interpreter's start and the cell's own
