@@ -32,7 +32,7 @@ Result<UniqueFd> LockDir(const std::string& dir) {
   if (!fd.valid()) return Error::Sys("open(\"" + path + "\")");
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK)
-      return Error::Msg("audit trail " + dir + " is being written by another process");
+      return Error{"audit trail " + dir + " is being written by another process", EWOULDBLOCK};
     return Error::Sys("flock(\"" + path + "\")");
   }
   return fd;

@@ -125,6 +125,16 @@ Json Session::Impl::Initialize(const Json& params, Context& ctx) {
     client_info = *info;
     client_capabilities = *caps;
   }
+  const ServerOptions& hooks = server->options;
+  if (hooks.on_session_started) {
+    if (std::string refused = hooks.on_session_started(ctx.session()); !refused.empty()) {
+      std::lock_guard lock(mu);
+      phase = Phase::kNew;
+      throw RpcException(kInternalError, refused);
+    }
+    std::lock_guard lock(mu);
+    started_hook = true;
+  }
   log::Info(id + ": initialized by " + info->dump() + ", protocol " + negotiated +
             (known ? "" : " (client asked for " + requested + ")"));
   const ServerOptions& o = server->options;
@@ -181,7 +191,11 @@ Json Session::Impl::CallTool(const Json& params, Context& ctx) {
   auto tool = server->FindTool(name);
   // A tool the session's filter refuses is answered exactly like an unregistered one.
   const auto& filter = server->options.tool_filter;
-  if (tool && filter && !filter(ctx.session(), name)) tool = nullptr;
+  const bool refused = tool && filter && !filter(ctx.session(), name);
+  if (tool && server->options.on_tool_call) {
+    server->options.on_tool_call(ctx.session(), name, refused);
+  }
+  if (refused) tool = nullptr;
   if (!tool) throw RpcException(kInvalidParams, "Unknown tool: " + name, {{"name", name}});
   Json args = params.contains("arguments") && !params["arguments"].is_null() ? params["arguments"]
                                                                              : Json::object();

@@ -71,6 +71,17 @@ struct ServerOptions {
   // Optional, per session: the initialize result's instructions (instead of
   // `instructions`); empty = none. Same threading rules as tool_filter.
   std::function<std::string(const Session& session)> session_instructions{};
+  // Optional lifecycle hooks (e.g. an audit trail). on_session_started runs once the
+  // client's initialize is accepted, before it is answered (client_info() is set); a
+  // non-empty return refuses the initialize with that message and the session stays
+  // uninitialized. on_session_ended runs once when a session whose start was accepted
+  // closes (on the closing thread). on_tool_call runs for each tools/call of a registered
+  // tool, before its handler; `refused` when tool_filter refused it. Same threading rules
+  // as tool_filter.
+  std::function<std::string(const Session& session)> on_session_started{};
+  std::function<void(const Session& session)> on_session_ended{};
+  std::function<void(const Session& session, const std::string& tool_name, bool refused)>
+      on_tool_call{};
   // Check every structuredContent against its tool's outputSchema (a mismatch becomes an
   // isError result naming the field). On by default in debug builds.
 #ifdef NDEBUG

@@ -53,10 +53,12 @@ void Session::Impl::OnTransportClosed() {
   // Requests still waiting for the session's share of the worker pool never start; destroyed
   // outside the lock (each one's token counts itself done, which locks mu).
   std::deque<std::function<void()>> never_started;
+  bool fire_end = false;
   {
     std::lock_guard lock(mu);
     if (phase == Phase::kClosed) return;
     phase = Phase::kClosed;
+    fire_end = started_hook;
     for (auto& [key, state] : in_flight) cancelled.push_back(state);
     lost.swap(outgoing);
     never_started.swap(waiting_tasks);
@@ -70,6 +72,9 @@ void Session::Impl::OnTransportClosed() {
     entry.done(ClientResponse{
         nullptr, RpcError{kConnectionClosed,
                           "session closed before the client answered " + entry.method, nullptr}});
+  }
+  if (fire_end && server->options.on_session_ended && keep) {
+    server->options.on_session_ended(*keep);
   }
   server->Forget(id);
 }

@@ -59,6 +59,7 @@ struct Session::Impl {
   std::condition_variable idle_cv;
   Phase phase = Phase::kNew;
   bool client_ready = false;  // notifications/initialized received
+  bool started_hook = false;  // on_session_started accepted the session (guarded by mu)
   std::string version;
   Json client_info, client_capabilities;
   LogLevel level;

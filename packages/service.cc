@@ -16,7 +16,6 @@
 #include <set>
 #include <thread>
 
-#include "egress/audit_log.h"
 #include "packages/artifact_cache.h"
 #include "packages/npm_directory.h"
 #include "packages/npm_index.h"
@@ -114,7 +113,6 @@ class PackageService::Impl {
   ServiceOptions options_;
   UpstreamClient upstream_;
   std::unique_ptr<ArtifactCache> cache_;
-  std::shared_ptr<egress::JsonLinesFile> audit_;
   Wheelhouse wheelhouse_;
   NpmDirectory npm_directory_;
   httplib::Server server_;
@@ -138,10 +136,6 @@ Result<uint16_t> PackageService::Impl::Start() {
   auto cache = ArtifactCache::Open(options_.cache_dir, options_.cache_max_bytes);
   if (!cache) return cache.error().Wrap("package service");
   cache_ = std::move(cache.value());
-  if (options_.audit_path.empty()) return Error::Msg("package service: no audit path");
-  auto audit = egress::JsonLinesFile::Open(options_.audit_path.string());
-  if (!audit) return audit.error().Wrap("package service audit");
-  audit_ = std::move(audit.value());
   if (!options_.policy_for_tenant) return Error::Msg("package service: no policy_for_tenant");
 
   int threads = std::max(1, options_.threads);
@@ -561,8 +555,8 @@ void PackageService::Impl::Audit(const Caller& c, Registry r, const std::string&
                                  const std::string& version, const std::string& filename,
                                  const std::string& digest, const std::string& source,
                                  const std::string& result, const std::string& reason) {
-  nlohmann::json e = {{"time", egress::Rfc3339UtcNow()},
-                      {"session", c.session},
+  if (!options_.audit) return;
+  nlohmann::json e = {{"session", c.session},
                       {"tenant", c.tenant},
                       {"registry", RegistryName(r)},
                       {"package", name},
@@ -572,7 +566,7 @@ void PackageService::Impl::Audit(const Caller& c, Registry r, const std::string&
                       {"source", source},
                       {"result", result},
                       {"reason", reason}};
-  audit_->Write(e);
+  options_.audit(e);
 }
 
 PackageService::PackageService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -11,7 +11,8 @@
 // Online mode fetches pages and artifacts from the policy's upstream (HTTPS verified);
 // offline mode builds pages from the wheelhouse / npm directory and never touches the
 // network. Artifacts are stored content-addressed under cache_dir and shared by every
-// session and tenant; every artifact served or refused is one JSON line in audit_path.
+// session and tenant; every artifact served or refused is one event to the `audit` sink
+// (`mcpcell serve` writes it to the audit trail as package.<result>).
 // Threading: Start runs an httplib server on its own threads; the callbacks in
 // ServiceOptions are called from them (possibly at once) and must be thread-safe.
 #pragma once
@@ -20,6 +21,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "base/status.h"
@@ -34,7 +36,11 @@ inline constexpr char kTenantHeader[] = "X-Mcpcell-Tenant";
 struct ServiceOptions {
   std::filesystem::path cache_dir;        // <state>/packages (content-addressed artifacts)
   uint64_t cache_max_bytes = 4ull << 30;  // least recently used evicted beyond it
-  std::filesystem::path audit_path;       // <state>/audit/packages.jsonl (JSON lines)
+  // Told each artifact or page served, refused or failed: {session, tenant, registry,
+  // package, version, filename, digest, source, result ("served", "refused",
+  // "hash_mismatch", "upstream_error"),
+  // reason}. Called from the service's threads (thread-safe, quick); empty: dropped.
+  std::function<void(const nlohmann::json& event)> audit;
   // The packages policy of a tenant ("" = the server's own policy); nullptr: unknown
   // tenant -> 403. The pointer must stay valid while the service runs.
   std::function<const PackagesConfig*(const std::string& tenant)> policy_for_tenant;

@@ -116,7 +116,7 @@ Result<Policy> ParsePolicy(std::string_view text, const std::string& source_name
   policy.source = source_name;
   r.OnlyKeys(root, "",
              {"name", "description", "isolation", "limits", "time", "filesystem", "network",
-              "packages", "tools", "secrets"});
+              "packages", "tools", "secrets", "audit"});
   ReadName(r, root, source_name, &policy.name);
   r.String(root, "", "description", &policy.description);
   ReadIsolation(r, root, &policy.isolation);
@@ -128,6 +128,7 @@ Result<Policy> ParsePolicy(std::string_view text, const std::string& source_name
   CheckDirectRegistryAccess(r, root, policy);
   ReadTools(r, root, &policy.tools);
   ReadSecrets(r, root, policy.network, &policy.secrets);
+  ReadAudit(r, root, &policy.audit);
   if (r.failed()) return Error::Msg(r.error());
   return policy;
 }

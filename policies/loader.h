@@ -20,6 +20,9 @@ namespace mcpcell::policies {
 struct LoadOptions {
   // The server's state dir: mounting it, or anything around it, is refused. May be empty.
   std::string state_dir;
+  // A tenant's policy (HTTP config): its [audit] may set only `commands`, the rest being
+  // server-wide.
+  bool tenant = false;
 };
 
 // Parses and checks `text`; `source_name` names it in errors (usually the file path).

@@ -6,6 +6,7 @@
 //   loader_network.cc     network, packages, and the check that no network.allow entry
 //                         reaches a package upstream directly
 //   loader_secrets.cc     [[secrets]] (after network: their hosts must be within its allow)
+//   loader_audit.cc       audit (the server's trail; a tenant may set only `commands`)
 #pragma once
 
 #include "policies/policy.h"
@@ -24,6 +25,7 @@ void ReadPackages(TomlReader& r, const toml::table& root, PackagesPolicy* out);
 // [[secrets]]; `network` is the policy's, already read.
 void ReadSecrets(TomlReader& r, const toml::table& root, const NetworkPolicy& network,
                  std::vector<SecretPolicy>* out);
+void ReadAudit(TomlReader& r, const toml::table& root, AuditPolicy* out);
 void CheckDirectRegistryAccess(TomlReader& r, const toml::table& root, const Policy& policy);
 
 }  // namespace mcpcell::policies

@@ -91,6 +91,22 @@ struct SecretPolicy {
   bool end_session_on_violation = false;    // on_violation = "block_and_end_session"
 };
 
+// The one audit trail ([audit], docs/audit.md). Only `commands` may be set in a tenant's
+// policy; the rest is the server's (one trail per server).
+enum class AuditCommands { kHash, kFull };  // exec records: SHA-256 only, or the text too
+
+struct AuditPolicy {
+  AuditCommands commands = AuditCommands::kHash;
+  std::string signing_key;  // PEM Ed25519 private key path; "": unsigned checkpoints
+  std::chrono::seconds retention{90 * 86400};
+  uint64_t rotate_bytes = 64ull << 20;
+  std::chrono::seconds rotate_age{24 * 3600};
+  uint64_t checkpoint_every = 10000;
+  bool required = false;  // refuse new sessions while the trail cannot be written
+  std::chrono::seconds usage_interval{5 * 60};
+  std::string syslog;  // "unix:/path" or "tcp:host:port"; "": no live feed
+};
+
 struct Policy {
   std::string name = "default";
   std::string description;
@@ -103,6 +119,7 @@ struct Policy {
   PackagesPolicy packages;
   ToolsPolicy tools;
   std::vector<SecretPolicy> secrets;
+  AuditPolicy audit;
 };
 
 // Whether any secret of `policy` is in placeholder mode (its cells then trust the proxy's CA).

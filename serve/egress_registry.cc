@@ -4,12 +4,10 @@
 
 namespace mcpcell::serve {
 
-Result<egress::EgressProxyOptions> ServeEgressOptions(const std::string& state_dir,
+Result<egress::EgressProxyOptions> ServeEgressOptions(egress::AuditSink audit,
                                                       const std::string& hosts_file) {
   egress::EgressProxyOptions options;
-  auto audit = egress::JsonLinesFile::Open(egress::EgressAuditPath(state_dir));
-  if (!audit) return audit.error().Wrap("egress audit file");
-  options.audit = egress::JsonLinesFile::Sink(std::move(*audit));
+  options.audit = std::move(audit);
   if (!hosts_file.empty()) {
     auto hosts = egress::LoadHostsFile(hosts_file);
     if (!hosts) return hosts.error().Wrap("--egress-hosts");

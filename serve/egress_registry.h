@@ -2,7 +2,7 @@
 // sandbox cell to the proxy and lets the tools read what the proxy saw.
 //
 // `mcpcell serve` owns one registry, which owns the one EgressProxy (options from
-// ServeEgressOptions: the audit file, the --egress-hosts table). Through the CellSessionManager's
+// ServeEgressOptions: the audit sink, the --egress-hosts table). Through the CellSessionManager's
 // hooks, Bind runs when a cell is bound to a session (fresh or from the warm pool): it takes
 // the cell's listening socket (Cell::TakeEgressListener) and adds it to the proxy with the
 // session key, the tenant and the allowlist and limits of that session's policy (one
@@ -40,9 +40,9 @@
 
 namespace mcpcell::serve {
 
-// The proxy's options as `mcpcell serve` runs it: audit events appended to
-// <state_dir>/audit/egress.jsonl, names in `hosts_file` (hosts(5); "" = none) pinned.
-Result<egress::EgressProxyOptions> ServeEgressOptions(const std::string& state_dir,
+// The proxy's options as `mcpcell serve` runs it: audit events to `audit` (the audit
+// trail, serve_audit.h), names in `hosts_file` (hosts(5); "" = none) pinned.
+Result<egress::EgressProxyOptions> ServeEgressOptions(egress::AuditSink audit,
                                                       const std::string& hosts_file);
 
 // Who refused: the cell's egress proxy, or the package service (a package index request).

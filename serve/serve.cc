@@ -1,6 +1,7 @@
 #include "serve/serve.h"
 
 #include <unistd.h>
+#include <poll.h>
 
 #include <chrono>
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include "sandbox/state_dir.h"
 #include "serve/admin_api.h"
 #include "serve/egress_registry.h"
+#include "serve/serve_audit.h"
 #include "serve/serve_packages.h"
 #include "serve/session_secrets.h"
 #include "serve/tenant_policies.h"
@@ -91,21 +93,6 @@ Result<std::string> PrepareStateDir(const std::string& state_dir) {
   return sandbox::PrepareHostTemplate(state_dir);
 }
 
-// ---- audit ----
-
-// The audit trail in <state_dir>/audit (docs/audit.md), or nullptr with a warning when it
-// cannot be opened (auditing is not required yet). Replaced by the [audit] wiring.
-std::unique_ptr<audit::Trail> OpenAudit(const ServeOptions& opts) {
-  audit::TrailOptions options;
-  options.dir = audit::AuditDir(opts.state_dir);
-  auto trail = audit::Trail::Open(options);
-  if (!trail) {
-    mcp::log::Warn("audit: not recording: " + trail.error().message);
-    return nullptr;
-  }
-  return std::move(*trail);
-}
-
 // ---- CPU placement ----
 
 // The server's threads get a cgroup of their own, weighted above its cells, so a cell at
@@ -130,12 +117,23 @@ void UnplaceServerCpu(const std::optional<sandbox::ServerPlacement>& placement) 
   }
 }
 
+// ---- audit trail ----
+
+// The one audit trail in <state_dir>/audit (serve_audit.h), before everything that writes
+// to it; refused when another server writes it.
+Result<std::unique_ptr<ServeAudit>> OpenAudit(const ServeOptions& opts) {
+  return ServeAudit::Open({.state_dir = opts.state_dir,
+                           .server_policy = &opts.effective,
+                           .tenant_policies = &opts.tenant_policies,
+                           .transport = opts.http.empty() ? "stdio" : "http"});
+}
+
 // ---- package service ----
 
 // Started before the proxy (which routes to its port) when any policy enables packages;
 // nullptr otherwise. Its refusals reach the egress registry through `relay`.
 Result<std::unique_ptr<packages::PackageService>> StartPackageService(
-    const ServeOptions& opts, const std::shared_ptr<RefusalRelay>& relay) {
+    const ServeOptions& opts, const std::shared_ptr<RefusalRelay>& relay, ServeAudit& audit) {
   if (!AnyPackagesEnabled(opts.effective, opts.tenant_policies)) {
     return std::unique_ptr<packages::PackageService>();
   }
@@ -144,7 +142,8 @@ Result<std::unique_ptr<packages::PackageService>> StartPackageService(
                                      .ca_file = opts.package_ca_file,
                                      .server_policy = &opts.effective,
                                      .tenant_policies = &opts.tenant_policies,
-                                     .relay = relay});
+                                     .relay = relay,
+                                     .audit = audit.PackageSink()});
   if (!started) return started.error().Wrap("mcpcell serve");
   return std::move(*started);
 }
@@ -170,13 +169,15 @@ Status SetEgressProfiles(EgressRegistry& egress, const ServeOptions& o) {
 // removed from it before it is destroyed. Attaches `relay` (detach before destroying it).
 Result<std::unique_ptr<EgressRegistry>> StartEgressProxy(
     const ServeOptions& opts, const packages::PackageService* package_service,
-    SessionLogRouter& client_log, RefusalRelay& relay, SessionSecrets& secrets) {
-  auto egress_options = ServeEgressOptions(opts.state_dir, opts.egress_hosts);
+    SessionLogRouter& client_log, RefusalRelay& relay, SessionSecrets& secrets,
+    ServeAudit& audit) {
+  auto egress_options = ServeEgressOptions(audit.EgressSink(), opts.egress_hosts);
   if (!egress_options) return egress_options.error().Wrap("mcpcell serve");
   if (!opts.egress_ca_file.empty() && ::access(opts.egress_ca_file.c_str(), R_OK) != 0)
     return Error::Sys("mcpcell serve: --egress-ca-file " + opts.egress_ca_file);
   egress_options->upstream_ca_file = opts.egress_ca_file;
-  egress_options->on_secret = [&secrets](const egress::SecretEvent& e) {
+  egress_options->on_secret = [&secrets, &audit](const egress::SecretEvent& e) {
+    audit.SecretUsed(e);
     secrets.OnSecretEvent(e);
   };
   if (package_service) {
@@ -226,7 +227,8 @@ Status StartSecrets(const ServeOptions& o, EgressRegistry& egress, SessionSecret
 // to the egress proxy when it gets its session and unbound before it is destroyed.
 std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
                                                        const std::string& skeleton,
-                                                       EgressRegistry& egress) {
+                                                       EgressRegistry& egress,
+                                                       ServeAudit& audit) {
   sandbox::CellSessionOptions session_options;
   const policies::Policy& policy = opts.effective;
   session_options.idle_timeout = policy.time.session_idle;
@@ -236,11 +238,16 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
   auto cells = std::make_unique<sandbox::CellSessionManager>(
       PolicySpecFactory(policy, opts.state_dir, skeleton), session_options);
   sandbox::CellHooks hooks;
-  hooks.on_bound = [&egress](sandbox::CellInstance& cell, const std::string& key,
-                             const std::string& profile) {
-    return egress.Bind(cell, key, profile);
+  hooks.on_bound = [&egress, &audit](sandbox::CellInstance& cell, const std::string& key,
+                                     const std::string& profile) {
+    Status bound = egress.Bind(cell, key, profile);
+    if (bound) audit.CellBound(cell, key, profile);
+    return bound;
   };
-  hooks.on_destroying = [&egress](sandbox::CellInstance& cell) { egress.Unbind(cell); };
+  hooks.on_destroying = [&egress, &audit](sandbox::CellInstance& cell) {
+    audit.CellDestroying(cell);
+    egress.Unbind(cell);
+  };
   cells->SetCellHooks(std::move(hooks));
   return cells;
 }
@@ -250,10 +257,13 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
 // What the tools use: the cells, the proxy, the server's limits and each tenant's (whose
 // cell profiles are installed here).
 Result<ToolEnv> MakeToolEnv(const ServeOptions& opts, const std::string& skeleton,
-                            sandbox::CellSessionManager& cells, EgressRegistry& egress) {
+                            sandbox::CellSessionManager& cells, EgressRegistry& egress,
+                            ServeAudit& audit) {
   ToolEnv env;
   env.cells = &cells;
   env.egress = &egress;
+  env.audit = audit.trail();
+  env.usage = audit.usage();
   env.config = ToolsConfigFromPolicy(opts.effective);
   if (Status st = InstallTenantProfiles(opts.tenant_policies, opts.state_dir, skeleton, cells, env);
       !st) {
@@ -288,10 +298,26 @@ std::string Instructions(const policies::Policy& policy) {
   return instructions;
 }
 
+// Sessions and tool calls into the audit trail. An HTTP session's end is written from the
+// HTTP transport's close callback, which knows why it ended (HttpOptionsFor); a stdio
+// session ends when its client closes stdin, or at shutdown.
+void SetAuditHooks(mcp::ServerOptions& o, ServeAudit& audit, bool stdio) {
+  o.on_session_started = [&audit](const mcp::Session& s) { return audit.SessionStarted(s); };
+  if (stdio) {
+    o.on_session_ended = [&audit](const mcp::Session& s) {
+      audit.SessionEnded(s.id(), audit.shutting_down() ? "server shutdown" : "client closed");
+    };
+  }
+  o.on_tool_call = [&audit](const mcp::Session& s, const std::string& tool, bool refused) {
+    audit.ToolCall(s, tool, refused);
+  };
+}
+
 // The MCP server's definition: each session sees its tenant's tools and is told about its
 // tenant's mounts; tools/list leaves out the tools its policy turns off (a call by name
 // gets their refusal).
-mcp::ServerOptions McpServerOptions(const ServeOptions& opts, const ToolEnv& env) {
+mcp::ServerOptions McpServerOptions(const ServeOptions& opts, const ToolEnv& env,
+                                    ServeAudit& audit) {
   mcp::ServerOptions server_options;
   server_options.name = "mcpcell";
   server_options.title = "mcpcell sandbox";
@@ -310,6 +336,7 @@ mcp::ServerOptions McpServerOptions(const ServeOptions& opts, const ToolEnv& env
         return it == tenant_instructions.end() ? std::string(kInstructions) : it->second;
       };
   server_options.max_message_bytes = opts.max_message_bytes;
+  SetAuditHooks(server_options, audit, /*stdio=*/opts.http.empty());
   return server_options;
 }
 
@@ -340,7 +367,7 @@ int ServeOverStdio(mcp::Server& server, const ServeOptions& opts, int stop_fd) {
 // destroyed.
 Result<mcp::HttpOptions> HttpOptionsFor(const ServeOptions& opts,
                                         std::shared_ptr<const HttpConfig> config,
-                                        sandbox::CellSessionManager& cells) {
+                                        sandbox::CellSessionManager& cells, ServeAudit& audit) {
   mcp::HttpOptions http;
   std::string port = opts.http;
   if (size_t colon = port.rfind(':'); colon != std::string::npos) {
@@ -376,8 +403,9 @@ Result<mcp::HttpOptions> HttpOptionsFor(const ServeOptions& opts,
       return tenant->quotas;
     };
   }
-  http.on_session_closed = [&cells](const std::string& id, const std::string& tenant,
-                                    const std::string& reason) {
+  http.on_session_closed = [&cells, &audit](const std::string& id, const std::string& tenant,
+                                            const std::string& reason) {
+    audit.SessionEnded(id, HttpEndReason(reason));
     (void)cells.Close(id, "HTTP session of tenant " + tenant + " ended: " + reason);
   };
   return http;
@@ -405,16 +433,16 @@ void PrintHttpGuidance(const mcp::HttpServer& s, const ServeOptions& opts,
 
 // Streamable HTTP at /mcp on --http.
 int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const ServeOptions& opts,
-                  int stop_fd, audit::Trail* trail) {
+                  int stop_fd, ServeAudit& audit) {
   auto config = std::make_shared<HttpConfig>(opts.http_settings);
   // A tenant's HTTP session expires after its own policy's idle time.
   for (auto& [name, tenant] : config->tenants) {
     tenant.quotas.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
         opts.tenant_policies.at(name).time.session_idle);
   }
-  auto http = HttpOptionsFor(opts, config, cells);
+  auto http = HttpOptionsFor(opts, config, cells, audit);
   if (!http) return Refuse(http.error());
-  AddAdminApi(*http, config, audit::AuditDir(opts.state_dir), trail);
+  AddAdminApi(*http, config, audit::AuditDir(opts.state_dir), audit.trail());
   return mcp::ServeHttp(server, std::move(*http), stop_fd,
                         [&](const mcp::HttpServer& s) { PrintHttpGuidance(s, opts, *config); });
 }
@@ -422,27 +450,35 @@ int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const
 // Serves stdio or HTTP until EOF, SIGTERM or SIGINT; the stop signals are handled only
 // while the transport serves (their old dispositions are back for the shutdown).
 int ServeUntilStopped(mcp::Server& server, sandbox::CellSessionManager& cells,
-                      const ServeOptions& opts, audit::Trail* trail) {
+                      const ServeOptions& opts, ServeAudit& audit) {
   auto stop_signals = StopSignals::Install();
   if (!stop_signals) return Refuse(stop_signals.error().Wrap("mcpcell serve"));
   const int stop_fd = (*stop_signals)->fd();
-  return opts.http.empty() ? ServeOverStdio(server, opts, stop_fd)
-                           : ServeOverHttp(server, cells, opts, stop_fd, trail);
+  int rc = opts.http.empty() ? ServeOverStdio(server, opts, stop_fd)
+                             : ServeOverHttp(server, cells, opts, stop_fd, audit);
+  // A stdio session still draining when stdin closed ends as the client's doing; one cut by
+  // SIGTERM or SIGINT ends by the server's shutdown.
+  pollfd stop{.fd = stop_fd, .events = POLLIN, .revents = 0};
+  if (::poll(&stop, 1, 0) > 0) audit.ShuttingDown();
+  return rc;
 }
 
 // The MCP server with the cell tools, serving until stopped; its handlers are done when
 // this returns, before the cells go.
 int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& client_log,
-               sandbox::CellSessionManager& cells, audit::Trail* trail) {
-  mcp::Server server(McpServerOptions(opts, env));
+               sandbox::CellSessionManager& cells, ServeAudit& audit) {
+  mcp::Server server(McpServerOptions(opts, env, audit));
   client_log.Attach(&server);
   SessionLogRouter::DetachGuard detach_client_log{client_log};
   if (mcp::Status st = RegisterCellTools(server, env); !st) {
     std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
     return 2;
   }
-  int rc = ServeUntilStopped(server, cells, opts, trail);
+  int rc = ServeUntilStopped(server, cells, opts, audit);
   server.Shutdown();
+  // Its sessions have ended: recorded now, before their cells are destroyed (the MCP
+  // server may report a stdio session's close later, from its reader thread).
+  audit.EndOpenSessions(audit.shutting_down() ? "server shutdown" : "client closed");
   return rc;
 }
 
@@ -452,24 +488,25 @@ int RunServe(const ServeOptions& opts) {
   if (Status st = StartLogging(opts); !st) return Refuse(st.error());
   auto skeleton = PrepareStateDir(opts.state_dir);
   if (!skeleton) return Refuse(skeleton.error().Wrap("mcpcell: state dir " + opts.state_dir));
-  std::unique_ptr<audit::Trail> trail = OpenAudit(opts);
   std::optional<sandbox::ServerPlacement> placement = PlaceServerCpu(opts);
   // Warnings to MCP sessions outside their requests (a refusal of their cell's proxy or of
   // the package service); outlives both, attached to the server while it exists.
   SessionLogRouter client_log;
+  auto audit = OpenAudit(opts);
+  if (!audit) return Refuse(audit.error());
   // The package service's refusals reach the egress registry through the relay while the
   // registry exists.
   auto relay = std::make_shared<RefusalRelay>();
-  auto package_service = StartPackageService(opts, relay);
+  auto package_service = StartPackageService(opts, relay, **audit);
   if (!package_service) return Refuse(package_service.error());
   // The sessions' secrets outlive the proxy and the cells (Unbind releases them).
   SessionSecrets secrets;
-  auto egress = StartEgressProxy(opts, package_service->get(), client_log, *relay, secrets);
+  auto egress = StartEgressProxy(opts, package_service->get(), client_log, *relay, secrets, **audit);
   if (!egress) return Refuse(egress.error());
   RefusalRelay::DetachGuard detach_relay{*relay};
   if (Status st = StartSecrets(opts, **egress, secrets); !st) return Refuse(st.error());
-  auto cells = MakeCells(opts, *skeleton, **egress);
-  auto env = MakeToolEnv(opts, *skeleton, *cells, **egress);
+  auto cells = MakeCells(opts, *skeleton, **egress, **audit);
+  auto env = MakeToolEnv(opts, *skeleton, *cells, **egress, **audit);
   if (!env) return Refuse(env.error());
   env->secrets = &secrets;
   // Tool results, progress, saved outputs and client log lines show [secret NAME] instead
@@ -486,10 +523,12 @@ int RunServe(const ServeOptions& opts) {
   secrets.SetEndSession([&cells](const std::string& key, const std::string& reason) {
     (void)cells->Close(key, reason);
   });
-  int rc = ServeTools(opts, *env, client_log, *cells, trail.get());
+  int rc = ServeTools(opts, *env, client_log, *cells, **audit);
   secrets.SetEndSession(nullptr);
   cells->CloseAll();
-  if (trail) (void)trail->Close();
+  // `audit` is destroyed last (declared first): after the proxy and the package service
+  // have written their last events, it ends any open session and writes the final
+  // checkpoint.
   UnplaceServerCpu(placement);
   return rc;
 }

@@ -3,13 +3,15 @@
 //
 // Steps, in order (serve.cc reads as this list): logging → state dir (made, orphans of a
 // crashed predecessor reaped, template prepared) → the server's CPU placement above its
-// cells → the package service when a policy enables packages (serve/serve_packages.h) →
-// the egress proxy (audit file, --egress-hosts, each profile's allowlist, the route to
-// the package service) → cells (one per MCP session, lazily; one profile per tenant; each
-// cell added to the proxy when bound, removed before it is destroyed; the warm pool of
-// --warm-cells) → the tools, each session seeing its tenant's → the transport (stdio or
-// HTTP; one line on stderr saying how to connect) until EOF, SIGTERM or SIGINT → shutdown:
-// handlers done, every cell destroyed, then the proxy stopped, then the package service.
+// cells → the audit trail (<state>/audit, one writer; serve/serve_audit.h) → the package
+// service when a policy enables packages (serve/serve_packages.h) → the egress proxy
+// (audit sink, --egress-hosts, each profile's allowlist, the route to the package
+// service) → cells (one per MCP session, lazily; one profile per tenant; each cell added
+// to the proxy when bound, removed before it is destroyed; the warm pool of --warm-cells)
+// → the tools, each session seeing its tenant's → the transport (stdio or HTTP; one line
+// on stderr saying how to connect) until EOF, SIGTERM or SIGINT → shutdown: handlers done,
+// every cell destroyed, then the proxy stopped, then the package service, then the trail
+// closed (open sessions ended, final checkpoint).
 // stdout carries MCP messages only; guidance and logs go to stderr (or --log-file).
 // Threading: RunServe runs on the main thread and returns when the server has stopped.
 #pragma once

@@ -34,13 +34,14 @@ Result<std::unique_ptr<packages::PackageService>> StartServePackages(
     const ServePackagesOptions& o) {
   packages::ServiceOptions service;
   service.cache_dir = std::filesystem::path(o.state_dir) / "packages";
-  service.audit_path = std::filesystem::path(o.state_dir) / "audit" / "packages.jsonl";
+  service.audit = o.audit;
   service.cache_max_bytes = o.cache_max_bytes;
   service.ca_file = o.ca_file;
-  for (const auto& dir : {service.cache_dir, service.audit_path.parent_path()}) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return Error::Msg("package service: mkdir " + dir.string() + ": " + ec.message());
+  std::error_code ec;
+  std::filesystem::create_directories(service.cache_dir, ec);
+  if (ec) {
+    return Error::Msg("package service: mkdir " + service.cache_dir.string() + ": " +
+                      ec.message());
   }
   const policies::Policy* server_policy = o.server_policy;
   const auto* tenants = o.tenant_policies;

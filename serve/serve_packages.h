@@ -1,8 +1,8 @@
 // `mcpcell serve`'s package service (packages/service.h, docs/packages.md): started before
 // the egress proxy, which then routes host packages.mcpcell.internal from every cell to it
 // (egress::InternalRoute). It reads the [packages] policy of the server and of each HTTP
-// tenant, keeps its cache in <state>/packages and its audit in
-// <state>/audit/packages.jsonl, and reports its refusals into the egress registry, so
+// tenant, keeps its cache in <state>/packages, writes its events to the audit trail
+// (package.<result>, serve_audit.h), and reports its refusals into the egress registry, so
 // pip_install, npm_install, run_command and run_code show them in the call's result.
 //
 // Ownership: serve owns the service and the RefusalRelay; the relay is attached to the
@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,8 @@ struct ServePackagesOptions {
   const policies::Policy* server_policy = nullptr;
   const std::map<std::string, policies::Policy>* tenant_policies = nullptr;
   std::shared_ptr<RefusalRelay> relay;
+  // The package events' sink (serve_audit.h PackageSink); empty: dropped.
+  std::function<void(const nlohmann::json& event)> audit;
 };
 
 // Whether any served policy enables packages (else serve runs no service).

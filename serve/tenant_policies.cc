@@ -19,6 +19,7 @@ CellToolsConfig ToolsConfigFromPolicy(const policies::Policy& policy) {
   config.network_summary = policies::NetworkSummary(policy);
   config.packages = policy.packages;
   config.packages_summary = policies::PackagesSummary(policy.packages);
+  config.audit_command_text = policy.audit.commands == policies::AuditCommands::kFull;
   return config;
 }
 
@@ -31,7 +32,7 @@ Result<std::map<std::string, policies::Policy>> ResolveTenantPolicies(
       continue;
     }
     const std::string where = "tenant \"" + name + "\": policy \"" + tenant.policy + "\"";
-    auto loaded = policies::ResolvePolicy(tenant.policy, {state_dir});
+    auto loaded = policies::ResolvePolicy(tenant.policy, {.state_dir = state_dir, .tenant = true});
     if (!loaded) return loaded.error().Wrap(where);
     // No overrides: the policy as written, with the same composition checks (and its
     // persistent workspace made) as the server's own.

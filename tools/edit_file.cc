@@ -10,6 +10,7 @@
 #include "tools/cell_note.h"
 #include "tools/cell_tools.h"
 #include "tools/tool_args.h"
+#include "tools/audit_events.h"
 
 namespace mcpcell::tools {
 
@@ -148,7 +149,9 @@ mcp::Tool MakeEditFileTool(const ToolEnv& env) {
       [&env](const mcp::Json& json, mcp::Context& ctx, std::string& note) -> mcp::ToolResult {
         auto args = ParseEditFileArgs(json);
         if (!args) return mcp::ToolResult::Error(args.error().message);
-        return EditFile(env, ctx, *args, note);
+        mcp::ToolResult result = EditFile(env, ctx, *args, note);
+        AuditFileCall(env, ctx, "edit", args->path, result, "size_bytes");
+        return result;
       });
   return tool;
 }

@@ -10,6 +10,7 @@
 
 #include "policies/secret_source.h"
 #include "sandbox/cell_channel.h"
+#include "tools/audit_events.h"
 #include "tools/output_capture.h"
 #include "tools/progress_streamer.h"
 #include "tools/redaction.h"
@@ -222,6 +223,35 @@ std::optional<mcp::ToolResult> AddSecretEnv(const ToolEnv& env, const mcp::Conte
   return std::nullopt;
 }
 
+// exec.start's fields: the tool, the program (run_code's interpreter, run_command's shell)
+// and the command text's SHA-256 (the text itself with [audit] commands = "full"). The
+// command text is what the model sent: run_code's code (argv's last element, or the source
+// file when it was too long for argv) and run_command's command (`sh -c`'s argument).
+nlohmann::json ExecStartFields(const CellToolsConfig& config, const ExecCall& call) {
+  std::string text;
+  if (!call.files.empty()) {
+    text = call.files.front().second;
+  } else if (!call.argv.empty()) {
+    text = call.argv.back();
+  }
+  nlohmann::json fields = CommandFields(config, text);
+  fields["tool"] = call.tool;
+  fields["program"] = call.argv.empty() ? "" : call.argv.front();
+  return fields;
+}
+
+nlohmann::json ExecEndFields(const ExecCall& call, const sandbox::ExecResult& r) {
+  return {{"tool", call.tool},
+          {"exit_status", r.signaled ? -1 : r.exit_code},
+          {"signal", r.signaled ? SignalName(r.signo) : ""},
+          {"timed_out", r.timed_out},
+          {"cancelled", r.cancelled},
+          {"oom_killed", r.oom_killed},
+          {"duration_ms", r.wall_time.count() / 1000},
+          {"cpu_ms", (r.user_cpu + r.system_cpu).count() / 1000},
+          {"peak_memory_bytes", r.peak_memory_bytes}};
+}
+
 }  // namespace
 
 std::string NewCallId() {
@@ -289,11 +319,16 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
     bool is_out = stream == OutputStream::kStdout;
     deliver(is_out, (is_out ? out_redactor : err_redactor).Feed(chunk));
   };
+  AuditEvent(env, ctx, lease.id(), "exec.start", ExecStartFields(config, call));
   auto result = channel.Exec(opts);
   deliver(true, out_redactor.Finish());
   deliver(false, err_redactor.Finish());
   for (std::string& var : opts.env) policies::WipeSecret(var);  // env-mode values
   progress.Stop();
+  MeterCell(env, ctx, lease);
+  AuditEvent(env, ctx, lease.id(), "exec.end",
+             result ? ExecEndFields(call, *result)
+                    : nlohmann::json{{"tool", call.tool}, {"error", result.error().message}});
   if (!result) {
     return SandboxError(call.tool, result.error(),
                         channel.alive() ? "Check the command and its arguments."

@@ -5,6 +5,7 @@
 #include "tools/cell_note.h"
 #include "tools/cell_tools.h"
 #include "tools/tool_args.h"
+#include "tools/audit_events.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -178,7 +179,9 @@ mcp::Tool MakeReadFileTool(const ToolEnv& env) {
       [&env](const mcp::Json& json, mcp::Context& ctx, std::string& note) -> mcp::ToolResult {
         auto args = ParseReadFileArgs(json);
         if (!args) return mcp::ToolResult::Error(args.error().message);
-        return ReadFile(env, ctx, *args, note);
+        mcp::ToolResult result = ReadFile(env, ctx, *args, note);
+        AuditFileCall(env, ctx, "read", args->path, result, "size_bytes");
+        return result;
       });
   return tool;
 }

@@ -1,9 +1,11 @@
 // session_info: what the agent's sandbox is and how much of it is left.
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 #include <vector>
 
 #include "sandbox/cell_channel.h"
+#include "tools/audit_events.h"
 #include "tools/cell_tools.h"
 #include "tools/tool_args.h"
 
@@ -92,6 +94,12 @@ mcp::Json SessionInfoOutputSchema() {
           {"description",
            "secrets the operator granted to this session (names, never values; docs/secrets.md)"},
           {"items", {{"type", "object"}}}}},
+        {"usage",
+         {{"type", "object"},
+          {"description",
+           "this session's metering so far, over every cell it had (what the audit trail's "
+           "session.end records): cpu_s, memory_gib_s, peak_memory_bytes, wall_active_s, "
+           "wall_paused_s, egress_up_bytes, egress_down_bytes, calls_by_tool"}}},
         {"warnings", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
       {"required", {"cell_id", "policy", "network", "warnings"}}};
 }
@@ -104,6 +112,7 @@ struct SessionFacts {
   int64_t wall_time_s = 0;
   Result<sandbox::CgroupUsage> usage;
   std::optional<CellEgressReport> egress;  // nullopt: no proxy, or it knows no such cell
+  std::optional<SessionUsage> metered;     // the session's metering so far (usage_meter.h)
 };
 
 int64_t Seconds(auto d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); }
@@ -133,6 +142,7 @@ mcp::Json StructuredReport(const SessionFacts& f) {
       {"warnings", f.cell.warnings()},
   };
   s["tools_off"] = DescribeToolsOff(f.config).first;
+  if (f.metered) s["usage"] = f.metered->ToJson();
   if (f.usage) {
     s["cpu_time_ms"] = f.usage->cpu_usage_ns / 1000000;
     s["memory_current_bytes"] = f.usage->memory_current_bytes;
@@ -196,6 +206,18 @@ std::string TextReport(const SessionFacts& f) {
             std::to_string(st.connections_active) + " open, " +
             std::to_string(st.connections_refused) + " refused\n";
   }
+  if (f.metered) {
+    const SessionUsage& u = *f.metered;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "metered (this session, all its cells): cpu %.3f s, memory %.3f GiB-s, peak "
+                  "%llu MiB, wall %.0f s, egress %llu/%llu bytes up/down\n",
+                  u.cpu_s, u.memory_gib_s,
+                  static_cast<unsigned long long>(u.peak_memory_bytes >> 20), u.wall_active_s,
+                  static_cast<unsigned long long>(u.egress_up_bytes),
+                  static_cast<unsigned long long>(u.egress_down_bytes));
+    text += line;
+  }
   for (const auto& w : f.cell.warnings()) text += "warning: " + w + "\n";
   return text;
 }
@@ -237,6 +259,13 @@ mcp::ToolResult SessionInfo(const ToolEnv& env, mcp::Context& ctx) {
   const sandbox::CellLease& cell = *acquired.lease;
   sandbox::CellSessionInfo info = (*session)->Info();
   const int64_t wall_time_s = Seconds(std::chrono::system_clock::now() - info.started_at);
+  MeterCell(env, ctx, cell);
+  std::optional<SessionUsage> metered;
+  if (env.usage) {
+    if (auto meter = env.usage->Find(ctx.session().id())) {
+      metered = meter->Snapshot(std::chrono::steady_clock::now());
+    }
+  }
   const SessionFacts facts{
       .config = *acquired.config,
       .cell = cell,
@@ -244,6 +273,7 @@ mcp::ToolResult SessionInfo(const ToolEnv& env, mcp::Context& ctx) {
       .wall_time_s = wall_time_s,
       .usage = cell.Usage(),
       .egress = env.egress ? env.egress->Report(cell.id()) : std::nullopt,
+      .metered = std::move(metered),
   };
   auto [secrets_text, secrets] = DescribeSecrets(env, ctx);
   mcp::ToolResult r = mcp::ToolResult::Text(TextReport(facts) + secrets_text);

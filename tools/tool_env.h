@@ -25,6 +25,11 @@
 #include "tools/egress_view.h"
 #include "tools/redaction.h"
 #include "tools/secrets_view.h"
+#include "tools/usage_meter.h"
+
+namespace mcpcell::audit {
+class Trail;
+}
 
 namespace mcpcell::tools {
 
@@ -54,6 +59,8 @@ struct CellToolsConfig {
   // pip_install/npm_install: the policy's [packages] (mode, rules) and one line saying it.
   policies::PackagesPolicy packages;
   std::string packages_summary = "disabled (packages.mode)";
+  // [audit] commands = "full": exec records carry the command text beside its SHA-256.
+  bool audit_command_text = false;
 
   // Whether tools.enabled lets sessions with this config see and call tool `name`.
   bool Enables(const std::string& name) const {
@@ -71,6 +78,12 @@ struct ToolEnv {
   // The sessions' granted secrets (secrets_view.h): exec env, session_info; nullptr: none.
   const SecretsView* secrets = nullptr;
   CellToolsConfig config;  // sessions without a tenant
+  // The audit trail (audit/trail.h, tools/audit_events.h): exec and file events. nullptr:
+  // no auditing (tool unit tests).
+  audit::Trail* audit = nullptr;
+  // Metering per session (usage_meter.h): sampled at each exec's end, read by
+  // session_info. nullptr: none.
+  UsageMeters* usage = nullptr;
   // By tenant name: the config of that tenant's sessions (from its policy).
   std::map<std::string, CellToolsConfig> tenants;
   // The secret values each session holds (session key -> names and values), redacted from

@@ -8,6 +8,7 @@
 #include "tools/cell_note.h"
 #include "tools/cell_tools.h"
 #include "tools/tool_args.h"
+#include "tools/audit_events.h"
 
 namespace mcpcell::tools {
 
@@ -122,7 +123,9 @@ mcp::Tool MakeWriteFileTool(const ToolEnv& env) {
       [&env](const mcp::Json& json, mcp::Context& ctx, std::string& note) -> mcp::ToolResult {
         auto args = ParseWriteFileArgs(json);
         if (!args) return mcp::ToolResult::Error(args.error().message);
-        return WriteFile(env, ctx, *args, note);
+        mcp::ToolResult result = WriteFile(env, ctx, *args, note);
+        AuditFileCall(env, ctx, "write", args->path, result, "bytes_written");
+        return result;
       });
   return tool;
 }

@@ -441,18 +441,18 @@ allow = ["allowed.test", "*.wild.test:8443", "ports.test:8080", "meta.test", "pr
     }
     return r;
   }
-  // The audit events so far, waiting up to 5 s for one that `want` accepts (events are
-  // written when the proxied connection ends).
+  // The proxy's audit records so far (egress.connection in the audit trail), waiting up to
+  // 5 s for one that `want` accepts (they are written when the proxied connection ends).
   template <typename Pred>
   static std::vector<Json> AuditUntil(Pred want) {
     std::vector<Json> events;
     for (int i = 0; i < 100; ++i) {
       events.clear();
-      std::istringstream lines(ReadAll(dir_ + "/state/audit/egress.jsonl"));
+      std::istringstream lines(ReadAll(dir_ + "/state/audit/audit.jsonl"));
       bool found = false;
       for (std::string line; std::getline(lines, line);) {
         Json e = Json::parse(line, nullptr, false);
-        if (e.is_discarded()) continue;
+        if (e.is_discarded() || e.value("type", "") != "egress.connection") continue;
         events.push_back(e);
         found = found || want(e);
       }

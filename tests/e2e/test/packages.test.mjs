@@ -14,13 +14,14 @@
 // the service, which learns the tenant from the proxy), and they share one cache.
 
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import { connect } from '../lib/harness.mjs';
+import { binary, connect } from '../lib/harness.mjs';
 import { connectHttp, startHttpServer } from './http_util.mjs';
 import {
   buildNpmTarball, buildSdist, buildWheel, sha256, startNpmRegistry, startPypiIndex,
@@ -57,12 +58,13 @@ async function startServer(stateDir, policyFile) {
   });
 }
 
+// The package service's records in the audit trail (package.<result>), as
+// `mcpcell audit query` prints them.
 function auditRecords(stateDir) {
-  const file = path.join(stateDir, 'audit', 'packages.jsonl');
-  if (!existsSync(file)) return [];
-  return readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
+  const out = execFileSync(binary('mcpcell'),
+    ['audit', 'query', '--state-dir', stateDir, '--type', 'package.'], { encoding: 'utf8' });
+  return out.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
 }
-
 // Every artifact, built once for the whole file (building takes seconds) into its own
 // directory, removed at the end.
 let fixtureDir;
@@ -256,7 +258,7 @@ describe('package tools: online through the server\'s cache', () => {
     assert.equal(fileRequests(fx.tamper.filename), 2);
   });
 
-  it('every install is recorded in <state>/audit/packages.jsonl', async () => {
+  it('every install is recorded in the audit trail (package.served)', async () => {
     const served = auditRecords(stateDir).filter((a) => a.filename === fx.alpha.filename && a.result === 'served');
     assert.ok(served.length >= 1, JSON.stringify(auditRecords(stateDir)));
     const a = served[0];
@@ -269,6 +271,7 @@ describe('package tools: online through the server\'s cache', () => {
     assert.ok(a.session.length > 0);
     assert.equal(a.tenant, '');
     assert.match(a.time, /^\d{4}-\d\d-\d\dT/);
+    assert.equal(a.type, 'package.served');
     const denied = auditRecords(stateDir).filter((a) => a.package === 'evilpkg');
     assert.ok(denied.some((x) => x.result === 'refused'), 'run_command\'s denied pip is audited too');
   });

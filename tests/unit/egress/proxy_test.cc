@@ -614,37 +614,5 @@ TEST_F(ProxyTest, AddCellRefusesWhatIsNotAListeningSocket) {
   EXPECT_NE(bad.error().message.find("ENOTSOCK"), std::string::npos) << bad.error().message;
 }
 
-TEST(JsonLinesFile, ConcurrentAppendsStayWholeLines) {
-  std::string dir =
-      std::filesystem::temp_directory_path() / ("egress-audit-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  std::string path = EgressAuditPath(dir);
-  auto file = JsonLinesFile::Open(path);
-  ASSERT_TRUE(file.ok()) << file.error().message;
-  AuditSink sink = JsonLinesFile::Sink(file.value());
-  std::vector<std::thread> writers;
-  for (int t = 0; t < 4; ++t) {
-    writers.emplace_back([&sink, t] {
-      for (int i = 0; i < 200; ++i) sink({{"thread", t}, {"i", i}, {"pad", std::string(500, 'p')}});
-    });
-  }
-  for (std::thread& w : writers) w.join();
-  std::ifstream in(path);
-  std::string line;
-  int lines = 0;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);  // throws (fails the test) on a torn line
-    EXPECT_EQ(j["pad"].get<std::string>().size(), 500u);
-    ++lines;
-  }
-  EXPECT_EQ(lines, 800);
-  EXPECT_EQ(file.value()->failed_writes(), 0u);
-  struct stat st {};
-  ASSERT_EQ(stat(path.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0600u);
-  std::filesystem::remove_all(dir);
-}
-
 }  // namespace
 }  // namespace mcpcell::egress

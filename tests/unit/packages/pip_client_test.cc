@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 
 #include "fake_registry.h"
 #include "packages/service.h"
@@ -93,8 +94,13 @@ TEST(PipClientTest, DebianPipDownloadsThroughTheServiceAndSeesRefusals) {
   policy.deny = {"pypi:bad-pkg"};
   ServiceOptions o;
   o.cache_dir = dir + "/cache";
-  o.audit_path = dir + "/audit.jsonl";
   o.policy_for_tenant = [&](const std::string&) { return &policy; };
+  std::mutex audit_mu;
+  std::string audited;  // the reasons of the service's audit events
+  o.audit = [&](const nlohmann::json& event) {
+    std::lock_guard lock(audit_mu);
+    audited += event.value("reason", "") + "\n";
+  };
   auto service = PackageService::Start(std::move(o));
   ASSERT_TRUE(service.ok()) << service.error().message;
   Forwarder forwarder((*service)->port());
@@ -111,9 +117,10 @@ TEST(PipClientTest, DebianPipDownloadsThroughTheServiceAndSeesRefusals) {
   out.clear();
   EXPECT_NE(RunShell(pip + "bad-pkg", &out), 0) << out;
   EXPECT_NE(out.find("403"), std::string::npos) << out;
-  std::ifstream audit(dir + "/audit.jsonl");
-  std::string lines((std::istreambuf_iterator<char>(audit)), std::istreambuf_iterator<char>());
-  EXPECT_NE(lines.find("denied by packages.deny rule"), std::string::npos) << lines;
+  {
+    std::lock_guard lock(audit_mu);
+    EXPECT_NE(audited.find("denied by packages.deny rule"), std::string::npos) << audited;
+  }
   EXPECT_EQ(upstream.Hits("/files/bad_pkg-1.0-py3-none-any.whl"), 0);
   service.value().reset();
   fs::remove_all(dir);

@@ -59,7 +59,10 @@ class PackageServiceTest : public ::testing::Test {
     o.threads = threads;
     o.cache_dir = dir_ + "/cache";
     o.cache_max_bytes = cache_max;
-    o.audit_path = dir_ + "/audit/packages.jsonl";
+    o.audit = [this](const nlohmann::json& event) {
+      std::lock_guard lock(mu_);
+      audit_.push_back(event);
+    };
     o.ca_file = std::move(ca_file);
     o.policy_for_tenant = [this](const std::string& tenant) -> const PackagesConfig* {
       if (tenant.empty()) return &policy_;
@@ -85,10 +88,8 @@ class PackageServiceTest : public ::testing::Test {
   }
 
   std::vector<nlohmann::json> Audit() {
-    std::vector<nlohmann::json> out;
-    std::ifstream in(dir_ + "/audit/packages.jsonl");
-    for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
-    return out;
+    std::lock_guard lock(mu_);
+    return audit_;
   }
   std::vector<std::string> Refusals() {
     std::lock_guard lock(mu_);
@@ -108,6 +109,7 @@ class PackageServiceTest : public ::testing::Test {
   std::unique_ptr<PackageService> service_;
   std::mutex mu_;
   std::vector<std::string> refusals_;
+  std::vector<nlohmann::json> audit_;  // the service's audit events, in order
 };
 
 TEST_F(PackageServiceTest, PageIsFilteredAndHrefsPointAtHashedFiles) {
@@ -619,7 +621,6 @@ TEST_F(HttpsUpstreamTest, VerifiesTheChainWithTheExtraBundle) {
   auto start = [&](const std::string& ca, const std::string& sub) {
     ServiceOptions o;
     o.cache_dir = dir_ + "/" + sub + "/cache";
-    o.audit_path = dir_ + "/" + sub + "/audit.jsonl";
     o.ca_file = ca;
     o.policy_for_tenant = [&](const std::string&) { return &policy; };
     o.on_refusal = [&](const std::string&, const std::string& line) {

@@ -141,7 +141,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "tmp, open_files, max_file_size, output_kept)"},
         BadCase{"colour = \"blue\"\n",
                 "p.toml:1:1: colour: unknown key (known here: name, description, isolation, "
-                "limits, time, filesystem, network, packages, tools, secrets)"},
+                "limits, time, filesystem, network, packages, tools, secrets, audit)"},
         BadCase{"[limits]\npids = \"many\"\n",
                 "p.toml:2:8: limits.pids: expected an integer, got a string \"many\""},
         BadCase{"[limits]\npids = 2\n",

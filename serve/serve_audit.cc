@@ -1,0 +1,333 @@
+#include "serve/serve_audit.h"
+
+#include "serve/syslog_feed.h"
+
+#include <cerrno>
+#include <fstream>
+#include <utility>
+
+#include "audit/record.h"
+#include "audit/trail_files.h"
+#include "base/units.h"
+#include "mcp/log.h"
+#include "policies/compiler.h"
+
+namespace mcpcell::serve {
+namespace {
+
+// The session's limits as session.start records them.
+nlohmann::json LimitsFields(const policies::Policy& p) {
+  return {{"memory_bytes", p.limits.memory_bytes},
+          {"pids", p.limits.pids},
+          {"cpu_millicores", p.limits.cpu_millicores},
+          {"disk_bytes", p.limits.disk_bytes},
+          {"tmp_bytes", p.limits.tmp_bytes},
+          {"exec_max_s", p.time.exec_max.count()},
+          {"session_idle_s", p.time.session_idle.count()},
+          {"session_max_s", p.time.session_max.count()}};
+}
+
+// An egress proxy event (egress/proxy.h) as egress.connection's fields: the session and
+// tenant move to the record's own keys, the proxy's time is the record's.
+nlohmann::json EgressFields(const nlohmann::json& event) {
+  nlohmann::json fields = event;
+  for (const char* key : {"time", "session", "tenant"}) fields.erase(key);
+  return fields;
+}
+
+std::string Str(const nlohmann::json& event, const char* key) {
+  auto it = event.find(key);
+  return it != event.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+std::string HttpEndReason(const std::string& http_reason) {
+  if (http_reason.rfind("idle", 0) == 0) return "idle";
+  if (http_reason == "server stopping") return "server shutdown";
+  return "client closed";
+}
+
+Result<std::unique_ptr<ServeAudit>> ServeAudit::Open(ServeAuditOptions options) {
+  const policies::AuditPolicy& config = options.server_policy->audit;
+  std::unique_ptr<ServeAudit> self(new ServeAudit(std::move(options)));
+  audit::TrailOptions o;
+  o.dir = audit::AuditDir(self->options_.state_dir);
+  o.rotate_bytes = config.rotate_bytes;
+  o.rotate_age = config.rotate_age;
+  o.retention = config.retention;
+  o.checkpoint_every = config.checkpoint_every;
+  o.signing_key = config.signing_key;
+  o.required = config.required;
+  auto trail = audit::Trail::Open(o);
+  if (!trail && trail.error().err == EWOULDBLOCK && !config.required) {
+    // Another server (say a second stdio client's) writes this state dir's trail: this one
+    // serves unaudited rather than not at all, and says so. [audit] required refuses.
+    mcp::log::Warn("audit: NOT RECORDING: " + trail.error().message +
+                   " (another mcpcell serve on state dir " + self->options_.state_dir +
+                   "); give this server its own --state-dir to audit it, or set [audit] "
+                   "required = true to refuse to serve unaudited");
+    self->usage_thread_ = std::thread([raw = self.get()] { raw->UsageLoop(); });
+    return self;
+  }
+  if (!trail) {
+    return trail.error().Wrap("mcpcell serve: state dir " + self->options_.state_dir +
+                              " (one audited server per state dir: is another mcpcell serve "
+                              "using it?)");
+  }
+  self->trail_ = std::move(*trail);
+  if (!config.syslog.empty()) {
+    auto sink = MakeSyslogFeed(config.syslog);
+    if (!sink) return sink.error().Wrap("[audit] syslog");
+    self->syslog_ = std::move(*sink);
+    self->trail_->AddSink(self->syslog_->AsRecordSink());
+  }
+  self->EndCrashedSessions();
+  self->usage_thread_ = std::thread([raw = self.get()] { raw->UsageLoop(); });
+  return self;
+}
+
+// A server that was killed left sessions with a session.start and no session.end: each
+// gets one now, with its last usage record's figures. Only the current file is read (a
+// session open across a rotation before the crash is not found).
+void ServeAudit::EndCrashedSessions() {
+  std::ifstream in(audit::AuditDir(options_.state_dir) + "/audit.jsonl", std::ios::binary);
+  struct Unended {
+    std::string tenant;
+    nlohmann::json usage;
+  };
+  std::map<std::string, Unended> open;
+  for (std::string line; std::getline(in, line);) {
+    auto record = audit::ParseRecordLine(line);
+    if (!record) continue;
+    const std::string type = audit::StringField(*record, "type");
+    const std::string session = audit::StringField(*record, "session");
+    if (type == "session.start") {
+      open[session] = {audit::StringField(*record, "tenant"), nullptr};
+    } else if (type == "session.end") {
+      open.erase(session);
+    } else if (type == "usage" && open.count(session) && record->contains("usage")) {
+      open[session].usage = (*record)["usage"];
+    }
+  }
+  for (const auto& [session, o] : open) {
+    nlohmann::json fields = {{"reason", "recovered after a crash"}};
+    if (!o.usage.is_null()) fields["usage"] = o.usage;
+    Append("session.end", o.tenant, session, "", fields);
+  }
+}
+
+ServeAudit::ServeAudit(ServeAuditOptions options) : options_(std::move(options)) {}
+
+ServeAudit::~ServeAudit() { Close(); }
+
+const policies::Policy& ServeAudit::PolicyOf(const std::string& tenant) const {
+  if (!tenant.empty() && options_.tenant_policies) {
+    auto it = options_.tenant_policies->find(tenant);
+    if (it != options_.tenant_policies->end()) return it->second;
+  }
+  return *options_.server_policy;
+}
+
+void ServeAudit::Append(std::string_view type, const std::string& tenant,
+                        const std::string& session, const std::string& cell,
+                        const nlohmann::json& fields) {
+  if (!trail_) return;  // another server holds the trail (Open warned)
+  if (Status st = trail_->Append(type, tenant, session, cell, fields); !st) {
+    mcp::log::Warn("audit: " + std::string(type) + " not recorded: " + st.error().message);
+  }
+}
+
+egress::AuditSink ServeAudit::EgressSink() {
+  return [this](const nlohmann::json& event) {
+    Append("egress.connection", Str(event, "tenant"), Str(event, "session"), "",
+           EgressFields(event));
+  };
+}
+
+std::function<void(const nlohmann::json&)> ServeAudit::PackageSink() {
+  return [this](const nlohmann::json& event) {
+    nlohmann::json fields = event;
+    fields.erase("session");
+    fields.erase("tenant");
+    Append("package." + Str(event, "result"), Str(event, "tenant"), Str(event, "session"), "",
+           fields);
+  };
+}
+
+void ServeAudit::SecretUsed(const egress::SecretEvent& event) {
+  std::string tenant;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sessions_.find(event.session_id);
+    if (it != sessions_.end()) tenant = it->second.tenant;
+  }
+  nlohmann::json fields = {{"secret", event.secret},
+                           {"host", event.host},
+                           {"surface", event.surface},
+                           {"end_session", event.end_session}};
+  if (!event.reason.empty()) fields["reason"] = event.reason;
+  Append("secret." + event.decision, tenant, event.session_id, "", fields);
+}
+
+std::string ServeAudit::SessionStarted(const mcp::Session& session) {
+  if (trail_ && !trail_->Healthy()) {
+    return "mcpcell: the audit trail cannot be written (" + trail_->last_error() +
+           ") and [audit] required = true: new sessions are refused until it can";
+  }
+  const policies::Policy& policy = PolicyOf(session.tenant());
+  mcp::Json client = session.client_info();
+  nlohmann::json fields = {
+      {"client_name", client.value("name", "")},
+      {"client_version", client.contains("version") && client["version"].is_string()
+                             ? client["version"].get<std::string>()
+                             : std::string()},
+      {"transport", options_.transport},
+      {"policy", policy.name},
+      {"policy_sha256", audit::Sha256Hex(policies::DescribePolicy(policy))},
+      {"template", policy.filesystem.template_name},
+      {"limits", LimitsFields(policy)}};
+  {
+    std::lock_guard lock(mu_);
+    sessions_[session.id()] = {session.tenant(), std::chrono::steady_clock::now()};
+  }
+  usage_.For(session.id());
+  Append("session.start", session.tenant(), session.id(), "", fields);
+  return "";
+}
+
+void ServeAudit::SessionEnded(const std::string& session_id, const std::string& reason) {
+  OpenSession ended;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sessions_.find(session_id);
+    if (it == sessions_.end()) return;
+    ended = it->second;
+    sessions_.erase(it);
+    // The cell's last figures, if it is still there (HTTP destroys it after this).
+    for (auto& [id, bound] : cells_) {
+      if (bound.session == session_id) SampleCell(bound, *bound.cell);
+    }
+  }
+  auto meter = usage_.Take(session_id);
+  auto now = std::chrono::steady_clock::now();
+  nlohmann::json fields = {
+      {"reason", reason},
+      {"duration_s", std::chrono::duration<double>(now - ended.started).count()}};
+  if (meter) fields["usage"] = meter->Snapshot(now).ToJson();
+  Append("session.end", ended.tenant, session_id, "", fields);
+}
+
+void ServeAudit::EndOpenSessions(const std::string& reason) {
+  std::vector<std::string> open;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, s] : sessions_) open.push_back(id);
+  }
+  for (const std::string& id : open) SessionEnded(id, reason);
+}
+
+void ServeAudit::ToolCall(const mcp::Session& session, const std::string& tool, bool refused) {
+  usage_.For(session.id())->CountCall(tool);
+  if (refused) {
+    Append("policy.refused", session.tenant(), session.id(), "",
+           {{"call", "tools/call " + tool},
+            {"rule", "tools.enabled of policy " + PolicyOf(session.tenant()).name}});
+  }
+}
+
+void ServeAudit::ShuttingDown() {
+  std::lock_guard lock(mu_);
+  shutting_down_ = true;
+}
+
+bool ServeAudit::shutting_down() const {
+  std::lock_guard lock(mu_);
+  return shutting_down_;
+}
+
+void ServeAudit::CellBound(sandbox::CellInstance& cell, const std::string& session_key,
+                           const std::string& profile) {
+  {
+    std::lock_guard lock(mu_);
+    cells_[cell.id()] = {&cell, session_key, profile};
+  }
+  Append("cell.create", profile, session_key, cell.id(),
+         {{"profile", profile}, {"warnings", cell.warnings()}});
+}
+
+void ServeAudit::CellDestroying(sandbox::CellInstance& cell) {
+  BoundCell bound;
+  nlohmann::json fields = nlohmann::json::object();
+  {
+    std::lock_guard lock(mu_);
+    auto it = cells_.find(cell.id());
+    if (it == cells_.end()) return;
+    bound = it->second;
+    cells_.erase(it);
+    SampleCell(bound, cell);
+  }
+  if (auto usage = cell.Usage()) {
+    fields = {{"cpu_s", static_cast<double>(usage->cpu_usage_ns) / 1e9},
+              {"peak_memory_bytes", usage->memory_peak_bytes},
+              {"oom_kills", usage->oom_kill_count},
+              {"pids_left", usage->pids_current}};
+  }
+  Append("cell.destroy", bound.tenant, bound.session, cell.id(), fields);
+}
+
+// Called with mu_ held (the cell cannot be destroyed meanwhile).
+void ServeAudit::SampleCell(const BoundCell& bound, sandbox::CellInstance& cell) {
+  auto meter = usage_.Find(bound.session);
+  if (!meter) return;
+  auto usage = cell.Usage();
+  if (!usage) return;
+  meter->Sample({.at = std::chrono::steady_clock::now(),
+                 .cell_id = cell.id(),
+                 .cpu_ns = usage->cpu_usage_ns,
+                 .memory_current_bytes = usage->memory_current_bytes,
+                 .memory_peak_bytes = usage->memory_peak_bytes});
+}
+
+void ServeAudit::UsageLoop() {
+  const auto interval = options_.server_policy->audit.usage_interval;
+  std::unique_lock lock(mu_);
+  while (!closed_) {
+    if (wake_.wait_for(lock, interval, [this] { return closed_; })) break;
+    for (auto& [id, bound] : cells_) SampleCell(bound, *bound.cell);
+    lock.unlock();
+    WriteUsageRecords();
+    lock.lock();
+  }
+}
+
+void ServeAudit::WriteUsageRecords() {
+  std::map<std::string, OpenSession> open;
+  {
+    std::lock_guard lock(mu_);
+    open = sessions_;
+  }
+  auto now = std::chrono::steady_clock::now();
+  for (const auto& [id, session] : open) {
+    auto meter = usage_.Find(id);
+    if (!meter) continue;
+    Append("usage", session.tenant, id, "", {{"usage", meter->Snapshot(now).ToJson()}});
+  }
+}
+
+void ServeAudit::Close() {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    shutting_down_ = true;
+  }
+  wake_.notify_all();
+  if (usage_thread_.joinable()) usage_thread_.join();
+  EndOpenSessions("server shutdown");
+  if (trail_) {
+    if (Status st = trail_->Close(); !st) mcp::log::Warn("audit: close: " + st.error().message);
+  }
+}
+
+}  // namespace mcpcell::serve

@@ -1,0 +1,123 @@
+// `mcpcell serve`'s audit trail and metering (docs/audit.md): the one audit::Trail of the
+// server in <state_dir>/audit, opened from the server policy's [audit], and what writes to
+// it from serve's side: session.start/session.end (the MCP server's session hooks),
+// cell.create/cell.destroy (the cells' hooks), egress.connection (the proxy's AuditSink),
+// package.<result> (the package service's audit callback), policy.refused (a tool call
+// its policy refused), and a `usage` record per session every [audit] usage_interval.
+// The tools write exec.* and file.* through ToolEnv::audit themselves.
+//
+// Metering: one tools::UsageMeter per MCP session (ToolEnv::usage), sampled at each exec's
+// end (the tools), at each usage interval and when a cell is destroyed (here).
+//
+// Ownership: serve owns the ServeAudit; it must outlive the proxy, the package service,
+// the cells and the MCP server (their hooks and sinks call it). Close() ends the sessions
+// still open ("server shutdown"), stops the usage thread and closes the trail (final
+// checkpoint). Threading: every method is thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "audit/syslog.h"
+#include "audit/trail.h"
+#include "base/status.h"
+#include "egress/audit_log.h"
+#include "egress/secret_grant.h"
+#include "mcp/session.h"
+#include "policies/policy.h"
+#include "sandbox/backend.h"
+#include "tools/usage_meter.h"
+
+namespace mcpcell::serve {
+
+// session.end's reason for an HTTP session's close reason (mcp::HttpOptions::
+// on_session_closed): "client closed", "idle", "server shutdown".
+std::string HttpEndReason(const std::string& http_reason);
+
+struct ServeAuditOptions {
+  std::string state_dir;
+  const policies::Policy* server_policy = nullptr;  // [audit], and sessions without tenant
+  const std::map<std::string, policies::Policy>* tenant_policies = nullptr;
+  std::string transport;  // "stdio" or "http"
+};
+
+class ServeAudit {
+ public:
+  // Opens the trail (a second server on the same state dir is refused by its lock, with a
+  // message that says so) and the syslog feed when configured.
+  static Result<std::unique_ptr<ServeAudit>> Open(ServeAuditOptions options);
+  ~ServeAudit();  // Close()
+  ServeAudit(const ServeAudit&) = delete;
+  ServeAudit& operator=(const ServeAudit&) = delete;
+
+  audit::Trail* trail() { return trail_.get(); }
+  tools::UsageMeters* usage() { return &usage_; }
+
+  // The sinks of the proxy and the package service.
+  egress::AuditSink EgressSink();
+  std::function<void(const nlohmann::json& event)> PackageSink();
+  // A substitution or refusal of a placeholder secret by the egress proxy (the proxy's
+  // SecretSink): `secret.substituted` / `secret.refused` with the name, host and surface,
+  // never the value. Called on the proxy's threads.
+  void SecretUsed(const egress::SecretEvent& event);
+
+  // mcp::ServerOptions hooks. SessionStarted returns a refusal ("" = accepted) while the
+  // trail is unhealthy and [audit] required = true.
+  std::string SessionStarted(const mcp::Session& session);
+  // Writes session.end once per session (later calls for the same id do nothing).
+  void SessionEnded(const std::string& session_id, const std::string& reason);
+  void ToolCall(const mcp::Session& session, const std::string& tool, bool refused);
+  // Writes session.end with `reason` for every session still open (e.g. stdio sessions
+  // whose close the MCP server has not reported yet when it returns).
+  void EndOpenSessions(const std::string& reason);
+  // From here on, sessions that end are ended by "server shutdown".
+  void ShuttingDown();
+  bool shutting_down() const;
+
+  // sandbox::CellHooks.
+  void CellBound(sandbox::CellInstance& cell, const std::string& session_key,
+                 const std::string& profile);
+  void CellDestroying(sandbox::CellInstance& cell);
+
+  // Ends open sessions ("server shutdown"), stops the usage thread, closes the trail.
+  void Close();
+
+ private:
+  struct OpenSession {
+    std::string tenant;
+    std::chrono::steady_clock::time_point started;
+  };
+  struct BoundCell {
+    sandbox::CellInstance* cell = nullptr;
+    std::string session;
+    std::string tenant;
+  };
+  explicit ServeAudit(ServeAuditOptions options);
+  const policies::Policy& PolicyOf(const std::string& tenant) const;
+  void Append(std::string_view type, const std::string& tenant, const std::string& session,
+              const std::string& cell, const nlohmann::json& fields);
+  void SampleCell(const BoundCell& bound, sandbox::CellInstance& cell);
+  void EndCrashedSessions();
+  void UsageLoop();
+  void WriteUsageRecords();
+
+  const ServeAuditOptions options_;
+  std::unique_ptr<audit::SyslogSink> syslog_;  // before trail_: outlives it
+  std::unique_ptr<audit::Trail> trail_;
+  tools::UsageMeters usage_;
+  mutable std::mutex mu_;
+  std::map<std::string, OpenSession> sessions_;  // by MCP session id
+  std::map<std::string, BoundCell> cells_;       // by cell id; CellDestroying waits on mu_
+  bool shutting_down_ = false;
+  bool closed_ = false;
+  std::condition_variable wake_;
+  std::thread usage_thread_;
+};
+
+}  // namespace mcpcell::serve

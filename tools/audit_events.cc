@@ -1,0 +1,58 @@
+#include "tools/audit_events.h"
+
+#include "audit/record.h"
+#include "audit/trail.h"
+#include "mcp/log.h"
+#include "mcp/session.h"
+
+namespace mcpcell::tools {
+
+void AuditEvent(const ToolEnv& env, const mcp::Context& ctx, const std::string& cell_id,
+                std::string_view type, const nlohmann::json& fields) {
+  if (!env.audit) return;
+  const mcp::Session& session = ctx.session();
+  if (Status st = env.audit->Append(type, session.tenant(), session.id(), cell_id, fields); !st) {
+    mcp::log::Warn("audit: " + std::string(type) + " not recorded: " + st.error().message);
+  }
+}
+
+nlohmann::json CommandFields(const CellToolsConfig& config, std::string_view command_text) {
+  nlohmann::json fields = {{"command_sha256", audit::Sha256Hex(command_text)}};
+  if (config.audit_command_text) fields["command"] = std::string(command_text);
+  return fields;
+}
+
+void AuditFileCall(const ToolEnv& env, const mcp::Context& ctx, std::string_view op,
+                   const std::string& path, const mcp::ToolResult& result, const char* bytes_key) {
+  if (!env.audit) return;
+  std::string cell_id;
+  if (auto cells = SessionCells(env, ctx); cells && *cells) cell_id = (*cells)->Info().cell_id;
+  uint64_t bytes = 0;
+  const mcp::Json& s = result.structured_content;
+  if (!result.is_error && s.is_object() && s.contains(bytes_key) &&
+      s[bytes_key].is_number_unsigned()) {
+    bytes = s[bytes_key].get<uint64_t>();
+  }
+  AuditEvent(env, ctx, cell_id, "file." + std::string(op),
+             {{"path", path}, {"bytes", bytes}, {"result", result.is_error ? "error" : "ok"}});
+}
+
+void MeterCell(const ToolEnv& env, const mcp::Context& ctx, const sandbox::CellLease& lease) {
+  if (!env.usage) return;
+  auto usage = lease.Usage();
+  if (!usage) return;
+  UsageSample sample{.at = std::chrono::steady_clock::now(),
+                     .cell_id = lease.id(),
+                     .cpu_ns = usage->cpu_usage_ns,
+                     .memory_current_bytes = usage->memory_current_bytes,
+                     .memory_peak_bytes = usage->memory_peak_bytes};
+  if (env.egress) {
+    if (auto report = env.egress->Report(lease.id())) {
+      sample.egress_up_bytes = report->bytes_up;
+      sample.egress_down_bytes = report->bytes_down;
+    }
+  }
+  env.usage->For(ctx.session().id())->Sample(sample);
+}
+
+}  // namespace mcpcell::tools

@@ -1,0 +1,90 @@
+// UsageMeter: what one MCP session has used, for metering (docs/audit.md "Metering"): CPU
+// seconds, memory GiB-seconds, peak memory, wall seconds, egress bytes and calls by tool
+// (storage is not measured yet). Fed with samples of its cell's cumulative counters
+// (cgroup CPU and memory, the egress proxy's bytes) at each call's end, at each usage
+// interval and when the cell is destroyed; memory is integrated over time between samples (trapezoids), and when the
+// session's cell is replaced the old cell's totals are carried over, so the figures cover
+// the session, not one cell. UsageMeters holds one meter per session id.
+// Threading: every method is thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace mcpcell::tools {
+
+// A cell's cumulative counters at one moment (since the cell was created).
+struct UsageSample {
+  std::chrono::steady_clock::time_point at;
+  std::string cell_id;
+  uint64_t cpu_ns = 0;
+  uint64_t memory_current_bytes = 0;
+  uint64_t memory_peak_bytes = 0;
+  uint64_t egress_up_bytes = 0;
+  uint64_t egress_down_bytes = 0;
+};
+
+struct SessionUsage {
+  double cpu_s = 0;
+  double memory_gib_s = 0;
+  uint64_t peak_memory_bytes = 0;
+  double wall_active_s = 0;
+  double wall_paused_s = 0;  // no pause exists yet: always 0
+  uint64_t egress_up_bytes = 0;
+  uint64_t egress_down_bytes = 0;
+  std::map<std::string, uint64_t> calls_by_tool;
+
+  // {"cpu_s", "memory_gib_s", "peak_memory_bytes", "wall_active_s", "wall_paused_s",
+  //  "egress_up_bytes", "egress_down_bytes", "calls_by_tool"}
+  nlohmann::json ToJson() const;
+};
+
+class UsageMeter {
+ public:
+  explicit UsageMeter(std::chrono::steady_clock::time_point started) : started_(started) {}
+
+  void Sample(const UsageSample& sample);
+  void CountCall(const std::string& tool);
+  // The usage so far; wall time runs to `now`.
+  SessionUsage Snapshot(std::chrono::steady_clock::time_point now) const;
+
+ private:
+  struct CellTotals {  // the last sample of one cell
+    uint64_t cpu_ns = 0, egress_up = 0, egress_down = 0;
+  };
+  const std::chrono::steady_clock::time_point started_;
+  mutable std::mutex mu_;
+  // Totals of the cells already replaced, and the current cell's last counters.
+  CellTotals carried_;
+  std::string cell_id_;
+  CellTotals cell_;
+  bool have_sample_ = false;
+  std::chrono::steady_clock::time_point last_at_;
+  uint64_t last_memory_ = 0;
+  double memory_byte_s_ = 0;
+  uint64_t peak_ = 0;
+  std::map<std::string, uint64_t> calls_;
+};
+
+class UsageMeters {
+ public:
+  // The meter of `session`, made (started now) on first use.
+  std::shared_ptr<UsageMeter> For(const std::string& session);
+  // The meter of `session` if there is one, else nullptr.
+  std::shared_ptr<UsageMeter> Find(const std::string& session) const;
+  // Removes and returns the meter (nullptr when none): at the session's end.
+  std::shared_ptr<UsageMeter> Take(const std::string& session);
+  std::vector<std::pair<std::string, std::shared_ptr<UsageMeter>>> All() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<UsageMeter>> meters_;
+};
+
+}  // namespace mcpcell::tools
