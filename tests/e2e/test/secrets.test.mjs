@@ -1,14 +1,17 @@
 // Secrets (issue 26, docs/secrets.md) through the real server with the official SDK: a
 // local HTTPS upstream (its own test CA, made with the openssl CLI and given by
 // --egress-ca-file) reached by name through --egress-hosts. The upstream gets the real value
-// in a header, Basic auth and a query; the cell only ever holds the placeholder; the
-// placeholder sent to another allowed host is refused and that host gets nothing; a
+// in a header, Basic auth, a query and (for a secret with the "body" surface) a JSON body;
+// the cell only ever holds the placeholder, not even in its processes' memory; the
+// placeholder sent to another allowed host, in a body it may not use or over plain HTTP is
+// refused and nothing is sent; a value the host reflects comes back masked; a
 // rotated source is used at once; ttl; env and file modes; a call cannot set a secret's
 // name; bad policies are refused with file:line; a tenant holds only its own secrets.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -33,24 +36,26 @@ function makeCerts(dir) {
   return { key: readFileSync(path.join(dir, 'leaf.key')), cert: readFileSync(path.join(dir, 'leaf.pem')) };
 }
 
-// An HTTPS server on 127.0.0.1 that records every request and answers 200 "ok".
+// A server on 127.0.0.1 (HTTPS with tls, else plain HTTP) that records every request and
+// answers 200 with the request's X-Echo header (a host reflecting a value back), else "ok".
 async function startUpstream(tls) {
   const requests = [];
-  const server = https.createServer(tls, (req, res) => {
+  const handler = (req, res) => {
     let body = '';
     req.on('data', (d) => { body += d; });
     req.on('end', () => {
       requests.push({ url: req.url, headers: req.headers, body });
       res.writeHead(200, { 'content-type': 'text/plain' });
-      res.end('ok\n');
+      res.end(req.headers['x-echo'] ?? 'ok\n');
     });
-  });
+  };
+  const server = tls ? https.createServer(tls, handler) : http.createServer(handler);
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { requests, port: server.address().port, close: () => new Promise((r) => server.close(r)) };
 }
 
 describe('secrets', { timeout: 300_000 }, () => {
-  let dir, stateDir, api, other, server;
+  let dir, stateDir, api, other, plain, server;
   const call = async (command, extra = {}) =>
     server.client.callTool({ name: 'run_command', arguments: { command, ...extra } });
   const curl = (args) => call(`curl -sS -o /dev/null -w '%{http_code}' ${args}`);
@@ -61,14 +66,18 @@ describe('secrets', { timeout: 300_000 }, () => {
     const tls = makeCerts(dir);
     api = await startUpstream(tls);
     other = await startUpstream(tls);
-    writeFileSync(path.join(dir, 'hosts'), '127.0.0.1 api.test\n127.0.0.1 other.test\n');
+    plain = await startUpstream(null);
+    writeFileSync(path.join(dir, 'hosts'),
+      '127.0.0.1 api.test\n127.0.0.1 other.test\n127.0.0.1 plain.test\n');
+    writeFileSync(path.join(dir, 'body'), 'body-secret-value\n');
     writeFileSync(path.join(dir, 'token'), 'real-value-1\n');
     writeFileSync(path.join(dir, 'db'), 'db-password-value\n');
     writeFileSync(path.join(dir, 'key'), 'file-secret-value\n');
     writeFileSync(path.join(dir, 'policy.toml'), `name = "secrets-e2e"
 [network]
 egress = "allowlist"
-allow = ["api.test:${api.port}", "other.test:${other.port}", "127.0.0.1:${api.port}", "127.0.0.1:${other.port}"]
+allow = ["api.test:${api.port}", "other.test:${other.port}", "127.0.0.1:${api.port}", "127.0.0.1:${other.port}",
+  "plain.test:${plain.port}", "127.0.0.1:${plain.port}"]
 
 [[secrets]]
 name = "API_TOKEN"
@@ -80,6 +89,12 @@ hosts = ["api.test:${api.port}"]
 name = "OTHER_TOKEN"
 source = "file:${dir}/db"
 hosts = ["other.test:${other.port}"]
+
+[[secrets]]
+name = "BODY_TOKEN"
+source = "file:${dir}/body"
+hosts = ["api.test:${api.port}"]
+surfaces = ["header", "body"]
 
 [[secrets]]
 name = "END_TOKEN"
@@ -115,6 +130,7 @@ mode = "file"
     await server?.close();
     await api?.close();
     await other?.close();
+    await plain?.close();
     rmSync(dir, { recursive: true, force: true });
     rmSync(stateDir, { recursive: true, force: true });
   });
@@ -151,6 +167,76 @@ mode = "file"
     assert.equal(other.requests.length, 0);
   });
 
+  it('a JSON body gets the value only for a secret with the "body" surface', async () => {
+    const json = (name, p) => curl(`-H 'Content-Type: application/json' ` +
+      `--data '{"token":"'"$${name}"'"}' https://api.test:${api.port}${p}`);
+    assert.match(text(await json('BODY_TOKEN', '/json')), /200/);
+    const got = api.requests.find((x) => x.url === '/json');
+    assert.deepEqual(JSON.parse(got.body), { token: 'body-secret-value' });
+    const before = api.requests.length;
+    const r = text(await json('API_TOKEN', '/json-refused'));
+    assert.match(r, /403/);
+    assert.match(r, /secret API_TOKEN refused: its placeholder was in the request body/);
+    assert.equal(api.requests.length, before);
+  });
+
+  it('a placeholder over plain HTTP is refused and nothing is sent', async () => {
+    const r = text(await curl(`-H "X-Token: $API_TOKEN" http://plain.test:${plain.port}/plain`));
+    assert.match(r, /403/);
+    assert.match(r, /secret API_TOKEN refused: its placeholder was in a plain-HTTP request/);
+    assert.equal(plain.requests.length, 0);
+    // The same host without a placeholder is reached: the refusal is the placeholder's.
+    assert.match(text(await curl(`http://plain.test:${plain.port}/clean`)), /200/);
+    assert.deepEqual(plain.requests.map((x) => x.url), ['/clean']);
+  });
+
+  it('a value the host reflects comes back as the placeholder', async () => {
+    const r = text(await call(`got="$(curl -sS -H "X-Echo: $API_TOKEN" https://api.test:${api.port}/echo)"; ` +
+      '[ "$got" = "$API_TOKEN" ] && echo masked-ok; printf "%s\n" "$got"'));
+    assert.match(r, /masked-ok\nmcpcell-secret-[0-9a-f]{32}/);
+    assert.doesNotMatch(r, /real-value/);
+    // The upstream did get the value and sent it back: the proxy masked it.
+    assert.match(api.requests.find((x) => x.url === '/echo').headers['x-echo'], /^real-value-\d$/);
+  });
+
+  it('no process of the cell holds a placeholder secret\'s value in its memory', async () => {
+    // The needles (the values of API_TOKEN/SHORT_TOKEN and BODY_TOKEN) are joined at run
+    // time so the command text never holds them; the scanner skips its own process, which
+    // holds them. Every readable region of every other process of the cell's uid is read.
+    const script = `
+import os, re
+needles = [a.encode() + b.encode() for a, b in (("real-", "value-"), ("body-secret", "-value"))]
+me, uid, read, pids, found = os.getpid(), os.getuid(), 0, 0, []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    if int(pid) == me: continue
+    try:
+        if os.stat("/proc/" + pid).st_uid != uid: continue
+        maps = open("/proc/%s/maps" % pid).read().splitlines()
+        mem = open("/proc/%s/mem" % pid, "rb", 0)
+    except OSError: continue
+    got = read
+    for line in maps:
+        m = re.match(r"([0-9a-f]+)-([0-9a-f]+) r", line)
+        if not m or line.endswith("[vvar]"): continue
+        lo, hi = int(m.group(1), 16), int(m.group(2), 16)
+        try:
+            mem.seek(lo); data = mem.read(hi - lo)
+        except (OSError, ValueError, OverflowError): continue
+        read += len(data)
+        found += [pid for n in needles if n in data]
+    pids += read > got
+print("pids=%d bytes=%d" % (pids, read))
+print("FOUND " + " ".join(found) if found else "CLEAN")
+`;
+    const r = text(await call(`sleep 30 & cat > /tmp/scan.py <<'PYEOF'\n${script}PYEOF\n` +
+      'printenv API_TOKEN BODY_TOKEN; python3 /tmp/scan.py; kill $!'));
+    assert.match(r, /mcpcell-secret-[0-9a-f]{32}\nmcpcell-secret-[0-9a-f]{32}/);
+    const m = r.match(/pids=(\d+) bytes=(\d+)/);
+    assert.ok(m, r);
+    assert.ok(Number(m[1]) >= 2 && Number(m[2]) > 0, r);  // at least the shell and sleep
+    assert.match(r, /\nCLEAN/);
+  });
+
   it('a rotated source is used from the next request on', async () => {
     writeFileSync(path.join(dir, 'token'), 'real-value-2\n');
     assert.match(text(await curl(`-H "X-Token: $API_TOKEN" https://api.test:${api.port}/rotated`)), /200/);
@@ -180,9 +266,11 @@ mode = "file"
     const r = await server.client.callTool({ name: 'session_info', arguments: {} });
     const names = r.structuredContent.secrets.map((s) => `${s.name}:${s.mode}`);
     assert.deepEqual(names, ['API_TOKEN:placeholder', 'OTHER_TOKEN:placeholder',
-      'END_TOKEN:placeholder', 'SHORT_TOKEN:placeholder', 'DB_PASSWORD:env',
+      'BODY_TOKEN:placeholder', 'END_TOKEN:placeholder', 'SHORT_TOKEN:placeholder',
+      'DB_PASSWORD:env',
       'KEY_FILE:file']);
-    assert.doesNotMatch(JSON.stringify(r), /real-value|db-password-value|file-secret-value/);
+    assert.doesNotMatch(JSON.stringify(r),
+      /real-value|db-password-value|file-secret-value|body-secret-value/);
   });
 
   it('after its ttl a placeholder is refused and nothing is sent', async () => {
