@@ -18,8 +18,16 @@ SecretMasker::SecretMasker(const std::vector<SecretMask>& masks) {
   for (const Needle& n : needles_) longest_ = std::max(longest_, n.from.size());
 }
 
-size_t SecretMasker::Scan(std::string_view data, size_t pos, size_t limit,
-                         std::string* out) const {
+bool SecretMasker::CouldGrow(std::string_view data, size_t at, size_t length) const {
+  std::string_view rest = data.substr(at);
+  for (const Needle& n : needles_)
+    if (n.from.size() > length && n.from.size() > rest.size() && n.from.starts_with(rest))
+      return true;
+  return false;
+}
+
+size_t SecretMasker::Scan(std::string_view data, size_t pos, size_t limit, bool final,
+                          std::string* out) const {
   for (;;) {
     size_t best = std::string_view::npos;
     const Needle* hit = nullptr;
@@ -30,7 +38,7 @@ size_t SecretMasker::Scan(std::string_view data, size_t pos, size_t limit,
         hit = &n;
       }
     }
-    if (!hit) return pos;
+    if (!hit || (!final && CouldGrow(data, best, hit->from.size()))) return pos;
     out->append(data.substr(pos, best - pos));
     out->append(hit->to);
     pos = best + hit->from.size();
@@ -39,7 +47,7 @@ size_t SecretMasker::Scan(std::string_view data, size_t pos, size_t limit,
 
 void SecretMasker::Mask(std::string_view data, size_t pos, bool final, size_t* held,
                         std::string* out) const {
-  pos = Scan(data, pos, std::string_view::npos, out);
+  pos = Scan(data, pos, std::string_view::npos, final, out);
   // Every needle starting before `safe` would have fitted and been found above.
   size_t safe = data.size();
   if (!final && longest_ > 0) safe = data.size() >= longest_ - 1 ? data.size() - (longest_ - 1) : 0;
@@ -66,7 +74,7 @@ void SecretMasker::Feed(std::string_view data, std::string* out) {
   if (!carry_.empty()) {
     size_t c = carry_.size();
     carry_.append(data.substr(0, longest_ - 1));
-    size_t pos = Scan(carry_, 0, c, out);
+    size_t pos = Scan(carry_, 0, c, false, out);
     if (pos < c) out->append(carry_, pos, c - pos);
     skip = std::max(pos, c) - c;
   }

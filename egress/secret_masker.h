@@ -41,8 +41,12 @@ class SecretMasker {
   // start a needle (its length in *held; nothing is held back when final).
   void Mask(std::string_view data, size_t pos, bool final, size_t* held, std::string* out) const;
   // Replaces the needles that start in [pos, limit), appending data[pos..] up to the end of
-  // the last one; returns where it stopped.
-  size_t Scan(std::string_view data, size_t pos, size_t limit, std::string* out) const;
+  // the last one; returns where it stopped. Unless final, it stops before a match that a
+  // longer needle may still take over once more bytes arrive (leftmost, then longest).
+  size_t Scan(std::string_view data, size_t pos, size_t limit, bool final,
+              std::string* out) const;
+  // A needle longer than `length` may still match at data[at..] when more bytes arrive.
+  bool CouldGrow(std::string_view data, size_t at, size_t length) const;
 
   std::vector<Needle> needles_;
   size_t longest_ = 0;
