@@ -5,6 +5,7 @@
 #include <openssl/x509v3.h>
 
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 namespace mcpcell::egress {
@@ -12,7 +13,7 @@ namespace {
 
 using boost::system::error_code;
 
-constexpr size_t kBodyPiece = 64 * 1024;
+constexpr size_t kBodyPiece = 128 * 1024;
 
 // Headers the proxy does not pass on: hop-by-hop ones, framing it redoes, and the encoding
 // it replaces with identity (masking must see the bytes as sent).
@@ -45,11 +46,23 @@ std::string StatusText(int status) {
   }
 }
 
-std::string Chunk(const std::string& data) {
-  if (data.empty()) return "";
-  char size[20];
-  std::snprintf(size, sizeof size, "%zx\r\n", data.size());
-  return size + data + "\r\n";
+// Room left before a piece's masked bytes for its chunk header ("%zx\r\n" of a size_t).
+constexpr size_t kChunkRoom = 2 * sizeof(size_t) + 2;
+
+// Frames s[room..] as one chunk without moving it: the header goes into the room before it
+// (right-aligned), the chunk's end after it; the last piece gets the terminating chunk.
+// Returns where the bytes to send begin.
+size_t FrameChunk(std::string& s, size_t room, bool last) {
+  size_t at = room;
+  if (s.size() > room) {
+    char size[kChunkRoom + 1];
+    int len = std::snprintf(size, sizeof size, "%zx\r\n", s.size() - room);
+    at = room - static_cast<size_t>(len);
+    std::memcpy(s.data() + at, size, static_cast<size_t>(len));
+    s += "\r\n";
+  }
+  if (last) s += "0\r\n\r\n";
+  return at;
 }
 
 }  // namespace
@@ -323,19 +336,21 @@ void Interception::OnResponseHeader(const error_code& ec) {
   if (body && cell_chunked_) text += "Transfer-Encoding: chunked\r\n";
   if (!cell_keep_alive_) text += "Connection: close\r\n";
   text += "\r\n";
-  if (!body) return WriteToCell(std::move(text), true);
-  body_buf_ = std::make_unique<char[]>(kBodyPiece);
-  out_ = std::move(text);
-  asio::async_write(cell_tls_, asio::buffer(out_),
-                    [self = shared_from_this()](const error_code& wec, size_t n) {
-                      if (self->closed_) return;
-                      self->hooks_.bytes(false, n);
-                      if (wec) return self->Close("cell write: " + wec.message());
-                      self->ReadResponseBody();
-                    });
+  if (!body) return WriteToCell(std::move(text));
+  if (!body_buf_) body_buf_ = std::make_unique<char[]>(kBodyPiece);
+  // Beast reads at most the buffer's free capacity per call: from the header's small buffer
+  // that is a fraction of a TLS record, one trip through the event loop each.
+  upstream_buf_.reserve(kBodyPiece);
+  ready_ = std::move(text);
+  ready_at_ = 0;
+  has_ready_ = streaming_ = true;
+  reading_ = writing_ = body_read_ = false;
+  body_error_.clear();
+  Pump();
 }
 
 void Interception::ReadResponseBody() {
+  reading_ = true;
   auto& body = response_->get().body();
   body.data = body_buf_.get();
   body.size = kBodyPiece;
@@ -345,6 +360,7 @@ void Interception::ReadResponseBody() {
 }
 
 void Interception::OnResponseBody(error_code ec) {
+  reading_ = false;
   if (closed_) return;
   if (ec == http::error::need_buffer) ec = {};
   // A body that ends with the connection may end without TLS close_notify.
@@ -352,25 +368,60 @@ void Interception::OnResponseBody(error_code ec) {
     ec = {};
     response_->put_eof(ec);
   }
-  if (ec) return Close("upstream answer body: " + ec.message());
+  if (ec) {
+    body_error_ = "upstream answer body: " + ec.message();
+    return Pump();
+  }
   hooks_.activity();
   size_t got = kBodyPiece - response_->get().body().size;
   bool last = response_->is_done();
-  std::string data = masker_->Feed(std::string_view(body_buf_.get(), got));
-  if (last) data += masker_->Finish();
-  if (!cell_chunked_) return WriteToCell(std::move(data), last);
-  WriteToCell(Chunk(data) + (last ? "0\r\n\r\n" : ""), last);
+  size_t room = cell_chunked_ ? kChunkRoom : 0;
+  ready_.assign(room, ' ');
+  masker_->Feed(std::string_view(body_buf_.get(), got), &ready_);
+  if (last) masker_->Finish(&ready_);
+  ready_at_ = cell_chunked_ ? FrameChunk(ready_, room, last) : 0;
+  has_ready_ = true;
+  body_read_ = last;
+  Pump();
 }
 
-void Interception::WriteToCell(std::string data, bool last) {
+void Interception::Pump() {
+  if (closed_ || !streaming_) return;
+  if (!writing_ && has_ready_) {
+    has_ready_ = false;
+    if (ready_.size() > ready_at_) {  // a piece may mask to nothing yet (all held back)
+      out_.swap(ready_);
+      out_at_ = ready_at_;
+      writing_ = true;
+      asio::async_write(cell_tls_, asio::buffer(out_.data() + out_at_, out_.size() - out_at_),
+                        [self = shared_from_this()](const error_code& ec, size_t n) {
+                          self->OnPieceWritten(ec, n);
+                        });
+    }
+  }
+  if (!reading_ && !has_ready_ && !body_read_ && body_error_.empty()) ReadResponseBody();
+  if (writing_ || reading_ || has_ready_) return;
+  streaming_ = false;
+  if (!body_error_.empty()) return Close(body_error_);
+  AfterResponse();
+}
+
+void Interception::OnPieceWritten(const error_code& ec, size_t n) {
+  writing_ = false;
+  if (closed_) return;
+  hooks_.bytes(false, n);
+  if (ec) return Close("cell write: " + ec.message());
+  Pump();
+}
+
+void Interception::WriteToCell(std::string data) {
   out_ = std::move(data);
   asio::async_write(cell_tls_, asio::buffer(out_),
-                    [self = shared_from_this(), last](const error_code& ec, size_t n) {
+                    [self = shared_from_this()](const error_code& ec, size_t n) {
                       if (self->closed_) return;
                       self->hooks_.bytes(false, n);
                       if (ec) return self->Close("cell write: " + ec.message());
-                      if (last) return self->AfterResponse();
-                      self->ReadResponseBody();
+                      self->AfterResponse();
                     });
 }
 

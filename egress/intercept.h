@@ -125,9 +125,13 @@ class Interception : public std::enable_shared_from_this<Interception> {
   void Reconnect();
   void ReadResponseHeader();
   void OnResponseHeader(const boost::system::error_code& ec);
+  // The body streams with one upstream read beside one cell write: a piece read is masked
+  // and framed into ready_ at once, written when the previous write is done (Pump).
   void ReadResponseBody();
   void OnResponseBody(boost::system::error_code ec);
-  void WriteToCell(std::string data, bool last);
+  void Pump();
+  void OnPieceWritten(const boost::system::error_code& ec, size_t n);
+  void WriteToCell(std::string data);  // a whole answer without a body
   void AfterResponse();
   void Respond(int status, const std::string& line);  // over TLS, then close
   void Report(const std::string& secret, const std::string& surface, const std::string& decision,
@@ -152,7 +156,15 @@ class Interception : public std::enable_shared_from_this<Interception> {
   std::optional<http::response_parser<http::buffer_body>> response_;
   std::optional<SecretMasker> masker_;
   std::unique_ptr<char[]> body_buf_;
-  std::string out_;             // bytes being written to the cell
+  std::string out_;             // bytes being written to the cell (from out_at_)
+  size_t out_at_ = 0;
+  std::string ready_;           // the next piece for the cell, masked and framed (from ready_at_)
+  size_t ready_at_ = 0;
+  bool has_ready_ = false;
+  bool streaming_ = false;      // a response body is on its way
+  bool reading_ = false, writing_ = false;
+  bool body_read_ = false;      // the upstream body has been read to its end
+  std::string body_error_;      // non-empty: reading the body failed; close once the rest is out
   std::string upstream_error_;  // non-empty: upstream TLS failed; requests get 502
   bool cell_keep_alive_ = true;
   bool cell_chunked_ = true;  // the answer's body goes to the cell chunked (HTTP/1.1)

@@ -22,9 +22,12 @@ class SecretMasker {
  public:
   explicit SecretMasker(const std::vector<SecretMask>& masks);
 
-  // The masked bytes that are safe to emit now.
+  // The masked bytes that are safe to emit now, appended to *out (the proxy builds a chunk
+  // around them in place).
+  void Feed(std::string_view data, std::string* out);
   std::string Feed(std::string_view data);
   // The rest, at the end of the stream.
+  void Finish(std::string* out);
   std::string Finish();
   // A whole string at once (response header values).
   std::string MaskAll(std::string_view data) const;
@@ -34,9 +37,16 @@ class SecretMasker {
   struct Needle {
     std::string from, to;
   };
-  // data with every complete needle replaced, less the tail that may still start a needle
-  // (its length in *held; nothing is held back when final).
-  std::string Mask(std::string_view data, bool final, size_t* held) const;
+  // Appends data[pos..] with every complete needle replaced, less the tail that may still
+  // start a needle (its length in *held; nothing is held back when final).
+  void Mask(std::string_view data, size_t pos, bool final, size_t* held, std::string* out) const;
+  // Replaces the needles that start in [pos, limit), appending data[pos..] up to the end of
+  // the last one; returns where it stopped. Unless final, it stops before a match that a
+  // longer needle may still take over once more bytes arrive (leftmost, then longest).
+  size_t Scan(std::string_view data, size_t pos, size_t limit, bool final,
+              std::string* out) const;
+  // A needle longer than `length` may still match at data[at..] when more bytes arrive.
+  bool CouldGrow(std::string_view data, size_t at, size_t length) const;
 
   std::vector<Needle> needles_;
   size_t longest_ = 0;

@@ -430,6 +430,30 @@ TEST_F(InterceptTest, RotatedValueIsUsedOnTheNextRequestOfTheSameConnection) {
   EXPECT_EQ(second.body.find("rotated-value-2"), std::string::npos);
 }
 
+TEST_F(InterceptTest, LargeAnswerStreamsInManyPiecesWholeAndInOrderThenTheConnectionGoesOn) {
+  StartProxy();
+  uint16_t port = api_->port();
+  AddCell({Grant("TOKEN", kPh, "api.test:" + std::to_string(port))});
+  auto client = Client("api.test", port);
+  ASSERT_TRUE(client->ready());
+  // Several of the proxy's body pieces, each line numbered so a lost or reordered piece shows.
+  std::string body;
+  for (int line = 0; body.size() < 600 * 1024; ++line) body += std::to_string(line) + " abcdefgh\n";
+  std::string request = "POST /big HTTP/1.1\r\nHost: api.test:" + std::to_string(port) +
+                        "\r\nX-Key: " + kPh + "\r\nContent-Length: " +
+                        std::to_string(body.size()) + "\r\n\r\n" + body;
+  Reply r = client->Send(request);
+  ASSERT_EQ(r.status, 200) << r.head;
+  EXPECT_EQ(HeaderValue(r.head, "Transfer-Encoding"), "chunked");
+  ASSERT_GT(r.body.size(), body.size());
+  EXPECT_TRUE(r.body.ends_with("\r\n\r\n" + body));  // the echoed head, then the body whole
+  EXPECT_NE(r.body.find("X-Key: " + kPh), std::string::npos);
+  EXPECT_EQ(r.body.find("ghp_theRealValue123"), std::string::npos);
+  Reply next = client->Send(ApiGet(port, "/after", "X-Key: " + kPh + "\r\n"));
+  EXPECT_EQ(next.status, 200);
+  EXPECT_EQ(api_->requests().size(), 2u);
+}
+
 TEST_F(InterceptTest, UpstreamThatClosedAKeptAliveConnectionIsReconnectedOnce) {
   api_ = std::make_unique<EchoUpstream>(*upstream_ca_, "api.test", /*close_after_each=*/true);
   StartProxy();

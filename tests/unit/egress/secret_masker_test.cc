@@ -51,6 +51,31 @@ TEST(SecretMasker, SeveralSecretsAndMaskAll) {
   EXPECT_EQ(FeedInPieces(m, "[beta-value][alpha-value]", 2), "[B][A]");
 }
 
+TEST(SecretMasker, PiecesOfEverySizeGiveWhatMaskAllGives) {
+  // Values (and base64 forms) packed close together and overlapping near misses, fed in
+  // pieces shorter and longer than the longest needle, so both ways of joining the held
+  // bytes to the next piece meet values that straddle the boundary.
+  std::vector<SecretMask> masks{{"ghp_realtoken", "PH"}, {"ghp_real", "SHORT"}};
+  std::string body;
+  for (int i = 0; i < 40; ++i)
+    body += std::string(static_cast<size_t>(i % 7), 'g') + "ghp_realtoken" + "ghp_rea" +
+            Base64Encode("ghp_realtoken") + "ghp_real" + std::to_string(i);
+  std::string want = SecretMasker(masks).MaskAll(body);
+  EXPECT_EQ(want.find("ghp_real"), std::string::npos);
+  for (size_t piece : {1u, 5u, 19u, 20u, 21u, 33u, 64u, 257u}) {
+    SecretMasker m(masks);
+    EXPECT_EQ(FeedInPieces(m, body, piece), want) << "piece size " << piece;
+  }
+  SecretMasker mixed(masks);  // alternating short and long pieces
+  std::string out;
+  for (size_t at = 0, i = 0; at < body.size(); ++i) {
+    size_t n = i % 2 ? 3 : 45;
+    out += mixed.Feed(std::string_view(body).substr(at, n));
+    at += n;
+  }
+  EXPECT_EQ(out + mixed.Finish(), want);
+}
+
 TEST(SecretMasker, WithoutMasksIsTheIdentity) {
   SecretMasker m(std::vector<SecretMask>{});
   EXPECT_TRUE(m.empty());
