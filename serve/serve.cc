@@ -254,10 +254,10 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
   cells->SetCellHooks(std::move(hooks));
   // At its maximum lifetime a session's cell is gone and its later calls are refused: its
   // session.end is written then (the MCP session's own close later writes nothing).
-  cells->SetExpiryListener([&audit](const std::string& key, sandbox::SessionExpiry kind,
-                                    const std::string&) {
-    if (kind == sandbox::SessionExpiry::kMaxLifetime) audit.SessionEnded(key, "max lifetime");
-  });
+  cells->SetExpiryListener(
+      [&audit](const std::string& key, sandbox::SessionExpiry kind, const std::string&) {
+        if (kind == sandbox::SessionExpiry::kMaxLifetime) audit.SessionEnded(key, "max lifetime");
+      });
   return cells;
 }
 

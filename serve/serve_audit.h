@@ -121,8 +121,8 @@ class ServeAudit {
   std::unique_ptr<audit::Trail> trail_;
   tools::UsageMeters usage_;
   mutable std::mutex mu_;
-  std::map<std::string, OpenSession> sessions_;  // by MCP session id
-  std::map<std::string, BoundCell> cells_;       // by cell id; CellDestroying waits on mu_
+  std::map<std::string, OpenSession> sessions_;       // by MCP session id
+  std::map<std::string, BoundCell> cells_;            // by cell id; CellDestroying waits on mu_
   std::map<std::string, DestroyingCell> destroying_;  // by cell id
   bool shutting_down_ = false;
   bool closed_ = false;

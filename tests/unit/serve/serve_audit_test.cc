@@ -78,8 +78,8 @@ class FakeBackend final : public sandbox::CellBackend {
   explicit FakeBackend(std::vector<std::string>* log) : log_(log) {}
   Result<std::unique_ptr<sandbox::CellInstance>> Create(
       const sandbox::CellSpec& spec) const override {
-    Status result = ++made_ % 2 == 0 ? Status(Error::Msg("destroy: 1 process left in cgroup"))
-                                     : Ok();
+    Status result =
+        ++made_ % 2 == 0 ? Status(Error::Msg("destroy: 1 process left in cgroup")) : Ok();
     return std::unique_ptr<sandbox::CellInstance>(new FakeCell(spec.id, result, log_));
   }
 
