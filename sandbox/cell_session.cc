@@ -213,7 +213,9 @@ Result<std::unique_ptr<CellInstance>> CellSession::MakeCell(const std::string& i
 
 Status CellSession::Retire(const std::shared_ptr<CellInstance>& cell) {
   if (hooks_ && hooks_->on_destroying) hooks_->on_destroying(*cell);
-  return cell->Destroy();
+  Status st = cell->Destroy();
+  if (hooks_ && hooks_->on_destroyed) hooks_->on_destroyed(cell->id(), st);
+  return st;
 }
 
 void CellSession::Release() {
@@ -255,15 +257,17 @@ Status CellSession::DestroyIdleCell() {
   return Ok();
 }
 
-bool CellSession::Expired(Clock::time_point now, std::string* why) const {
+bool CellSession::Expired(Clock::time_point now, std::string* why, SessionExpiry* kind) const {
   std::lock_guard lock(mu_);
   if (closed_) return false;
   if (now - started_ >= options_.max_lifetime) {
     if (why) *why = "the session reached its maximum lifetime of " + Seconds(options_.max_lifetime);
+    if (kind) *kind = SessionExpiry::kMaxLifetime;
     return true;
   }
   if (cell_ && leases_ == 0 && !creating_ && now - last_release_ >= options_.idle_timeout) {
     if (why) *why = "idle for " + Seconds(options_.idle_timeout);
+    if (kind) *kind = SessionExpiry::kIdle;
     return true;
   }
   return false;
@@ -423,13 +427,17 @@ size_t CellSessionManager::live_sessions() const {
   return sessions_.size();
 }
 
-void CellSessionManager::SetExpiryListener(
-    std::function<void(const std::string&, const std::string&)> fn) {
+void CellSessionManager::SetExpiryListener(ExpiryListener fn) {
   std::lock_guard lock(mu_);
   on_expired_ = std::move(fn);
 }
 
 void CellSessionManager::ReaperLoop(std::stop_token stop) {
+  struct Expiry {
+    std::shared_ptr<CellSession> session;
+    SessionExpiry kind;
+    std::string why;
+  };
   std::mutex wait_mu;
   while (!stop.stop_requested()) {
     {
@@ -437,27 +445,26 @@ void CellSessionManager::ReaperLoop(std::stop_token stop) {
       wake_.wait_for(lock, stop, std::chrono::seconds(1), [] { return false; });
     }
     if (stop.stop_requested()) return;
-    std::vector<std::pair<std::shared_ptr<CellSession>, std::string>> expired;
-    std::function<void(const std::string&, const std::string&)> listener;
+    std::vector<Expiry> expired;
+    ExpiryListener listener;
     {
       std::lock_guard lock(mu_);
       auto now = Clock::now();
       for (auto& [key, session] : sessions_) {
-        std::string why;
-        if (session->Expired(now, &why)) expired.emplace_back(session, why);
+        Expiry e{session, SessionExpiry::kIdle, ""};
+        if (session->Expired(now, &e.why, &e.kind)) expired.push_back(std::move(e));
       }
       listener = on_expired_;
     }
-    for (auto& [session, why] : expired) {
-      bool lifetime = why.find("maximum lifetime") != std::string::npos;
-      if (lifetime) {
+    for (auto& [session, kind, why] : expired) {
+      if (kind == SessionExpiry::kMaxLifetime) {
         (void)Close(session->key(), why);
       } else {
         // Idle: the cell goes (its resources come back), the session stays; the next call
         // gets a fresh cell and is told why its files are gone.
         (void)session->DestroyIdleCell();
       }
-      if (listener) listener(session->key(), why);
+      if (listener) listener(session->key(), kind, why);
     }
   }
 }

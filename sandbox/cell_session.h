@@ -58,6 +58,15 @@ struct CellHooks {
   // A cell that on_bound accepted is about to be destroyed (session closed, idle expiry,
   // replaced after it died, server shutdown).
   std::function<void(CellInstance&)> on_destroying;
+  // That cell's destruction returned `result` (CellInstance::Destroy: an error names what
+  // was left behind). Always after its on_destroying, on the same thread.
+  std::function<void(const std::string& cell_id, const Status& result)> on_destroyed;
+};
+
+// Why the manager's reaper ended a session's cell (CellSessionManager::SetExpiryListener).
+enum class SessionExpiry {
+  kIdle,         // the cell was destroyed; the session stays open for a fresh one
+  kMaxLifetime,  // the session was closed: later Acquires fail
 };
 
 // Makes the spec of a new cell with the given id (the policy decides everything in it).
@@ -168,8 +177,10 @@ class CellSession {
   // next Acquire makes a fresh cell. Called by the manager when the idle timeout passes.
   Status DestroyIdleCell();
 
-  // True when idle or lifetime deadline has passed (checked by the manager's reaper).
-  bool Expired(std::chrono::steady_clock::time_point now, std::string* why) const;
+  // True when idle or lifetime deadline has passed (checked by the manager's reaper);
+  // `why` and `kind` say which.
+  bool Expired(std::chrono::steady_clock::time_point now, std::string* why,
+               SessionExpiry* kind = nullptr) const;
   bool closed() const;
   CellSessionInfo Info() const;
   const std::string& key() const { return key_; }
@@ -180,7 +191,7 @@ class CellSession {
   void Release();
   std::string NextCellId();
   Result<std::unique_ptr<CellInstance>> MakeCell(const std::string& id);
-  // on_destroying, then Destroy. Outside mu_.
+  // on_destroying, Destroy, on_destroyed. Outside mu_.
   Status Retire(const std::shared_ptr<CellInstance>& cell);
   // CellLease::lifetime_notice for a lease made now. Under mu_.
   std::string TakeLifetimeNoticeLocked();
@@ -235,8 +246,11 @@ class CellSessionManager {
   Status Close(const std::string& key, const std::string& reason = "session closed");
   void CloseAll();
   size_t live_sessions() const;
-  // Called (on the reaper thread) with the key and the reason when a session expires.
-  void SetExpiryListener(std::function<void(const std::string&, const std::string&)> fn);
+  // Called (on the reaper thread) with the key, the kind and the reason when a session
+  // expires, after its cell was destroyed (and at kMaxLifetime the session closed).
+  using ExpiryListener =
+      std::function<void(const std::string& key, SessionExpiry kind, const std::string& why)>;
+  void SetExpiryListener(ExpiryListener fn);
 
  private:
   void ReaperLoop(std::stop_token stop);
@@ -254,7 +268,7 @@ class CellSessionManager {
   std::map<std::string, std::shared_ptr<CellSession>> sessions_;
   std::map<std::string, std::string> ended_;  // key -> why, bounded
   std::deque<std::string> ended_order_;       // ended_'s keys, oldest first
-  std::function<void(const std::string&, const std::string&)> on_expired_;
+  ExpiryListener on_expired_;
   std::condition_variable_any wake_;
   std::jthread reaper_;
 };

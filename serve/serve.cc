@@ -248,7 +248,16 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
     audit.CellDestroying(cell);
     egress.Unbind(cell);
   };
+  hooks.on_destroyed = [&audit](const std::string& cell_id, const Status& result) {
+    audit.CellDestroyed(cell_id, result);
+  };
   cells->SetCellHooks(std::move(hooks));
+  // At its maximum lifetime a session's cell is gone and its later calls are refused: its
+  // session.end is written then (the MCP session's own close later writes nothing).
+  cells->SetExpiryListener(
+      [&audit](const std::string& key, sandbox::SessionExpiry kind, const std::string&) {
+        if (kind == sandbox::SessionExpiry::kMaxLifetime) audit.SessionEnded(key, "max lifetime");
+      });
   return cells;
 }
 

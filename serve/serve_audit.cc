@@ -228,7 +228,8 @@ void ServeAudit::EndOpenSessions(const std::string& reason) {
 }
 
 void ServeAudit::ToolCall(const mcp::Session& session, const std::string& tool, bool refused) {
-  usage_.For(session.id())->CountCall(tool);
+  // A session already ended (at its maximum lifetime) has no meter: its usage was written.
+  if (auto meter = usage_.Find(session.id())) meter->CountCall(tool);
   if (refused) {
     Append("policy.refused", session.tenant(), session.id(), "",
            {{"call", "tools/call " + tool},
@@ -257,23 +258,38 @@ void ServeAudit::CellBound(sandbox::CellInstance& cell, const std::string& sessi
 }
 
 void ServeAudit::CellDestroying(sandbox::CellInstance& cell) {
-  BoundCell bound;
-  nlohmann::json fields = nlohmann::json::object();
+  DestroyingCell destroying;
+  destroying.fields = nlohmann::json::object();
   {
     std::lock_guard lock(mu_);
     auto it = cells_.find(cell.id());
     if (it == cells_.end()) return;
-    bound = it->second;
+    destroying.bound = it->second;
     cells_.erase(it);
-    SampleCell(bound, cell);
+    SampleCell(destroying.bound, cell);
   }
   if (auto usage = cell.Usage()) {
-    fields = {{"cpu_s", static_cast<double>(usage->cpu_usage_ns) / 1e9},
-              {"peak_memory_bytes", usage->memory_peak_bytes},
-              {"oom_kills", usage->oom_kill_count},
-              {"pids_left", usage->pids_current}};
+    destroying.fields = {{"cpu_s", static_cast<double>(usage->cpu_usage_ns) / 1e9},
+                         {"peak_memory_bytes", usage->memory_peak_bytes},
+                         {"oom_kills", usage->oom_kill_count},
+                         {"pids_left", usage->pids_current}};
   }
-  Append("cell.destroy", bound.tenant, bound.session, cell.id(), fields);
+  std::lock_guard lock(mu_);
+  destroying_[cell.id()] = std::move(destroying);
+}
+
+void ServeAudit::CellDestroyed(const std::string& cell_id, const Status& result) {
+  DestroyingCell destroyed;
+  {
+    std::lock_guard lock(mu_);
+    auto it = destroying_.find(cell_id);
+    if (it == destroying_.end()) return;
+    destroyed = std::move(it->second);
+    destroying_.erase(it);
+  }
+  destroyed.fields["cleanup"] = result ? std::string("ok") : result.error().message;
+  Append("cell.destroy", destroyed.bound.tenant, destroyed.bound.session, cell_id,
+         destroyed.fields);
 }
 
 // Called with mu_ held (the cell cannot be destroyed meanwhile).

@@ -1,7 +1,8 @@
 // `mcpcell serve`'s audit trail and metering (docs/audit.md): the one audit::Trail of the
 // server in <state_dir>/audit, opened from the server policy's [audit], and what writes to
 // it from serve's side: session.start/session.end (the MCP server's session hooks),
-// cell.create/cell.destroy (the cells' hooks), egress.connection (the proxy's AuditSink),
+// cell.create/cell.destroy (the cells' hooks), session.end "max lifetime" (the cells'
+// expiry listener), egress.connection (the proxy's AuditSink),
 // package.<result> (the package service's audit callback), policy.refused (a tool call
 // its policy refused), and a `usage` record per session every [audit] usage_interval.
 // The tools write exec.* and file.* through ToolEnv::audit themselves.
@@ -80,10 +81,13 @@ class ServeAudit {
   void ShuttingDown();
   bool shutting_down() const;
 
-  // sandbox::CellHooks.
+  // sandbox::CellHooks. CellDestroying samples the cell's last figures; CellDestroyed writes
+  // cell.destroy with them and `cleanup` ("ok" or what Destroy left behind). Cells never
+  // bound (CellBound) are ignored.
   void CellBound(sandbox::CellInstance& cell, const std::string& session_key,
                  const std::string& profile);
   void CellDestroying(sandbox::CellInstance& cell);
+  void CellDestroyed(const std::string& cell_id, const Status& result);
 
   // Ends open sessions ("server shutdown"), stops the usage thread, closes the trail.
   void Close();
@@ -97,6 +101,11 @@ class ServeAudit {
     sandbox::CellInstance* cell = nullptr;
     std::string session;
     std::string tenant;
+  };
+  // A cell between CellDestroying and CellDestroyed: cell.destroy's figures so far.
+  struct DestroyingCell {
+    BoundCell bound;
+    nlohmann::json fields;
   };
   explicit ServeAudit(ServeAuditOptions options);
   const policies::Policy& PolicyOf(const std::string& tenant) const;
@@ -112,8 +121,9 @@ class ServeAudit {
   std::unique_ptr<audit::Trail> trail_;
   tools::UsageMeters usage_;
   mutable std::mutex mu_;
-  std::map<std::string, OpenSession> sessions_;  // by MCP session id
-  std::map<std::string, BoundCell> cells_;       // by cell id; CellDestroying waits on mu_
+  std::map<std::string, OpenSession> sessions_;       // by MCP session id
+  std::map<std::string, BoundCell> cells_;            // by cell id; CellDestroying waits on mu_
+  std::map<std::string, DestroyingCell> destroying_;  // by cell id
   bool shutting_down_ = false;
   bool closed_ = false;
   std::condition_variable wake_;

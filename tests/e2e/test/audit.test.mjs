@@ -4,7 +4,8 @@
 // hashes instead of command text, no file contents); the chain verifies; a server killed
 // with SIGKILL mid-traffic is followed by one that names the cut, ends the killed session
 // as "recovered after a crash" and goes on with the chain; the metered CPU of a known busy
-// loop matches what the loop used; over HTTP, a DELETE and a shutdown are told apart.
+// loop matches what the loop used; over HTTP, a DELETE and a shutdown are told apart; a
+// session at its time.session_max ends as "max lifetime" once its cell is destroyed.
 
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -130,6 +131,7 @@ describe('audit trail: one session, a crash, and metering', () => {
     assert.equal(end.reason, 'client closed');
     assert.deepEqual(end.usage.calls_by_tool,
       { run_code: 1, write_file: 1, read_file: 1, run_command: 1 });
+    assert.equal(mine.find((r) => r.type === 'cell.destroy').cleanup, 'ok');
     const cell = mine.find((r) => r.type === 'cell.create').cell;
     assert.ok(mine.filter((r) => r.type.startsWith('exec.')).every((r) => r.cell === cell));
     const trail = readFileSync(path.join(stateDir, 'audit', 'audit.jsonl'), 'utf8');
@@ -254,6 +256,38 @@ describe('audit trail over HTTP: why sessions ended', () => {
     assert.deepEqual(ends.map((r) => [r.session, r.reason]),
       [[starts[0].session, 'client closed'], [starts[1].session, 'server shutdown']]);
     assert.equal(query(stateDir, '--type', 'cell.destroy').length, 2);
+    assert.equal(verify(stateDir).status, 0);
+  });
+});
+
+describe('audit trail: a session at its maximum lifetime', () => {
+  let dir;
+  before(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'mcpcell-audit-lifetime-'));
+    chmodSync(dir, 0o755);
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('ends as "max lifetime" after its cell.destroy, and its close writes nothing more', async () => {
+    const stateDir = path.join(dir, 'state');
+    const policyFile = path.join(dir, 'short.toml');
+    writeFileSync(policyFile, 'name = "short"\n\n[time]\nsession_idle = "3s"\nsession_max = "3s"\n');
+    const s = await startServer(stateDir, policyFile);
+    try {
+      await s.client.callTool({ name: 'run_command', arguments: { command: 'echo a' } });
+      await waitFor(async () => query(stateDir, '--type', 'session.end').length === 1,
+        { timeoutMs: 30000, what: 'the session\'s end at its maximum lifetime' });
+      const late = await s.client.callTool({ name: 'run_command', arguments: { command: 'echo b' } });
+      assert.equal(late.isError, true, text(late));
+    } finally {
+      await closed(s);
+    }
+    const mine = query(stateDir).filter((r) => /^(session|cell)\./.test(r.type));
+    assert.deepEqual(mine.map((r) => r.type),
+      ['session.start', 'cell.create', 'cell.destroy', 'session.end']);
+    assert.equal(mine[2].cleanup, 'ok');
+    assert.equal(mine[3].reason, 'max lifetime');
+    assert.ok(mine[3].duration_s >= 3, JSON.stringify(mine[3]));
     assert.equal(verify(stateDir).status, 0);
   });
 });

@@ -1,20 +1,128 @@
 // ServeAudit, the server's side of the audit trail: one writer per state dir (the second
 // is told why), the proxy's and the package service's events as trail records, HTTP close
-// reasons mapped to session.end's, and sessions a killed server left open ended by the
-// next one.
+// reasons mapped to session.end's, sessions a killed server left open ended by the
+// next one, and cell.destroy written after the cell's destruction with its cleanup result
+// (the cell session manager's hooks in order, with fake cells).
 #include "serve/serve_audit.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <vector>
 
 #include "audit/query.h"
 #include "audit/trail_files.h"
+#include "sandbox/cell_session.h"
 
 namespace mcpcell::serve {
 namespace {
+
+// A cell that only exists and is destroyed with a given result; every request is refused.
+class FakeCell final : public sandbox::CellInstance {
+ public:
+  FakeCell(std::string id, Status destroy_result, std::vector<std::string>* log)
+      : id_(std::move(id)), destroy_result_(std::move(destroy_result)), log_(log) {}
+  const std::string& id() const override { return id_; }
+  const sandbox::CellSpec& spec() const override { return spec_; }
+  const std::vector<std::string>& warnings() const override { return warnings_; }
+  bool usable() const override { return true; }
+  Result<sandbox::CgroupUsage> Usage() const override {
+    sandbox::CgroupUsage u;
+    u.cpu_usage_ns = 2'000'000'000;
+    u.pids_current = 1;
+    return u;
+  }
+  int TakeEgressListener() override { return -1; }
+  Status Destroy() override {
+    log_->push_back("Destroy " + id_);
+    return destroy_result_;
+  }
+  Result<sandbox::ExecResult> Exec(const sandbox::ExecOptions&) override { return Fake(); }
+  Status SignalExec(uint64_t, int) override { return Fake(); }
+  Result<sandbox::control::StatsReply> Stats() override { return Fake(); }
+  Result<std::string> ReadFile(const std::string&, uint64_t) override { return Fake(); }
+  Result<sandbox::FileWindow> ReadFileRange(const std::string&, uint64_t, uint64_t) override {
+    return Fake();
+  }
+  Status WriteFile(const std::string&, std::string_view, uint32_t) override { return Fake(); }
+  Status WriteFileAt(const std::string&, uint64_t, std::string_view, bool, uint32_t) override {
+    return Fake();
+  }
+  Status AppendFile(const std::string&, std::string_view, uint32_t) override { return Fake(); }
+  Status WriteNewFile(const std::string&, std::string_view, uint32_t) override { return Fake(); }
+  Result<std::vector<sandbox::control::DirEntry>> ListDir(const std::string&, size_t) override {
+    return Fake();
+  }
+  Result<sandbox::control::FileStat> Stat(const std::string&, bool) override { return Fake(); }
+  Status Mkdir(const std::string&, uint32_t, bool) override { return Fake(); }
+  Status Remove(const std::string&, bool) override { return Fake(); }
+  Status Rename(const std::string&, const std::string&, bool) override { return Fake(); }
+
+ private:
+  static Error Fake() { return Error::Msg("fake cell"); }
+  std::string id_;
+  Status destroy_result_;
+  std::vector<std::string>* log_;
+  sandbox::CellSpec spec_;
+  std::vector<std::string> warnings_;
+};
+
+// Makes FakeCells named after their spec's id; every second one leaves a process behind.
+class FakeBackend final : public sandbox::CellBackend {
+ public:
+  explicit FakeBackend(std::vector<std::string>* log) : log_(log) {}
+  Result<std::unique_ptr<sandbox::CellInstance>> Create(
+      const sandbox::CellSpec& spec) const override {
+    Status result =
+        ++made_ % 2 == 0 ? Status(Error::Msg("destroy: 1 process left in cgroup")) : Ok();
+    return std::unique_ptr<sandbox::CellInstance>(new FakeCell(spec.id, result, log_));
+  }
+
+ private:
+  std::vector<std::string>* log_;
+  mutable std::atomic<int> made_{0};
+};
+
+// A manager of FakeCells whose hooks are serve's (serve.cc's MakeCells) plus a log of
+// their order. The log is only read once no session is left open.
+struct FakeCells {
+  std::vector<std::string> log;
+  std::unique_ptr<sandbox::CellSessionManager> manager;
+
+  FakeCells(ServeAudit& audit, std::chrono::milliseconds max_lifetime) {
+    sandbox::CellSessionOptions o;
+    o.max_lifetime = max_lifetime;
+    o.backend = std::make_shared<FakeBackend>(&log);
+    manager = std::make_unique<sandbox::CellSessionManager>(
+        [](const std::string& id) -> Result<sandbox::CellSpec> {
+          sandbox::CellSpec spec;
+          spec.id = id;
+          return spec;
+        },
+        o);
+    sandbox::CellHooks hooks;
+    hooks.on_bound = [this, &audit](sandbox::CellInstance& cell, const std::string& key,
+                                    const std::string& profile) {
+      log.push_back("on_bound " + cell.id());
+      audit.CellBound(cell, key, profile);
+      return Ok();
+    };
+    hooks.on_destroying = [this, &audit](sandbox::CellInstance& cell) {
+      log.push_back("on_destroying " + cell.id());
+      audit.CellDestroying(cell);
+    };
+    hooks.on_destroyed = [this, &audit](const std::string& id, const Status& result) {
+      log.push_back("on_destroyed " + id + (result ? " ok" : " error"));
+      audit.CellDestroyed(id, result);
+    };
+    manager->SetCellHooks(std::move(hooks));
+  }
+};
 
 class ServeAuditTest : public ::testing::Test {
  protected:
@@ -141,6 +249,90 @@ TEST_F(ServeAuditTest, SessionsAKilledServerLeftOpenAreEndedByTheNext) {
     ASSERT_TRUE(again) << again.error().message;
   }
   EXPECT_EQ(OfType("session.end").size(), 2u);
+}
+
+// on_destroying samples, Destroy runs, on_destroyed writes cell.destroy with the figures
+// sampled before and the cleanup result: "ok", or Destroy's error naming what was left.
+TEST_F(ServeAuditTest, CellDestroyIsWrittenAfterDestructionWithTheCleanupResult) {
+  auto a = Open();
+  ASSERT_TRUE(a) << a.error().message;
+  FakeCells cells(**a, std::chrono::hours(1));
+  for (const std::string key : {"s1", "s2"}) {
+    auto session = cells.manager->Get(key);
+    ASSERT_TRUE(session) << session.error().message;
+    auto lease = (*session)->Acquire();
+    ASSERT_TRUE(lease) << lease.error().message;
+  }
+  ASSERT_TRUE(cells.manager->Close("s1"));
+  Status bad = cells.manager->Close("s2");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("1 process left"), std::string::npos) << bad.error().message;
+  cells.manager.reset();
+  a->reset();  // the trail closed: read it whole
+
+  std::vector<nlohmann::json> destroys = OfType("cell.destroy");
+  ASSERT_EQ(destroys.size(), 2u);
+  std::map<std::string, nlohmann::json> by_session;
+  for (auto& r : destroys) by_session[r["session"]] = r;
+  const std::string ok_cell = by_session["s1"]["cell"];
+  const std::string bad_cell = by_session["s2"]["cell"];
+  EXPECT_EQ(by_session["s1"]["cleanup"], "ok");
+  EXPECT_EQ(by_session["s1"]["cpu_s"], 2.0);
+  EXPECT_EQ(by_session["s1"]["pids_left"], 1);
+  EXPECT_EQ(by_session["s2"]["cleanup"], "destroy: 1 process left in cgroup");
+  EXPECT_EQ(by_session["s2"]["cpu_s"], 2.0);
+  const std::vector<std::string> s1_order = {"on_destroying " + ok_cell, "Destroy " + ok_cell,
+                                             "on_destroyed " + ok_cell + " ok"};
+  auto at = std::search(cells.log.begin(), cells.log.end(), s1_order.begin(), s1_order.end());
+  EXPECT_NE(at, cells.log.end()) << ::testing::PrintToString(cells.log);
+  const std::vector<std::string> s2_order = {"on_destroying " + bad_cell, "Destroy " + bad_cell,
+                                             "on_destroyed " + bad_cell + " error"};
+  at = std::search(cells.log.begin(), cells.log.end(), s2_order.begin(), s2_order.end());
+  EXPECT_NE(at, cells.log.end()) << ::testing::PrintToString(cells.log);
+}
+
+// A session past its maximum lifetime: the reaper closes it (its cell destroyed, hooks in
+// order) and then tells the expiry listener the kind, which serve turns into session.end
+// "max lifetime".
+TEST_F(ServeAuditTest, MaxLifetimeClosesTheSessionThenTellsTheListenerItsKind) {
+  auto a = Open();
+  ASSERT_TRUE(a) << a.error().message;
+  FakeCells cells(**a, std::chrono::milliseconds(1));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<std::string, sandbox::SessionExpiry>> expired;
+  cells.manager->SetExpiryListener(
+      [&](const std::string& key, sandbox::SessionExpiry kind, const std::string& why) {
+        std::lock_guard lock(mu);
+        cells.log.push_back("expired " + key + ": " + why);
+        expired.emplace_back(key, kind);
+        cv.notify_all();
+      });
+  auto session = cells.manager->Get("s1");
+  ASSERT_TRUE(session) << session.error().message;
+  std::string cell_id;
+  {
+    auto lease = (*session)->Acquire();
+    ASSERT_TRUE(lease) << lease.error().message;
+    cell_id = lease->id();
+  }
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::minutes(1), [&] { return !expired.empty(); }));
+    ASSERT_EQ(expired.size(), 1u);
+    EXPECT_EQ(expired[0].first, "s1");
+    EXPECT_EQ(expired[0].second, sandbox::SessionExpiry::kMaxLifetime);
+    ASSERT_GE(cells.log.size(), 4u);
+    EXPECT_EQ(cells.log[cells.log.size() - 2], "on_destroyed " + cell_id + " ok");
+    EXPECT_NE(cells.log.back().find("maximum lifetime"), std::string::npos) << cells.log.back();
+  }
+  EXPECT_TRUE((*session)->closed());
+  session->reset();
+  cells.manager.reset();
+  a->reset();
+  auto destroys = OfType("cell.destroy");
+  ASSERT_EQ(destroys.size(), 1u);
+  EXPECT_EQ(destroys[0]["cleanup"], "ok");
 }
 
 }  // namespace
