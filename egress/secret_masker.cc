@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "egress/base64.h"
+#include "base/base64.h"
 
 namespace mcpcell::egress {
 

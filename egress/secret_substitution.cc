@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "egress/base64.h"
+#include "base/base64.h"
 
 namespace mcpcell::egress {
 namespace {
@@ -112,7 +112,9 @@ std::optional<std::string> BasicCredentials(const HttpHeader& h) {
   if (h.value.size() < 6 || !EqualsIgnoreCase(h.value.substr(0, 6), "Basic ")) return std::nullopt;
   std::string_view b64 = std::string_view(h.value).substr(6);
   while (!b64.empty() && b64.front() == ' ') b64.remove_prefix(1);
-  return Base64Decode(b64);
+  auto decoded = Base64Decode(b64);
+  if (!decoded) return std::nullopt;
+  return std::move(*decoded);
 }
 
 std::string MediaType(const std::vector<HttpHeader>& headers) {

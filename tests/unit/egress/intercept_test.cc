@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "egress/base64.h"
+#include "base/base64.h"
 #include "egress/proxy.h"
 #include "egress/tls_ca.h"
 #include "loopback_servers.h"

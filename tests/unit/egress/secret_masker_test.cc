@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "egress/base64.h"
+#include "base/base64.h"
 
 namespace mcpcell::egress {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "egress/base64.h"
+#include "base/base64.h"
 
 namespace mcpcell::egress {
 namespace {
@@ -56,7 +56,7 @@ TEST(SecretSubstitution, BasicAuthIsDecodedSubstitutedAndReEncoded) {
   SecretSubstitution s = SubstituteSecrets(r, grants, Tls());
   ASSERT_FALSE(s.refusal) << s.refusal->Line();
   ASSERT_TRUE(r.headers[1].value.starts_with("Basic "));
-  EXPECT_EQ(Base64Decode(r.headers[1].value.substr(6)), "user:s3cr:et");
+  EXPECT_EQ(Base64Decode(r.headers[1].value.substr(6)).value(), "user:s3cr:et");
   EXPECT_EQ(s.substituted[0].second, "basic_auth");
 }
 
@@ -268,16 +268,6 @@ TEST(SecretSubstitution, RequestsWithoutPlaceholdersAreUntouched) {
   EXPECT_FALSE(s.refusal);
   EXPECT_EQ(r.target, before.target);
   EXPECT_EQ(r.headers[1].value, before.headers[1].value);
-}
-
-TEST(Base64, RoundTripsAndRejectsNonCanonicalText) {
-  EXPECT_EQ(Base64Encode("user:pass"), "dXNlcjpwYXNz");
-  EXPECT_EQ(Base64Decode("dXNlcjpwYXNz"), "user:pass");
-  EXPECT_EQ(Base64Decode("YQ=="), "a");
-  EXPECT_EQ(Base64Decode("YWI="), "ab");
-  EXPECT_FALSE(Base64Decode("YQ="));
-  EXPECT_FALSE(Base64Decode("Y=Q="));
-  EXPECT_FALSE(Base64Decode("YR=="));  // non-zero trailing bits
 }
 
 }  // namespace
