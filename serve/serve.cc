@@ -1,7 +1,7 @@
 #include "serve/serve.h"
 
-#include <unistd.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -169,8 +169,7 @@ Status SetEgressProfiles(EgressRegistry& egress, const ServeOptions& o) {
 // removed from it before it is destroyed. Attaches `relay` (detach before destroying it).
 Result<std::unique_ptr<EgressRegistry>> StartEgressProxy(
     const ServeOptions& opts, const packages::PackageService* package_service,
-    SessionLogRouter& client_log, RefusalRelay& relay, SessionSecrets& secrets,
-    ServeAudit& audit) {
+    SessionLogRouter& client_log, RefusalRelay& relay, SessionSecrets& secrets, ServeAudit& audit) {
   auto egress_options = ServeEgressOptions(audit.EgressSink(), opts.egress_hosts);
   if (!egress_options) return egress_options.error().Wrap("mcpcell serve");
   if (!opts.egress_ca_file.empty() && ::access(opts.egress_ca_file.c_str(), R_OK) != 0)
@@ -227,8 +226,7 @@ Status StartSecrets(const ServeOptions& o, EgressRegistry& egress, SessionSecret
 // to the egress proxy when it gets its session and unbound before it is destroyed.
 std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
                                                        const std::string& skeleton,
-                                                       EgressRegistry& egress,
-                                                       ServeAudit& audit) {
+                                                       EgressRegistry& egress, ServeAudit& audit) {
   sandbox::CellSessionOptions session_options;
   const policies::Policy& policy = opts.effective;
   session_options.idle_timeout = policy.time.session_idle;
@@ -491,6 +489,27 @@ int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& c
   return rc;
 }
 
+// The tools see the sessions' secrets (exec env, session_info), tool results, progress,
+// saved outputs and client log lines show [secret NAME] instead of a value the session
+// holds (tools/redaction.h), and a block_and_end_session refusal closes the session's cell.
+// RunServe clears the end-session hook before the cells go.
+void ConnectSecrets(ToolEnv& env, SessionLogRouter& client_log, SessionSecrets& secrets,
+                    sandbox::CellSessionManager& cells) {
+  env.secrets = &secrets;
+  const tools::SecretValuesFn secret_values = [&secrets](const std::string& session_key) {
+    tools::SecretValues values;
+    for (tools::SecretValue& v : secrets.Values(session_key)) {
+      values.emplace_back(std::move(v.name), std::move(v.value));
+    }
+    return values;
+  };
+  env.secret_values = secret_values;
+  client_log.SetSecretValues(secret_values);
+  secrets.SetEndSession([&cells](const std::string& key, const std::string& reason) {
+    (void)cells.Close(key, reason);
+  });
+}
+
 }  // namespace
 
 int RunServe(const ServeOptions& opts) {
@@ -510,34 +529,21 @@ int RunServe(const ServeOptions& opts) {
   if (!package_service) return Refuse(package_service.error());
   // The sessions' secrets outlive the proxy and the cells (Unbind releases them).
   SessionSecrets secrets;
-  auto egress = StartEgressProxy(opts, package_service->get(), client_log, *relay, secrets, **audit);
+  auto egress =
+      StartEgressProxy(opts, package_service->get(), client_log, *relay, secrets, **audit);
   if (!egress) return Refuse(egress.error());
   RefusalRelay::DetachGuard detach_relay{*relay};
   if (Status st = StartSecrets(opts, **egress, secrets); !st) return Refuse(st.error());
   auto cells = MakeCells(opts, *skeleton, **egress, **audit);
   auto env = MakeToolEnv(opts, *skeleton, *cells, **egress, **audit);
   if (!env) return Refuse(env.error());
-  env->secrets = &secrets;
-  // Tool results, progress, saved outputs and client log lines show [secret NAME] instead
-  // of a value the session holds (tools/redaction.h).
-  const tools::SecretValuesFn secret_values = [&secrets](const std::string& session_key) {
-    tools::SecretValues values;
-    for (tools::SecretValue& v : secrets.Values(session_key)) {
-      values.emplace_back(std::move(v.name), std::move(v.value));
-    }
-    return values;
-  };
-  env->secret_values = secret_values;
-  client_log.SetSecretValues(secret_values);
-  secrets.SetEndSession([&cells](const std::string& key, const std::string& reason) {
-    (void)cells->Close(key, reason);
-  });
+  ConnectSecrets(*env, client_log, secrets, *cells);
   int rc = ServeTools(opts, *env, client_log, *cells, **audit);
-  secrets.SetEndSession(nullptr);
+  secrets.SetEndSession(nullptr);  // ConnectSecrets' hook holds the cells
   cells->CloseAll();
-  // `audit` is destroyed last (declared first): after the proxy and the package service
-  // have written their last events, it ends any open session and writes the final
-  // checkpoint.
+  // `audit` (declared before the package service, the proxy and the cells) goes after
+  // them, once their last events are written: it ends any open session and writes the
+  // final checkpoint.
   UnplaceServerCpu(placement);
   return rc;
 }
