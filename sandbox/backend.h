@@ -24,6 +24,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -81,6 +82,24 @@ struct FileWindow {
   bool eof = false;
 };
 
+// ---- A live cell's writable state (issue 28: snapshots, hibernation) ----
+// Host paths of what a cell wrote, for capturing it (a snapshot). The uppers hold the
+// cell's changes in overlayfs form: a deleted lower file is a char 0/0 whiteout, a
+// directory made anew over a lower one has the xattr user.overlay.opaque=y. Files are owned
+// by host ids: with a range mapping, in-cell id k is host id uid_base/gid_base + k; with a
+// single mapping every file the cell made is the server's uid/gid, the sandbox user's.
+// The paths are valid while the cell lives (they go through its init's /proc entries);
+// freeze the cell first for a consistent copy, and do not descend into mount points (a
+// spec mount under /workspace appears in `workspace` when that is the live workspace).
+struct CellWritableLayers {
+  std::string root_upper;  // changes to "/"
+  std::vector<std::pair<std::string, std::string>> system_uppers;  // {"/usr", its upper}
+  std::string workspace;            // the workspace overlay's upper, or the workspace itself
+  bool workspace_is_upper = false;  // true: `workspace` is an upper over workspace layers
+  bool single_mapping = false;
+  uint32_t uid_base = 0, gid_base = 0;
+};
+
 // One live cell. The request contracts are CellChannel's (sandbox/cell_channel.h).
 class CellInstance {
  public:
@@ -99,6 +118,12 @@ class CellInstance {
   virtual int TakeEgressListener() = 0;
   // Ends every process of the cell and removes all it made. Idempotent.
   virtual Status Destroy() = 0;
+
+  // ---- Writable state (CellWritableLayers above) ----
+  // An error when the cell is gone or its backend cannot show its files to the host.
+  virtual Result<CellWritableLayers> WritableLayers() const {
+    return Error::Msg("this cell backend does not expose its writable layers");
+  }
 
   // An error means the program could not run; a program that ran and failed is a result.
   virtual Result<ExecResult> Exec(const ExecOptions& options) = 0;

@@ -11,6 +11,7 @@
 
 #include "sandbox/cell_channel.h"
 #include "sandbox/cell_internal.h"
+#include "sandbox/init/setup.h"
 #include "sandbox/linux/devices.h"
 #include "sandbox/linux/overlay.h"
 #include "sandbox/linux/user.h"
@@ -142,9 +143,9 @@ Status Cell::Impl::PrepareWorkspace(Cell& c) {
                                     c.id_map_.host_uid_base + c.spec_.sandbox_uid,
                                     c.id_map_.host_gid_base + c.spec_.sandbox_gid);
   }
-  // An ephemeral workspace with a size limit is a tmpfs of the cell's own (init's binds
-  // step): nothing of it on the host, so nothing to make or remove here.
-  if (c.spec_.tmpfs.workspace_bytes > 0) return Ok();
+  // An ephemeral workspace with a size limit, or over snapshot layers, is a tmpfs of the
+  // cell's own (init's binds step): nothing of it on the host, so nothing to make or remove.
+  if (c.spec_.tmpfs.workspace_bytes > 0 || HasWorkspaceLayer(c.spec_)) return Ok();
   std::string ws = c.dir_ + "/workspace";
   if (::mkdir(ws.c_str(), 0755) != 0) return Error::Sys("mkdir(\"" + ws + "\")");
   if (c.id_map_.single) return Ok();  // already ours, and ours is the sandbox user's
@@ -228,6 +229,40 @@ CellChannel& Cell::channel() { return *channel_; }
 Result<CgroupUsage> Cell::Usage() const {
   if (!cgroup_) return Error::Msg("limits not enforced: " + cgroup_missing_reason_);
   return cgroup_->Usage();
+}
+
+}  // namespace mcpcell::sandbox
+
+namespace mcpcell::sandbox {
+
+Result<CellWritableLayers> Cell::WritableLayers() const {
+  if (destroyed_ || !alive()) return Error::Msg("cell " + spec_.id + " is not running");
+  const std::string proc = "/proc/" + std::to_string(init_pid_);
+  const std::string layers = proc + "/fd/" + std::to_string(kInitWritableLayersFd);
+  CellWritableLayers out;
+  out.root_upper = layers + "/root/upper";
+  for (size_t i = 0; i < spec_.rootfs.system_dirs.size(); ++i) {
+    out.system_uppers.emplace_back(spec_.rootfs.system_dirs[i],
+                                   layers + "/sys" + std::to_string(i) + "/upper");
+  }
+  if (HasWorkspaceLayer(spec_)) {
+    out.workspace = proc + "/fd/" + std::to_string(kInitWorkspaceLayerFd) + "/upper";
+    out.workspace_is_upper = true;
+  } else if (!spec_.workspace_host_dir.empty()) {
+    out.workspace = spec_.workspace_host_dir;
+  } else if (spec_.tmpfs.workspace_bytes > 0) {
+    out.workspace = proc + "/root/workspace";
+  } else {
+    out.workspace = dir_ + "/workspace";
+  }
+  out.single_mapping = id_map_.single;
+  out.uid_base = id_map_.single ? 0 : id_map_.host_uid_base;
+  out.gid_base = id_map_.single ? 0 : id_map_.host_gid_base;
+  struct stat st;
+  if (::stat(out.root_upper.c_str(), &st) != 0) {
+    return Error::Sys("cell " + spec_.id + ": stat(\"" + out.root_upper + "\")");
+  }
+  return out;
 }
 
 }  // namespace mcpcell::sandbox

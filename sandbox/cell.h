@@ -110,6 +110,9 @@ class Cell final : public CellInstance {
   // namespace (checked: a listening IPv4 stream socket), for the egress proxy to accept on.
   // Ownership passes to the caller; -1 when the spec asked for none or it was taken.
   int TakeEgressListener() override;
+  // The uppers under cell init's scratch tmpfs, reached through /proc/<init pid>/fd/<n>
+  // (the fds of setup.h; cell init is not dumpable, so only the host's root gets there).
+  Result<CellWritableLayers> WritableLayers() const override;
 
   // CellInstance's requests, through channel() (sandbox/cell_requests.cc).
   Result<ExecResult> Exec(const ExecOptions& options) override;

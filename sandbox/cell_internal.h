@@ -48,6 +48,7 @@ struct Cell::Impl {
   struct Launch;
   static Status PrepareLaunch(Cell& c, const CellCreateOptions& options, Launch& l);
   static Status CloneChild(Cell& c, const CellCreateOptions& options, const Launch& l);
+  static Status SendLayerMounts(Cell& c, Launch& l);
   static Status HandOver(Cell& c, Launch& l, cell_internal::ServerSteps& steps);
   static Status WaitExec(Launch& l);
   static Status StartInit(Cell& c, const CellCreateOptions& options,

@@ -20,6 +20,7 @@
 #include "sandbox/cell_internal.h"
 #include "sandbox/control/protocol.h"
 #include "sandbox/init/setup.h"
+#include "sandbox/linux/idmap_mount.h"
 #include "sandbox/linux/seccomp.h"
 #include "sandbox/linux/self_exe.h"
 #include "sandbox/linux/user.h"
@@ -290,6 +291,35 @@ Status Cell::Impl::HandOver(Cell& c, Launch& l, ServerSteps& steps) {
   return Ok();
 }
 
+// The layers' idmapped mounts (setup.h, kLayersTag). They map ids through the cell's user
+// namespace, so they are made once the id maps are written, while cell init execs.
+Status Cell::Impl::SendLayerMounts(Cell& c, Launch& l) {
+  if (c.spec_.layers.empty()) return Ok();
+  if (c.id_map_.single) {
+    return Error::Msg("snapshot layers need a server running as root (idmapped mounts)");
+  }
+  Result<UniqueFd> userns = OpenUserNamespace(c.init_pid_);
+  if (!userns) return userns.error();
+  std::vector<UniqueFd> mounts;
+  std::vector<int> raw;
+  for (size_t i = 0; i < c.spec_.layers.size(); ++i) {
+    Result<UniqueFd> mount = OpenIdmappedLayer(c.spec_.layers[i].host_dir, userns->get());
+    if (!mount) return mount.error().Wrap("layers[" + std::to_string(i) + "]");
+    raw.push_back(mount->get());
+    mounts.push_back(std::move(mount).value());
+  }
+  const uint32_t count = static_cast<uint32_t>(mounts.size());
+  char head[1 + sizeof count] = {kLayersTag};
+  std::memcpy(head + 1, &count, sizeof count);
+  Result<size_t> sent = SendWithFds(
+      l.sync_server.get(), std::span<const uint8_t>(reinterpret_cast<uint8_t*>(head), sizeof head),
+      std::span<const int>(raw), "sync socket, layers");
+  // EPIPE means init already died; its exec error or SetupFailed says why.
+  if (!sent && sent.error().err != EPIPE) return sent.error();
+  if (sent && *sent != sizeof head) return Error::Msg("sync socket, layers: short send");
+  return Ok();
+}
+
 // Returns once cell init's execve succeeded (EOF on the CLOEXEC error pipe), or the step of
 // the child that failed and why.
 Status Cell::Impl::WaitExec(Launch& l) {
@@ -326,6 +356,8 @@ Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSt
   if (::send(launch.sync_server.get(), "g", 1, MSG_NOSIGNAL) != 1) {
     return Error::Sys("send(sync socket, 'g')");
   }
+  if (Status s = SendLayerMounts(c, launch); !s) return s.error().Wrap("layers");
+  if (!c.spec_.layers.empty()) steps.Mark("layers");
   if (!CgroupBeforeClone(options)) {
     if (Status s = CreateCgroupFor(c, options.skip_cgroup); !s) return s.error().Wrap("cgroup");
     steps.Mark("cgroup");

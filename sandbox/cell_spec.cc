@@ -120,6 +120,40 @@ Status CheckSizes(const TmpfsSizes& t) {
   return Ok();
 }
 
+// Each layer's target is "/", a system dir or "/workspace"; its host_dir an existing
+// directory whose path fits overlayfs options (cell init names the attached mount, not this
+// path, but a clean path keeps errors and audit records readable).
+Status CheckLayers(const CellSpec& spec) {
+  if (spec.layers.size() > kMaxCellLayers) {
+    return Error::Msg("layers: " + std::to_string(spec.layers.size()) + " layers, more than " +
+                      std::to_string(kMaxCellLayers));
+  }
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const CellLayer& l = spec.layers[i];
+    const std::string field = "layers[" + std::to_string(i) + "]";
+    bool known = l.target == "/" || l.target == "/workspace";
+    for (const std::string& d : spec.rootfs.system_dirs) known = known || l.target == d;
+    if (!known) {
+      return Error::Msg(field + ".target: \"" + l.target +
+                        "\" is not \"/\", \"/workspace\" or one of rootfs.system_dirs");
+    }
+    if (l.target == "/workspace" && !spec.workspace_host_dir.empty()) {
+      return Error::Msg(field + ".target: a workspace layer cannot be used with a persistent " +
+                        "workspace (workspace_host_dir \"" + spec.workspace_host_dir + "\")");
+    }
+    if (Status s = CheckCleanAbsolute(field + ".host_dir", l.host_dir); !s) return s;
+    if (Status s = CheckOverlaySafe(field + ".host_dir", l.host_dir); !s) return s;
+    struct stat st;
+    if (::stat(l.host_dir.c_str(), &st) != 0) {
+      return Error::Sys(field + ".host_dir: stat(\"" + l.host_dir + "\")");
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return Error::Msg(field + ".host_dir: \"" + l.host_dir + "\" is not a directory");
+    }
+  }
+  return Ok();
+}
+
 }  // namespace
 
 CellSpec DefaultCellSpec(std::string id, std::string state_dir) {
@@ -174,6 +208,7 @@ Status ValidateCellSpec(const CellSpec& spec) {
       return Error::Msg(field + ": \"" + d + "\" cannot be a template directory");
     }
   }
+  if (Status s = CheckLayers(spec); !s) return s;
   if (!spec.workspace_host_dir.empty()) {
     if (Status s = CheckCleanAbsolute("workspace_host_dir", spec.workspace_host_dir); !s) return s;
   }

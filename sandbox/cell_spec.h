@@ -59,6 +59,20 @@ struct TmpfsSizes {
   uint64_t workspace_bytes = 0;
 };
 
+// One read-only lower layer over the template: a snapshot's directory (restore, fork and
+// hibernation all make a new cell over a snapshot's layers). `host_dir` holds files with
+// canonical ownership (host uid/gid on disk = the id inside the cell: 1000 for the sandbox
+// user, 0 for root), whiteouts as char 0/0 devices and opaque directories with the xattr
+// user.overlay.opaque=y. The server mounts it idmapped to the cell's user namespace and
+// read-only (sandbox/linux/idmap_mount.h), so the cell sees those owners and nothing ever
+// writes the directory; cell init stacks it under the target's per-cell upper.
+struct CellLayer {
+  // "/", one of rootfs.system_dirs ("/usr"), or "/workspace".
+  std::string target;
+  std::string host_dir;  // absolute, an existing directory
+};
+inline constexpr size_t kMaxCellLayers = 16;
+
 struct CellSpec {
   // [A-Za-z0-9._-]{1,64}, unique among live cells of one state dir. Names the cell dir,
   // the cgroup and, by default, the hostname.
@@ -66,6 +80,12 @@ struct CellSpec {
   // The server's state dir: cells live in <state_dir>/cells/<id>. Absolute.
   std::string state_dir;
   TemplateSpec rootfs;
+  // Snapshot layers, topmost first among those of one target; each target's layers lie
+  // above its template lower (the skeleton for "/", the host dir for a system dir) and
+  // below the cell's fresh upper. With a "/workspace" layer, /workspace is an overlay whose
+  // upper lives on a tmpfs of its own (workspace_bytes, or root_upper_bytes when 0);
+  // workspace_host_dir must then be empty. Needs a root server (idmapped mounts).
+  std::vector<CellLayer> layers;
   // Host directory bound at /workspace (writable, the default cwd). Empty: a fresh
   // directory <cell dir>/workspace, deleted with the cell. A named directory is used as-is
   // and survives the cell; with a root server the sandbox user is host uid
@@ -107,7 +127,7 @@ Status ValidateCellSpec(const CellSpec& spec);
 
 // Wire form for cell init. Decode rejects truncation, trailing bytes, lengths above the
 // caps below and unknown versions.
-inline constexpr uint32_t kCellSpecWireVersion = 3;
+inline constexpr uint32_t kCellSpecWireVersion = 4;
 inline constexpr size_t kMaxCellSpecBytes = 1 << 20;
 inline std::string EncodeCellSpec(const CellSpec& spec);
 inline Result<CellSpec> DecodeCellSpec(std::string_view bytes);
@@ -199,6 +219,11 @@ inline std::string EncodeCellSpec(const CellSpec& spec) {
   w.Str(spec.state_dir);
   w.Str(spec.rootfs.skeleton_dir);
   w.StrList(spec.rootfs.system_dirs);
+  w.U32(static_cast<uint32_t>(spec.layers.size()));
+  for (const CellLayer& l : spec.layers) {
+    w.Str(l.target);
+    w.Str(l.host_dir);
+  }
   w.Str(spec.workspace_host_dir);
   w.Str(spec.device_dir);
   w.U32(static_cast<uint32_t>(spec.mounts.size()));
@@ -240,6 +265,14 @@ inline Result<CellSpec> DecodeCellSpec(std::string_view bytes) {
   s.state_dir = r.Str("state_dir");
   s.rootfs.skeleton_dir = r.Str("rootfs.skeleton_dir");
   s.rootfs.system_dirs = r.StrList("rootfs.system_dirs");
+  const uint32_t layers = r.Count("layers");
+  if (layers > kMaxCellLayers) r.Fail("layers", "more entries than the cap");
+  for (uint32_t i = 0; i < layers && r.error.empty(); ++i) {
+    CellLayer l;
+    l.target = r.Str("layers.target");
+    l.host_dir = r.Str("layers.host_dir");
+    s.layers.push_back(std::move(l));
+  }
   s.workspace_host_dir = r.Str("workspace_host_dir");
   s.device_dir = r.Str("device_dir");
   uint32_t mounts = r.Count("mounts");

@@ -93,11 +93,13 @@ Status MakeWorkspaceMountTarget(const CellMount& m, const std::string& root) {
   return Ok();
 }
 
-Status BindCellMounts(const CellSpec& spec, const std::string& root) {
+Status BindCellMounts(const CellSpec& spec, const std::string& scratch, const std::string& root) {
   std::string workspace = spec.workspace_host_dir.empty()
                               ? spec.state_dir + "/cells/" + spec.id + "/workspace"
                               : spec.workspace_host_dir;
-  if (spec.workspace_host_dir.empty() && spec.tmpfs.workspace_bytes > 0) {
+  if (HasWorkspaceLayer(spec)) {
+    if (Status s = MountWorkspaceOverlay(spec, scratch, root + "/workspace"); !s) return s;
+  } else if (spec.workspace_host_dir.empty() && spec.tmpfs.workspace_bytes > 0) {
     // An ephemeral workspace with a disk limit: a sized tmpfs owned by the sandbox user.
     const std::string target = root + "/workspace";
     if (Status s = MountTmpfs(target, spec.tmpfs.workspace_bytes, 0755); !s) return s;
@@ -114,6 +116,46 @@ Status BindCellMounts(const CellSpec& spec, const std::string& root) {
     // Other targets were made in the upper by MountCellRoot.
     if (Status s = BindMount(m.host_path, root + m.cell_path, m.writable, false, true); !s) {
       return s;
+    }
+  }
+  return Ok();
+}
+
+// Receives the layer mounts of setup.h (kLayersTag) when the spec has layers.
+Result<std::vector<UniqueFd>> ReceiveLayerMounts(const CellSpec& spec) {
+  if (spec.layers.empty()) return std::vector<UniqueFd>();
+  char head[1 + sizeof(uint32_t)];
+  Result<ReceivedWithFds> got =
+      ReceiveWithFds(kInitSyncFd, std::span<uint8_t>(reinterpret_cast<uint8_t*>(head), sizeof head),
+                     kMaxCellLayers, MSG_WAITALL, "sync socket, layers");
+  if (!got) return got.error();
+  uint32_t count = 0;
+  if (got->size >= sizeof head) std::memcpy(&count, head + 1, sizeof count);
+  if (got->size != sizeof head || head[0] != kLayersTag) {
+    return Error::Msg("the server sent no layer mounts (" + std::to_string(got->size) + " bytes)");
+  }
+  if (got->fds_truncated || count != spec.layers.size() || got->fds.size() != count) {
+    return Error::Msg("the server sent " + std::to_string(got->fds.size()) + " layer mounts (" +
+                      std::to_string(count) + " announced) for " +
+                      std::to_string(spec.layers.size()) + " layers");
+  }
+  return std::move(got->fds);
+}
+
+// O_PATH fds on the scratch `layers` dir and the workspace's tmpfs at the numbers of
+// setup.h. Opened before pivot_root detaches the scratch tmpfs from every path; an fd
+// keeps a detached mount reachable.
+Status KeepWritableLayersReachable(const CellSpec& spec, const std::string& scratch) {
+  std::vector<std::pair<std::string, int>> keep = {{scratch + "/layers", kInitWritableLayersFd}};
+  if (HasWorkspaceLayer(spec)) keep.emplace_back(scratch + "/ws", kInitWorkspaceLayerFd);
+  for (const auto& [path, number] : keep) {
+    UniqueFd fd(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd) return Error::Sys("open(\"" + path + "\", O_PATH)");
+    if (::fcntl(number, F_GETFD) >= 0) {
+      return Error::Msg("fd " + std::to_string(number) + " is already in use in cell init");
+    }
+    if (::dup3(fd.get(), number, O_CLOEXEC) != number) {
+      return Error::Sys("dup3(\"" + path + "\", " + std::to_string(number) + ")");
     }
   }
   return Ok();
@@ -180,9 +222,14 @@ Result<CellRoot> SetupCell(const CellSpec& spec, LoopbackNamespaceChild& net, St
   const std::string root = scratch + "/newroot";
   const std::string hostname = CellHostname(spec);
   if (Status s = Step("mount_ns", MakeMountsPrivate(), timer); !s) return s.error();
-  Status rootfs = MountCellRoot(spec, hostname, scratch, root);
+  Result<std::vector<UniqueFd>> layer_mounts = ReceiveLayerMounts(spec);
+  if (!layer_mounts) return layer_mounts.error().Wrap("layers");
+  if (!spec.layers.empty()) timer.Mark("layers_wait");
+  Status rootfs = MountCellRoot(spec, hostname, scratch, root, *layer_mounts);
   if (Status s = Step("rootfs", rootfs, timer); !s) return s.error();
-  if (Status s = Step("binds", BindCellMounts(spec, root), timer); !s) return s.error();
+  if (Status s = Step("binds", BindCellMounts(spec, scratch, root), timer); !s) return s.error();
+  Status reachable = KeepWritableLayersReachable(spec, scratch);
+  if (Status s = Step("keep_layers", reachable, timer); !s) return s.error();
   if (Status s = Step("proc", MountProc(root + "/proc"), timer); !s) return s.error();
   const std::string nodes = spec.device_dir.empty() ? "/dev" : spec.device_dir;
   Status dev = MountMinimalDev(root + "/dev", nodes, spec.tmpfs.shm_bytes);

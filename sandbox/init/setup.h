@@ -6,9 +6,11 @@
 // cell's network namespace in parallel (net.h), then runs SetupCell, an ordered list of
 // small steps, each one timed:
 //   mount_ns   make every mount private, so nothing propagates back to the host;
-//   rootfs     tmpfs for the per-cell uppers, overlay "/" on the skeleton, overlays on the
-//              system dirs (/usr), synthesized /etc/{passwd,group,hosts,hostname};
-//   binds      /workspace and the spec's mounts (ro/rw), all nosuid,nodev;
+//   rootfs     tmpfs for the per-cell uppers, the snapshot layers the server sent attached,
+//              overlay "/" on them and the skeleton, overlays on the system dirs (/usr),
+//              synthesized /etc/{passwd,group,hosts,hostname};
+//   binds      /workspace (an overlay over its layers, if any) and the spec's mounts
+//              (ro/rw), all nosuid,nodev; then the writable layers kept reachable;
 //   proc       a private /proc of the new pid namespace;
 //   dev        tmpfs /dev with null zero full random urandom tty, devpts, /dev/shm;
 //   tmpfs      /tmp and /run with their size limits;
@@ -55,6 +57,17 @@ inline constexpr int kInitControlFd = 4;  // the cell's end of the control socke
 inline constexpr int kInitSyncFd = 5;
 inline constexpr size_t kMaxCgroupJoinFds = 8;
 inline constexpr char kHandoverTag = 'c';
+// With spec.layers, the server first sends the layers on the same socket, as soon as it
+// wrote the id maps (the mounts are idmapped through the cell's user namespace): 'L', a
+// uint32 count, and that many detached mount fds (idmap_mount.h) attached to the first
+// byte, in the order of spec.layers. Init waits for them at the start of the rootfs step.
+inline constexpr char kLayersTag = 'L';
+// Where cell init keeps O_PATH fds (CLOEXEC; init is not dumpable, so no process of the
+// cell can reach them) for the server to reach the cell's writable state through
+// /proc/<init pid>/fd/<n>: the scratch `layers` dir (root/upper, sys<i>/upper) and, with a
+// workspace layer, the workspace's tmpfs (upper). See Cell::WritableLayers.
+inline constexpr int kInitWritableLayersFd = 64;
+inline constexpr int kInitWorkspaceLayerFd = 65;
 
 // Records how long each step took, in order (sent to the server in Ready).
 class StepTimer {

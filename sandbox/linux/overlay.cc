@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sandbox/linux/idmap_mount.h"
 #include "sandbox/linux/mounts.h"
 
 namespace mcpcell::sandbox {
@@ -285,21 +286,65 @@ Result<std::string> PrepareHostTemplate(const std::string& state_dir) {
   return final_dir;
 }
 
-Status MountOverlay(const std::string& lower, const std::string& upper, const std::string& work,
-                    const std::string& target) {
-  for (const std::string* p : {&lower, &upper, &work}) {
+Status MountOverlay(const std::vector<std::string>& lowers, const std::string& upper,
+                    const std::string& work, const std::string& target) {
+  std::string lowerdir;
+  for (const std::string& lower : lowers) {
+    if (lower.find_first_of(",:\\") != std::string::npos) {
+      return Error::Msg("overlay layer path \"" + lower + "\" contains ',', ':' or '\\'");
+    }
+    lowerdir += (lowerdir.empty() ? "" : ":") + lower;
+  }
+  for (const std::string* p : {&upper, &work}) {
     if (p->find_first_of(",:\\") != std::string::npos) {
       return Error::Msg("overlay layer path \"" + *p + "\" contains ',', ':' or '\\'");
     }
   }
-  // userxattr: inside a user namespace overlayfs may only use user.* xattrs.
-  std::string data = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + ",userxattr";
+  // userxattr: inside a user namespace overlayfs may only use user.* xattrs (and it reads
+  // a snapshot layer's opaque directories from user.overlay.opaque).
+  std::string data = "lowerdir=" + lowerdir + ",upperdir=" + upper + ",workdir=" + work + ",userxattr";
   return Mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, data);
 }
 
+namespace {
+
+Status AttachCellLayers(const CellSpec& spec, std::vector<UniqueFd>& layer_mounts,
+                        const std::string& scratch) {
+  if (layer_mounts.size() != spec.layers.size()) {
+    return Error::Msg("the server sent " + std::to_string(layer_mounts.size()) +
+                      " layer mounts for " + std::to_string(spec.layers.size()) + " layers");
+  }
+  for (size_t i = 0; i < layer_mounts.size(); ++i) {
+    const std::string target = CellLayerMountPoint(scratch, i);
+    if (Status s = MakeDirs(target, 0755); !s) return s;
+    if (Status s = AttachMount(layer_mounts[i].get(), target); !s) {
+      return s.error().Wrap("layers[" + std::to_string(i) + "] (" + spec.layers[i].host_dir + ")");
+    }
+  }
+  layer_mounts.clear();
+  return Ok();
+}
+
+}  // namespace
+
+std::string CellLayerMountPoint(const std::string& scratch, size_t index) {
+  return scratch + "/lowers/" + std::to_string(index);
+}
+
+std::vector<std::string> CellLowerDirs(const CellSpec& spec, const std::string& scratch,
+                                       const std::string& target, const std::string& base) {
+  std::vector<std::string> lowers;
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    if (spec.layers[i].target == target) lowers.push_back(CellLayerMountPoint(scratch, i));
+  }
+  if (!base.empty()) lowers.push_back(base);
+  return lowers;
+}
+
 Status MountCellRoot(const CellSpec& spec, const std::string& hostname, const std::string& scratch,
-                     const std::string& root) {
+                     const std::string& root, std::vector<UniqueFd>& layer_mounts) {
   if (Status s = MountTmpfs(scratch, spec.tmpfs.root_upper_bytes, 0755); !s) return s;
+  if (Status s = AttachCellLayers(spec, layer_mounts, scratch); !s) return s;
   const std::string upper = scratch + "/layers/root/upper";
   const std::string work = scratch + "/layers/root/work";
   if (Status s = MakeDirs(upper, 0755); !s) return s;
@@ -307,18 +352,48 @@ Status MountCellRoot(const CellSpec& spec, const std::string& hostname, const st
   if (Status s = MakeDirs(root, 0755); !s) return s;
   // Everything the cell's root must add to the template goes into the upper before the
   // overlay exists: the template's directories belong to a host uid the cell's root does
-  // not map (root server), so they cannot be written through the overlay.
+  // not map (root server), so they cannot be written through the overlay. The upper also
+  // wins over a snapshot layer's /etc files: a restored or forked cell gets its own
+  // hostname and hosts.
   if (Status s = WriteCellEtc(spec, hostname, upper); !s) return s;
   if (Status s = MakeMountTargets(spec, upper); !s) return s;
-  if (Status s = MountOverlay(spec.rootfs.skeleton_dir, upper, work, root); !s) return s;
+  std::vector<std::string> lowers = CellLowerDirs(spec, scratch, "/", spec.rootfs.skeleton_dir);
+  if (Status s = MountOverlay(lowers, upper, work, root); !s) return s;
   for (size_t i = 0; i < spec.rootfs.system_dirs.size(); ++i) {
     const std::string& dir = spec.rootfs.system_dirs[i];
     std::string layer = scratch + "/layers/sys" + std::to_string(i);
     if (Status m = MakeDirs(layer + "/upper", 0755); !m) return m;
     if (Status m = MakeDirs(layer + "/work", 0755); !m) return m;
-    if (Status m = MountOverlay(dir, layer + "/upper", layer + "/work", root + dir); !m) return m;
+    lowers = CellLowerDirs(spec, scratch, dir, dir);
+    if (Status m = MountOverlay(lowers, layer + "/upper", layer + "/work", root + dir); !m) return m;
   }
   return Ok();
+}
+
+bool HasWorkspaceLayer(const CellSpec& spec) {
+  for (const CellLayer& l : spec.layers) {
+    if (l.target == "/workspace") return true;
+  }
+  return false;
+}
+
+Status MountWorkspaceOverlay(const CellSpec& spec, const std::string& scratch,
+                             const std::string& target) {
+  // A tmpfs of its own: the workspace's limit (workspace_bytes) applies to it alone, and
+  // the server reaches it through one fd (KeepWritableLayersReachable, setup.cc).
+  const std::string ws = scratch + "/ws";
+  const uint64_t size =
+      spec.tmpfs.workspace_bytes > 0 ? spec.tmpfs.workspace_bytes : spec.tmpfs.root_upper_bytes;
+  if (Status s = MakeDirs(ws, 0755); !s) return s;
+  if (Status s = MountTmpfs(ws, size, 0755); !s) return s;
+  if (Status s = MakeDirs(ws + "/upper", 0755); !s) return s;
+  if (Status s = MakeDirs(ws + "/work", 0755); !s) return s;
+  // The merged directory takes the upper's owner: /workspace is the sandbox user's.
+  if (::chown((ws + "/upper").c_str(), spec.sandbox_uid, spec.sandbox_gid) != 0) {
+    return Error::Sys("chown(\"" + ws + "/upper\", " + std::to_string(spec.sandbox_uid) + ")");
+  }
+  return MountOverlay(CellLowerDirs(spec, scratch, "/workspace", ""), ws + "/upper", ws + "/work",
+                      target);
 }
 
 Status WriteCellEtc(const CellSpec& spec, const std::string& hostname, const std::string& root) {

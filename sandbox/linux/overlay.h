@@ -13,13 +13,20 @@
 // as lower, and one overlay per system dir (/usr) with the host's directory as lower. The
 // host's directories are never written: overlayfs only writes the upper.
 //
+// Snapshot layers (CellSpec::layers) arrive as idmapped read-only mounts from the server
+// (idmap_mount.h); MountCellRoot attaches them under scratch/lowers/<index> and stacks each
+// target's above its template lower. A workspace layer makes /workspace an overlay too
+// (MountWorkspaceOverlay), with its upper on a tmpfs of its own at scratch/ws.
+//
 // PrepareHostTemplate runs on the server (any thread; concurrent callers race safely via
 // an atomic rename). The rest runs in cell init. No exceptions.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "sandbox/cell_spec.h"
 
 namespace mcpcell::sandbox {
@@ -34,15 +41,31 @@ Result<std::string> PrepareHostTemplate(const std::string& state_dir);
 // not seen.
 std::string HostTemplateFingerprint(const std::string& host_root);
 
-// overlay mount at `target` (nosuid,nodev) with `lower` read-only and the given upper/work.
-Status MountOverlay(const std::string& lower, const std::string& upper, const std::string& work,
-                    const std::string& target);
+// overlay mount at `target` (nosuid,nodev) with `lowers` read-only (topmost first) and the
+// given upper/work.
+Status MountOverlay(const std::vector<std::string>& lowers, const std::string& upper,
+                    const std::string& work, const std::string& target);
 
-// tmpfs at `scratch` for the uppers (scratch/layers/...), the cell's /etc files and mount
-// points written into the root's upper, overlay root at `root` (a directory inside
-// `scratch`, created here), one overlay per system dir.
+// tmpfs at `scratch` for the uppers (scratch/layers/root/upper, scratch/layers/sys<i>/upper
+// for rootfs.system_dirs[i]), the layer mounts (one per spec.layers entry, in order;
+// consumed) attached, the cell's /etc files and mount points written into the root's
+// upper, overlay root at `root` (a directory inside `scratch`, created here), one overlay
+// per system dir.
 Status MountCellRoot(const CellSpec& spec, const std::string& hostname, const std::string& scratch,
-                     const std::string& root);
+                     const std::string& root, std::vector<UniqueFd>& layer_mounts);
+
+// Where MountCellRoot attaches spec.layers[index].
+std::string CellLayerMountPoint(const std::string& scratch, size_t index);
+// The lowers of `target`: its attached layers, topmost first, then `base` (unless empty).
+std::vector<std::string> CellLowerDirs(const CellSpec& spec, const std::string& scratch,
+                                       const std::string& target, const std::string& base);
+
+// True when spec.layers has a "/workspace" layer.
+bool HasWorkspaceLayer(const CellSpec& spec);
+// The workspace over its layers at `target`: a tmpfs at scratch/ws (workspace_bytes, or
+// root_upper_bytes when 0) holding upper (owned by the sandbox user) and work.
+Status MountWorkspaceOverlay(const CellSpec& spec, const std::string& scratch,
+                             const std::string& target);
 
 // /etc/passwd, group, hosts and hostname of this cell, under `root` (an upper dir).
 Status WriteCellEtc(const CellSpec& spec, const std::string& hostname, const std::string& root);

@@ -112,11 +112,57 @@ TEST(CellSpecValidation, EveryBadFieldIsNamed) {
   }
 }
 
+TEST(CellSpecValidation, LayersNameTheirFieldAndRefuseAPersistentWorkspace) {
+  TempDir dir;
+  const std::string file = dir.path() + "/file";
+  std::ofstream(file) << "x";
+  struct Case {
+    std::vector<CellLayer> layers;
+    std::string workspace_host_dir;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {{{"/opt", dir.path()}}, "", "layers[0].target: \"/opt\" is not"},
+      {{{"/", dir.path()}, {"/usr", "relative"}}, "", "layers[1].host_dir: \"relative\" must be"},
+      {{{"/", dir.path() + "/missing"}}, "", "layers[0].host_dir: stat("},
+      {{{"/", file}}, "", "layers[0].host_dir: \"" + file + "\" is not a directory"},
+      {{{"/", "/a:b"}}, "", "layers[0].host_dir: \"/a:b\" must not contain"},
+      {{{"/workspace", dir.path()}}, dir.path(), "layers[0].target: a workspace layer cannot"},
+      {std::vector<CellLayer>(kMaxCellLayers + 1, CellLayer{"/", dir.path()}), "",
+       "layers: 17 layers, more than 16"},
+  };
+  for (const Case& c : cases) {
+    CellSpec spec = Valid();
+    spec.layers = c.layers;
+    spec.workspace_host_dir = c.workspace_host_dir;
+    EXPECT_THAT(ErrorOf(spec), HasSubstr(c.expected));
+  }
+  CellSpec ok = Valid();
+  ok.layers = {{"/", dir.path()}, {"/usr", dir.path()}, {"/workspace", dir.path()}};
+  EXPECT_EQ(ErrorOf(ok), "");
+}
+
+TEST(CellSpecCodec, LayersRoundTripInOrderAndTheirCountIsCapped) {
+  CellSpec spec = Valid();
+  spec.layers = {{"/", "/s/2/root"}, {"/", "/s/1/root"}, {"/workspace", "/s/1/ws"}};
+  Result<CellSpec> back = DecodeCellSpec(EncodeCellSpec(spec));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  ASSERT_EQ(back->layers.size(), 3u);
+  EXPECT_EQ(back->layers[0].host_dir, "/s/2/root");
+  EXPECT_EQ(back->layers[1].host_dir, "/s/1/root");
+  EXPECT_EQ(back->layers[2].target, "/workspace");
+  spec.layers.assign(kMaxCellLayers + 1, CellLayer{"/", "/s"});
+  Result<CellSpec> capped = DecodeCellSpec(EncodeCellSpec(spec));
+  ASSERT_FALSE(capped.ok());
+  EXPECT_THAT(capped.error().message, HasSubstr("layers: more entries than the cap"));
+}
+
 TEST(CellSpecCodec, RoundTripIsExact) {
   CellSpec spec = Valid();
   spec.rootfs.skeleton_dir = "/s";
   spec.rootfs.system_dirs = {"/usr", "/opt"};
   spec.workspace_host_dir = "/home/u/project";
+  spec.layers = {{"/", "/snap/root"}, {"/usr", "/snap/usr"}};
   spec.mounts = {{"/data", "/data", true}, {"/etc/hosts", "/x/hosts", false}};
   spec.limits = {1 << 30, 100, 1500};
   spec.rlimits.nofile = 4096;

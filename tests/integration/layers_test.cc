@@ -1,0 +1,247 @@
+// Cells over snapshot layers (CellSpec::layers, issue 28) and the host's view of a live
+// cell's writable state (Cell::WritableLayers). The test builds layer directories the way
+// the snapshot store keeps them: canonical ownership (on disk, the id inside the cell),
+// whiteouts as char 0/0, opaque directories with user.overlay.opaque=y. Needs a root
+// server (idmapped mounts); as the unprivileged variant it checks the clear refusal.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "sandbox/linux/hostname.h"
+#include "tests/integration/cell_fixture.h"
+
+namespace mcpcell::sandbox {
+namespace {
+
+using celltest::ProbeSpec;
+using celltest::RunInCell;
+using celltest::TempStateDir;
+using celltest::TestCreateOptions;
+using ::testing::HasSubstr;
+
+namespace fs = std::filesystem;
+
+std::string ReadHostFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void Put(const std::string& path, const std::string& data, uid_t uid, mode_t mode) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << data;
+  ASSERT_EQ(::chown(path.c_str(), uid, uid), 0) << path;
+  ASSERT_EQ(::chmod(path.c_str(), mode), 0) << path;
+}
+
+void Dir(const std::string& path, uid_t uid, mode_t mode) {
+  fs::create_directories(path);
+  ASSERT_EQ(::chown(path.c_str(), uid, uid), 0) << path;
+  ASSERT_EQ(::chmod(path.c_str(), mode), 0) << path;
+}
+
+// Every entry under `root`: type, mode, owner, device number, opaque xattr and content.
+// Equal before and after means the cells changed nothing of the layer.
+std::string TreeFingerprint(const std::string& root) {
+  std::map<std::string, std::string> entries;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    struct stat st;
+    if (::lstat(e.path().c_str(), &st) != 0) continue;
+    std::ostringstream line;
+    line << std::oct << st.st_mode << std::dec << ' ' << st.st_uid << ':' << st.st_gid << ' '
+         << st.st_rdev << ' ' << st.st_nlink;
+    char xattr[16] = {};
+    if (::lgetxattr(e.path().c_str(), "user.overlay.opaque", xattr, sizeof xattr - 1) > 0) {
+      line << " opaque=" << xattr;
+    }
+    if (S_ISREG(st.st_mode)) line << ' ' << ReadHostFile(e.path());
+    entries[e.path().string().substr(root.size())] = line.str();
+  }
+  std::string out;
+  for (const auto& [path, line] : entries) out += path + " " + line + "\n";
+  return out;
+}
+
+class LayersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(state_.path().empty()) << "mkdtemp failed";
+    if (::geteuid() != 0) return;
+    snap_ = state_.path() + "/snap-" + std::to_string(++serial_);
+    // "/": a file of the sandbox user, one of root, a whiteout over the template's
+    // nsswitch.conf and an opaque /etc/alternatives (the template's has entries).
+    Dir(snap_ + "/root/etc", 0, 0755);
+    Put(snap_ + "/root/etc/snapfile", "from the snapshot\n", 1000, 0640);
+    Put(snap_ + "/root/etc/rootonly", "root's\n", 0, 0600);
+    ASSERT_EQ(::mknod((snap_ + "/root/etc/nsswitch.conf").c_str(), S_IFCHR | 0, makedev(0, 0)), 0);
+    Dir(snap_ + "/root/etc/alternatives", 0, 0755);
+    ASSERT_EQ(::setxattr((snap_ + "/root/etc/alternatives").c_str(), "user.overlay.opaque", "y", 1,
+                         0),
+              0);
+    Put(snap_ + "/root/etc/alternatives/mine", "mine\n", 0, 0644);
+    Dir(snap_ + "/usr/local/share/snap", 1000, 0755);
+    Put(snap_ + "/usr/local/share/snap/data.txt", "usr data\n", 1000, 0644);
+    Dir(snap_ + "/workspace/proj", 1000, 0755);
+    Put(snap_ + "/workspace/proj/main.py", "print(1)\n", 1000, 0644);
+    ASSERT_EQ(::link((snap_ + "/workspace/proj/main.py").c_str(),
+                     (snap_ + "/workspace/proj/same.py").c_str()),
+              0);
+  }
+
+  CellSpec LayeredSpec() {
+    CellSpec spec = ProbeSpec(state_);
+    spec.layers = {{"/", snap_ + "/root"},
+                   {"/usr", snap_ + "/usr"},
+                   {"/workspace", snap_ + "/workspace"}};
+    return spec;
+  }
+
+  std::unique_ptr<Cell> NewCell(const CellSpec& spec) {
+    Result<std::unique_ptr<Cell>> cell = Cell::Create(spec, TestCreateOptions());
+    EXPECT_TRUE(cell.ok()) << cell.error().message;
+    if (!cell) return nullptr;
+    return std::move(cell).value();
+  }
+
+  static std::string Sh(Cell& cell, const std::string& script) {
+    celltest::ProbeRun r = RunInCell(cell, {"/bin/sh", "-c", script});
+    EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.exit_code, 0) << script << "\n" << r.err;
+    return r.out;
+  }
+
+  static TempStateDir& SharedState() {
+    static TempStateDir state;
+    return state;
+  }
+  TempStateDir& state_ = SharedState();
+  std::string snap_;
+  static inline int serial_ = 0;
+};
+
+#define REQUIRE_ROOT() \
+  if (::geteuid() != 0) GTEST_SKIP() << "snapshot layers need a root server"
+
+TEST_F(LayersTest, ACellSeesTheLayersFilesWithTheirOwnersAndModes) {
+  REQUIRE_ROOT();
+  auto cell = NewCell(LayeredSpec());
+  ASSERT_TRUE(cell);
+  EXPECT_EQ(Sh(*cell, "stat -c '%n %u %g %a' /etc/snapfile /etc/rootonly "
+                      "/usr/local/share/snap/data.txt /workspace/proj/main.py /workspace"),
+            "/etc/snapfile 1000 1000 640\n/etc/rootonly 0 0 600\n"
+            "/usr/local/share/snap/data.txt 1000 1000 644\n"
+            "/workspace/proj/main.py 1000 1000 644\n/workspace 1000 1000 755\n");
+  EXPECT_EQ(Sh(*cell, "cat /etc/snapfile /usr/local/share/snap/data.txt /workspace/proj/same.py"),
+            "from the snapshot\nusr data\nprint(1)\n");
+  // The whiteout hides the template's file; the opaque dir hides the template's entries.
+  EXPECT_EQ(Sh(*cell, "test -e /etc/nsswitch.conf && echo present || echo absent"), "absent\n");
+  ASSERT_FALSE(fs::is_empty(cell->spec().rootfs.skeleton_dir + "/etc/alternatives"));
+  EXPECT_EQ(Sh(*cell, "ls -A /etc/alternatives"), "mine\n");
+  // The template's other files and the cell's own /etc are still there.
+  EXPECT_EQ(Sh(*cell, "test -e /etc/resolv.conf && cat /etc/hostname"),
+            CellHostname(cell->spec()) + "\n");
+  // Root's 0600 file stays root's: the sandbox user cannot read it.
+  celltest::ProbeRun r = RunInCell(*cell, {"/bin/cat", "/etc/rootonly"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("Permission denied"));
+}
+
+TEST_F(LayersTest, ACellModifiesAndDeletesLayerFilesWithoutChangingTheLayers) {
+  REQUIRE_ROOT();
+  const std::string before = TreeFingerprint(snap_);
+  ASSERT_THAT(before, HasSubstr("main.py"));
+  auto cell = NewCell(LayeredSpec());
+  ASSERT_TRUE(cell);
+  Sh(*cell,
+     "echo more >> /etc/snapfile && rm /workspace/proj/main.py && "
+     "echo new > /usr/local/share/snap/data.txt && echo x > /workspace/proj/same.py && "
+     "mkdir /workspace/proj/sub && rm -r /usr/local/share/snap/data.txt");
+  EXPECT_EQ(Sh(*cell, "cat /etc/snapfile; ls /workspace/proj; cat /workspace/proj/same.py; "
+                      "ls -A /usr/local/share/snap"),
+            "from the snapshot\nmore\nsame.py\nsub\nx\n");
+  EXPECT_EQ(TreeFingerprint(snap_), before);
+  ASSERT_TRUE(cell->Destroy().ok());
+  EXPECT_EQ(TreeFingerprint(snap_), before);
+}
+
+TEST_F(LayersTest, TwoCellsOverTheSameLayersDoNotSeeEachOthersChanges) {
+  REQUIRE_ROOT();
+  auto a = NewCell(LayeredSpec());
+  auto b = NewCell(LayeredSpec());
+  ASSERT_TRUE(a && b);
+  Sh(*a, "echo a >> /etc/snapfile && rm /workspace/proj/main.py && echo a > /workspace/a");
+  EXPECT_EQ(Sh(*b, "cat /etc/snapfile; ls /workspace/proj; ls /workspace"),
+            "from the snapshot\nmain.py\nsame.py\nproj\n");
+  EXPECT_EQ(Sh(*a, "cat /etc/snapfile; ls /workspace"), "from the snapshot\na\na\nproj\n");
+}
+
+TEST_F(LayersTest, WritableLayersShowWhatTheCellWroteAndDeleted) {
+  REQUIRE_ROOT();
+  // /etc of this layer belongs to the sandbox user, so it may add to and delete from the
+  // template's /etc; /usr/local/share/snap is the user's too.
+  Dir(snap_ + "/own/etc", 1000, 0755);
+  CellSpec spec = LayeredSpec();
+  spec.layers.insert(spec.layers.begin(), CellLayer{"/", snap_ + "/own"});
+  auto cell = NewCell(spec);
+  ASSERT_TRUE(cell);
+  Sh(*cell,
+     "echo x > /etc/x && echo y > /usr/local/share/snap/y && echo z > /workspace/z && "
+     "rm /etc/resolv.conf /workspace/proj/main.py");
+  Result<CellWritableLayers> layers = cell->WritableLayers();
+  ASSERT_TRUE(layers.ok()) << layers.error().message;
+  ASSERT_FALSE(layers->single_mapping);
+  EXPECT_EQ(layers->uid_base, cell->id_map().host_uid_base);
+  EXPECT_EQ(ReadHostFile(layers->root_upper + "/etc/x"), "x\n");
+  struct stat st;
+  ASSERT_EQ(::lstat((layers->root_upper + "/etc/x").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid - layers->uid_base, 1000u);
+  EXPECT_EQ(st.st_gid - layers->gid_base, 1000u);
+  ASSERT_EQ(::lstat((layers->root_upper + "/etc/resolv.conf").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) << std::oct << st.st_mode;
+  ASSERT_EQ(layers->system_uppers.size(), 1u);
+  EXPECT_EQ(layers->system_uppers[0].first, "/usr");
+  EXPECT_EQ(ReadHostFile(layers->system_uppers[0].second + "/local/share/snap/y"), "y\n");
+  ASSERT_TRUE(layers->workspace_is_upper);
+  EXPECT_EQ(ReadHostFile(layers->workspace + "/z"), "z\n");
+  ASSERT_EQ(::lstat((layers->workspace + "/proj/main.py").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0));
+  // Nothing the cell did not write is in the uppers.
+  EXPECT_FALSE(fs::exists(layers->workspace + "/proj/same.py"));
+  EXPECT_FALSE(fs::exists(layers->root_upper + "/etc/snapfile"));
+  ASSERT_TRUE(cell->Destroy().ok());
+  EXPECT_FALSE(cell->WritableLayers().ok());
+}
+
+TEST_F(LayersTest, WritableLayersOfACellWithoutLayersNameItsUpperAndWorkspace) {
+  auto cell = NewCell(ProbeSpec(state_));
+  ASSERT_TRUE(cell);
+  Sh(*cell, "echo w > /workspace/w");
+  Result<CellWritableLayers> layers = cell->WritableLayers();
+  ASSERT_TRUE(layers.ok()) << layers.error().message;
+  EXPECT_FALSE(layers->workspace_is_upper);
+  EXPECT_EQ(layers->workspace, cell->dir() + "/workspace");
+  EXPECT_EQ(ReadHostFile(layers->workspace + "/w"), "w\n");
+  // Cell init writes the cell's /etc/hostname into the root's upper.
+  EXPECT_EQ(ReadHostFile(layers->root_upper + "/etc/hostname"), CellHostname(cell->spec()) + "\n");
+}
+
+TEST_F(LayersTest, AnUnprivilegedServerRefusesLayersWithTheReason) {
+  if (::geteuid() == 0) GTEST_SKIP() << "checks the single-mapping refusal";
+  CellSpec spec = ProbeSpec(state_);
+  spec.layers = {{"/", state_.path()}};
+  Result<std::unique_ptr<Cell>> cell = Cell::Create(spec, TestCreateOptions());
+  ASSERT_FALSE(cell.ok());
+  EXPECT_THAT(cell.error().message, HasSubstr("snapshot layers need a server running as root"));
+}
+
+}  // namespace
+}  // namespace mcpcell::sandbox
