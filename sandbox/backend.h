@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "sandbox/cell_spec.h"
 #include "sandbox/control/protocol.h"
 #include "sandbox/linux/cgroup.h"
@@ -88,9 +89,10 @@ struct FileWindow {
 // directory made anew over a lower one has the xattr user.overlay.opaque=y. Files are owned
 // by host ids: with a range mapping, in-cell id k is host id uid_base/gid_base + k; with a
 // single mapping every file the cell made is the server's uid/gid, the sandbox user's.
-// The paths are valid while the cell lives (they go through its init's /proc entries);
-// freeze the cell first for a consistent copy, and do not descend into mount points (a
-// spec mount under /workspace appears in `workspace` when that is the live workspace).
+// The paths go through fds this value holds (/proc/self/fd/<n>/...): valid in this process
+// while the value lives, even if the cell ends meanwhile (its uppers then stay in memory
+// until the value is gone). Freeze the cell first for a consistent copy, and do not descend
+// into mount points (a spec mount under /workspace shows in a live `workspace`).
 struct CellWritableLayers {
   std::string root_upper;  // changes to "/"
   std::vector<std::pair<std::string, std::string>> system_uppers;  // {"/usr", its upper}
@@ -98,6 +100,7 @@ struct CellWritableLayers {
   bool workspace_is_upper = false;  // true: `workspace` is an upper over workspace layers
   bool single_mapping = false;
   uint32_t uid_base = 0, gid_base = 0;
+  std::vector<UniqueFd> held;  // what the paths go through
 };
 
 // One live cell. The request contracts are CellChannel's (sandbox/cell_channel.h).

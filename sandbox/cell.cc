@@ -5,6 +5,7 @@
 
 #include <ftw.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <mutex>
@@ -235,33 +236,43 @@ Result<CgroupUsage> Cell::Usage() const {
 
 namespace mcpcell::sandbox {
 
+namespace {
+
+// A copy of cell init's fd `number` in this process, and the path that goes through it.
+Result<std::string> TakeInitFd(int pidfd, int number, std::vector<UniqueFd>& held) {
+  const long fd = ::syscall(SYS_pidfd_getfd, pidfd, number, 0);
+  if (fd < 0) return Error::Sys("pidfd_getfd(cell init, " + std::to_string(number) + ")");
+  held.emplace_back(static_cast<int>(fd));
+  return "/proc/self/fd/" + std::to_string(fd);
+}
+
+}  // namespace
+
 Result<CellWritableLayers> Cell::WritableLayers() const {
   if (destroyed_ || !alive()) return Error::Msg("cell " + spec_.id + " is not running");
-  const std::string proc = "/proc/" + std::to_string(init_pid_);
-  const std::string layers = proc + "/fd/" + std::to_string(kInitWritableLayersFd);
   CellWritableLayers out;
-  out.root_upper = layers + "/root/upper";
+  Result<std::string> layers = TakeInitFd(pidfd_, kInitWritableLayersFd, out.held);
+  if (!layers) return layers.error().Wrap("cell " + spec_.id);
+  out.root_upper = *layers + "/root/upper";
   for (size_t i = 0; i < spec_.rootfs.system_dirs.size(); ++i) {
     out.system_uppers.emplace_back(spec_.rootfs.system_dirs[i],
-                                   layers + "/sys" + std::to_string(i) + "/upper");
+                                   *layers + "/sys" + std::to_string(i) + "/upper");
   }
   if (HasWorkspaceLayer(spec_)) {
-    out.workspace = proc + "/fd/" + std::to_string(kInitWorkspaceLayerFd) + "/upper";
+    Result<std::string> ws = TakeInitFd(pidfd_, kInitWorkspaceLayerFd, out.held);
+    if (!ws) return ws.error().Wrap("cell " + spec_.id);
+    out.workspace = *ws + "/upper";
     out.workspace_is_upper = true;
   } else if (!spec_.workspace_host_dir.empty()) {
     out.workspace = spec_.workspace_host_dir;
   } else if (spec_.tmpfs.workspace_bytes > 0) {
-    out.workspace = proc + "/root/workspace";
+    out.workspace = "/proc/" + std::to_string(init_pid_) + "/root/workspace";
   } else {
     out.workspace = dir_ + "/workspace";
   }
   out.single_mapping = id_map_.single;
   out.uid_base = id_map_.single ? 0 : id_map_.host_uid_base;
   out.gid_base = id_map_.single ? 0 : id_map_.host_gid_base;
-  struct stat st;
-  if (::stat(out.root_upper.c_str(), &st) != 0) {
-    return Error::Sys("cell " + spec_.id + ": stat(\"" + out.root_upper + "\")");
-  }
   return out;
 }
 

@@ -110,8 +110,9 @@ class Cell final : public CellInstance {
   // namespace (checked: a listening IPv4 stream socket), for the egress proxy to accept on.
   // Ownership passes to the caller; -1 when the spec asked for none or it was taken.
   int TakeEgressListener() override;
-  // The uppers under cell init's scratch tmpfs, reached through /proc/<init pid>/fd/<n>
-  // (the fds of setup.h; cell init is not dumpable, so only the host's root gets there).
+  // The uppers under cell init's scratch tmpfs, reached through copies (pidfd_getfd) of
+  // the O_PATH fds cell init keeps for this (setup.h). Only the server can take them:
+  // cell init is not dumpable, and the server owns the cell's user namespace.
   Result<CellWritableLayers> WritableLayers() const override;
 
   // CellInstance's requests, through channel() (sandbox/cell_requests.cc).

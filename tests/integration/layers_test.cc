@@ -186,26 +186,27 @@ TEST_F(LayersTest, TwoCellsOverTheSameLayersDoNotSeeEachOthersChanges) {
 
 TEST_F(LayersTest, WritableLayersShowWhatTheCellWroteAndDeleted) {
   REQUIRE_ROOT();
-  // /etc of this layer belongs to the sandbox user, so it may add to and delete from the
-  // template's /etc; /usr/local/share/snap is the user's too.
-  Dir(snap_ + "/own/etc", 1000, 0755);
+  // /var of this layer belongs to the sandbox user, so it may add to and delete from the
+  // template's /var (not /etc: cell init writes the cell's /etc files into the upper, whose
+  // /etc is then root's); /usr/local/share/snap is the user's too.
+  Dir(snap_ + "/own/var", 1000, 0755);
   CellSpec spec = LayeredSpec();
   spec.layers.insert(spec.layers.begin(), CellLayer{"/", snap_ + "/own"});
   auto cell = NewCell(spec);
   ASSERT_TRUE(cell);
   Sh(*cell,
-     "echo x > /etc/x && echo y > /usr/local/share/snap/y && echo z > /workspace/z && "
-     "rm /etc/resolv.conf /workspace/proj/main.py");
+     "echo x > /var/x && echo y > /usr/local/share/snap/y && echo z > /workspace/z && "
+     "rm /var/tmp /workspace/proj/main.py");
   Result<CellWritableLayers> layers = cell->WritableLayers();
   ASSERT_TRUE(layers.ok()) << layers.error().message;
   ASSERT_FALSE(layers->single_mapping);
   EXPECT_EQ(layers->uid_base, cell->id_map().host_uid_base);
-  EXPECT_EQ(ReadHostFile(layers->root_upper + "/etc/x"), "x\n");
+  EXPECT_EQ(ReadHostFile(layers->root_upper + "/var/x"), "x\n");
   struct stat st;
-  ASSERT_EQ(::lstat((layers->root_upper + "/etc/x").c_str(), &st), 0);
+  ASSERT_EQ(::lstat((layers->root_upper + "/var/x").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid - layers->uid_base, 1000u);
   EXPECT_EQ(st.st_gid - layers->gid_base, 1000u);
-  ASSERT_EQ(::lstat((layers->root_upper + "/etc/resolv.conf").c_str(), &st), 0);
+  ASSERT_EQ(::lstat((layers->root_upper + "/var/tmp").c_str(), &st), 0);
   EXPECT_TRUE(S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) << std::oct << st.st_mode;
   ASSERT_EQ(layers->system_uppers.size(), 1u);
   EXPECT_EQ(layers->system_uppers[0].first, "/usr");
@@ -232,6 +233,19 @@ TEST_F(LayersTest, WritableLayersOfACellWithoutLayersNameItsUpperAndWorkspace) {
   EXPECT_EQ(ReadHostFile(layers->workspace + "/w"), "w\n");
   // Cell init writes the cell's /etc/hostname into the root's upper.
   EXPECT_EQ(ReadHostFile(layers->root_upper + "/etc/hostname"), CellHostname(cell->spec()) + "\n");
+}
+
+TEST_F(LayersTest, WritableLayersReachASizedTmpfsWorkspaceInsideTheCell) {
+  CellSpec spec = ProbeSpec(state_);
+  spec.tmpfs.workspace_bytes = 8 << 20;
+  auto cell = NewCell(spec);
+  ASSERT_TRUE(cell);
+  Sh(*cell, "echo t > /workspace/t");
+  Result<CellWritableLayers> layers = cell->WritableLayers();
+  ASSERT_TRUE(layers.ok()) << layers.error().message;
+  EXPECT_FALSE(layers->workspace_is_upper);
+  EXPECT_EQ(ReadHostFile(layers->workspace + "/t"), "t\n");
+  EXPECT_FALSE(fs::exists(cell->dir() + "/workspace"));
 }
 
 TEST_F(LayersTest, AnUnprivilegedServerRefusesLayersWithTheReason) {
