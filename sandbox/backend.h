@@ -94,7 +94,7 @@ struct FileWindow {
 // until the value is gone). Freeze the cell first for a consistent copy, and do not descend
 // into mount points (a spec mount under /workspace shows in a live `workspace`).
 struct CellWritableLayers {
-  std::string root_upper;  // changes to "/"
+  std::string root_upper;                                          // changes to "/"
   std::vector<std::pair<std::string, std::string>> system_uppers;  // {"/usr", its upper}
   std::string workspace;            // the workspace overlay's upper, or the workspace itself
   bool workspace_is_upper = false;  // true: `workspace` is an upper over workspace layers

@@ -53,6 +53,26 @@ bool IsUnder(const std::string& path, const std::string& dir) {
                          path[dir.size()] == '/');
 }
 
+// The host's root and kernel/system trees never enter a cell (as a mount or a layer),
+// even through a symlink.
+Status CheckNotHostSystemPath(const std::string& field, const std::string& path) {
+  char resolved[PATH_MAX];
+  if (::realpath(path.c_str(), resolved) == nullptr) {
+    return Error::Sys(field + ": realpath(\"" + path + "\")");
+  }
+  for (const std::string& p : {path, std::string(resolved)}) {
+    bool bad = p == "/";
+    for (const char* dir : {"/proc", "/sys", "/dev", "/boot", "/etc", "/root"}) {
+      bad = bad || IsUnder(p, dir);
+    }
+    if (bad) {
+      return Error::Msg(field + ": \"" + path + "\" (" + p +
+                        ") is a host system path and never mounted into a cell");
+    }
+  }
+  return Ok();
+}
+
 Status CheckMount(const std::string& field, const CellMount& m) {
   if (Status s = CheckCleanAbsolute(field + ".host_path", m.host_path); !s) return s;
   if (Status s = CheckCleanAbsolute(field + ".cell_path", m.cell_path); !s) return s;
@@ -72,21 +92,7 @@ Status CheckMount(const std::string& field, const CellMount& m) {
   if (S_ISSOCK(st.st_mode)) {
     return Error::Msg(field + ".host_path: \"" + m.host_path + "\" is a socket");
   }
-  char resolved[PATH_MAX];
-  if (::realpath(m.host_path.c_str(), resolved) == nullptr) {
-    return Error::Sys(field + ".host_path: realpath(\"" + m.host_path + "\")");
-  }
-  for (const std::string& p : {m.host_path, std::string(resolved)}) {
-    bool bad = p == "/";
-    for (const char* dir : {"/proc", "/sys", "/dev", "/boot", "/etc", "/root"}) {
-      bad = bad || IsUnder(p, dir);
-    }
-    if (bad) {
-      return Error::Msg(field + ".host_path: \"" + m.host_path + "\" (" + p +
-                        ") is a host system path and never mounted into a cell");
-    }
-  }
-  return Ok();
+  return CheckNotHostSystemPath(field + ".host_path", m.host_path);
 }
 
 Status CheckIds(const CellSpec& spec) {
@@ -150,6 +156,7 @@ Status CheckLayers(const CellSpec& spec) {
     if (!S_ISDIR(st.st_mode)) {
       return Error::Msg(field + ".host_dir: \"" + l.host_dir + "\" is not a directory");
     }
+    if (Status s = CheckNotHostSystemPath(field + ".host_dir", l.host_dir); !s) return s;
   }
   return Ok();
 }

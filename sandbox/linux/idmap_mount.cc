@@ -19,10 +19,10 @@ struct MountAttrV0 {
   uint64_t propagation;
   uint64_t userns_fd;
 };
-constexpr unsigned kOpenTreeClone = 1;          // OPEN_TREE_CLONE
+constexpr unsigned kOpenTreeClone = 1;            // OPEN_TREE_CLONE
 constexpr unsigned kOpenTreeCloexec = O_CLOEXEC;  // OPEN_TREE_CLOEXEC
-constexpr unsigned kAtRecursive = 0x8000;       // AT_RECURSIVE
-constexpr unsigned kMoveMountFEmptyPath = 0x4;  // MOVE_MOUNT_F_EMPTY_PATH
+constexpr unsigned kAtRecursive = 0x8000;         // AT_RECURSIVE
+constexpr unsigned kMoveMountFEmptyPath = 0x4;    // MOVE_MOUNT_F_EMPTY_PATH
 constexpr uint64_t kAttrRdonly = 0x1, kAttrNosuid = 0x2, kAttrNodev = 0x4, kAttrIdmap = 0x100000;
 
 }  // namespace

@@ -302,7 +302,8 @@ Status MountOverlay(const std::vector<std::string>& lowers, const std::string& u
   }
   // userxattr: inside a user namespace overlayfs may only use user.* xattrs (and it reads
   // a snapshot layer's opaque directories from user.overlay.opaque).
-  std::string data = "lowerdir=" + lowerdir + ",upperdir=" + upper + ",workdir=" + work + ",userxattr";
+  std::string data =
+      "lowerdir=" + lowerdir + ",upperdir=" + upper + ",workdir=" + work + ",userxattr";
   return Mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, data);
 }
 
@@ -365,7 +366,8 @@ Status MountCellRoot(const CellSpec& spec, const std::string& hostname, const st
     if (Status m = MakeDirs(layer + "/upper", 0755); !m) return m;
     if (Status m = MakeDirs(layer + "/work", 0755); !m) return m;
     lowers = CellLowerDirs(spec, scratch, dir, dir);
-    if (Status m = MountOverlay(lowers, layer + "/upper", layer + "/work", root + dir); !m) return m;
+    if (Status m = MountOverlay(lowers, layer + "/upper", layer + "/work", root + dir); !m)
+      return m;
   }
   return Ok();
 }

@@ -84,9 +84,9 @@ class LayersTest : public ::testing::Test {
     Put(snap_ + "/root/etc/rootonly", "root's\n", 0, 0600);
     ASSERT_EQ(::mknod((snap_ + "/root/etc/nsswitch.conf").c_str(), S_IFCHR | 0, makedev(0, 0)), 0);
     Dir(snap_ + "/root/etc/alternatives", 0, 0755);
-    ASSERT_EQ(::setxattr((snap_ + "/root/etc/alternatives").c_str(), "user.overlay.opaque", "y", 1,
-                         0),
-              0);
+    ASSERT_EQ(
+        ::setxattr((snap_ + "/root/etc/alternatives").c_str(), "user.overlay.opaque", "y", 1, 0),
+        0);
     Put(snap_ + "/root/etc/alternatives/mine", "mine\n", 0, 0644);
     Dir(snap_ + "/usr/local/share/snap", 1000, 0755);
     Put(snap_ + "/usr/local/share/snap/data.txt", "usr data\n", 1000, 0644);
@@ -99,9 +99,8 @@ class LayersTest : public ::testing::Test {
 
   CellSpec LayeredSpec() {
     CellSpec spec = ProbeSpec(state_);
-    spec.layers = {{"/", snap_ + "/root"},
-                   {"/usr", snap_ + "/usr"},
-                   {"/workspace", snap_ + "/workspace"}};
+    spec.layers = {
+        {"/", snap_ + "/root"}, {"/usr", snap_ + "/usr"}, {"/workspace", snap_ + "/workspace"}};
     return spec;
   }
 
@@ -135,8 +134,9 @@ TEST_F(LayersTest, ACellSeesTheLayersFilesWithTheirOwnersAndModes) {
   REQUIRE_ROOT();
   auto cell = NewCell(LayeredSpec());
   ASSERT_TRUE(cell);
-  EXPECT_EQ(Sh(*cell, "stat -c '%n %u %g %a' /etc/snapfile /etc/rootonly "
-                      "/usr/local/share/snap/data.txt /workspace/proj/main.py /workspace"),
+  EXPECT_EQ(Sh(*cell,
+               "stat -c '%n %u %g %a' /etc/snapfile /etc/rootonly "
+               "/usr/local/share/snap/data.txt /workspace/proj/main.py /workspace"),
             "/etc/snapfile 1000 1000 640\n/etc/rootonly 0 0 600\n"
             "/usr/local/share/snap/data.txt 1000 1000 644\n"
             "/workspace/proj/main.py 1000 1000 644\n/workspace 1000 1000 755\n");
@@ -165,8 +165,9 @@ TEST_F(LayersTest, ACellModifiesAndDeletesLayerFilesWithoutChangingTheLayers) {
      "echo more >> /etc/snapfile && rm /workspace/proj/main.py && "
      "echo new > /usr/local/share/snap/data.txt && echo x > /workspace/proj/same.py && "
      "mkdir /workspace/proj/sub && rm -r /usr/local/share/snap/data.txt");
-  EXPECT_EQ(Sh(*cell, "cat /etc/snapfile; ls /workspace/proj; cat /workspace/proj/same.py; "
-                      "ls -A /usr/local/share/snap"),
+  EXPECT_EQ(Sh(*cell,
+               "cat /etc/snapfile; ls /workspace/proj; cat /workspace/proj/same.py; "
+               "ls -A /usr/local/share/snap"),
             "from the snapshot\nmore\nsame.py\nsub\nx\n");
   EXPECT_EQ(TreeFingerprint(snap_), before);
   ASSERT_TRUE(cell->Destroy().ok());

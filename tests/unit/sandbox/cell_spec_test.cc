@@ -127,6 +127,8 @@ TEST(CellSpecValidation, LayersNameTheirFieldAndRefuseAPersistentWorkspace) {
       {{{"/", dir.path() + "/missing"}}, "", "layers[0].host_dir: stat("},
       {{{"/", file}}, "", "layers[0].host_dir: \"" + file + "\" is not a directory"},
       {{{"/", "/a:b"}}, "", "layers[0].host_dir: \"/a:b\" must not contain"},
+      {{{"/usr", "/etc"}}, "", "layers[0].host_dir: \"/etc\" (/etc) is a host system path"},
+      {{{"/", "/"}}, "", "layers[0].host_dir: \"/\" (/) is a host system path"},
       {{{"/workspace", dir.path()}}, dir.path(), "layers[0].target: a workspace layer cannot"},
       {std::vector<CellLayer>(kMaxCellLayers + 1, CellLayer{"/", dir.path()}), "",
        "layers: 17 layers, more than 16"},
