@@ -174,6 +174,20 @@ TEST_F(LayersTest, ACellModifiesAndDeletesLayerFilesWithoutChangingTheLayers) {
   EXPECT_EQ(TreeFingerprint(snap_), before);
 }
 
+TEST_F(LayersTest, AWorkspaceOverLayersKeepsItsSizeLimit) {
+  REQUIRE_ROOT();
+  CellSpec spec = LayeredSpec();
+  spec.tmpfs.workspace_bytes = 2 << 20;
+  auto cell = NewCell(spec);
+  ASSERT_TRUE(cell);
+  celltest::ProbeRun r = RunInCell(
+      *cell, {"/bin/sh", "-c", "head -c 4194304 /dev/zero > /workspace/big; echo $?"});
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_NE(r.out, "0\n");
+  EXPECT_THAT(r.err, HasSubstr("No space left on device"));
+  EXPECT_EQ(Sh(*cell, "cat /workspace/proj/main.py"), "print(1)\n");
+}
+
 TEST_F(LayersTest, TwoCellsOverTheSameLayersDoNotSeeEachOthersChanges) {
   REQUIRE_ROOT();
   auto a = NewCell(LayeredSpec());
