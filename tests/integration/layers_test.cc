@@ -180,8 +180,8 @@ TEST_F(LayersTest, AWorkspaceOverLayersKeepsItsSizeLimit) {
   spec.tmpfs.workspace_bytes = 2 << 20;
   auto cell = NewCell(spec);
   ASSERT_TRUE(cell);
-  celltest::ProbeRun r = RunInCell(
-      *cell, {"/bin/sh", "-c", "head -c 4194304 /dev/zero > /workspace/big; echo $?"});
+  celltest::ProbeRun r =
+      RunInCell(*cell, {"/bin/sh", "-c", "head -c 4194304 /dev/zero > /workspace/big; echo $?"});
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_NE(r.out, "0\n");
   EXPECT_THAT(r.err, HasSubstr("No space left on device"));
@@ -235,6 +235,24 @@ TEST_F(LayersTest, WritableLayersShowWhatTheCellWroteAndDeleted) {
   EXPECT_FALSE(fs::exists(layers->root_upper + "/etc/snapfile"));
   ASSERT_TRUE(cell->Destroy().ok());
   EXPECT_FALSE(cell->WritableLayers().ok());
+}
+
+TEST_F(LayersTest, ADirectoryRemadeOverALayersOneIsOpaqueInTheUpper) {
+  REQUIRE_ROOT();
+  auto cell = NewCell(LayeredSpec());
+  ASSERT_TRUE(cell);
+  Sh(*cell, "rm -r /workspace/proj && mkdir /workspace/proj && echo n > /workspace/proj/new");
+  EXPECT_EQ(Sh(*cell, "ls -A /workspace/proj"), "new\n");
+  Result<CellWritableLayers> layers = cell->WritableLayers();
+  ASSERT_TRUE(layers.ok()) << layers.error().message;
+  char opaque[4] = {};
+  ASSERT_EQ(::lgetxattr((layers->workspace + "/proj").c_str(), "user.overlay.opaque", opaque,
+                        sizeof opaque),
+            1)
+      << "the kernel's tmpfs may lack user xattrs (before 6.6)";
+  EXPECT_EQ(opaque[0], 'y');
+  EXPECT_EQ(ReadHostFile(layers->workspace + "/proj/new"), "n\n");
+  EXPECT_FALSE(fs::exists(layers->workspace + "/proj/main.py"));
 }
 
 TEST_F(LayersTest, WritableLayersOfACellWithoutLayersNameItsUpperAndWorkspace) {
