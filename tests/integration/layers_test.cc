@@ -71,6 +71,34 @@ std::string TreeFingerprint(const std::string& root) {
   return out;
 }
 
+// A minimal capture, as the snapshot store does it: copies `from` (an upper) to `to` with
+// canonical ownership (host id - base), whiteouts, symlinks and opaque xattrs kept.
+void CaptureCanonical(const std::string& from, const std::string& to, uint32_t uid_base,
+                      uint32_t gid_base) {
+  struct stat st;
+  ASSERT_EQ(::lstat(from.c_str(), &st), 0) << from;
+  if (S_ISDIR(st.st_mode)) {
+    ASSERT_EQ(::mkdir(to.c_str(), 0700), 0) << to;
+    for (const auto& e : fs::directory_iterator(from)) {
+      CaptureCanonical(e.path(), to + "/" + e.path().filename().string(), uid_base, gid_base);
+    }
+    char xattr[4] = {};
+    if (::lgetxattr(from.c_str(), "user.overlay.opaque", xattr, sizeof xattr) == 1) {
+      ASSERT_EQ(::setxattr(to.c_str(), "user.overlay.opaque", xattr, 1, 0), 0);
+    }
+  } else if (S_ISREG(st.st_mode)) {
+    fs::copy_file(from, to);
+  } else if (S_ISLNK(st.st_mode)) {
+    fs::create_symlink(fs::read_symlink(from), to);
+  } else {
+    ASSERT_EQ(::mknod(to.c_str(), st.st_mode, st.st_rdev), 0) << to;
+  }
+  ASSERT_EQ(::lchown(to.c_str(), st.st_uid - uid_base, st.st_gid - gid_base), 0) << to;
+  if (!S_ISLNK(st.st_mode)) {
+    ASSERT_EQ(::chmod(to.c_str(), st.st_mode & 07777), 0) << to;
+  }
+}
+
 class LayersTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -253,6 +281,41 @@ TEST_F(LayersTest, ADirectoryRemadeOverALayersOneIsOpaqueInTheUpper) {
   EXPECT_EQ(opaque[0], 'y');
   EXPECT_EQ(ReadHostFile(layers->workspace + "/proj/new"), "n\n");
   EXPECT_FALSE(fs::exists(layers->workspace + "/proj/main.py"));
+}
+
+TEST_F(LayersTest, ACapturedUpperRestoredAsALayerGivesBackTheCellsFiles) {
+  REQUIRE_ROOT();
+  // Cell 1 over the snapshot changes things; its uppers, captured with canonical owners,
+  // become the top layers of cell 2 (a snapshot of a snapshot: restore and fork).
+  Dir(snap_ + "/own/var", 1000, 0755);
+  CellSpec spec = LayeredSpec();
+  spec.layers.insert(spec.layers.begin(), CellLayer{"/", snap_ + "/own"});
+  auto first = NewCell(spec);
+  ASSERT_TRUE(first);
+  Sh(*first,
+     "echo v > /var/v && rm /var/tmp && echo more >> /etc/snapfile && ln -s v /var/link && "
+     "rm /workspace/proj/main.py && chmod 600 /workspace/proj/same.py");
+  Result<CellWritableLayers> layers = first->WritableLayers();
+  ASSERT_TRUE(layers.ok()) << layers.error().message;
+  const std::string captured = snap_ + "/captured";
+  ASSERT_EQ(::mkdir(captured.c_str(), 0755), 0);
+  CaptureCanonical(layers->root_upper, captured + "/root", layers->uid_base, layers->gid_base);
+  CaptureCanonical(layers->workspace, captured + "/ws", layers->uid_base, layers->gid_base);
+  ASSERT_TRUE(first->Destroy().ok());
+
+  CellSpec restored = spec;
+  restored.id = GenerateCellId();
+  restored.layers.insert(restored.layers.begin(), CellLayer{"/", captured + "/root"});
+  restored.layers.insert(restored.layers.begin(), CellLayer{"/workspace", captured + "/ws"});
+  auto second = NewCell(restored);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(Sh(*second,
+               "cat /var/v /etc/snapfile; readlink /var/link; ls /workspace/proj; "
+               "stat -c '%u %a' /var/v /workspace/proj/same.py; "
+               "test -e /var/tmp || echo no-var-tmp"),
+            "v\nfrom the snapshot\nmore\nv\nsame.py\n1000 644\n1000 600\nno-var-tmp\n");
+  // The restored cell's own identity wins over the captured /etc files.
+  EXPECT_EQ(Sh(*second, "cat /etc/hostname"), CellHostname(second->spec()) + "\n");
 }
 
 TEST_F(LayersTest, WritableLayersOfACellWithoutLayersNameItsUpperAndWorkspace) {
