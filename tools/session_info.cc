@@ -61,7 +61,7 @@ mcp::Json SessionInfoOutputSchema() {
         {"session_wall_time_s", integer},
         {"state",
          {{"type", "string"},
-          {"enum", {"running", "paused"}},
+          {"enum", mcp::Json::array({"running", "paused"})},
           {"description", "the cell's state (a call resumes a paused cell first)"}}},
         {"paused_s",
          {{"type", "number"},
