@@ -110,6 +110,7 @@ TEST(CellPause, ASessionPausedWhileIdleIsResumedByTheNextCall) {
   }
   ASSERT_TRUE(paused.ok()) << paused.error().message;
   ASSERT_TRUE(session.Info().paused);
+  std::this_thread::sleep_for(5ms);  // paused for a measurable while
   auto lease = session.Acquire();
   ASSERT_TRUE(lease) << lease.error().message;
   EXPECT_EQ(lease->id(), id);
