@@ -110,8 +110,8 @@ Status CheckPauseIdle(TimePolicy& t, bool pause_from_flag) {
     return Ok();
   }
   return Error::Msg("--pause-idle-timeout (" + FormatDuration(t.session_pause_idle) +
-                    ") must be shorter than the idle timeout (" +
-                    FormatDuration(t.session_idle) + ")");
+                    ") must be shorter than the idle timeout (" + FormatDuration(t.session_idle) +
+                    ")");
 }
 
 }  // namespace

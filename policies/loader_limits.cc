@@ -71,8 +71,7 @@ void ReadPauseIdle(TomlReader& r, const toml::table& t, TimePolicy* out) {
              &out->session_pause_idle);
   if (!r.failed() && out->session_pause_idle >= out->session_idle) {
     r.Fail(n->source(), "time.session_pause_idle",
-           "must be shorter than time.session_idle (" +
-               FormatDuration(out->session_pause_idle) +
+           "must be shorter than time.session_idle (" + FormatDuration(out->session_pause_idle) +
                " >= " + FormatDuration(out->session_idle) + "), or \"off\"");
   }
 }

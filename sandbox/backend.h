@@ -105,7 +105,9 @@ class CellInstance {
   // CPU until Thaw. No request may be made while the cell is frozen (its init is stopped
   // too): the caller (CellSession) thaws before the next lease. An error leaves the cell
   // running and says why it cannot be paused. The default: this backend cannot pause.
-  virtual Status Freeze() { return Error::Msg("cell " + id() + ": this backend cannot pause cells"); }
+  virtual Status Freeze() {
+    return Error::Msg("cell " + id() + ": this backend cannot pause cells");
+  }
   // Resumes a frozen cell; Ok when it was not frozen. An error means the cell cannot be
   // trusted to run again: the caller replaces it.
   virtual Status Thaw() { return Ok(); }

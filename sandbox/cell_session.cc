@@ -200,7 +200,8 @@ Status CellSession::ResumeLocked(std::unique_lock<std::mutex>& lock) {
   const Clock::time_point since = paused_since_;
   lock.unlock();
   Status thawed = cell->Thaw();
-  const auto paused_for = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since);
+  const auto paused_for =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since);
   NotifyUnpaused(*cell, paused_for, thawed.ok());
   lock.lock();
   changing_ = false;

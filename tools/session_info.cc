@@ -203,12 +203,11 @@ std::string TextReport(const SessionFacts& f) {
   text += "session: " + std::to_string(f.info.calls) + " calls, " + std::to_string(f.wall_time_s) +
           " s old; " + (f.info.paused ? "paused" : "running") + ", paused " +
           std::to_string(Seconds(f.info.paused_total)) + " s in all; idle expiry in " +
-          std::to_string(Seconds(f.info.idle_left)) +
-          " s; lifetime left " + std::to_string(Seconds(f.info.lifetime_left)) +
-          " s\nexec timeout: default " + std::to_string(config.default_timeout.count()) +
-          " s, at most " + std::to_string(config.max_timeout.count()) +
-          " s\nnetwork: " + config.network_summary + "\npackages: " + config.packages_summary +
-          "\n" + DescribeToolsOff(config).second;
+          std::to_string(Seconds(f.info.idle_left)) + " s; lifetime left " +
+          std::to_string(Seconds(f.info.lifetime_left)) + " s\nexec timeout: default " +
+          std::to_string(config.default_timeout.count()) + " s, at most " +
+          std::to_string(config.max_timeout.count()) + " s\nnetwork: " + config.network_summary +
+          "\npackages: " + config.packages_summary + "\n" + DescribeToolsOff(config).second;
   if (f.egress) {
     const CellEgressReport& st = *f.egress;
     text += "egress: " + std::to_string(st.bytes_up) + " bytes up, " +
@@ -220,14 +219,13 @@ std::string TextReport(const SessionFacts& f) {
   if (f.metered) {
     const SessionUsage& u = *f.metered;
     char line[256];
-    std::snprintf(line, sizeof line,
-                  "metered (this session, all its cells): cpu %.3f s, memory %.3f GiB-s, peak "
-                  "%llu MiB, wall %.0f s active and %.0f s paused, egress %llu/%llu bytes up/down\n",
-                  u.cpu_s, u.memory_gib_s,
-                  static_cast<unsigned long long>(u.peak_memory_bytes >> 20), u.wall_active_s,
-                  u.wall_paused_s,
-                  static_cast<unsigned long long>(u.egress_up_bytes),
-                  static_cast<unsigned long long>(u.egress_down_bytes));
+    std::snprintf(
+        line, sizeof line,
+        "metered (this session, all its cells): cpu %.3f s, memory %.3f GiB-s, peak "
+        "%llu MiB, wall %.0f s active and %.0f s paused, egress %llu/%llu bytes up/down\n",
+        u.cpu_s, u.memory_gib_s, static_cast<unsigned long long>(u.peak_memory_bytes >> 20),
+        u.wall_active_s, u.wall_paused_s, static_cast<unsigned long long>(u.egress_up_bytes),
+        static_cast<unsigned long long>(u.egress_down_bytes));
     text += line;
   }
   for (const auto& w : f.cell.warnings()) text += "warning: " + w + "\n";

@@ -154,7 +154,8 @@ int main(int argc, char** argv) {
     row("pause", rows.pause);
     row("resume", rows.resume);
     row("call paused", rows.paused_call);
-    const double run50 = Percentile(rows.running, 0.5), paused50 = Percentile(rows.paused_call, 0.5);
+    const double run50 = Percentile(rows.running, 0.5),
+                 paused50 = Percentile(rows.paused_call, 0.5);
     std::printf("\ncall paused - call running = %+.2f ms at p50 (target <= 5 ms); ratio %.2f\n",
                 paused50 - run50, run50 > 0 ? paused50 / run50 : 0);
     (void)session.Close();

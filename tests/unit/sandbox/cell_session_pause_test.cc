@@ -77,9 +77,7 @@ class FakeCell final : public CellInstance {
     return Refused();
   }
   Status AppendFile(const std::string&, std::string_view, uint32_t) override { return Refused(); }
-  Status WriteNewFile(const std::string&, std::string_view, uint32_t) override {
-    return Refused();
-  }
+  Status WriteNewFile(const std::string&, std::string_view, uint32_t) override { return Refused(); }
   Result<std::vector<control::DirEntry>> ListDir(const std::string&, size_t) override {
     return Refused();
   }
@@ -191,8 +189,7 @@ TEST(CellSessionPause, ACellThatDoesNotThawIsReplacedAndTheCallIsToldSo) {
   Result<CellLease> lease = h.session->Acquire();
   ASSERT_TRUE(lease.ok()) << lease.error().message;
   EXPECT_NE(lease->id(), id);
-  EXPECT_NE(lease->replaced_reason().find("could not be resumed from its pause"),
-            std::string::npos)
+  EXPECT_NE(lease->replaced_reason().find("could not be resumed from its pause"), std::string::npos)
       << lease->replaced_reason();
   EXPECT_NE(lease->replaced_reason().find("still FREEZING"), std::string::npos);
   EXPECT_TRUE(h.log.Has("Destroy " + id + " (frozen)"));

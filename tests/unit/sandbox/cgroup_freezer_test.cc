@@ -56,8 +56,7 @@ TEST_F(FreezerTree, V2FreezeThatNeverCompletesNamesTheFileAndThawsAgain) {
   Spit(root_ + "/cgroup.events", "populated 1\nfrozen 0\n");
   Status s = cgroupfs::SetFrozenV2(root_, true, 20);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message.find(root_ + "/cgroup.events: still \"frozen 0\""),
-            std::string::npos)
+  EXPECT_NE(s.error().message.find(root_ + "/cgroup.events: still \"frozen 0\""), std::string::npos)
       << s.error().message;
   EXPECT_EQ(Slurp(root_ + "/cgroup.freeze"), "0\n");  // not left half frozen
 }
