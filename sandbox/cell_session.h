@@ -15,7 +15,7 @@
 // CPU. The next Acquire thaws it first; if that fails the cell is replaced and the call
 // told so, as for a dead cell. Idle expiry and Close work on a paused cell (Destroy kills
 // frozen cells). A cell that cannot be paused (no cgroup) is left running and not tried
-// again. docs/lifecycle.md tells the states.
+// again. docs/lifecycle.md tells the states; cell_session_pause.cc holds this part.
 //
 // Threading: every method is thread-safe. The manager runs one reaper thread that checks
 // idle and lifetime deadlines once a second; cells are destroyed on that thread or on the
