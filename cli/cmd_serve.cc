@@ -32,6 +32,7 @@ struct ServeFlags {
   uint64_t pids = 0;
   uint32_t cpu_millicores = 0;
   int64_t idle_timeout_s = 0;
+  int64_t pause_idle_timeout_s = -1;
   int64_t max_lifetime_s = 0;
   int64_t default_timeout_s = 0;
   int64_t max_timeout_s = 0;
@@ -48,6 +49,8 @@ bool ResolveEffectivePolicy(ServeFlags& o, CLI::App& cmd) {
   if (cmd.count("--pids")) ov.pids = o.pids;
   if (cmd.count("--cpu-millicores")) ov.cpu_millicores = o.cpu_millicores;
   if (cmd.count("--idle-timeout")) ov.session_idle = std::chrono::seconds(o.idle_timeout_s);
+  if (cmd.count("--pause-idle-timeout"))
+    ov.session_pause_idle = std::chrono::seconds(o.pause_idle_timeout_s);
   if (cmd.count("--max-lifetime")) ov.session_max = std::chrono::seconds(o.max_lifetime_s);
   if (cmd.count("--default-timeout")) ov.exec_default = std::chrono::seconds(o.default_timeout_s);
   if (cmd.count("--max-timeout")) ov.exec_max = std::chrono::seconds(o.max_timeout_s);
@@ -178,6 +181,10 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
   cmd->add_option("--idle-timeout", opts->idle_timeout_s,
                   "Seconds without calls before a session's cell is destroyed")
       ->check(CLI::Range(int64_t{1}, int64_t{30} * 86400));
+  cmd->add_option("--pause-idle-timeout", opts->pause_idle_timeout_s,
+                  "Seconds without calls before a session's cell is paused (frozen; the next "
+                  "call resumes it); 0: never. Shorter than the idle timeout")
+      ->check(CLI::Range(int64_t{0}, int64_t{30} * 86400));
   cmd->add_option("--max-lifetime", opts->max_lifetime_s, "Maximum session lifetime (seconds)")
       ->check(CLI::Range(int64_t{1}, int64_t{30} * 86400));
   cmd->add_option("--default-timeout", opts->default_timeout_s, "Default exec timeout (s)")

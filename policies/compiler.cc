@@ -98,6 +98,24 @@ Result<MountPolicy> ParseMountFlag(const std::string& flag) {
   return m;
 }
 
+namespace {
+
+// After overrides: a pause that is not shorter than the idle timeout is an error when the
+// pause was asked for on the command line, else off (an --idle-timeout shorter than the
+// policy's pause means idle expiry comes first).
+Status CheckPauseIdle(TimePolicy& t, bool pause_from_flag) {
+  if (t.session_pause_idle.count() == 0 || t.session_pause_idle < t.session_idle) return Ok();
+  if (!pause_from_flag) {
+    t.session_pause_idle = {};
+    return Ok();
+  }
+  return Error::Msg("--pause-idle-timeout (" + FormatDuration(t.session_pause_idle) +
+                    ") must be shorter than the idle timeout (" + FormatDuration(t.session_idle) +
+                    ")");
+}
+
+}  // namespace
+
 Result<Policy> ApplyOverrides(Policy p, const PolicyOverrides& flags,
                               const std::string& state_dir) {
   PolicyOverrides o = flags;
@@ -111,6 +129,8 @@ Result<Policy> ApplyOverrides(Policy p, const PolicyOverrides& flags,
   if (o.exec_max) p.time.exec_max = *o.exec_max;
   if (o.session_idle) p.time.session_idle = *o.session_idle;
   if (o.session_max) p.time.session_max = *o.session_max;
+  if (o.session_pause_idle) p.time.session_pause_idle = *o.session_pause_idle;
+  if (auto s = CheckPauseIdle(p.time, o.session_pause_idle.has_value()); !s) return s.error();
   if (o.output_keep_bytes) p.limits.output_keep_bytes = *o.output_keep_bytes;
   if (o.seccomp) p.isolation.seccomp = *o.seccomp;
   if (p.time.exec_default > p.time.exec_max) {
@@ -255,6 +275,7 @@ std::vector<std::string> EgressProxyEnv() {
 Result<egress::CellEgress> CompileCellEgress(const Policy& p) {
   egress::CellEgress cell;
   cell.max_connections = p.network.max_connections;
+  cell.idle_timeout = p.network.idle_connection_timeout;
   if (!p.network.egress_allowed) return cell;  // empty allowlist: every request refused
   auto allowlist = egress::Allowlist::Parse(p.network.allow);
   if (!allowlist) return allowlist.error().Wrap("policy " + p.name);
@@ -312,7 +333,9 @@ std::string DescribePolicy(const Policy& p) {
   o << "\n[time]\nexec_default = " << Quoted(FormatDuration(t.exec_default))
     << "\nexec_max = " << Quoted(FormatDuration(t.exec_max))
     << "\nsession_idle = " << Quoted(FormatDuration(t.session_idle))
-    << "\nsession_max = " << Quoted(FormatDuration(t.session_max)) << "\n";
+    << "\nsession_max = " << Quoted(FormatDuration(t.session_max)) << "\nsession_pause_idle = "
+    << Quoted(t.session_pause_idle.count() == 0 ? "off" : FormatDuration(t.session_pause_idle))
+    << "\n";
   const FilesystemPolicy& f = p.filesystem;
   o << "\n[filesystem]\ntemplate = " << Quoted(f.template_name) << "\nworkspace = "
     << (f.workspace == WorkspaceMode::kPersistent ? "\"persistent\"" : "\"ephemeral\"") << "\n";
@@ -326,6 +349,8 @@ std::string DescribePolicy(const Policy& p) {
     << "\n";
   if (!p.network.allow.empty()) o << "allow = " << List(p.network.allow) << "\n";
   o << "max_connections = " << p.network.max_connections << "\n";
+  o << "idle_connection_timeout = " << Quoted(FormatDuration(p.network.idle_connection_timeout))
+    << "\n";
   const PackagesPolicy& k = p.packages;
   o << "\n[packages]\nmode = "
     << (k.mode == PackagesMode::kOnline    ? "\"online\""

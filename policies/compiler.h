@@ -48,6 +48,7 @@ struct PolicyOverrides {
   std::optional<std::chrono::seconds> exec_max = {};
   std::optional<std::chrono::seconds> session_idle = {};
   std::optional<std::chrono::seconds> session_max = {};
+  std::optional<std::chrono::seconds> session_pause_idle = {};  // 0: off
   std::optional<uint64_t> output_keep_bytes = {};
   std::optional<bool> seccomp = {};      // false: no seccomp filter (debugging only)
   std::vector<std::string> mounts = {};  // "SRC:DST[:ro|rw]" (default ro)

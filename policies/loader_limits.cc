@@ -51,12 +51,40 @@ void ReadLimits(TomlReader& r, const toml::table& root, LimitsPolicy* out) {
   r.Size(*t, p, "output_kept", 256, 16ull << 20, &out->output_keep_bytes);
 }
 
+namespace {
+
+// time.session_pause_idle: a duration or "off"; shorter than session_idle when given. The
+// default (60 s) is off when session_idle is not longer (idle expiry comes first).
+void ReadPauseIdle(TomlReader& r, const toml::table& t, TimePolicy* out) {
+  if (r.failed()) return;
+  const toml::node* n = t.get("session_pause_idle");
+  if (!n) {
+    if (out->session_pause_idle >= out->session_idle) out->session_pause_idle = {};
+    return;
+  }
+  if (const auto* text = n->as_string(); text && text->get() == "off") {
+    out->session_pause_idle = {};
+    return;
+  }
+  using std::chrono::seconds;
+  r.Duration(t, "time", "session_pause_idle", seconds(1), seconds(30 * 86400),
+             &out->session_pause_idle);
+  if (!r.failed() && out->session_pause_idle >= out->session_idle) {
+    r.Fail(n->source(), "time.session_pause_idle",
+           "must be shorter than time.session_idle (" + FormatDuration(out->session_pause_idle) +
+               " >= " + FormatDuration(out->session_idle) + "), or \"off\"");
+  }
+}
+
+}  // namespace
+
 void ReadTime(TomlReader& r, const toml::table& root, TimePolicy* out) {
   const toml::table* t = r.Table(root, "", "time");
   if (!t) return;
   const std::string p = "time";
   using std::chrono::seconds;
-  r.OnlyKeys(*t, p, {"exec_default", "exec_max", "session_idle", "session_max"});
+  r.OnlyKeys(*t, p,
+             {"exec_default", "exec_max", "session_idle", "session_max", "session_pause_idle"});
   r.Duration(*t, p, "exec_default", seconds(1), seconds(86400), &out->exec_default);
   r.Duration(*t, p, "exec_max", seconds(1), seconds(86400), &out->exec_max);
   r.Duration(*t, p, "session_idle", seconds(1), seconds(30 * 86400), &out->session_idle);
@@ -71,6 +99,7 @@ void ReadTime(TomlReader& r, const toml::table& root, TimePolicy* out) {
     r.Fail(t->get("session_idle") ? t->get("session_idle")->source() : t->source(),
            "time.session_idle", "is longer than time.session_max");
   }
+  ReadPauseIdle(r, *t, out);
 }
 
 }  // namespace mcpcell::policies

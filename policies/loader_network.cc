@@ -105,7 +105,7 @@ void CheckPackagesMode(TomlReader& r, const toml::table& t, const PackagesPolicy
 void ReadNetwork(TomlReader& r, const toml::table& root, NetworkPolicy* out) {
   const toml::table* t = r.Table(root, "", "network");
   if (!t) return;
-  r.OnlyKeys(*t, "network", {"egress", "allow", "max_connections"});
+  r.OnlyKeys(*t, "network", {"egress", "allow", "max_connections", "idle_connection_timeout"});
   std::string egress = "deny";
   r.String(*t, "network", "egress", &egress, {"deny", "allowlist"});
   out->egress_allowed = egress == "allowlist";
@@ -113,6 +113,8 @@ void ReadNetwork(TomlReader& r, const toml::table& root, NetworkPolicy* out) {
   uint64_t max_connections = out->max_connections;
   r.Count(*t, "network", "max_connections", 1, 1024, &max_connections);
   out->max_connections = static_cast<uint32_t>(max_connections);
+  r.Duration(*t, "network", "idle_connection_timeout", std::chrono::seconds(1),
+             std::chrono::seconds(86400), &out->idle_connection_timeout);
   if (r.failed()) return;
   if (!out->egress_allowed && !out->allow.empty()) {
     r.Fail(t->get("allow")->source(), "network.allow",

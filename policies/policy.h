@@ -37,6 +37,9 @@ struct TimePolicy {
   std::chrono::seconds exec_default{60};
   std::chrono::seconds exec_max{600};
   std::chrono::seconds session_idle{15 * 60};
+  // Unused time before a session's cell is paused (frozen, docs/lifecycle.md); shorter
+  // than session_idle. 0: never ("off", and the default when session_idle is 60 s or less).
+  std::chrono::seconds session_pause_idle{60};
   std::chrono::seconds session_max{4 * 3600};
 };
 
@@ -62,6 +65,9 @@ struct NetworkPolicy {
   // "pypi.org", "*.npmjs.org", "host:8443", "203.0.113.7", "10.1.0.0/16:5432".
   std::vector<std::string> allow;
   uint32_t max_connections = 32;  // concurrent proxied connections per cell
+  // A proxied connection with no byte either way for this long is closed (a paused cell's
+  // connections end so).
+  std::chrono::seconds idle_connection_timeout{300};
 };
 
 // What pip_install/npm_install may bring into a cell, served by the package service

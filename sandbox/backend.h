@@ -119,7 +119,8 @@ class CellInstance {
   // The listening socket for the egress proxy (CellSpec::egress_proxy_port), once;
   // ownership passes to the caller. -1 when the spec asked for none or it was taken.
   virtual int TakeEgressListener() = 0;
-  // Ends every process of the cell and removes all it made. Idempotent.
+  // Ends every process of the cell and removes all it made, also while it is frozen.
+  // Idempotent.
   virtual Status Destroy() = 0;
 
   // ---- Writable state (CellWritableLayers above) ----
@@ -127,6 +128,16 @@ class CellInstance {
   virtual Result<CellWritableLayers> WritableLayers() const {
     return Error::Msg("this cell backend does not expose its writable layers");
   }
+  // Pause: stops every process of the cell where it is; they keep their memory and use no
+  // CPU until Thaw. No request may be made while the cell is frozen (its init is stopped
+  // too): the caller (CellSession) thaws before the next lease. An error leaves the cell
+  // running and says why it cannot be paused. The default: this backend cannot pause.
+  virtual Status Freeze() {
+    return Error::Msg("cell " + id() + ": this backend cannot pause cells");
+  }
+  // Resumes a frozen cell; Ok when it was not frozen. An error means the cell cannot be
+  // trusted to run again: the caller replaces it.
+  virtual Status Thaw() { return Ok(); }
 
   // An error means the program could not run; a program that ran and failed is a result.
   virtual Result<ExecResult> Exec(const ExecOptions& options) = 0;

@@ -232,6 +232,27 @@ Result<CgroupUsage> Cell::Usage() const {
   return cgroup_->Usage();
 }
 
+// Pause and resume (cell.h). The cgroup holds every process of the cell, init included,
+// so a frozen cell answers nothing until thawed.
+Status Cell::Freeze() {
+  if (destroyed_) return Error::Msg("cell " + id() + " is destroyed");
+  if (!cgroup_) {
+    return Error::Msg("cell " + id() + " cannot be paused: it has no cgroup (" +
+                      cgroup_missing_reason_ + ")");
+  }
+  if (Status s = cgroup_->Freeze(); !s) return s.error().Wrap("pause cell " + id());
+  frozen_ = true;
+  return Ok();
+}
+
+Status Cell::Thaw() {
+  if (!frozen_) return Ok();
+  if (destroyed_) return Error::Msg("cell " + id() + " is destroyed");
+  if (Status s = cgroup_->Thaw(); !s) return s.error().Wrap("resume cell " + id());
+  frozen_ = false;
+  return Ok();
+}
+
 }  // namespace mcpcell::sandbox
 
 namespace mcpcell::sandbox {

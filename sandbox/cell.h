@@ -23,6 +23,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -81,6 +82,13 @@ class Cell final : public CellInstance {
   // Idempotent. After it, no process, mount, cgroup, network namespace or directory of the
   // cell remains (the workspace survives when the spec named a host directory).
   Status Destroy() override;
+
+  // Pause and resume through the cell's cgroup freezer (Cgroup::Freeze/Thaw). A cell
+  // without a cgroup cannot be paused: Freeze fails and says so. Destroy works on a
+  // frozen cell (it thaws after the kill, so the v1 freezer cannot hold the reap).
+  Status Freeze() override;
+  Status Thaw() override;
+  bool frozen() const { return frozen_.load(); }
 
   // Requests into the cell (exec, signal, files). After Destroy (or if init died) every
   // call fails with an error; the object stays valid until the Cell is deleted.
@@ -152,6 +160,7 @@ class Cell final : public CellInstance {
   SetupTimings destroy_timings_;
   std::vector<std::string> warnings_;
   bool destroyed_ = false;
+  std::atomic<bool> frozen_{false};  // Freeze succeeded and no Thaw since
 };
 
 // The Linux namespace backend: makes Cells with `options` (sandbox/cell_requests.cc).

@@ -55,6 +55,12 @@ Status Cell::Destroy() {
       keep(Error::Sys("pidfd_send_signal(cell init, SIGKILL)"), "kill");
     }
   }
+  // A paused cell: on the v1 freezer a frozen task does not die until thawed, so the reap
+  //    below would wait forever; thawing after the kill lets nothing run but the dying.
+  if (frozen_ && cgroup_) {
+    keep(cgroup_->Thaw(), "thaw");
+    frozen_ = false;
+  }
   steps.Mark("kill");
   if (egress_listener_ >= 0) {
     ::close(egress_listener_);

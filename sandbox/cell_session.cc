@@ -127,10 +127,22 @@ std::string CellSession::NextCellId() {
 
 Result<CellLease> CellSession::Acquire() {
   std::unique_lock lock(mu_);
+  std::string replaced;
   for (;;) {
     if (closed_) return Error::Msg("the session has ended: " + closed_reason_);
-    if (creating_) {
+    if (changing_) {
       released_.wait(lock);
+      continue;
+    }
+    if (paused_ && cell_) {
+      // Paused since it was idle: thaw first, transparently. A cell that does not thaw
+      // cannot be trusted to run again: it is replaced, as a dead one is.
+      if (Status resumed = ResumeLocked(lock); !resumed) {
+        replaced = "the session's previous cell " + cell_->id() +
+                   " could not be resumed from its pause (" + resumed.error().message +
+                   "); this call runs in a fresh cell and files from before are gone";
+        break;
+      }
       continue;
     }
     if (CellUsable(cell_)) {
@@ -140,18 +152,21 @@ Result<CellLease> CellSession::Acquire() {
     }
     break;
   }
-  std::string replaced;
-  std::shared_ptr<CellInstance> dead;
-  if (cell_) {
+  if (replaced.empty() && cell_) {
     replaced = "the session's previous cell " + cell_->id() +
                " had stopped (killed or out of memory); this call runs in a fresh cell and "
                "files from before are gone";
-    dead = std::move(cell_);  // destroyed below, outside the lock (or by its last lease)
-  } else if (cells_created_ > 0) {
+  } else if (replaced.empty() && cells_created_ > 0) {
     replaced = "the session's previous cell was destroyed after " + Seconds(options_.idle_timeout) +
                " idle; this call runs in a fresh cell and files from before are gone";
   }
-  creating_ = true;
+  return ReplaceCellLocked(lock, std::move(replaced));
+}
+
+Result<CellLease> CellSession::ReplaceCellLocked(std::unique_lock<std::mutex>& lock,
+                                                 std::string replaced) {
+  std::shared_ptr<CellInstance> dead = std::move(cell_);  // destroyed below, outside the lock
+  changing_ = true;
   std::string id = NextCellId();
   lock.unlock();
   if (dead) {
@@ -162,7 +177,7 @@ Result<CellLease> CellSession::Acquire() {
   Result<std::unique_ptr<CellInstance>> created = MakeCell(id);
 
   lock.lock();
-  creating_ = false;
+  changing_ = false;
   released_.notify_all();
   if (!created) return created.error().Wrap("could not create the session's cell");
   std::shared_ptr<CellInstance> cell(std::move(created).value());
@@ -227,6 +242,7 @@ void CellSession::Release() {
 
 Status CellSession::Close(const std::string& reason) {
   std::shared_ptr<CellInstance> cell;
+  std::chrono::milliseconds paused_for{-1};
   {
     std::unique_lock lock(mu_);
     if (!closed_) {
@@ -234,10 +250,12 @@ Status CellSession::Close(const std::string& reason) {
       closed_reason_ = reason;
     }
     stop_.request_stop();  // running programs of this session are killed
-    released_.wait(lock, [&] { return leases_ == 0 && !creating_; });
+    released_.wait(lock, [&] { return leases_ == 0 && !changing_; });
     cell = std::move(cell_);
+    paused_for = DropPauseLocked();
   }
   if (!cell) return Ok();
+  NotifyUnpaused(*cell, paused_for, false);
   Status st = Retire(cell);
   if (!st) return st.error().Wrap("destroy cell " + cell->id());
   return Ok();
@@ -245,13 +263,16 @@ Status CellSession::Close(const std::string& reason) {
 
 Status CellSession::DestroyIdleCell() {
   std::shared_ptr<CellInstance> cell;
+  std::chrono::milliseconds paused_for{-1};
   {
     std::lock_guard lock(mu_);
     // In use again, or used since the reaper looked: not idle any more.
-    if (leases_ > 0 || creating_ || !cell_) return Ok();
+    if (leases_ > 0 || changing_ || !cell_) return Ok();
     if (Clock::now() - last_release_ < options_.idle_timeout) return Ok();
     cell = std::move(cell_);
+    paused_for = DropPauseLocked();  // destroyed frozen: Destroy handles it
   }
+  NotifyUnpaused(*cell, paused_for, false);
   Status st = Retire(cell);
   if (!st) return st.error().Wrap("destroy idle cell " + cell->id());
   return Ok();
@@ -265,7 +286,7 @@ bool CellSession::Expired(Clock::time_point now, std::string* why, SessionExpiry
     if (kind) *kind = SessionExpiry::kMaxLifetime;
     return true;
   }
-  if (cell_ && leases_ == 0 && !creating_ && now - last_release_ >= options_.idle_timeout) {
+  if (cell_ && leases_ == 0 && !changing_ && now - last_release_ >= options_.idle_timeout) {
     if (why) *why = "idle for " + Seconds(options_.idle_timeout);
     if (kind) *kind = SessionExpiry::kIdle;
     return true;
@@ -297,6 +318,8 @@ CellSessionInfo CellSession::Info() const {
                     std::chrono::duration_cast<std::chrono::milliseconds>(d));
   };
   info.lifetime_left = ms(started_ + options_.max_lifetime - now);
+  info.paused = paused_;
+  info.paused_total = ms(paused_total_ + (paused_ ? now - paused_since_ : Clock::duration(0)));
   info.idle_left =
       leases_ > 0 ? options_.idle_timeout : ms(last_release_ + options_.idle_timeout - now);
   return info;
@@ -388,6 +411,7 @@ Result<std::shared_ptr<CellSession>> CellSessionManager::Get(const std::string& 
     CellSessionOptions options = options_;
     options.idle_timeout = it->second.idle_timeout;
     options.max_lifetime = it->second.max_lifetime;
+    options.pause_idle = it->second.pause_idle;
     session = std::make_shared<CellSession>(key, it->second.factory, options, profile, hooks_,
                                             PoolLocked(profile, it->second.factory));
   }
@@ -446,16 +470,24 @@ void CellSessionManager::ReaperLoop(std::stop_token stop) {
     }
     if (stop.stop_requested()) return;
     std::vector<Expiry> expired;
+    std::vector<std::shared_ptr<CellSession>> to_pause;
     ExpiryListener listener;
     {
       std::lock_guard lock(mu_);
       auto now = Clock::now();
       for (auto& [key, session] : sessions_) {
         Expiry e{session, SessionExpiry::kIdle, ""};
-        if (session->Expired(now, &e.why, &e.kind)) expired.push_back(std::move(e));
+        if (session->Expired(now, &e.why, &e.kind)) {
+          expired.push_back(std::move(e));
+        } else if (session->PauseDue(now)) {
+          to_pause.push_back(session);
+        }
       }
       listener = on_expired_;
     }
+    // A cell that cannot be paused stays running (and is not tried again); its session
+    // then only ends by idle expiry as before.
+    for (auto& session : to_pause) (void)session->PauseIdleCell();
     for (auto& [session, kind, why] : expired) {
       if (kind == SessionExpiry::kMaxLifetime) {
         (void)Close(session->key(), why);

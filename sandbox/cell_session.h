@@ -10,6 +10,13 @@
 // no lease is held; expiry (idle or lifetime) and Close wait for leases to end, after
 // asking them to stop through the lease's stop token (running programs are killed).
 //
+// Pause: after `pause_idle` without a lease (shorter than the idle timeout) the reaper
+// freezes the cell (CellInstance::Freeze): its processes keep their memory and stop using
+// CPU. The next Acquire thaws it first; if that fails the cell is replaced and the call
+// told so, as for a dead cell. Idle expiry and Close work on a paused cell (Destroy kills
+// frozen cells). A cell that cannot be paused (no cgroup) is left running and not tried
+// again. docs/lifecycle.md tells the states; cell_session_pause.cc holds this part.
+//
 // Threading: every method is thread-safe. The manager runs one reaper thread that checks
 // idle and lifetime deadlines once a second; cells are destroyed on that thread or on the
 // thread calling Close, never while a lease is held. Knows nothing of MCP.
@@ -38,6 +45,8 @@ namespace mcpcell::sandbox {
 struct CellSessionOptions {
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(15)};
   std::chrono::milliseconds max_lifetime{std::chrono::hours(4)};
+  // Unleased time before the cell is paused; 0 (or not shorter than idle_timeout): never.
+  std::chrono::milliseconds pause_idle{0};
   // The namespace backend's options, used when `backend` is null.
   CellCreateOptions create;
   // What makes the cells (sandbox/backend.h); null: NamespaceBackend(create).
@@ -61,6 +70,14 @@ struct CellHooks {
   // That cell's destruction returned `result` (CellInstance::Destroy: an error names what
   // was left behind). Always after its on_destroying, on the same thread.
   std::function<void(const std::string& cell_id, const Status& result)> on_destroyed;
+  // Session `key`'s cell was paused (frozen), on the reaper thread.
+  std::function<void(CellInstance&, const std::string& key)> on_paused;
+  // Its pause ended after `paused_for`: `resumed` true when a call thawed it (on that
+  // call's thread, before the call runs), false when the cell is about to be destroyed
+  // or replaced while paused (before its on_destroying).
+  std::function<void(CellInstance&, const std::string& key, std::chrono::milliseconds paused_for,
+                     bool resumed)>
+      on_unpaused;
 };
 
 // Why the manager's reaper ended a session's cell (CellSessionManager::SetExpiryListener).
@@ -78,6 +95,7 @@ struct CellSessionProfile {
   CellSpecFactory factory;
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(15)};
   std::chrono::milliseconds max_lifetime{std::chrono::hours(4)};
+  std::chrono::milliseconds pause_idle{0};  // CellSessionOptions::pause_idle
 };
 
 class CellSession;
@@ -154,6 +172,8 @@ struct CellSessionInfo {
   std::chrono::system_clock::time_point started_at;
   std::chrono::milliseconds idle_left{0};      // before idle expiry (full while in use)
   std::chrono::milliseconds lifetime_left{0};  // before the maximum lifetime
+  bool paused = false;                         // the cell is frozen now
+  std::chrono::milliseconds paused_total{0};   // all pauses of the session, the current too
   std::vector<std::string> warnings;           // from the cell: what is not enforced
 };
 
@@ -177,6 +197,12 @@ class CellSession {
   // next Acquire makes a fresh cell. Called by the manager when the idle timeout passes.
   Status DestroyIdleCell();
 
+  // Freezes the cell if it is still unleased after pause_idle (called by the reaper). An
+  // error (the cell cannot be paused) leaves it running; that cell is not tried again.
+  Status PauseIdleCell();
+  // True when the pause deadline has passed for a running, unleased cell.
+  bool PauseDue(std::chrono::steady_clock::time_point now) const;
+
   // True when idle or lifetime deadline has passed (checked by the manager's reaper);
   // `why` and `kind` say which.
   bool Expired(std::chrono::steady_clock::time_point now, std::string* why,
@@ -195,6 +221,15 @@ class CellSession {
   Status Retire(const std::shared_ptr<CellInstance>& cell);
   // CellLease::lifetime_notice for a lease made now. Under mu_.
   std::string TakeLifetimeNoticeLocked();
+  // Thaws the paused cell_, releasing `lock` meanwhile (changing_ holds others off).
+  Status ResumeLocked(std::unique_lock<std::mutex>& lock);
+  // Ends the pause of a paused cell_ that is being taken away (destroyed or replaced):
+  // on_unpaused(resumed=false) is due for the cell. Under mu_; returns the pause's length.
+  std::chrono::milliseconds DropPauseLocked();
+  // Makes the cell that replaces cell_ (none, dead or not resumable: `replaced` says why)
+  // and leases it. Called with `lock` held; releases it around creation.
+  Result<CellLease> ReplaceCellLocked(std::unique_lock<std::mutex>& lock, std::string replaced);
+  void NotifyUnpaused(CellInstance& cell, std::chrono::milliseconds paused_for, bool resumed);
 
   const std::string key_;
   const std::string profile_;
@@ -214,7 +249,13 @@ class CellSession {
   int leases_ = 0;
   uint64_t calls_ = 0;
   uint64_t cells_created_ = 0;
-  bool creating_ = false;  // one creation at a time; others wait on released_
+  // A cell is being made, frozen or thawed outside mu_: one at a time; others wait on
+  // released_.
+  bool changing_ = false;
+  bool paused_ = false;  // cell_ is frozen
+  std::chrono::steady_clock::time_point paused_since_;
+  std::chrono::steady_clock::duration paused_total_{0};  // ended pauses of this session
+  std::string unpausable_cell_;  // id of a cell whose Freeze failed: not tried again
   bool closed_ = false;
   bool lifetime_noticed_ = false;  // a lease carried the lifetime notice
   std::string closed_reason_;

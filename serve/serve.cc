@@ -231,6 +231,7 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
   const policies::Policy& policy = opts.effective;
   session_options.idle_timeout = policy.time.session_idle;
   session_options.max_lifetime = policy.time.session_max;
+  session_options.pause_idle = policy.time.session_pause_idle;
   session_options.create.init_path = opts.init_path;
   session_options.warm_cells = opts.warm_cells;
   auto cells = std::make_unique<sandbox::CellSessionManager>(
@@ -248,6 +249,13 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
   };
   hooks.on_destroyed = [&audit](const std::string& cell_id, const Status& result) {
     audit.CellDestroyed(cell_id, result);
+  };
+  hooks.on_paused = [&audit](sandbox::CellInstance& cell, const std::string& key) {
+    audit.SessionPaused(cell, key);
+  };
+  hooks.on_unpaused = [&audit](sandbox::CellInstance& cell, const std::string& key,
+                               std::chrono::milliseconds paused_for, bool resumed) {
+    audit.SessionUnpaused(cell, key, paused_for, resumed);
   };
   cells->SetCellHooks(std::move(hooks));
   // At its maximum lifetime a session's cell is gone and its later calls are refused: its

@@ -88,6 +88,12 @@ class ServeAudit {
                  const std::string& profile);
   void CellDestroying(sandbox::CellInstance& cell);
   void CellDestroyed(const std::string& cell_id, const Status& result);
+  // sandbox::CellHooks on_paused / on_unpaused: session.pause and (when a call resumed the
+  // cell) session.resume with `paused_s`; the session's meter counts the pause as paused
+  // time (serve_audit_pause.cc).
+  void SessionPaused(sandbox::CellInstance& cell, const std::string& session_key);
+  void SessionUnpaused(sandbox::CellInstance& cell, const std::string& session_key,
+                       std::chrono::milliseconds paused_for, bool resumed);
 
   // Ends open sessions ("server shutdown"), stops the usage thread, closes the trail.
   void Close();

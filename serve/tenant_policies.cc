@@ -64,6 +64,7 @@ Status InstallTenantProfiles(const std::map<std::string, policies::Policy>& tena
     profile.factory = PolicySpecFactory(policy, state_dir, skeleton_dir);
     profile.idle_timeout = policy.time.session_idle;
     profile.max_lifetime = policy.time.session_max;
+    profile.pause_idle = policy.time.session_pause_idle;
     if (auto st = cells.AddProfile(name, std::move(profile)); !st) return st.error().Wrap(where);
     env.tenants[name] = ToolsConfigFromPolicy(policy);
   }

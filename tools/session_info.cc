@@ -59,6 +59,13 @@ mcp::Json SessionInfoOutputSchema() {
         {"memory_current_bytes", integer},
         {"peak_memory_bytes", integer},
         {"session_wall_time_s", integer},
+        {"state",
+         {{"type", "string"},
+          {"enum", mcp::Json::array({"running", "paused"})},
+          {"description", "the cell's state (a call resumes a paused cell first)"}}},
+        {"paused_s",
+         {{"type", "number"},
+          {"description", "seconds the session's cell spent paused (frozen when idle)"}}},
         {"idle_expiry_s", integer},
         {"lifetime_left_s", integer},
         {"exec_default_timeout_s", integer},
@@ -131,6 +138,8 @@ mcp::Json StructuredReport(const SessionFacts& f) {
         {"root_writes_bytes", spec.tmpfs.root_upper_bytes},
         {"largest_file_bytes", spec.rlimits.fsize_bytes}}},
       {"session_wall_time_s", f.wall_time_s},
+      {"state", f.info.paused ? "paused" : "running"},
+      {"paused_s", std::chrono::duration<double>(f.info.paused_total).count()},
       {"idle_expiry_s", Seconds(f.info.idle_left)},
       {"lifetime_left_s", Seconds(f.info.lifetime_left)},
       {"calls", f.info.calls},
@@ -192,12 +201,13 @@ std::string TextReport(const SessionFacts& f) {
     text += "usage: not available (" + f.usage.error().message + ")\n";
   }
   text += "session: " + std::to_string(f.info.calls) + " calls, " + std::to_string(f.wall_time_s) +
-          " s old; idle expiry in " + std::to_string(Seconds(f.info.idle_left)) +
-          " s; lifetime left " + std::to_string(Seconds(f.info.lifetime_left)) +
-          " s\nexec timeout: default " + std::to_string(config.default_timeout.count()) +
-          " s, at most " + std::to_string(config.max_timeout.count()) +
-          " s\nnetwork: " + config.network_summary + "\npackages: " + config.packages_summary +
-          "\n" + DescribeToolsOff(config).second;
+          " s old; " + (f.info.paused ? "paused" : "running") + ", paused " +
+          std::to_string(Seconds(f.info.paused_total)) + " s in all; idle expiry in " +
+          std::to_string(Seconds(f.info.idle_left)) + " s; lifetime left " +
+          std::to_string(Seconds(f.info.lifetime_left)) + " s\nexec timeout: default " +
+          std::to_string(config.default_timeout.count()) + " s, at most " +
+          std::to_string(config.max_timeout.count()) + " s\nnetwork: " + config.network_summary +
+          "\npackages: " + config.packages_summary + "\n" + DescribeToolsOff(config).second;
   if (f.egress) {
     const CellEgressReport& st = *f.egress;
     text += "egress: " + std::to_string(st.bytes_up) + " bytes up, " +
@@ -209,13 +219,13 @@ std::string TextReport(const SessionFacts& f) {
   if (f.metered) {
     const SessionUsage& u = *f.metered;
     char line[256];
-    std::snprintf(line, sizeof line,
-                  "metered (this session, all its cells): cpu %.3f s, memory %.3f GiB-s, peak "
-                  "%llu MiB, wall %.0f s, egress %llu/%llu bytes up/down\n",
-                  u.cpu_s, u.memory_gib_s,
-                  static_cast<unsigned long long>(u.peak_memory_bytes >> 20), u.wall_active_s,
-                  static_cast<unsigned long long>(u.egress_up_bytes),
-                  static_cast<unsigned long long>(u.egress_down_bytes));
+    std::snprintf(
+        line, sizeof line,
+        "metered (this session, all its cells): cpu %.3f s, memory %.3f GiB-s, peak "
+        "%llu MiB, wall %.0f s active and %.0f s paused, egress %llu/%llu bytes up/down\n",
+        u.cpu_s, u.memory_gib_s, static_cast<unsigned long long>(u.peak_memory_bytes >> 20),
+        u.wall_active_s, u.wall_paused_s, static_cast<unsigned long long>(u.egress_up_bytes),
+        static_cast<unsigned long long>(u.egress_down_bytes));
     text += line;
   }
   for (const auto& w : f.cell.warnings()) text += "warning: " + w + "\n";

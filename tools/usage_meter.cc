@@ -57,13 +57,29 @@ void UsageMeter::CountCall(const std::string& tool) {
   ++calls_[tool];
 }
 
+void UsageMeter::PauseBegan(std::chrono::steady_clock::time_point at) {
+  std::lock_guard lock(mu_);
+  if (!paused_since_) paused_since_ = at;
+}
+
+void UsageMeter::PauseEnded(std::chrono::steady_clock::time_point at) {
+  std::lock_guard lock(mu_);
+  if (!paused_since_) return;
+  if (at > *paused_since_) paused_ += at - *paused_since_;
+  paused_since_.reset();
+}
+
 SessionUsage UsageMeter::Snapshot(std::chrono::steady_clock::time_point now) const {
   std::lock_guard lock(mu_);
   SessionUsage u;
   u.cpu_s = static_cast<double>(carried_.cpu_ns + cell_.cpu_ns) / 1e9;
   u.memory_gib_s = memory_byte_s_ / kGiB;
   u.peak_memory_bytes = peak_;
-  u.wall_active_s = now > started_ ? Seconds(now - started_) : 0;
+  const double wall = now > started_ ? Seconds(now - started_) : 0;
+  std::chrono::steady_clock::duration paused = paused_;
+  if (paused_since_ && now > *paused_since_) paused += now - *paused_since_;
+  u.wall_paused_s = std::min(wall, Seconds(paused));
+  u.wall_active_s = wall - u.wall_paused_s;
   u.egress_up_bytes = carried_.egress_up + cell_.egress_up;
   u.egress_down_bytes = carried_.egress_down + cell_.egress_down;
   u.calls_by_tool = calls_;

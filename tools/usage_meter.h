@@ -4,7 +4,9 @@
 // (cgroup CPU and memory, the egress proxy's bytes) at each call's end, at each usage
 // interval and when the cell is destroyed; memory is integrated over time between samples (trapezoids), and when the
 // session's cell is replaced the old cell's totals are carried over, so the figures cover
-// the session, not one cell. UsageMeters holds one meter per session id.
+// the session, not one cell. Time while the session's cell is paused (PauseBegan..
+// PauseEnded) is wall_paused_s, and active time excludes it. UsageMeters holds one meter
+// per session id.
 // Threading: every method is thread-safe.
 #pragma once
 
@@ -14,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,7 +38,7 @@ struct SessionUsage {
   double memory_gib_s = 0;
   uint64_t peak_memory_bytes = 0;
   double wall_active_s = 0;
-  double wall_paused_s = 0;  // no pause exists yet: always 0
+  double wall_paused_s = 0;  // the cell was paused (frozen); not in wall_active_s
   uint64_t egress_up_bytes = 0;
   uint64_t egress_down_bytes = 0;
   std::map<std::string, uint64_t> calls_by_tool;
@@ -51,6 +54,11 @@ class UsageMeter {
 
   void Sample(const UsageSample& sample);
   void CountCall(const std::string& tool);
+  // The session's cell was paused at `at` / its pause ended at `at` (resumed, or destroyed
+  // while paused). A second PauseBegan without PauseEnded, or a PauseEnded without a pause,
+  // changes nothing.
+  void PauseBegan(std::chrono::steady_clock::time_point at);
+  void PauseEnded(std::chrono::steady_clock::time_point at);
   // The usage so far; wall time runs to `now`.
   SessionUsage Snapshot(std::chrono::steady_clock::time_point now) const;
 
@@ -70,6 +78,8 @@ class UsageMeter {
   double memory_byte_s_ = 0;
   uint64_t peak_ = 0;
   std::map<std::string, uint64_t> calls_;
+  std::chrono::steady_clock::duration paused_{0};                      // ended pauses
+  std::optional<std::chrono::steady_clock::time_point> paused_since_;  // the current one
 };
 
 class UsageMeters {

@@ -59,6 +59,13 @@ class Cgroup {
   // SIGKILLs every process in the cgroup atomically (v2 cgroup.kill, v1 freeze-kill-thaw);
   // returns once the signal is sent, not once they are reaped.
   virtual Status KillAll() = 0;
+  // Pause: stops every process of the cgroup where it is (v2 cgroup.freeze, v1 the freezer
+  // controller); they keep their memory and use no CPU until Thaw. Returns once the kernel
+  // reports the cgroup frozen, or (bounded wait) an error naming the file, the cgroup then
+  // thawed again. A frozen cgroup can still be killed and destroyed (KillAll thaws on v1).
+  virtual Status Freeze() = 0;
+  // Resumes a frozen cgroup; returns once the kernel reports it thawed. Ok if not frozen.
+  virtual Status Thaw() = 0;
   // KillAll, waits (bounded) until the cgroup is empty, removes its directories.
   // Idempotent; after it, Paths() no longer exist.
   virtual Status Destroy() = 0;

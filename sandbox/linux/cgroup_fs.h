@@ -99,6 +99,16 @@ Status WaitEmpty(const std::string& dir, int timeout_ms);
 // exits); ENOENT counts as success.
 Status RemoveDir(const std::string& dir, int timeout_ms);
 
+// The freezer (cgroup_freezer.cc). v2: writes "1"/"0" to dir/cgroup.freeze and waits
+// until dir/cgroup.events says "frozen 1"/"frozen 0". v1: writes FROZEN/THAWED to
+// dir/freezer.state and waits until it reads back that state (FREEZING while tasks are
+// still being stopped). Both wait at most `timeout_ms`, then fail naming the file and the
+// state it still showed; a freeze that timed out is undone (thawed) before returning.
+Status SetFrozenV2(const std::string& dir, bool frozen, int timeout_ms);
+Status SetFrozenV1(const std::string& freezer_dir, bool frozen, int timeout_ms);
+// How long Cgroup::Freeze/Thaw wait for the kernel to report the new state.
+inline constexpr int kFreezeWaitMs = 2000;
+
 // Attach to cgroups that already exist (for ReapStaleCgroups).
 std::unique_ptr<Cgroup> OpenExistingV2(const std::string& dir);
 std::unique_ptr<Cgroup> OpenExistingV1(std::vector<std::pair<std::string, std::string>> dirs);

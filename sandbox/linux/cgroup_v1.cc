@@ -92,6 +92,17 @@ class CgroupV1 final : public Cgroup {
     return result;
   }
 
+  Status Freeze() override {
+    const std::string freezer = DirOf(dirs_, "freezer");
+    if (freezer.empty()) return Error::Msg("no freezer controller: the cgroup cannot be paused");
+    return cgroupfs::SetFrozenV1(freezer, true, cgroupfs::kFreezeWaitMs);
+  }
+  Status Thaw() override {
+    const std::string freezer = DirOf(dirs_, "freezer");
+    if (freezer.empty()) return Ok();
+    return cgroupfs::SetFrozenV1(freezer, false, cgroupfs::kFreezeWaitMs);
+  }
+
   Status Destroy() override {
     if (destroyed_) return Ok();
     // The usual case: the cell's pid 1 was reaped, so every dir is empty and goes at once

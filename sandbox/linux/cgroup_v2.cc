@@ -53,6 +53,17 @@ class CgroupV2 final : public Cgroup {
     return Ok();
   }
 
+  Status Freeze() override {
+    if (!cgroupfs::FileExists(dir_, "cgroup.freeze")) {
+      return Error::Msg(dir_ + "/cgroup.freeze: missing (the kernel has no v2 freezer, 5.2+)");
+    }
+    return cgroupfs::SetFrozenV2(dir_, true, cgroupfs::kFreezeWaitMs);
+  }
+  Status Thaw() override {
+    if (!cgroupfs::FileExists(dir_, "cgroup.freeze")) return Ok();  // never frozen
+    return cgroupfs::SetFrozenV2(dir_, false, cgroupfs::kFreezeWaitMs);
+  }
+
   Status Destroy() override {
     if (destroyed_) return Ok();
     if (Status s = KillAll(); !s.ok()) return s.error().Wrap("destroy cgroup");

@@ -227,7 +227,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "p.toml:4:19: network.max_connections: must be between 1 and 1024, got 0"},
         BadCase{"[network]\negress = \"deny\"\nproxy = \"x\"\n",
                 "p.toml:3:1: network.proxy: unknown key (known here: egress, allow, "
-                "max_connections)"},
+                "max_connections, idle_connection_timeout)"},
         BadCase{"[network]\negress = \"allowlist\"\nallow = [\"a.org\", \"a.org\"]\n",
                 "p.toml:3:19: network.allow[1]: \"a.org\" is listed twice"},
         BadCase{"[packages]\nregistries = [\"maven\"]\n",

@@ -787,6 +787,42 @@ TEST_F(RealCgroupV2, LifecycleWithCgroupKillAndCloneIntoCgroup) {
   EXPECT_FALSE(Exists(dir));
 }
 
+// The v2 freezer on a real cgroup2 mount (cgroup.freeze is there without any controller):
+// a child counting in shared memory stops while frozen and continues once thawed; a
+// frozen cgroup is destroyed (cgroup.kill kills frozen tasks) without hanging.
+TEST_F(RealCgroupV2, FreezeStopsACountingChildAndThawResumesIt) {
+  auto cg = CreateCgroupV2(parent_, "paused", CgroupLimits{});
+  ASSERT_TRUE(cg.ok()) << cg.error().message;
+  auto* counter = static_cast<volatile uint64_t*>(
+      mmap(nullptr, sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(counter, MAP_FAILED);
+  *counter = 0;
+  HeldChild child([counter] {
+    for (;;) *counter = *counter + 1;
+    return 0;
+  });
+  ASSERT_TRUE((*cg)->AddProcess(child.pid()).ok());
+  child.Release();
+  while (*counter < 1000) usleep(1000);
+
+  Status frozen = (*cg)->Freeze();
+  ASSERT_TRUE(frozen.ok()) << frozen.error().message;
+  const uint64_t at_freeze = *counter;
+  usleep(100000);
+  EXPECT_EQ(*counter, at_freeze);  // not one more increment while frozen
+  Status thawed = (*cg)->Thaw();
+  ASSERT_TRUE(thawed.ok()) << thawed.error().message;
+  for (int i = 0; i < 3000 && *counter <= at_freeze; ++i) usleep(1000);
+  EXPECT_GT(*counter, at_freeze);
+
+  ASSERT_TRUE((*cg)->Freeze().ok());
+  Status destroyed = (*cg)->Destroy();
+  ASSERT_TRUE(destroyed.ok()) << destroyed.error().message;
+  const int status = child.Wait();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  munmap(const_cast<uint64_t*>(counter), sizeof(uint64_t));
+}
+
 TEST_F(RealCgroupV2, LimitsNeedEnabledControllers) {
   const std::string controllers = Slurp(parent_ + "/cgroup.controllers");
   if (controllers.find("memory") != std::string::npos) GTEST_SKIP() << "memory is available";

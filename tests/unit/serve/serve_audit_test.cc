@@ -335,5 +335,33 @@ TEST_F(ServeAuditTest, MaxLifetimeClosesTheSessionThenTellsTheListenerItsKind) {
   EXPECT_EQ(destroys[0]["cleanup"], "ok");
 }
 
+// Pause and resume (issue 28): session.pause and session.resume with paused_s; the meter
+// counts the pause as paused, not active, time; a cell destroyed while paused ends the
+// pause in the meter and writes no session.resume.
+TEST_F(ServeAuditTest, PauseAndResumeAreRecordedAndMeteredAsPausedTime) {
+  auto a = Open();
+  ASSERT_TRUE(a) << a.error().message;
+  std::vector<std::string> log;
+  FakeCell cell("c1", Ok(), &log);
+  (*a)->CellBound(cell, "s1", "acme");
+  auto meter = (*a)->usage()->For("s1");
+  (*a)->SessionPaused(cell, "s1");
+  const auto later = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  EXPECT_GE(meter->Snapshot(later).wall_paused_s, 10.0);  // still paused: counts up to then
+  (*a)->SessionUnpaused(cell, "s1", std::chrono::milliseconds(1500), true);
+  EXPECT_LT(meter->Snapshot(later).wall_paused_s, 10.0);  // ended: no longer growing
+  (*a)->SessionPaused(cell, "s1");
+  (*a)->SessionUnpaused(cell, "s1", std::chrono::milliseconds(700), false);
+  a->reset();
+  auto paused = OfType("session.pause");
+  ASSERT_EQ(paused.size(), 2u);
+  EXPECT_EQ(paused[0]["session"], "s1");
+  EXPECT_EQ(paused[0]["cell"], "c1");
+  EXPECT_EQ(paused[0]["tenant"], "acme");
+  auto resumed = OfType("session.resume");
+  ASSERT_EQ(resumed.size(), 1u);  // the second pause ended with the cell, not a resume
+  EXPECT_DOUBLE_EQ(resumed[0]["paused_s"].get<double>(), 1.5);
+}
+
 }  // namespace
 }  // namespace mcpcell::serve

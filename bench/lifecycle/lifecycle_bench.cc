@@ -1,0 +1,166 @@
+// lifecycle_bench: what pausing and resuming a session's cell costs (issue 28).
+//
+// One CellSession (the namespace backend, as `mcpcell serve` makes it) whose cell holds 50
+// processes and about 200 MiB resident: one python3 holding 200 MiB of touched memory and
+// 49 `sleep`s, started by the first call. Each round, in this order:
+//   `call running`  Acquire + Exec /bin/true on the running session (the baseline),
+//   `pause`         PauseIdleCell: the freeze of the cgroup, as the reaper does it,
+//   `resume`        Acquire on the paused session: the thaw, before any request,
+//   `call paused`   a second pause, then Acquire + Exec /bin/true: what a client waits for
+//                   when its call arrives at a paused session.
+// Prints p50 and p95 per row, the processes and memory of the cell, and the difference and
+// ratio of `call paused` to `call running` (the issue's target: at most 5 ms slower, and
+// pause and resume each at most 5 ms at p50).
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sandbox/cell.h"
+#include "sandbox/cell_session.h"
+#include "sandbox/state_dir.h"
+
+namespace {
+
+namespace sb = mcpcell::sandbox;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kBusyCell =
+    "for i in $(seq 49); do sleep 100000 & done; "
+    "python3 -c 'import time; b = b\"x\" * (200 << 20); time.sleep(100000)' & "
+    "sleep 1";  // python3 has touched its memory by then
+
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  std::string p(buf, n > 0 ? n : 0);
+  return p.substr(0, p.rfind('/'));
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+double MsSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+bool Run(const sb::CellLease& lease, const std::string& command) {
+  sb::ExecOptions o;
+  o.argv = {"/bin/sh", "-c", command};
+  o.timeout = std::chrono::seconds(60);
+  auto r = lease.Exec(o);
+  if (!r) std::fprintf(stderr, "exec %s: %s\n", command.c_str(), r.error().message.c_str());
+  return r && !r->signaled && r->exit_code == 0;
+}
+
+// Waits past the session's pause_idle and pauses it; the time of PauseIdleCell, or -1.
+double Pause(sb::CellSession& session) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  const Clock::time_point t = Clock::now();
+  mcpcell::Status s = session.PauseIdleCell();
+  const double ms = MsSince(t);
+  if (!s || !session.Info().paused) {
+    std::fprintf(stderr, "pause: %s\n", s ? "not paused" : s.error().message.c_str());
+    return -1;
+  }
+  return ms;
+}
+
+struct Rows {
+  std::vector<double> running, pause, resume, paused_call;
+};
+
+bool Round(sb::CellSession& session, Rows& rows) {
+  Clock::time_point t = Clock::now();
+  {
+    auto lease = session.Acquire();
+    if (!lease || !Run(*lease, "/bin/true")) return false;
+  }
+  rows.running.push_back(MsSince(t));
+  const double pause = Pause(session);
+  if (pause < 0) return false;
+  rows.pause.push_back(pause);
+  t = Clock::now();
+  {
+    auto lease = session.Acquire();
+    if (!lease) return false;
+    rows.resume.push_back(MsSince(t));
+  }
+  if (Pause(session) < 0) return false;
+  t = Clock::now();
+  {
+    auto lease = session.Acquire();
+    if (!lease || !Run(*lease, "/bin/true")) return false;
+  }
+  rows.paused_call.push_back(MsSince(t));
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rounds = 50;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[++i]);
+  }
+  char tmpl[] = "/tmp/mcpcell-lifecycle-XXXXXX";
+  if (!mkdtemp(tmpl)) return 1;
+  const std::string state = tmpl;
+  sb::CellSessionOptions o;
+  o.create.init_path = SelfDir() + "/mcpcell-init";
+  o.pause_idle = std::chrono::milliseconds(1);
+  o.idle_timeout = std::chrono::hours(1);
+  auto factory = [&state](const std::string& id) -> mcpcell::Result<sb::CellSpec> {
+    sb::CellSpec spec = sb::DefaultCellSpec(id, state);
+    spec.limits.memory_max_bytes = 1ull << 30;
+    spec.limits.pids_max = 256;
+    return spec;
+  };
+  int status = 0;
+  {
+    sb::CellSession session("bench", factory, o);
+    {
+      auto lease = session.Acquire();
+      if (!lease || !Run(*lease, kBusyCell)) return 1;
+      auto usage = lease->Usage();
+      if (!usage) {
+        std::fprintf(stderr, "no cgroup: %s\n", usage.error().message.c_str());
+        return 1;
+      }
+      std::printf("cell: %llu processes, %.0f MiB resident\n",
+                  static_cast<unsigned long long>(usage->pids_current),
+                  static_cast<double>(usage->memory_current_bytes) / (1 << 20));
+    }
+    Rows rows;
+    for (int r = 0; r < rounds && status == 0; ++r) {
+      if (!Round(session, rows)) status = 1;
+    }
+    std::printf("%-14s %8s %8s   (%d rounds)\n", "row", "p50 ms", "p95 ms", rounds);
+    auto row = [](const char* name, const std::vector<double>& v) {
+      std::printf("%-14s %8.2f %8.2f\n", name, Percentile(v, 0.5), Percentile(v, 0.95));
+    };
+    row("call running", rows.running);
+    row("pause", rows.pause);
+    row("resume", rows.resume);
+    row("call paused", rows.paused_call);
+    const double run50 = Percentile(rows.running, 0.5),
+                 paused50 = Percentile(rows.paused_call, 0.5);
+    std::printf("\ncall paused - call running = %+.2f ms at p50 (target <= 5 ms); ratio %.2f\n",
+                paused50 - run50, run50 > 0 ? paused50 / run50 : 0);
+    (void)session.Close();
+  }
+  (void)sb::ReapOrphans(state);
+  (void)sb::RemoveCellDir(state);
+  return status;
+}
