@@ -25,6 +25,7 @@
 #include "tools/egress_view.h"
 #include "tools/redaction.h"
 #include "tools/secrets_view.h"
+#include "tools/snapshots_view.h"
 #include "tools/usage_meter.h"
 
 namespace mcpcell::audit {
@@ -78,6 +79,9 @@ struct ToolEnv {
   // The sessions' granted secrets (secrets_view.h): exec env, session_info; nullptr: none.
   const SecretsView* secrets = nullptr;
   CellToolsConfig config;  // sessions without a tenant
+  // The sessions' snapshots (snapshots_view.h): the snapshot_* tools. nullptr: those tools
+  // are not registered.
+  SnapshotsView* snapshots = nullptr;
   // The audit trail (audit/trail.h, tools/audit_events.h): exec and file events. nullptr:
   // no auditing (tool unit tests).
   audit::Trail* audit = nullptr;
