@@ -70,7 +70,9 @@ class SnapshotStoreTest : public testing::Test {
       for (auto& e : fs::recursive_directory_iterator(top)) {
         struct stat st;
         ASSERT_EQ(lstat(e.path().c_str(), &st), 0);
-        if (st.st_uid == 0) ASSERT_EQ(lchown(e.path().c_str(), kBase, kBase), 0);
+        if (st.st_uid == 0) {
+          ASSERT_EQ(lchown(e.path().c_str(), kBase, kBase), 0);
+        }
       }
     }
   }
