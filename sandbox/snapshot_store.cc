@@ -42,7 +42,9 @@ Status EnsureLayout(const std::string& root) {
 
 Result<SnapshotInfo> ReadManifest(const std::string& root, const std::string& id,
                                   bool with_entries) {
-  const std::string path = root + "/snaps/" + id + "/manifest.json";
+  // info.json is the manifest without its entries, so that listing reads no entries.
+  const std::string path =
+      root + "/snaps/" + id + (with_entries ? "/manifest.json" : "/info.json");
   auto text = ReadSmallFile(path, 1u << 30);
   if (!text) return text.error();
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
@@ -108,6 +110,9 @@ Status Commit(const std::string& root, const SnapshotInfo& info) {
   if (mkdir(tmp.c_str(), 0700) != 0) s = Error::Sys("mkdir(\"" + tmp + "\")");
   if (s) s = MaterialiseLayers(objects, info.layers, tmp + "/layers");
   if (s) s = WriteFileAtomic(tmp + "/manifest.json", ManifestToJson(info).dump(1));
+  SnapshotInfo summary = info;
+  summary.layers.clear();
+  if (s) s = WriteFileAtomic(tmp + "/info.json", ManifestToJson(summary).dump(1));
   const std::string final_dir = root + "/snaps/" + info.id;
   if (s && rename(tmp.c_str(), final_dir.c_str()) != 0)
     s = Error::Sys("rename(\"" + tmp + "\", \"" + final_dir + "\")");
@@ -227,6 +232,11 @@ Status SnapshotStore::Verify(const std::string& id) {
   if (!lock) return lock.error();
   auto info = ReadManifest(root_, id, true);
   if (!info) return info.error();
+  auto summary = ReadManifest(root_, id, false);
+  if (!summary) return summary.error();
+  if (summary->digest != info->digest || summary->tenant != info->tenant ||
+      summary->name != info->name || summary->stored_bytes != StoredBytes(info->layers))
+    return Error::Msg("snapshot " + id + ": info.json does not agree with manifest.json");
   return VerifyLayers(ObjectStore(root_ + "/objects"), info->layers,
                       root_ + "/snaps/" + id + "/layers");
 }

@@ -6,6 +6,7 @@
 //                                               identical files are stored once across
 //                                               snapshots (and hard-linked into each)
 //   <root>/snaps/<id>/manifest.json             tenant, name, created, digest, entries
+//   <root>/snaps/<id>/info.json                 the same without the entries (for List)
 //   <root>/snaps/<id>/layers/<layer>/           the tree, hard links to the objects, usable
 //                                               directly as an overlay lower dir
 //   <root>/cache.json                           (source path, dev, ino, size, mtime, ctime)

@@ -249,6 +249,9 @@ Result<SnapshotInfo> ManifestFromJson(const json& j, bool with_entries) {
   if (Status s = CheckLayers(info.layers); !s) return s.error();
   if (ComputeDigest(info.layers) != info.digest)
     return Error::Msg("manifest.digest: does not match the entries");
+  uint64_t files = 0;
+  if (StoredBytes(info.layers, &files) != info.stored_bytes || files != info.files)
+    return Error::Msg("manifest.stored_bytes or manifest.files: do not match the entries");
   return info;
 }
 

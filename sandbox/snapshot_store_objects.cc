@@ -37,33 +37,6 @@ Status SetOwnerAndMode(const std::string& path, const SnapshotEntry& e) {
   return Ok();
 }
 
-Status MakeEntry(const ObjectStore& objects, const SnapshotEntry& e, const std::string& path) {
-  switch (e.type) {
-    case Type::kFile: {
-      std::string object = objects.dir() + "/" + ObjectName(e.sha256, e.mode, e.uid, e.gid);
-      if (link(object.c_str(), path.c_str()) != 0)
-        return Error::Sys("link(\"" + object + "\", \"" + path + "\")");
-      return Ok();  // the object carries owner, mode and mtime
-    }
-    case Type::kDir:
-      if (mkdir(path.c_str(), 0700) != 0) return Error::Sys("mkdir(\"" + path + "\")");
-      if (e.opaque && lsetxattr(path.c_str(), "user.overlay.opaque", "y", 1, 0) != 0)
-        return Error::Sys("setxattr(\"" + path + "\", user.overlay.opaque)");
-      return SetOwnerAndMode(path, e);
-    case Type::kSymlink:
-      if (symlink(e.target.c_str(), path.c_str()) != 0)
-        return Error::Sys("symlink(\"" + path + "\")");
-      if (Status s = SetOwnerAndMode(path, e); !s) return s;
-      return SetMtime(path, e.mtime_ns);
-    case Type::kWhiteout:
-      if (mknod(path.c_str(), S_IFCHR | 0, makedev(0, 0)) != 0)
-        return Error::Sys("mknod(\"" + path + "\", whiteout)");
-      if (Status s = SetOwnerAndMode(path, e); !s) return s;
-      return SetMtime(path, e.mtime_ns);
-  }
-  return Ok();
-}
-
 // The copy of `fd` into the open temp file `out`, hashed on the way.
 Result<std::string> CopyHashed(int fd, int out, uint64_t* bytes) {
   std::vector<char> buf(kBlock);
@@ -84,6 +57,51 @@ Result<std::string> CopyHashed(int fd, int out, uint64_t* bytes) {
     *bytes += static_cast<uint64_t>(n);
   }
   return h.FinalHex();
+}
+
+// A copy of the object at `path` with its owner, mode and mtime: for an object that has as
+// many links as the filesystem allows (an empty file shared by many snapshots).
+Status CopyObject(const std::string& object, const std::string& path) {
+  UniqueFd in(open(object.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!in) return Error::Sys("open(\"" + object + "\")");
+  struct stat st;
+  if (fstat(in.get(), &st) != 0) return Error::Sys("fstat(\"" + object + "\")");
+  UniqueFd out(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!out) return Error::Sys("open(\"" + path + "\")");
+  uint64_t bytes = 0;
+  if (auto sha = CopyHashed(in.get(), out.get(), &bytes); !sha) return sha.error();
+  timespec times[2] = {st.st_atim, st.st_mtim};
+  if (fchown(out.get(), st.st_uid, st.st_gid) != 0 || fchmod(out.get(), st.st_mode & 07777) != 0 ||
+      futimens(out.get(), times) != 0)
+    return Error::Sys("set owner, mode and mtime of \"" + path + "\"");
+  return Ok();
+}
+
+Status MakeEntry(const ObjectStore& objects, const SnapshotEntry& e, const std::string& path) {
+  switch (e.type) {
+    case Type::kFile: {
+      std::string object = objects.dir() + "/" + ObjectName(e.sha256, e.mode, e.uid, e.gid);
+      if (link(object.c_str(), path.c_str()) == 0) return Ok();  // owner, mode, mtime: its own
+      if (errno == EMLINK) return CopyObject(object, path);
+      return Error::Sys("link(\"" + object + "\", \"" + path + "\")");
+    }
+    case Type::kDir:
+      if (mkdir(path.c_str(), 0700) != 0) return Error::Sys("mkdir(\"" + path + "\")");
+      if (e.opaque && lsetxattr(path.c_str(), "user.overlay.opaque", "y", 1, 0) != 0)
+        return Error::Sys("setxattr(\"" + path + "\", user.overlay.opaque)");
+      return SetOwnerAndMode(path, e);
+    case Type::kSymlink:
+      if (symlink(e.target.c_str(), path.c_str()) != 0)
+        return Error::Sys("symlink(\"" + path + "\")");
+      if (Status s = SetOwnerAndMode(path, e); !s) return s;
+      return SetMtime(path, e.mtime_ns);
+    case Type::kWhiteout:
+      if (mknod(path.c_str(), S_IFCHR | 0, makedev(0, 0)) != 0)
+        return Error::Sys("mknod(\"" + path + "\", whiteout)");
+      if (Status s = SetOwnerAndMode(path, e); !s) return s;
+      return SetMtime(path, e.mtime_ns);
+  }
+  return Ok();
 }
 
 }  // namespace

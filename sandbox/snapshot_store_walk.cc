@@ -64,8 +64,6 @@ Result<UniqueFd> OpenSame(int dir, const char* name, const struct stat& st, int 
 
 Status CaptureFile(LayerWalk& w, int dir, const char* name, const std::string& rel,
                    const struct stat& st) {
-  auto fd = OpenSame(dir, name, st, 0, rel);
-  if (!fd) return fd.error();
   SnapshotEntry e = EntryFromStat(w, rel, st, Type::kFile);
   if (e.mode & (S_ISUID | S_ISGID)) {
     e.mode &= ~static_cast<uint32_t>(S_ISUID | S_ISGID);
@@ -80,6 +78,9 @@ Status CaptureFile(LayerWalk& w, int dir, const char* name, const std::string& r
     e.size = static_cast<uint64_t>(st.st_size);
     ++w.state->report->files_from_cache;
   } else {
+    // Opened only to be read: a file found in the cache is linked to its object unread.
+    auto fd = OpenSame(dir, name, st, 0, rel);
+    if (!fd) return fd.error();
     uint64_t added = 0;
     auto sha = w.state->objects->Put(fd->get(), e.mode, e.uid, e.gid, e.mtime_ns, &e.size, &added);
     if (!sha) return sha.error().Wrap("\"" + rel + "\"");
