@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "base/units.h"
+#include "base/units.h"  // ParseSize
 #include "cli/command.h"
 #include "sandbox/snapshot_store.h"
 #include "sandbox/state_dir.h"
@@ -52,14 +52,25 @@ nlohmann::json Summary(const sandbox::SnapshotInfo& s) {
   return j;
 }
 
+// 1048564 -> "1.0 MiB": a column to read, not an exact figure (show has that).
+std::string Approx(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
 int RunList(const SnapshotOptions& o) {
   auto list = Store(o).List(o.tenant);
   if (!list) return Fail(kUsage, list.error().message);
-  std::printf("%-32s  %-20s  %-20s  %8s  %10s\n", "ID", "NAME", "CREATED", "FILES", "SIZE");
+  std::printf("%-32s  %-20s  %-24s  %8s  %10s\n", "ID", "NAME", "CREATED", "FILES", "SIZE");
   for (const auto& s : *list)
-    std::printf("%-32s  %-20s  %-20s  %8llu  %10s\n", s.id.c_str(), s.name.c_str(),
+    std::printf("%-32s  %-20s  %-24s  %8llu  %10s\n", s.id.c_str(), s.name.c_str(),
                 s.created.c_str(), static_cast<unsigned long long>(s.files),
-                FormatSize(s.stored_bytes).c_str());
+                Approx(s.stored_bytes).c_str());
   return 0;
 }
 

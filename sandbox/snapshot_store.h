@@ -75,7 +75,7 @@ struct SnapshotInfo {
   std::string id;      // 32 hex digits, random
   std::string tenant;
   std::string name;    // may be empty
-  std::string created;  // RFC 3339, UTC
+  std::string created;  // RFC 3339, UTC, milliseconds
   std::string digest;  // SHA-256 over the canonical entries (mtimes excluded)
   uint64_t stored_bytes = 0;  // what the quota counts (see above)
   uint64_t files = 0;

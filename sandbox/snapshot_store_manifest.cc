@@ -293,11 +293,14 @@ std::string RandomId() {
 }
 
 std::string NowRfc3339() {
-  std::time_t t = std::time(nullptr);
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
   std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  gmtime_r(&now.tv_sec, &tm);
+  char buf[40];
+  size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  // Milliseconds, so that snapshots taken within a second list in order.
+  std::snprintf(buf + n, sizeof buf - n, ".%03ldZ", now.tv_nsec / 1000000);
   return buf;
 }
 

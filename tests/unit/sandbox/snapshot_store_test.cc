@@ -154,6 +154,11 @@ TEST_F(SnapshotStoreTest, IdenticalFilesAreStoredOnceAcrossSnapshots) {
   CaptureReport two = Capture("two");
   EXPECT_EQ(CountFiles(Objects()), 2u);
   EXPECT_EQ(two.new_object_bytes, 0u);
+  auto list = store_->List("acme");
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].name, "one");  // oldest first
+  EXPECT_EQ((*list)[1].id, two.info.id);
   struct stat s1, s2;
   ASSERT_EQ(stat((Layer(one.info.id, "workspace") + "/a").c_str(), &s1), 0);
   ASSERT_EQ(stat((Layer(two.info.id, "workspace") + "/b").c_str(), &s2), 0);
