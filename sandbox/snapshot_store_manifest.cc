@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "base/utf8.h"
 #include "sandbox/snapshot_store_internal.h"
 
 namespace mcpcell::sandbox {
@@ -84,22 +85,59 @@ class Fields {
   std::string error_;
 };
 
+// File names and symlink targets are bytes; JSON text is UTF-8. A name that is not valid
+// UTF-8 is written as "<field>_hex" (its bytes in hex) instead of "<field>".
+void PutBytes(json& j, const char* field, const std::string& bytes) {
+  if (ToValidUtf8(bytes) == bytes) {
+    j[field] = bytes;
+    return;
+  }
+  static const char* kHex = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : bytes) hex += kHex[c >> 4], hex += kHex[c & 15];
+  j[std::string(field) + "_hex"] = hex;
+}
+
+Status GetBytes(const json& j, const std::string& where, const char* field, bool required,
+                std::string* out) {
+  const std::string hex_field = std::string(field) + "_hex";
+  auto plain = j.find(field);
+  auto hex = j.find(hex_field);
+  if (plain != j.end() && hex != j.end())
+    return Error::Msg(where + ": both " + field + " and " + hex_field);
+  if (plain != j.end()) {
+    if (!plain->is_string()) return Error::Msg(where + "." + field + ": wrong type");
+    *out = plain->get<std::string>();
+    return Ok();
+  }
+  if (hex == j.end())
+    return required ? Status(Error::Msg(where + "." + field + ": missing")) : Ok();
+  const std::string h = hex->is_string() ? hex->get<std::string>() : "?";
+  if (h.size() % 2 || !IsHex(h, h.size()))
+    return Error::Msg(where + "." + hex_field + ": not lower-case hex");
+  out->clear();
+  auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  for (size_t i = 0; i < h.size(); i += 2)
+    out->push_back(static_cast<char>(nibble(h[i]) * 16 + nibble(h[i + 1])));
+  return Ok();
+}
+
 Result<SnapshotEntry> EntryFromJson(const json& j, const std::string& where) {
   SnapshotEntry e;
   std::string type;
-  Fields f(j, where, {"path", "type", "mode", "uid", "gid", "size", "sha256", "target", "opaque",
-                      "mtime_ns"});
-  f.Get("path", &e.path);
+  Fields f(j, where, {"path", "path_hex", "type", "mode", "uid", "gid", "size", "sha256",
+                      "target", "target_hex", "opaque", "mtime_ns"});
   f.Get("type", &type);
   f.Get("mode", &e.mode);
   f.Get("uid", &e.uid);
   f.Get("gid", &e.gid);
   f.Get("size", &e.size, false);
   f.Get("sha256", &e.sha256, false);
-  f.Get("target", &e.target, false);
   f.Get("opaque", &e.opaque, false);
   f.Get("mtime_ns", &e.mtime_ns, false);
   if (Status s = f.status(); !s) return s.error();
+  if (Status s = GetBytes(j, where, "path", true, &e.path); !s) return s.error();
+  if (Status s = GetBytes(j, where, "target", false, &e.target); !s) return s.error();
   auto t = TypeFromName(type);
   if (!t) return Error::Msg(where + ".type: unknown type \"" + type + "\"");
   e.type = *t;
@@ -192,10 +230,11 @@ json ManifestToJson(const SnapshotInfo& info) {
   for (const SnapshotLayer& layer : info.layers) {
     json entries = json::array();
     for (const SnapshotEntry& e : layer.entries) {
-      json je = {{"path", e.path}, {"type", TypeName(e.type)}, {"mode", e.mode},
-                 {"uid", e.uid},   {"gid", e.gid},             {"mtime_ns", e.mtime_ns}};
+      json je = {{"type", TypeName(e.type)}, {"mode", e.mode}, {"uid", e.uid},
+                 {"gid", e.gid},             {"mtime_ns", e.mtime_ns}};
+      PutBytes(je, "path", e.path);
       if (e.type == Type::kFile) je["size"] = e.size, je["sha256"] = e.sha256;
-      if (e.type == Type::kSymlink) je["target"] = e.target;
+      if (e.type == Type::kSymlink) PutBytes(je, "target", e.target);
       if (e.type == Type::kDir) je["opaque"] = e.opaque;
       entries.push_back(std::move(je));
     }
@@ -255,16 +294,25 @@ Result<SnapshotInfo> ManifestFromJson(const json& j, bool with_entries) {
   return info;
 }
 
+// Each entry's fields as netstrings ("<length>:<bytes>,"): unambiguous for any bytes in a
+// name. mtimes are left out: the digest names the content, modes, owners and shape.
 std::string ComputeDigest(const std::vector<SnapshotLayer>& layers) {
   Sha256 h;
+  std::string record;
+  auto field = [&record](const std::string& v) {
+    record += std::to_string(v.size()) + ":" + v + ",";
+  };
   for (const SnapshotLayer& layer : layers) {
     for (const SnapshotEntry& e : layer.entries) {
-      std::string line = json::array({layer.name, e.path, TypeName(e.type), e.mode, e.uid, e.gid,
-                                      e.type == Type::kFile ? e.size : 0, e.sha256, e.target,
-                                      e.opaque})
-                             .dump();
-      line += '\n';
-      h.Update(line.data(), line.size());
+      record.clear();
+      for (const std::string& v :
+           {layer.name, e.path, std::string(TypeName(e.type)), std::to_string(e.mode),
+            std::to_string(e.uid), std::to_string(e.gid),
+            std::to_string(e.type == Type::kFile ? e.size : 0), e.sha256, e.target,
+            std::string(e.opaque ? "1" : "0")})
+        field(v);
+      record += '\n';
+      h.Update(record.data(), record.size());
     }
   }
   return h.FinalHex();

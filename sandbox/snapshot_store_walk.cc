@@ -215,7 +215,8 @@ Status HashCache::Save(const std::string& path, const std::vector<std::string>& 
     if (it->second) j[key] = sha;
   }
   for (const auto& [key, sha] : next_) j[key] = sha;
-  return WriteFileAtomic(path, j.dump());
+  // A key with a name that is not UTF-8 is saved altered: it misses next time (re-hashed).
+  return WriteFileAtomic(path, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 }  // namespace mcpcell::sandbox::snapshot

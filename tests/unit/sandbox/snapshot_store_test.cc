@@ -265,6 +265,9 @@ TEST_F(SnapshotStoreTest, ExportThenImportIsTheSameSnapshotForAnotherTenant) {
   Put(root_ + "/etc/x", "x", 0600, 0);
   ASSERT_EQ(symlink("x", (root_ + "/etc/y").c_str()), 0);
   Put(ws_ + "/data", std::string(300000, 'd'));
+  const std::string latin1 = "caf\xe9";  // not UTF-8: the manifest keeps the bytes anyway
+  Put(ws_ + "/" + latin1, "bytes");
+  ASSERT_EQ(symlink(("/tmp/" + latin1).c_str(), (ws_ + "/ln").c_str()), 0);
   CaptureReport r = Capture("exp");
   const std::string tar = tmp_ + "/exp.tar.gz";
   ASSERT_TRUE(store_->Export("acme", "exp", tar).ok());
@@ -277,6 +280,8 @@ TEST_F(SnapshotStoreTest, ExportThenImportIsTheSameSnapshotForAnotherTenant) {
   EXPECT_TRUE(store_->Verify(imported->id).ok());
   EXPECT_EQ(Slurp(Layer(imported->id, "workspace") + "/data"), std::string(300000, 'd'));
   EXPECT_EQ(fs::read_symlink(Layer(imported->id, "root") + "/etc/y"), "x");
+  EXPECT_EQ(Slurp(Layer(imported->id, "workspace") + "/" + latin1), "bytes");
+  EXPECT_EQ(fs::read_symlink(Layer(imported->id, "workspace") + "/ln").string(), "/tmp/" + latin1);
 }
 
 // --- archives Import must refuse, leaving nothing behind ---
