@@ -40,9 +40,12 @@ sandbox::SnapshotStore Store(const SnapshotOptions& o) {
 }
 
 nlohmann::json Summary(const sandbox::SnapshotInfo& s) {
-  nlohmann::json j = {{"id", s.id},         {"tenant", s.tenant},
-                      {"name", s.name},     {"created", s.created},
-                      {"digest", s.digest}, {"files", s.files},
+  nlohmann::json j = {{"id", s.id},
+                      {"tenant", s.tenant},
+                      {"name", s.name},
+                      {"created", s.created},
+                      {"digest", s.digest},
+                      {"files", s.files},
                       {"stored_bytes", s.stored_bytes}};
   if (!s.layers.empty()) {
     nlohmann::json layers = nlohmann::json::object();
@@ -148,13 +151,17 @@ const bool kRegistered = RegisterCommand("snapshot", [](CLI::App& parent, int* e
   };
   with_snapshot("show", "A snapshot's id, name, digest, size and entries per layer", RunShow);
   with_snapshot("delete", "Delete a snapshot and the files no other snapshot holds", RunDelete);
-  with_snapshot("verify", "Re-hash every file and check the layer trees; exit 1 naming the "
-                          "first damaged path", RunVerify);
+  with_snapshot("verify",
+                "Re-hash every file and check the layer trees; exit 1 naming the "
+                "first damaged path",
+                RunVerify);
   with_snapshot("export", "Write a snapshot as a tar.gz (manifest and contents)", RunExport)
       ->add_option("archive", o->path, "The tar.gz to write")
       ->required();
-  CLI::App* imp = Add(snap, "import", "Read an exported tar.gz as a new snapshot of the tenant; "
-                                      "every path, size and digest is checked", o.get());
+  CLI::App* imp = Add(snap, "import",
+                      "Read an exported tar.gz as a new snapshot of the tenant; "
+                      "every path, size and digest is checked",
+                      o.get());
   imp->add_option("archive", o->path, "The tar.gz to read")->required();
   imp->add_option("--quota", o->quota,
                   "Refuse when the tenant's snapshots would exceed this size (e.g. 10GiB)");

@@ -24,10 +24,9 @@ void ReadLimits(TomlReader& r, const toml::table& root, LimitsPolicy* out) {
   const toml::table* t = r.Table(root, "", "limits");
   if (!t) return;
   const std::string p = "limits";
-  r.OnlyKeys(
-      *t, p,
-      {"memory", "pids", "cpus", "disk", "tmp", "open_files", "max_file_size", "output_kept",
-       "snapshot_storage"});
+  r.OnlyKeys(*t, p,
+             {"memory", "pids", "cpus", "disk", "tmp", "open_files", "max_file_size", "output_kept",
+              "snapshot_storage"});
   r.Size(*t, p, "memory", 16ull << 20, 1ull << 40, &out->memory_bytes);
   r.Count(*t, p, "pids", 8, 1 << 22, &out->pids);
   if (const toml::node* n = t->get("cpus"); n && !r.failed()) {

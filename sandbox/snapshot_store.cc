@@ -43,8 +43,7 @@ Status EnsureLayout(const std::string& root) {
 Result<SnapshotInfo> ReadManifest(const std::string& root, const std::string& id,
                                   bool with_entries) {
   // info.json is the manifest without its entries, so that listing reads no entries.
-  const std::string path =
-      root + "/snaps/" + id + (with_entries ? "/manifest.json" : "/info.json");
+  const std::string path = root + "/snaps/" + id + (with_entries ? "/manifest.json" : "/info.json");
   auto text = ReadSmallFile(path, 1u << 30);
   if (!text) return text.error();
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
@@ -153,8 +152,8 @@ Result<CaptureReport> SnapshotStore::Capture(const std::string& tenant, const st
     if (Status s = CheckSnapshotName(name); !s) return s.error();
   std::set<std::string> layer_names;
   for (const LayerSource& src : sources)
-    if (!layer_names.insert(src.layer).second || (src.layer != "root" && src.layer != "usr" &&
-                                                  src.layer != "workspace"))
+    if (!layer_names.insert(src.layer).second ||
+        (src.layer != "root" && src.layer != "usr" && src.layer != "workspace"))
       return Error::Msg("layer \"" + src.layer + "\": not root, usr or workspace, or twice");
   if (Status s = EnsureLayout(root_); !s) return s.error();
   auto lock = StoreLock::Acquire(root_, true);

@@ -60,8 +60,8 @@ struct SnapshotEntry {
   uint32_t mode = 0;  // permission bits (07777 minus setuid/setgid for files)
   uint32_t uid = 0, gid = 0;
   uint64_t size = 0;
-  std::string sha256;  // files
-  std::string target;  // symlinks
+  std::string sha256;   // files
+  std::string target;   // symlinks
   bool opaque = false;  // dirs: user.overlay.opaque=y
   int64_t mtime_ns = 0;
 };
@@ -72,11 +72,11 @@ struct SnapshotLayer {
 };
 
 struct SnapshotInfo {
-  std::string id;      // 32 hex digits, random
+  std::string id;  // 32 hex digits, random
   std::string tenant;
-  std::string name;    // may be empty
-  std::string created;  // RFC 3339, UTC, milliseconds
-  std::string digest;  // SHA-256 over the canonical entries (mtimes excluded)
+  std::string name;           // may be empty
+  std::string created;        // RFC 3339, UTC, milliseconds
+  std::string digest;         // SHA-256 over the canonical entries (mtimes excluded)
   uint64_t stored_bytes = 0;  // what the quota counts (see above)
   uint64_t files = 0;
   std::vector<SnapshotLayer> layers;  // filled by Get, empty in List
@@ -85,12 +85,12 @@ struct SnapshotInfo {
 // What Capture did beyond the snapshot itself.
 struct CaptureReport {
   SnapshotInfo info;
-  uint64_t files_hashed = 0;      // read and hashed (not found in the cache)
-  uint64_t files_from_cache = 0;  // unchanged since the last capture: not read
-  uint64_t new_object_bytes = 0;  // bytes of objects this capture added to the store
+  uint64_t files_hashed = 0;                // read and hashed (not found in the cache)
+  uint64_t files_from_cache = 0;            // unchanged since the last capture: not read
+  uint64_t new_object_bytes = 0;            // bytes of objects this capture added to the store
   std::vector<std::string> setid_stripped;  // "layer:path" whose setuid/setgid bit was removed
-  std::vector<std::string> skipped;  // "layer:path (fifo)": device nodes, fifos, sockets
-  uint64_t mapped_to_nobody = 0;     // entries whose owner was outside the cell's id range
+  std::vector<std::string> skipped;         // "layer:path (fifo)": device nodes, fifos, sockets
+  uint64_t mapped_to_nobody = 0;            // entries whose owner was outside the cell's id range
 };
 
 // Snapshot names: 1-64 characters of [A-Za-z0-9._-] (so never "/"), not "." or "..".
@@ -117,8 +117,7 @@ class SnapshotStore {
   Result<std::map<std::string, std::string>> LayerDirs(const std::string& id);
 
   // A tar.gz holding manifest.json then objects/<sha256> (each content once).
-  Status Export(const std::string& tenant, const std::string& id_or_name,
-                const std::string& path);
+  Status Export(const std::string& tenant, const std::string& id_or_name, const std::string& path);
   // Reads an Export back as a new snapshot of `tenant` (new id, same name): every path,
   // size and digest is checked; on any error nothing is left behind.
   Result<SnapshotInfo> Import(const std::string& tenant, const std::string& path,

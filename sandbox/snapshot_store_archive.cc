@@ -70,7 +70,8 @@ Status WriteObject(archive* a, const std::string& sha, const std::string& file, 
       return ArchiveError(a, "objects/" + sha);
   }
   if (total != size || h.FinalHex() != sha)
-    return Error::Msg("object " + file + " does not match its digest: the store is corrupted "
+    return Error::Msg("object " + file +
+                      " does not match its digest: the store is corrupted "
                       "(mcpcell snapshot verify)");
   return Ok();
 }
@@ -112,7 +113,7 @@ Status ReadObject(archive* a, const std::string& sha, uint64_t size, const std::
 
 struct ImportState {
   SnapshotInfo manifest;
-  std::map<std::string, uint64_t> sizes;      // sha256 -> size, from the manifest
+  std::map<std::string, uint64_t> sizes;     // sha256 -> size, from the manifest
   std::map<std::string, std::string> temps;  // sha256 -> temp file holding it
 };
 
@@ -225,11 +226,11 @@ Result<SnapshotInfo> SnapshotStore::Import(const std::string& tenant, const std:
   Status s = ReadManifestEntry(a.get(), &st);
   if (s) {
     auto left = QuotaLeft(root_, tenant, st.manifest.name, limits);
-    if (!left) s = left.error();
+    if (!left)
+      s = left.error();
     else if (uint64_t need = StoredBytes(st.manifest.layers); *left && need > *left)
-      s = Error::Msg("snapshot storage quota exceeded: the archive holds " +
-                     std::to_string(need) + " bytes, " +
-                     std::to_string(*left) + " are left of [limits] snapshot_storage");
+      s = Error::Msg("snapshot storage quota exceeded: the archive holds " + std::to_string(need) +
+                     " bytes, " + std::to_string(*left) + " are left of [limits] snapshot_storage");
   }
   if (s) s = ReadObjects(a.get(), objects.dir(), &st);
   if (s) s = MakeObjects(objects, st);

@@ -35,7 +35,7 @@ Status CheckLayers(const std::vector<SnapshotLayer>& layers);
 std::string ComputeDigest(const std::vector<SnapshotLayer>& layers);
 // Sum of the sizes of the distinct contents; the count of files.
 uint64_t StoredBytes(const std::vector<SnapshotLayer>& layers, uint64_t* files = nullptr);
-std::string RandomId();      // 128 bits, hex
+std::string RandomId();  // 128 bits, hex
 std::string NowRfc3339();
 bool IsSnapshotId(const std::string& s);
 bool IsSha256Hex(const std::string& s);

@@ -67,10 +67,14 @@ class Fields {
       return;
     }
     bool ok = false;
-    if constexpr (std::is_same_v<T, std::string>) ok = it->is_string();
-    else if constexpr (std::is_same_v<T, bool>) ok = it->is_boolean();
-    else if constexpr (std::is_signed_v<T>) ok = it->is_number_integer();
-    else ok = it->is_number_unsigned();
+    if constexpr (std::is_same_v<T, std::string>)
+      ok = it->is_string();
+    else if constexpr (std::is_same_v<T, bool>)
+      ok = it->is_boolean();
+    else if constexpr (std::is_signed_v<T>)
+      ok = it->is_number_integer();
+    else
+      ok = it->is_number_unsigned();
     if (!ok) {
       error_ = where_ + "." + key + ": wrong type (" + it->type_name() + ")";
       return;
@@ -125,8 +129,9 @@ Status GetBytes(const json& j, const std::string& where, const char* field, bool
 Result<SnapshotEntry> EntryFromJson(const json& j, const std::string& where) {
   SnapshotEntry e;
   std::string type;
-  Fields f(j, where, {"path", "path_hex", "type", "mode", "uid", "gid", "size", "sha256",
-                      "target", "target_hex", "opaque", "mtime_ns"});
+  Fields f(j, where,
+           {"path", "path_hex", "type", "mode", "uid", "gid", "size", "sha256", "target",
+            "target_hex", "opaque", "mtime_ns"});
   f.Get("type", &type);
   f.Get("mode", &e.mode);
   f.Get("uid", &e.uid);
@@ -186,10 +191,14 @@ Status CheckEntry(const SnapshotEntry& e) {
 
 const char* TypeName(Type type) {
   switch (type) {
-    case Type::kFile: return "file";
-    case Type::kDir: return "dir";
-    case Type::kSymlink: return "symlink";
-    case Type::kWhiteout: return "whiteout";
+    case Type::kFile:
+      return "file";
+    case Type::kDir:
+      return "dir";
+    case Type::kSymlink:
+      return "symlink";
+    case Type::kWhiteout:
+      return "whiteout";
   }
   return "?";
 }
@@ -230,8 +239,11 @@ json ManifestToJson(const SnapshotInfo& info) {
   for (const SnapshotLayer& layer : info.layers) {
     json entries = json::array();
     for (const SnapshotEntry& e : layer.entries) {
-      json je = {{"type", TypeName(e.type)}, {"mode", e.mode}, {"uid", e.uid},
-                 {"gid", e.gid},             {"mtime_ns", e.mtime_ns}};
+      json je = {{"type", TypeName(e.type)},
+                 {"mode", e.mode},
+                 {"uid", e.uid},
+                 {"gid", e.gid},
+                 {"mtime_ns", e.mtime_ns}};
       PutBytes(je, "path", e.path);
       if (e.type == Type::kFile) je["size"] = e.size, je["sha256"] = e.sha256;
       if (e.type == Type::kSymlink) PutBytes(je, "target", e.target);
@@ -240,18 +252,23 @@ json ManifestToJson(const SnapshotInfo& info) {
     }
     layers.push_back({{"name", layer.name}, {"entries", std::move(entries)}});
   }
-  return {{"format", kManifestFormat}, {"id", info.id},
-          {"tenant", info.tenant},     {"name", info.name},
-          {"created", info.created},   {"digest", info.digest},
-          {"stored_bytes", info.stored_bytes}, {"files", info.files},
+  return {{"format", kManifestFormat},
+          {"id", info.id},
+          {"tenant", info.tenant},
+          {"name", info.name},
+          {"created", info.created},
+          {"digest", info.digest},
+          {"stored_bytes", info.stored_bytes},
+          {"files", info.files},
           {"layers", std::move(layers)}};
 }
 
 Result<SnapshotInfo> ManifestFromJson(const json& j, bool with_entries) {
   SnapshotInfo info;
   int format = 0;
-  Fields f(j, "manifest", {"format", "id", "tenant", "name", "created", "digest",
-                           "stored_bytes", "files", "layers"});
+  Fields f(
+      j, "manifest",
+      {"format", "id", "tenant", "name", "created", "digest", "stored_bytes", "files", "layers"});
   f.Get("format", &format);
   f.Get("id", &info.id);
   f.Get("tenant", &info.tenant);

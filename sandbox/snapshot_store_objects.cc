@@ -158,15 +158,21 @@ Result<std::string> ObjectStore::Put(int fd, uint32_t mode, uint32_t uid, uint32
   timespec times[2] = {ToTimespec(mtime_ns), ToTimespec(mtime_ns)};
   Status s = Ok();
   *size = bytes;
-  if (!sha) s = sha.error();
-  else if (fchown(out.get(), uid, gid) != 0) s = Error::Sys("fchown(\"" + tmp + "\")");
-  else if (fchmod(out.get(), mode) != 0) s = Error::Sys("fchmod(\"" + tmp + "\")");
-  else if (futimens(out.get(), times) != 0) s = Error::Sys("futimens(\"" + tmp + "\")");
+  if (!sha)
+    s = sha.error();
+  else if (fchown(out.get(), uid, gid) != 0)
+    s = Error::Sys("fchown(\"" + tmp + "\")");
+  else if (fchmod(out.get(), mode) != 0)
+    s = Error::Sys("fchmod(\"" + tmp + "\")");
+  else if (futimens(out.get(), times) != 0)
+    s = Error::Sys("futimens(\"" + tmp + "\")");
   if (s) {
     // link, not rename: an object that exists is never replaced (snapshots link it).
     std::string name = dir_ + "/" + ObjectName(*sha, mode, uid, gid);
-    if (link(tmp.c_str(), name.c_str()) == 0) *added = bytes;
-    else if (errno != EEXIST) s = Error::Sys("link(\"" + tmp + "\", \"" + name + "\")");
+    if (link(tmp.c_str(), name.c_str()) == 0)
+      *added = bytes;
+    else if (errno != EEXIST)
+      s = Error::Sys("link(\"" + tmp + "\", \"" + name + "\")");
   }
   unlink(tmp.c_str());
   if (!s) return s.error();
@@ -217,7 +223,8 @@ Status MaterialiseLayers(const ObjectStore& objects, const std::vector<SnapshotL
 
 Status RemoveTree(const std::string& path) {
   struct stat st;
-  if (lstat(path.c_str(), &st) != 0) return errno == ENOENT ? Ok() : Error::Sys("lstat(\"" + path + "\")");
+  if (lstat(path.c_str(), &st) != 0)
+    return errno == ENOENT ? Ok() : Error::Sys("lstat(\"" + path + "\")");
   if (S_ISDIR(st.st_mode)) {
     DIR* d = opendir(path.c_str());
     if (!d) return Error::Sys("opendir(\"" + path + "\")");

@@ -19,10 +19,14 @@ using Type = SnapshotEntry::Type;
 
 bool TypeMatches(const SnapshotEntry& e, const struct stat& st) {
   switch (e.type) {
-    case Type::kFile: return S_ISREG(st.st_mode);
-    case Type::kDir: return S_ISDIR(st.st_mode);
-    case Type::kSymlink: return S_ISLNK(st.st_mode);
-    case Type::kWhiteout: return S_ISCHR(st.st_mode) && st.st_rdev == 0;
+    case Type::kFile:
+      return S_ISREG(st.st_mode);
+    case Type::kDir:
+      return S_ISDIR(st.st_mode);
+    case Type::kSymlink:
+      return S_ISLNK(st.st_mode);
+    case Type::kWhiteout:
+      return S_ISCHR(st.st_mode) && st.st_rdev == 0;
   }
   return false;
 }
@@ -35,8 +39,8 @@ class ContentCheck {
   Status Check(const SnapshotEntry& e, const std::string& path, const struct stat& st) {
     const std::string object = objects_.dir() + "/" + ObjectName(e.sha256, e.mode, e.uid, e.gid);
     struct stat ost;
-    bool linked = lstat(object.c_str(), &ost) == 0 && ost.st_ino == st.st_ino &&
-                  ost.st_dev == st.st_dev;
+    bool linked =
+        lstat(object.c_str(), &ost) == 0 && ost.st_ino == st.st_ino && ost.st_dev == st.st_dev;
     auto it = linked ? hashed_.find(object) : hashed_.end();
     std::string sha;
     if (it != hashed_.end()) {
@@ -65,8 +69,7 @@ Status CheckEntry(ContentCheck& content, const SnapshotEntry& e, const std::stri
   if (!TypeMatches(e, st)) return Error::Msg(std::string("is not a ") + TypeName(e.type));
   if (st.st_uid != e.uid || st.st_gid != e.gid)
     return Error::Msg("owner " + std::to_string(st.st_uid) + ":" + std::to_string(st.st_gid) +
-                      ", the manifest says " + std::to_string(e.uid) + ":" +
-                      std::to_string(e.gid));
+                      ", the manifest says " + std::to_string(e.uid) + ":" + std::to_string(e.gid));
   if (e.type != Type::kSymlink && (st.st_mode & 07777) != e.mode)
     return Error::Msg("mode differs from the manifest's");
   if (e.type == Type::kSymlink) {

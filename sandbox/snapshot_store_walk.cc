@@ -102,8 +102,7 @@ Status CaptureFile(LayerWalk& w, int dir, const char* name, const std::string& r
 
 Status WalkDir(LayerWalk& w, int dir, const std::string& rel, int depth);
 
-Status CaptureChild(LayerWalk& w, int dir, const char* name, const std::string& rel,
-                    int depth) {
+Status CaptureChild(LayerWalk& w, int dir, const char* name, const std::string& rel, int depth) {
   struct stat st;
   if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
     return Error::Sys("fstatat(\"" + rel + "\")");

@@ -42,8 +42,8 @@ bool Capture(SnapshotStore& store, const std::string& name, const std::string& w
   std::vector<LayerSource> src = {{"workspace", ws, getuid(), getgid(), {}}};
   auto start = std::chrono::steady_clock::now();
   auto r = store.Capture("bench", name, src, {});
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                  .count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!r) {
     std::fprintf(stderr, "capture failed: %s\n", r.error().message.c_str());
     return false;
@@ -62,10 +62,14 @@ int main(int argc, char** argv) {
   uint64_t mib = 100;
   std::string dir;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--files")) files = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--mib")) mib = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (!std::strcmp(argv[i], "--dir")) dir = argv[i + 1];
-    else return std::fprintf(stderr, "unknown option %s\n", argv[i]), 2;
+    if (!std::strcmp(argv[i], "--files"))
+      files = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--mib"))
+      mib = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--dir"))
+      dir = argv[i + 1];
+    else
+      return std::fprintf(stderr, "unknown option %s\n", argv[i]), 2;
   }
   if (files <= 0 || mib == 0) return std::fprintf(stderr, "--files and --mib must be > 0\n"), 2;
   bool keep = !dir.empty();

@@ -144,6 +144,34 @@ TEST_F(SnapshotStoreTest, RoundTripKeepsFilesDirsSymlinksWhiteoutsOpaqueAndModes
   EXPECT_EQ((*dirs)["workspace"], ws);
 }
 
+TEST_F(SnapshotStoreTest, SymlinksAreNotFollowedAndExcludedPathsAreLeftOut) {
+  Put(ws_ + "/keep", "k");
+  Put(ws_ + "/cache/big/blob", "not wanted");
+  ASSERT_EQ(symlink("/etc", (ws_ + "/escape").c_str()), 0);
+  OwnByCell();
+  std::vector<LayerSource> src = {{"workspace", ws_, kBase, kBase, {"cache/big"}}};
+  auto r = store_->Capture("acme", "x", src, {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->files_hashed, 1u);  // keep: nothing under /etc, nothing excluded
+  EXPECT_EQ(CountFiles(Objects()), 1u);
+  const std::string ws = Layer(r->info.id, "workspace");
+  EXPECT_TRUE(fs::is_symlink(ws + "/escape"));
+  EXPECT_TRUE(fs::exists(ws + "/cache"));
+  EXPECT_FALSE(fs::exists(ws + "/cache/big"));
+}
+
+TEST_F(SnapshotStoreTest, CaptureOfAMissingDirFailsAndLeavesNothing) {
+  Put(ws_ + "/a", "a");
+  std::vector<LayerSource> src = {{"workspace", ws_, kBase, kBase, {}},
+                                  {"usr", tmp_ + "/nosuch", kBase, kBase, {}}};
+  auto r = store_->Capture("acme", "x", src, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, HasSubstr("layer usr"));
+  EXPECT_THAT(r.error().message, HasSubstr("ENOENT"));
+  EXPECT_EQ(CountFiles(Snaps()), 0u);
+  EXPECT_EQ(CountFiles(Objects()), 0u);
+}
+
 TEST_F(SnapshotStoreTest, IdenticalFilesAreStoredOnceAcrossSnapshots) {
   Put(ws_ + "/a", std::string(10000, 'a'));
   Put(ws_ + "/b", std::string(10000, 'a'));  // same content, mode and owner as a
@@ -387,9 +415,9 @@ TEST_F(SnapshotImportTest, RefusesAManifestPathWithDotDot) {
 }
 
 TEST_F(SnapshotImportTest, RefusesContentThatDoesNotMatchItsDigest) {
-  ExpectRefused({{"manifest.json", Manifest({File("a", "hello")})},
-                 {"objects/" + Sha("hello"), "HELLO"}},
-                "does not match its digest");
+  ExpectRefused(
+      {{"manifest.json", Manifest({File("a", "hello")})}, {"objects/" + Sha("hello"), "HELLO"}},
+      "does not match its digest");
 }
 
 TEST_F(SnapshotImportTest, RefusesAnArchiveOverTheQuota) {
