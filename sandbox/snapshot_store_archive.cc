@@ -56,17 +56,17 @@ Status WriteObject(archive* a, const std::string& sha, const std::string& file, 
   UniqueFd fd(open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) return Error::Sys("open(\"" + file + "\")");
   if (Status s = WriteEntry(a, "objects/" + sha, size); !s) return s;
-  std::vector<char> buf(1 << 20);
+  char* buf = CopyBuffer();
   Sha256 h;
   uint64_t total = 0;
   for (;;) {
-    ssize_t n = read(fd.get(), buf.data(), buf.size());
+    ssize_t n = read(fd.get(), buf, kCopyBlock);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Error::Sys("read(\"" + file + "\")");
     if (n == 0) break;
-    h.Update(buf.data(), static_cast<size_t>(n));
+    h.Update(buf, static_cast<size_t>(n));
     total += static_cast<uint64_t>(n);
-    if (archive_write_data(a, buf.data(), static_cast<size_t>(n)) != n)
+    if (archive_write_data(a, buf, static_cast<size_t>(n)) != n)
       return ArchiveError(a, "objects/" + sha);
   }
   if (total != size || h.FinalHex() != sha)
@@ -94,15 +94,15 @@ Status ReadObject(archive* a, const std::string& sha, uint64_t size, const std::
   if (!fd) return Error::Sys("open(\"" + tmp + "\")");
   Sha256 h;
   uint64_t total = 0;
-  std::vector<char> buf(1 << 20);
+  char* buf = CopyBuffer();
   for (;;) {
-    la_ssize_t n = archive_read_data(a, buf.data(), buf.size());
+    la_ssize_t n = archive_read_data(a, buf, kCopyBlock);
     if (n < 0) return ArchiveError(a, "objects/" + sha);
     if (n == 0) break;
     total += static_cast<uint64_t>(n);
     if (total > size) return Error::Msg("objects/" + sha + ": larger than the manifest says");
-    h.Update(buf.data(), static_cast<size_t>(n));
-    if (write(fd.get(), buf.data(), static_cast<size_t>(n)) != n)
+    h.Update(buf, static_cast<size_t>(n));
+    if (write(fd.get(), buf, static_cast<size_t>(n)) != n)
       return Error::Sys("write(\"" + tmp + "\")");
   }
   if (total != size) return Error::Msg("objects/" + sha + ": smaller than the manifest says");

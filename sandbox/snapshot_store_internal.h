@@ -54,6 +54,10 @@ class Sha256 {
   void* ctx_;
 };
 Result<std::string> HashFile(int fd);
+// The calling thread's copy buffer (kCopyBlock bytes, not zeroed): one per thread rather
+// than one allocation per file, which a tree of small files would spend its time clearing.
+inline constexpr size_t kCopyBlock = 1 << 20;
+char* CopyBuffer();
 
 std::string ObjectName(const std::string& sha256, uint32_t mode, uint32_t uid, uint32_t gid);
 

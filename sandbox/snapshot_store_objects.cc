@@ -9,6 +9,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <memory>
 #include <vector>
 
 #include "sandbox/snapshot_store_internal.h"
@@ -17,7 +18,6 @@ namespace mcpcell::sandbox::snapshot {
 namespace {
 
 using Type = SnapshotEntry::Type;
-constexpr size_t kBlock = 1 << 20;
 
 timespec ToTimespec(int64_t ns) {
   return timespec{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
@@ -39,17 +39,17 @@ Status SetOwnerAndMode(const std::string& path, const SnapshotEntry& e) {
 
 // The copy of `fd` into the open temp file `out`, hashed on the way.
 Result<std::string> CopyHashed(int fd, int out, uint64_t* bytes) {
-  std::vector<char> buf(kBlock);
+  char* buf = CopyBuffer();
   Sha256 h;
   *bytes = 0;
   for (;;) {
-    ssize_t n = read(fd, buf.data(), buf.size());
+    ssize_t n = read(fd, buf, kCopyBlock);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Error::Sys("read");
     if (n == 0) break;
-    h.Update(buf.data(), static_cast<size_t>(n));
+    h.Update(buf, static_cast<size_t>(n));
     for (ssize_t off = 0; off < n;) {
-      ssize_t w = write(out, buf.data() + off, static_cast<size_t>(n - off));
+      ssize_t w = write(out, buf + off, static_cast<size_t>(n - off));
       if (w < 0 && errno == EINTR) continue;
       if (w < 0) return Error::Sys("write (object)");
       off += w;
@@ -123,15 +123,20 @@ std::string Sha256::FinalHex() {
   return hex;
 }
 
+char* CopyBuffer() {
+  thread_local std::unique_ptr<char[]> buffer(new char[kCopyBlock]);
+  return buffer.get();
+}
+
 Result<std::string> HashFile(int fd) {
-  std::vector<char> buf(kBlock);
+  char* buf = CopyBuffer();
   Sha256 h;
   for (;;) {
-    ssize_t n = read(fd, buf.data(), buf.size());
+    ssize_t n = read(fd, buf, kCopyBlock);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Error::Sys("read");
     if (n == 0) return h.FinalHex();
-    h.Update(buf.data(), static_cast<size_t>(n));
+    h.Update(buf, static_cast<size_t>(n));
   }
 }
 
