@@ -122,7 +122,7 @@ Status ReadManifestEntry(archive* a, ImportState* st) {
   int r = archive_read_next_header(a, &entry);
   if (r != ARCHIVE_OK) return ArchiveError(a, "the archive's first entry");
   if (std::string(archive_entry_pathname(entry)) != "manifest.json" ||
-      archive_entry_filetype(entry) != AE_IFREG)
+      archive_entry_filetype(entry) != AE_IFREG || archive_entry_hardlink(entry) != nullptr)
     return Error::Msg("the archive's first entry is not the file manifest.json");
   auto text = ReadAll(a, "manifest.json", kMaxManifest);
   if (!text) return text.error();
@@ -145,7 +145,8 @@ Status ReadObjects(archive* a, const std::string& objects_dir, ImportState* st) 
     if (r != ARCHIVE_OK) return ArchiveError(a, "reading the archive");
     const std::string name = archive_entry_pathname(entry);
     const std::string sha = name.rfind("objects/", 0) == 0 ? name.substr(8) : "";
-    if (!IsSha256Hex(sha) || archive_entry_filetype(entry) != AE_IFREG)
+    if (!IsSha256Hex(sha) || archive_entry_filetype(entry) != AE_IFREG ||
+        archive_entry_hardlink(entry) != nullptr)
       return Error::Msg("archive entry \"" + name +
                         "\": not a file named manifest.json or objects/<sha256>");
     auto size = st->sizes.find(sha);

@@ -332,7 +332,8 @@ void WriteTar(const std::string& path, const std::vector<TarEntry>& entries) {
     archive_entry_set_pathname(e, t.name.c_str());
     archive_entry_set_filetype(e, t.type);
     archive_entry_set_perm(e, 0644);
-    if (!t.link.empty()) archive_entry_set_symlink(e, t.link.c_str());
+    if (!t.link.empty() && t.type == AE_IFLNK) archive_entry_set_symlink(e, t.link.c_str());
+    if (!t.link.empty() && t.type == AE_IFREG) archive_entry_set_hardlink(e, t.link.c_str());
     archive_entry_set_size(e, t.type == AE_IFREG ? static_cast<la_int64_t>(t.content.size()) : 0);
     archive_write_header(a, e);
     if (t.type == AE_IFREG) archive_write_data(a, t.content.data(), t.content.size());
@@ -398,6 +399,12 @@ TEST_F(SnapshotImportTest, RefusesAnAbsoluteEntry) {
 
 TEST_F(SnapshotImportTest, RefusesALinkEntryInTheTar) {
   ExpectRefused({{"manifest.json", Manifest({})}, {"objects/" + Sha("a"), "", AE_IFLNK, "/etc"}},
+                "not a file named manifest.json or objects/<sha256>");
+}
+
+TEST_F(SnapshotImportTest, RefusesAHardLinkEntryInTheTar) {
+  ExpectRefused({{"manifest.json", Manifest({File("a", "")})},
+                 {"objects/" + Sha(""), "", AE_IFREG, "/etc/shadow"}},
                 "not a file named manifest.json or objects/<sha256>");
 }
 
