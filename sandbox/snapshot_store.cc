@@ -150,6 +150,7 @@ Result<CaptureReport> SnapshotStore::Capture(const std::string& tenant, const st
   if (Status s = CheckTenant(tenant); !s) return s.error();
   if (!name.empty())
     if (Status s = CheckSnapshotName(name); !s) return s.error();
+  if (sources.empty()) return Error::Msg("capture: no layers given");
   std::set<std::string> layer_names;
   for (const LayerSource& src : sources)
     if (!layer_names.insert(src.layer).second ||
