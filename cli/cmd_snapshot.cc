@@ -69,9 +69,9 @@ std::string Approx(uint64_t bytes) {
 int RunList(const SnapshotOptions& o) {
   auto list = Store(o).List(o.tenant);
   if (!list) return Fail(kUsage, list.error().message);
-  std::printf("%-32s  %-20s  %-24s  %8s  %10s\n", "ID", "NAME", "CREATED", "FILES", "SIZE");
+  std::printf("%-32s  %-20s  %-27s  %8s  %10s\n", "ID", "NAME", "CREATED", "FILES", "SIZE");
   for (const auto& s : *list)
-    std::printf("%-32s  %-20s  %-24s  %8llu  %10s\n", s.id.c_str(), s.name.c_str(),
+    std::printf("%-32s  %-20s  %-27s  %8llu  %10s\n", s.id.c_str(), s.name.c_str(),
                 s.created.c_str(), static_cast<unsigned long long>(s.files),
                 Approx(s.stored_bytes).c_str());
   return 0;

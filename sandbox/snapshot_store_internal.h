@@ -1,7 +1,9 @@
 // The snapshot store's parts below SnapshotStore (snapshot_store.h): the manifest and its
 // checks (snapshot_store_manifest.cc), the object files and the layer trees made of them
 // (snapshot_store_objects.cc), the walk of a cell's layer and the hash cache
-// (snapshot_store_walk.cc). Private to sandbox/ and its tests.
+// (snapshot_store_walk.cc), the store's root (snapshot_store.cc) and Verify's checks
+// (snapshot_store_verify.cc); Export/Import are in snapshot_store_archive.cc. Private to
+// sandbox/ and its tests.
 #pragma once
 
 #include <sys/types.h>

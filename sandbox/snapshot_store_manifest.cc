@@ -364,8 +364,9 @@ std::string NowRfc3339() {
   gmtime_r(&now.tv_sec, &tm);
   char buf[40];
   size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  // Milliseconds, so that snapshots taken within a second list in order.
-  std::snprintf(buf + n, sizeof buf - n, ".%03ldZ", now.tv_nsec / 1000000);
+  // Microseconds: List orders by this, and captures (serialised by the store's lock) take
+  // longer than that, so two never share a time.
+  std::snprintf(buf + n, sizeof buf - n, ".%06ldZ", now.tv_nsec / 1000);
   return buf;
 }
 
