@@ -146,7 +146,8 @@ SnapshotStore::SnapshotStore(std::string root) : root_(std::move(root)) {}
 
 Result<CaptureReport> SnapshotStore::Capture(const std::string& tenant, const std::string& name,
                                              const std::vector<LayerSource>& sources,
-                                             const SnapshotLimits& limits) {
+                                             const SnapshotLimits& limits,
+                                             const std::string& parent) {
   if (Status s = CheckTenant(tenant); !s) return s.error();
   if (!name.empty())
     if (Status s = CheckSnapshotName(name); !s) return s.error();
@@ -161,6 +162,13 @@ Result<CaptureReport> SnapshotStore::Capture(const std::string& tenant, const st
   if (!lock) return lock.error();
   auto quota_left = QuotaLeft(root_, tenant, name, limits);
   if (!quota_left) return quota_left.error();
+  Result<SnapshotInfo> below = SnapshotInfo{};
+  if (!parent.empty()) {
+    auto found = FindLocked(root_, tenant, parent);
+    if (!found) return found.error().Wrap("capture: parent");
+    below = ReadManifest(root_, found->id, true);
+    if (!below) return below.error().Wrap("capture: parent");
+  }
 
   CaptureReport report;
   ObjectStore objects(root_ + "/objects");
@@ -179,8 +187,18 @@ Result<CaptureReport> SnapshotStore::Capture(const std::string& tenant, const st
     layers.push_back(std::move(*layer));
     walked.push_back(src.dir);
   }
+  if (!parent.empty()) layers = MergeOnto(below->layers, std::move(layers));
   report.info = NewInfo(tenant, name, std::move(layers));
-  if (Status s = Commit(root_, report.info); !s) return s.error().Wrap("capture");
+  Status s = CheckLayers(report.info.layers);
+  if (s && *quota_left && report.info.stored_bytes > *quota_left)
+    s = Error::Msg("snapshot storage quota exceeded: this snapshot holds " +
+                   std::to_string(report.info.stored_bytes) + " bytes, " +
+                   std::to_string(*quota_left) + " are left of [limits] snapshot_storage");
+  if (s) s = Commit(root_, report.info);
+  if (!s) {
+    (void)objects.CollectGarbage();
+    return s.error().Wrap("capture");
+  }
   (void)cache.Save(root_ + "/cache.json", walked);  // a lost cache costs only re-hashing
   report.info.layers.clear();
   return report;

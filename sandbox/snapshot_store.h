@@ -101,9 +101,12 @@ class SnapshotStore {
   // `root` is usually <state_dir>/snapshots; created 0700 on first use.
   explicit SnapshotStore(std::string root);
 
+  // `parent`: the snapshot (id or name, the tenant's) the cell runs over, its layers the
+  // cell's lowers; the new snapshot is the parent's entries with the sources applied as the
+  // cell's overlay shows them. "" when the cell runs over no snapshot.
   Result<CaptureReport> Capture(const std::string& tenant, const std::string& name,
                                 const std::vector<LayerSource>& sources,
-                                const SnapshotLimits& limits);
+                                const SnapshotLimits& limits, const std::string& parent = "");
   // The tenant's snapshots (layers not filled), oldest first.
   Result<std::vector<SnapshotInfo>> List(const std::string& tenant);
   // By id or name. Another tenant's snapshot is "not found", like an unknown one.

@@ -145,6 +145,11 @@ SnapshotInfo NewInfo(const std::string& tenant, const std::string& name,
 // snaps/<id>; on failure removes both and collects the objects nothing links.
 Status Commit(const std::string& root, const SnapshotInfo& info);
 
+// --- a cell over a snapshot (snapshot_store_merge.cc) ---
+// The parent's layers with the cell's uppers applied as its overlay shows them.
+std::vector<SnapshotLayer> MergeOnto(const std::vector<SnapshotLayer>& parent,
+                                     std::vector<SnapshotLayer> upper);
+
 // --- checks (snapshot_store_verify.cc) ---
 // The trees under layers_dir match the entries (types, modes, owners, targets, opaque
 // xattrs, no extra paths) and every file's content hashes to its sha256.

@@ -172,6 +172,47 @@ TEST_F(SnapshotStoreTest, CaptureOfAMissingDirFailsAndLeavesNothing) {
   EXPECT_EQ(CountFiles(Objects()), 0u);
 }
 
+// A cell over snapshot P: its upper holds a whiteout, a changed file, an opaque dir and a
+// new file; the child snapshot is what that cell's overlay shows.
+TEST_F(SnapshotStoreTest, CaptureOverAParentAppliesTheUpperAsTheOverlayShowsIt) {
+  Put(ws_ + "/keep", "keep");
+  Put(ws_ + "/gone", "gone");
+  Put(ws_ + "/changed", "old");
+  Put(ws_ + "/dir/a", "a");
+  Put(ws_ + "/dir/b", "b");
+  Put(ws_ + "/sub/x", "x");
+  CaptureReport p = Capture("parent");
+  fs::remove_all(ws_);
+  fs::create_directories(ws_);
+  ASSERT_EQ(mknod((ws_ + "/gone").c_str(), S_IFCHR, makedev(0, 0)), 0);
+  Put(ws_ + "/changed", "new");
+  Put(ws_ + "/dir/c", "c");
+  ASSERT_EQ(lsetxattr((ws_ + "/dir").c_str(), "user.overlay.opaque", "y", 1, 0), 0);
+  Put(ws_ + "/sub/y", "y");  // sub not opaque: x stays
+  Put(ws_ + "/added", "added");
+  OwnByCell();
+  std::vector<LayerSource> src = {{"workspace", ws_, kBase, kBase, {}}};
+  auto c = store_->Capture("acme", "child", src, {}, "parent");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->files_hashed, 4u);  // only the upper's files are read
+  const std::string ws = Layer(c->info.id, "workspace");
+  EXPECT_EQ(Slurp(ws + "/keep"), "keep");
+  EXPECT_EQ(Slurp(ws + "/changed"), "new");
+  EXPECT_EQ(Slurp(ws + "/dir/c"), "c");
+  EXPECT_FALSE(fs::exists(ws + "/dir/a"));
+  EXPECT_EQ(Slurp(ws + "/sub/x"), "x");
+  EXPECT_EQ(Slurp(ws + "/sub/y"), "y");
+  EXPECT_EQ(Slurp(ws + "/added"), "added");
+  struct stat st;
+  ASSERT_EQ(lstat((ws + "/gone").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode) && st.st_rdev == 0);
+  EXPECT_TRUE(store_->Verify(c->info.id).ok());
+  EXPECT_EQ(Slurp(Layer(p.info.id, "workspace") + "/changed"), "old");  // parent unchanged
+  auto unknown = store_->Capture("other", "x", src, {}, "parent");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.error().message, HasSubstr("parent: snapshot \"parent\" not found"));
+}
+
 TEST_F(SnapshotStoreTest, IdenticalFilesAreStoredOnceAcrossSnapshots) {
   Put(ws_ + "/a", std::string(10000, 'a'));
   Put(ws_ + "/b", std::string(10000, 'a'));  // same content, mode and owner as a
