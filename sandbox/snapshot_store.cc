@@ -140,6 +140,20 @@ Status CheckTenant(const std::string& tenant) {
   return Ok();
 }
 
+Status CheckCaptureArgs(const std::string& tenant, const std::string& name,
+                        const std::vector<LayerSource>& sources) {
+  if (Status s = CheckTenant(tenant); !s) return s;
+  if (!name.empty())
+    if (Status s = CheckSnapshotName(name); !s) return s;
+  if (sources.empty()) return Error::Msg("capture: no layers given");
+  std::set<std::string> layer_names;
+  for (const LayerSource& src : sources)
+    if (!layer_names.insert(src.layer).second ||
+        (src.layer != "root" && src.layer != "usr" && src.layer != "workspace"))
+      return Error::Msg("layer \"" + src.layer + "\": not root, usr or workspace, or twice");
+  return Ok();
+}
+
 }  // namespace snapshot
 
 SnapshotStore::SnapshotStore(std::string root) : root_(std::move(root)) {}
@@ -148,15 +162,7 @@ Result<CaptureReport> SnapshotStore::Capture(const std::string& tenant, const st
                                              const std::vector<LayerSource>& sources,
                                              const SnapshotLimits& limits,
                                              const std::string& parent) {
-  if (Status s = CheckTenant(tenant); !s) return s.error();
-  if (!name.empty())
-    if (Status s = CheckSnapshotName(name); !s) return s.error();
-  if (sources.empty()) return Error::Msg("capture: no layers given");
-  std::set<std::string> layer_names;
-  for (const LayerSource& src : sources)
-    if (!layer_names.insert(src.layer).second ||
-        (src.layer != "root" && src.layer != "usr" && src.layer != "workspace"))
-      return Error::Msg("layer \"" + src.layer + "\": not root, usr or workspace, or twice");
+  if (Status s = CheckCaptureArgs(tenant, name, sources); !s) return s.error();
   if (Status s = EnsureLayout(root_); !s) return s.error();
   auto lock = StoreLock::Acquire(root_, true);
   if (!lock) return lock.error();
@@ -165,9 +171,8 @@ Result<CaptureReport> SnapshotStore::Capture(const std::string& tenant, const st
   Result<SnapshotInfo> below = SnapshotInfo{};
   if (!parent.empty()) {
     auto found = FindLocked(root_, tenant, parent);
-    if (!found) return found.error().Wrap("capture: parent");
-    below = ReadManifest(root_, found->id, true);
-    if (!below) return below.error().Wrap("capture: parent");
+    if (found) below = ReadManifest(root_, found->id, true);
+    if (!found || !below) return (found ? below.error() : found.error()).Wrap("capture: parent");
   }
 
   CaptureReport report;

@@ -130,6 +130,8 @@ class StoreLock {
 // --- the store's root (snapshot_store.cc); the *Locked calls expect a StoreLock held ---
 Status EnsureLayout(const std::string& root);  // root, objects/, snaps/, all 0700
 Status CheckTenant(const std::string& tenant);
+Status CheckCaptureArgs(const std::string& tenant, const std::string& name,
+                        const std::vector<LayerSource>& sources);
 Result<SnapshotInfo> ReadManifest(const std::string& root, const std::string& id,
                                   bool with_entries);
 Result<std::vector<SnapshotInfo>> ListLocked(const std::string& root, const std::string& tenant);
