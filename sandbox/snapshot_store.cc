@@ -74,6 +74,15 @@ Result<std::vector<SnapshotInfo>> ListLocked(const std::string& root, const std:
   return out;
 }
 
+Error NotFound(const std::string& id_or_name) {
+  return Error::Msg("snapshot \"" + id_or_name + "\" not found");
+}
+
+bool StoreMissing(const std::string& root) {
+  struct stat st;
+  return lstat(root.c_str(), &st) != 0 && errno == ENOENT;
+}
+
 Result<SnapshotInfo> FindLocked(const std::string& root, const std::string& tenant,
                                 const std::string& id_or_name) {
   auto all = ListLocked(root, tenant);
@@ -81,7 +90,7 @@ Result<SnapshotInfo> FindLocked(const std::string& root, const std::string& tena
   for (SnapshotInfo& info : *all)
     if (info.id == id_or_name || (!info.name.empty() && info.name == id_or_name))
       return std::move(info);
-  return Error::Msg("snapshot \"" + id_or_name + "\" not found");
+  return NotFound(id_or_name);
 }
 
 Result<uint64_t> QuotaLeft(const std::string& root, const std::string& tenant,
@@ -210,6 +219,7 @@ Result<CaptureReport> SnapshotStore::Capture(const std::string& tenant, const st
 }
 
 Result<std::vector<SnapshotInfo>> SnapshotStore::List(const std::string& tenant) {
+  if (StoreMissing(root_)) return std::vector<SnapshotInfo>{};
   if (Status s = EnsureLayout(root_); !s) return s.error();
   auto lock = StoreLock::Acquire(root_, false);
   if (!lock) return lock.error();
@@ -217,6 +227,7 @@ Result<std::vector<SnapshotInfo>> SnapshotStore::List(const std::string& tenant)
 }
 
 Result<SnapshotInfo> SnapshotStore::Get(const std::string& tenant, const std::string& id_or_name) {
+  if (StoreMissing(root_)) return NotFound(id_or_name);
   if (Status s = EnsureLayout(root_); !s) return s.error();
   auto lock = StoreLock::Acquire(root_, false);
   if (!lock) return lock.error();
@@ -226,6 +237,7 @@ Result<SnapshotInfo> SnapshotStore::Get(const std::string& tenant, const std::st
 }
 
 Status SnapshotStore::Delete(const std::string& tenant, const std::string& id_or_name) {
+  if (StoreMissing(root_)) return NotFound(id_or_name);
   if (Status s = EnsureLayout(root_); !s) return s;
   auto lock = StoreLock::Acquire(root_, true);
   if (!lock) return lock.error();

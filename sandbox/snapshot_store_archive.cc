@@ -183,6 +183,7 @@ Status MakeObjects(ObjectStore& objects, const ImportState& st) {
 
 Status SnapshotStore::Export(const std::string& tenant, const std::string& id_or_name,
                              const std::string& path) {
+  if (StoreMissing(root_)) return NotFound(id_or_name);
   if (Status s = EnsureLayout(root_); !s) return s;
   auto lock = StoreLock::Acquire(root_, false);
   if (!lock) return lock.error();

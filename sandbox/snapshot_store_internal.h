@@ -129,6 +129,9 @@ class StoreLock {
 
 // --- the store's root (snapshot_store.cc); the *Locked calls expect a StoreLock held ---
 Status EnsureLayout(const std::string& root);  // root, objects/, snaps/, all 0700
+// Readers do not create the store: a missing one holds no snapshots.
+bool StoreMissing(const std::string& root);
+Error NotFound(const std::string& id_or_name);  // the same words for unknown and not yours
 Status CheckTenant(const std::string& tenant);
 Status CheckCaptureArgs(const std::string& tenant, const std::string& name,
                         const std::vector<LayerSource>& sources);

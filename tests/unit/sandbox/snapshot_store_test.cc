@@ -247,6 +247,17 @@ TEST_F(SnapshotStoreTest, SecondSnapshotAfterOneChangeRehashesOnlyThatFile) {
   EXPECT_EQ(Slurp(Layer(one.info.id, "workspace") + "/f7"), "7");
 }
 
+TEST_F(SnapshotStoreTest, ReadingAStoreThatDoesNotExistCreatesNothing) {
+  auto list = store_->List("acme");
+  ASSERT_TRUE(list.ok()) << list.error().message;
+  EXPECT_TRUE(list->empty());
+  auto got = store_->Get("acme", "x");
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error().message, "snapshot \"x\" not found");
+  EXPECT_FALSE(store_->Delete("acme", "x").ok());
+  EXPECT_FALSE(fs::exists(tmp_ + "/store"));
+}
+
 TEST_F(SnapshotStoreTest, AnotherTenantsSnapshotIsNotFoundLikeAnUnknownOne) {
   Put(ws_ + "/a", "a");
   CaptureReport r = Capture("mine", "acme");
