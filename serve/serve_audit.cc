@@ -51,6 +51,14 @@ std::string HttpEndReason(const std::string& http_reason) {
 Result<std::unique_ptr<ServeAudit>> ServeAudit::Open(ServeAuditOptions options) {
   const policies::AuditPolicy& config = options.server_policy->audit;
   std::unique_ptr<ServeAudit> self(new ServeAudit(std::move(options)));
+  if (!config.enabled) {
+    mcp::log::Warn("audit: OFF ([audit] enabled = false in policy " +
+                   self->options_.server_policy->name +
+                   "): this server writes no audit trail (meant for benchmarks and "
+                   "development machines)");
+    self->usage_thread_ = std::thread([raw = self.get()] { raw->UsageLoop(); });
+    return self;
+  }
   audit::TrailOptions o;
   o.dir = audit::AuditDir(self->options_.state_dir);
   o.rotate_bytes = config.rotate_bytes;
