@@ -37,7 +37,23 @@ void AuditFileCall(const ToolEnv& env, const mcp::Context& ctx, std::string_view
              {{"path", path}, {"bytes", bytes}, {"result", result.is_error ? "error" : "ok"}});
 }
 
-void MeterCell(const ToolEnv& env, const mcp::Context& ctx, const sandbox::CellLease& lease) {
+std::string WorkspaceHostDir(const sandbox::CellSpec& spec) {
+  if (!spec.workspace_host_dir.empty()) return spec.workspace_host_dir;
+  return spec.state_dir + "/cells/" + spec.id + "/workspace";
+}
+
+std::optional<uint64_t> WorkspaceBytes(const sandbox::CellSpec& spec) {
+  auto bytes = DirectoryBytes(WorkspaceHostDir(spec));
+  if (!bytes) {
+    mcp::log::Warn("metering: workspace storage of cell " + spec.id +
+                   " not read: " + bytes.error().message);
+    return std::nullopt;
+  }
+  return *bytes;
+}
+
+void MeterCell(const ToolEnv& env, const mcp::Context& ctx, const sandbox::CellLease& lease,
+               bool read_storage) {
   if (!env.usage) return;
   auto usage = lease.Usage();
   if (!usage) return;
@@ -52,6 +68,7 @@ void MeterCell(const ToolEnv& env, const mcp::Context& ctx, const sandbox::CellL
       sample.egress_down_bytes = report->bytes_down;
     }
   }
+  if (read_storage) sample.storage_bytes = WorkspaceBytes(lease.spec());
   env.usage->For(ctx.session().id())->Sample(sample);
 }
 
