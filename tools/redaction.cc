@@ -183,6 +183,21 @@ std::shared_ptr<const Redactor> MakeRedactor(const SecretValuesFn& values,
   return redactor;
 }
 
+namespace {
+thread_local const CallRedactorScope* current_scope = nullptr;
+}  // namespace
+
+CallRedactorScope::CallRedactorScope(std::shared_ptr<const Redactor> redactor)
+    : redactor_(std::move(redactor)), outer_(current_scope) {
+  current_scope = this;
+}
+
+CallRedactorScope::~CallRedactorScope() { current_scope = outer_; }
+
+const std::shared_ptr<const Redactor>* CurrentCallRedactor() {
+  return current_scope ? &current_scope->redactor_ : nullptr;
+}
+
 std::string StreamRedactor::Feed(std::string_view chunk) {
   if (!redactor_) return std::string(chunk);
   carry_.append(chunk);

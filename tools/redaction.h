@@ -69,6 +69,26 @@ class Redactor {
 std::shared_ptr<const Redactor> MakeRedactor(const SecretValuesFn& values,
                                              const std::string& session_key);
 
+// The redactor of the tool call running on this thread, so that a call reads its session's
+// secret values once: cell_tools.cc's wrapper makes it (MakeRedactor) before the tool's
+// handler runs and holds a CallRedactorScope around it; RunInCell (exec_runner.cc) takes
+// it from CurrentCallRedactor() for its streams. Scopes nest; one thread, one call.
+class CallRedactorScope {
+ public:
+  explicit CallRedactorScope(std::shared_ptr<const Redactor> redactor);
+  ~CallRedactorScope();
+  CallRedactorScope(const CallRedactorScope&) = delete;
+  CallRedactorScope& operator=(const CallRedactorScope&) = delete;
+
+ private:
+  std::shared_ptr<const Redactor> redactor_;
+  const CallRedactorScope* outer_;
+  friend const std::shared_ptr<const Redactor>* CurrentCallRedactor();
+};
+// The innermost scope's redactor on this thread (itself null when the session has no
+// value to redact); nullptr when no call's scope is open (then make one with MakeRedactor).
+const std::shared_ptr<const Redactor>* CurrentCallRedactor();
+
 // A Redactor over a stream that arrives in chunks: holds back the bytes that may still be
 // the start of a value (at most longest() - 1, more only inside overlapping matches), so a
 // value split across chunks is still found. A null Redactor passes everything through.

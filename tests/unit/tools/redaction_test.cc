@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "base/base64.h"
 
 namespace mcpcell::tools {
@@ -163,4 +165,25 @@ TEST(RedactResult, TextContentAndStructuredStringsAreRedactedProtocolFieldsAreNo
 }
 
 }  // namespace
+// The wrapper's redactor reaches RunInCell through the scope; scopes nest and end.
+TEST(CallRedactorScope, GivesTheInnermostCallsRedactorOnThisThreadOnly) {
+  EXPECT_EQ(CurrentCallRedactor(), nullptr);
+  auto outer = std::make_shared<const Redactor>(SecretValues{{"A", "alpha-value"}});
+  {
+    CallRedactorScope a(outer);
+    ASSERT_NE(CurrentCallRedactor(), nullptr);
+    EXPECT_EQ(CurrentCallRedactor()->get(), outer.get());
+    {
+      CallRedactorScope none(nullptr);  // a session without values
+      ASSERT_NE(CurrentCallRedactor(), nullptr);
+      EXPECT_EQ(CurrentCallRedactor()->get(), nullptr);
+    }
+    EXPECT_EQ(CurrentCallRedactor()->get(), outer.get());
+    bool other_thread_sees_none = false;
+    std::thread([&] { other_thread_sees_none = CurrentCallRedactor() == nullptr; }).join();
+    EXPECT_TRUE(other_thread_sees_none);
+  }
+  EXPECT_EQ(CurrentCallRedactor(), nullptr);
+}
+
 }  // namespace mcpcell::tools
