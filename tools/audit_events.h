@@ -41,7 +41,9 @@ void MeterCell(const ToolEnv& env, const mcp::Context& ctx, const sandbox::CellL
 // The host directory of a cell's /workspace: the spec's named one, else the cell's own
 // `<state_dir>/cells/<id>/workspace` (sandbox/state_dir.h's layout).
 std::string WorkspaceHostDir(const sandbox::CellSpec& spec);
-// DirectoryBytes of that directory; nullopt (and a log line) when it cannot be walked.
+// The bytes on disk of a cell's /workspace: DirectoryBytes of its host directory, or for a
+// workspace that is a tmpfs of the cell's own, the tmpfs's used blocks read through the
+// cell init's /proc/<pid>/root. nullopt (and a log line) when it cannot be read.
 std::optional<uint64_t> WorkspaceBytes(const sandbox::CellSpec& spec);
 
 }  // namespace mcpcell::tools
