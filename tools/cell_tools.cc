@@ -31,13 +31,9 @@ mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env) {
     // with the same redactor (CallRedactorScope): the values are read once per call.
     tool.handler = [&env, inner = std::move(tool.handler)](const mcp::Json& args,
                                                            mcp::Context& ctx) {
-      auto redactor = MakeRedactor(env.secret_values, ctx.session().id());
-      mcp::ToolResult result;
-      {
-        CallRedactorScope scope(redactor);
-        result = inner(args, ctx);
-      }
-      return RedactResult(std::move(result), redactor.get());
+      CallRedactorScope scope(env.secret_values, ctx.session().id());
+      mcp::ToolResult result = inner(args, ctx);
+      return RedactResult(std::move(result), scope.Get().get());
     };
     // Registered when any policy served enables it; each session sees its own
     // (ToolEnv::ToolEnabled, through the server's tool_filter).

@@ -184,19 +184,22 @@ std::shared_ptr<const Redactor> MakeRedactor(const SecretValuesFn& values,
 }
 
 namespace {
-thread_local const CallRedactorScope* current_scope = nullptr;
+thread_local CallRedactorScope* current_scope = nullptr;
 }  // namespace
 
-CallRedactorScope::CallRedactorScope(std::shared_ptr<const Redactor> redactor)
-    : redactor_(std::move(redactor)), outer_(current_scope) {
+CallRedactorScope::CallRedactorScope(const SecretValuesFn& values, std::string session_key)
+    : values_(values), session_key_(std::move(session_key)), outer_(current_scope) {
   current_scope = this;
 }
 
 CallRedactorScope::~CallRedactorScope() { current_scope = outer_; }
 
-const std::shared_ptr<const Redactor>* CurrentCallRedactor() {
-  return current_scope ? &current_scope->redactor_ : nullptr;
+std::shared_ptr<const Redactor> CallRedactorScope::Get() {
+  if (!redactor_) redactor_ = MakeRedactor(values_, session_key_);
+  return *redactor_;
 }
+
+CallRedactorScope* CallRedactorScope::Current() { return current_scope; }
 
 std::string StreamRedactor::Feed(std::string_view chunk) {
   if (!redactor_) return std::string(chunk);
