@@ -57,7 +57,8 @@ SealedRecord SealRecord(const json& lower, const json& upper) {
 }
 
 bool IsReservedField(std::string_view name) {
-  for (std::string_view k : {"seq", "time", "type", "tenant", "session", "cell", "server", "prev", "hash"})
+  for (std::string_view k :
+       {"seq", "time", "type", "tenant", "session", "cell", "server", "prev", "hash"})
     if (name == k) return true;
   return false;
 }

@@ -118,7 +118,8 @@ Result<std::optional<nlohmann::json>> LastGoodRecord(int fd, uint64_t size,
     if (nl == std::string::npos && start > 0 && window < kTailWindow) continue;
     const size_t begin = nl == std::string::npos ? 0 : nl + 1;
     if (nl == std::string::npos && start > 0) return std::optional<nlohmann::json>();
-    return GoodRecord({start + begin, std::string_view(*data).substr(begin, data->size() - 1 - begin)});
+    return GoodRecord(
+        {start + begin, std::string_view(*data).substr(begin, data->size() - 1 - begin)});
   }
 }
 

@@ -145,7 +145,8 @@ Status Trail::Recover() {
 // on from its last record (the cheap way when its tail is a good record, else Recover()).
 Status Trail::CatchUpLocked() {
   const std::string current = options_.dir + "/" + kCurrentFileName;
-  struct stat ours {}, on_disk {};
+  struct stat ours {
+  }, on_disk{};
   if (::fstat(fd_.get(), &ours) != 0) return Error::Sys("fstat(\"" + current + "\")");
   const bool rotated = ::stat(current.c_str(), &on_disk) != 0 || on_disk.st_ino != ours.st_ino ||
                        on_disk.st_dev != ours.st_dev;
@@ -206,7 +207,8 @@ Status Trail::AppendLocked(std::string_view type, std::string_view tenant, std::
   const auto now = Now();
   // The record in its two halves around "hash" (SealRecord): one canonical dump, not two.
   json lower = json::object(), upper = json::object();
-  for (const auto& [key, value] : fields.items()) (SortsBeforeHash(key) ? lower : upper)[key] = value;
+  for (const auto& [key, value] : fields.items())
+    (SortsBeforeHash(key) ? lower : upper)[key] = value;
   lower["cell"] = cell;
   upper["prev"] = last_hash_;
   upper["seq"] = last_seq_ + 1;

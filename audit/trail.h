@@ -111,7 +111,7 @@ class Trail {
   std::unique_ptr<CheckpointSigner> signer_;
   UniqueFd lock_fd_;
   UniqueFd fd_;
-  mutable std::mutex mu_;  // then the flock on lock_fd_
+  mutable std::mutex mu_;                   // then the flock on lock_fd_
   uint64_t size_ = 0;                       // of the current file
   uint64_t file_first_seq_ = 0;             // first seq in the current file (0: none yet)
   std::optional<int64_t> file_started_ms_;  // time of the current file's first record

@@ -74,13 +74,12 @@ std::string CsvField(const std::string& s) {
 std::string CsvRow(const char* kind, const std::string& tenant, const std::string& session,
                    const UsageFigures& f) {
   char nums[256];
-  std::snprintf(nums, sizeof nums, "%.3f,%.6f,%llu,%.3f,%.3f,%llu,%llu,%llu,%llu", f.cpu_s,
-                f.memory_gib_s, static_cast<unsigned long long>(f.peak_memory_bytes),
-                f.wall_active_s, f.wall_paused_s,
-                static_cast<unsigned long long>(f.egress_up_bytes),
-                static_cast<unsigned long long>(f.egress_down_bytes),
-                static_cast<unsigned long long>(f.storage_bytes),
-                static_cast<unsigned long long>(f.calls()));
+  std::snprintf(
+      nums, sizeof nums, "%.3f,%.6f,%llu,%.3f,%.3f,%llu,%llu,%llu,%llu", f.cpu_s, f.memory_gib_s,
+      static_cast<unsigned long long>(f.peak_memory_bytes), f.wall_active_s, f.wall_paused_s,
+      static_cast<unsigned long long>(f.egress_up_bytes),
+      static_cast<unsigned long long>(f.egress_down_bytes),
+      static_cast<unsigned long long>(f.storage_bytes), static_cast<unsigned long long>(f.calls()));
   return std::string(kind) + "," + CsvField(tenant) + "," + CsvField(session) + "," + nums + "\n";
 }
 

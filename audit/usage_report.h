@@ -3,11 +3,11 @@
 // records (whose `usage` field holds the session's cumulative figures so far).
 //
 // A session's figures for [since, until) are its last cumulative record in the window
-// minus its last one before `since` (storage_bytes: its last reading) (so a long session is split across windows without
-// counting twice); peak memory is the peak as of the last record. Sessions with no record
-// in the window are left out. Session ids start again with each server run ("s1"), so a
-// session is one session.start and what follows it under that id. Pure: fed records in
-// trail order, any thread.
+// minus its last one before `since` (storage_bytes: its last reading) (so a long session is split
+// across windows without counting twice); peak memory is the peak as of the last record. Sessions
+// with no record in the window are left out. Session ids start again with each server run ("s1"),
+// so a session is one session.start and what follows it under that id. Pure: fed records in trail
+// order, any thread.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +44,8 @@ struct UsageFigures {
 struct SessionUsageRow {
   std::string tenant, session;
   std::string started;  // its session.start's time ("" when before the trail's records)
-  bool ended = false;  // its session.end is in the window
-  std::string reason;  // session.end's reason
+  bool ended = false;   // its session.end is in the window
+  std::string reason;   // session.end's reason
   UsageFigures figures;
 };
 

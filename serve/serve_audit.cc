@@ -1,8 +1,5 @@
 #include "serve/serve_audit.h"
 
-#include "serve/syslog_feed.h"
-#include "tools/audit_events.h"
-
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/random.h>
@@ -19,6 +16,8 @@
 #include "base/units.h"
 #include "mcp/log.h"
 #include "policies/compiler.h"
+#include "serve/syslog_feed.h"
+#include "tools/audit_events.h"
 
 namespace mcpcell::serve {
 namespace {
@@ -115,7 +114,9 @@ Result<std::unique_ptr<ServeAudit>> ServeAudit::Open(ServeAuditOptions options) 
   o.required = config.required;
   o.server = self->server_id_;
   auto trail = audit::Trail::Open(o);
-  if (!trail) return trail.error().Wrap("mcpcell serve: audit trail of state dir " + self->options_.state_dir);
+  if (!trail)
+    return trail.error().Wrap("mcpcell serve: audit trail of state dir " +
+                              self->options_.state_dir);
   auto alive = ClaimServerLock(o.dir, self->server_id_);
   if (!alive) return alive.error().Wrap("mcpcell serve: audit");
   self->alive_lock_ = std::move(*alive);

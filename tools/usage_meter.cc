@@ -48,8 +48,8 @@ void UsageMeter::Sample(const UsageSample& s) {
     have_sample_ = false;
   }
   if (have_sample_ && s.at > last_at_) {
-    memory_byte_s_ += (static_cast<double>(last_memory_) + s.memory_current_bytes) / 2 *
-                      Seconds(s.at - last_at_);
+    memory_byte_s_ +=
+        (static_cast<double>(last_memory_) + s.memory_current_bytes) / 2 * Seconds(s.at - last_at_);
   }
   if (!have_sample_ || s.at >= last_at_) {
     last_at_ = s.at;

@@ -1,11 +1,11 @@
 // UsageMeter: what one MCP session has used, for metering (docs/audit.md "Metering"): CPU
 // seconds, memory GiB-seconds, peak memory, wall seconds, egress bytes, the workspace's
 // bytes on disk (when a sample carries a reading) and calls by tool, as
-// audit::UsageFigures (the records' and the report's struct). Fed with samples of its cell's cumulative counters
-// (cgroup CPU and memory, the egress proxy's bytes) at each call's end, at each usage
-// interval and when the cell is destroyed; memory is integrated over time between samples (trapezoids), and when the
-// session's cell is replaced the old cell's totals are carried over, so the figures cover
-// the session, not one cell. UsageMeters holds one meter per session id.
+// audit::UsageFigures (the records' and the report's struct). Fed with samples of its cell's
+// cumulative counters (cgroup CPU and memory, the egress proxy's bytes) at each call's end, at each
+// usage interval and when the cell is destroyed; memory is integrated over time between samples
+// (trapezoids), and when the session's cell is replaced the old cell's totals are carried over, so
+// the figures cover the session, not one cell. UsageMeters holds one meter per session id.
 // Threading: every method is thread-safe.
 #pragma once
 
@@ -14,8 +14,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 

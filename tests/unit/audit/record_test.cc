@@ -46,10 +46,16 @@ TEST(RecordHashTest, CoversEverythingButTheHashItself) {
 }
 
 TEST(SealRecordTest, EqualsTheCanonicalRecordWithItsHash) {
-  json record = {{"a_field", "x\u00e9\"y"}, {"cell", "c"}, {"hash_like", 1},   {"h", {3, 2}},
-                 {"prev", std::string(kZeroHash)}, {"seq", 7}, {"zz", {{"b", 1}, {"a", 2}}}};
+  json record = {{"a_field", "x\u00e9\"y"},
+                 {"cell", "c"},
+                 {"hash_like", 1},
+                 {"h", {3, 2}},
+                 {"prev", std::string(kZeroHash)},
+                 {"seq", 7},
+                 {"zz", {{"b", 1}, {"a", 2}}}};
   json lower = json::object(), upper = json::object();
-  for (const auto& [key, value] : record.items()) (SortsBeforeHash(key) ? lower : upper)[key] = value;
+  for (const auto& [key, value] : record.items())
+    (SortsBeforeHash(key) ? lower : upper)[key] = value;
   SealedRecord sealed = SealRecord(lower, upper);
   EXPECT_EQ(sealed.hash, RecordHash(record));
   record["hash"] = sealed.hash;

@@ -106,10 +106,14 @@ TEST(UsageReport, SessionsOfTwoServersWithTheSameIdAreApart) {
 
 TEST(UsageReport, ASessionIdUsedAgainByTheNextServerRunIsAnotherSession) {
   UsageReport r(std::nullopt, std::nullopt);
-  r.Add({{"type", "session.start"}, {"time", "2026-12-01T10:00:00Z"}, {"tenant", ""},
+  r.Add({{"type", "session.start"},
+         {"time", "2026-12-01T10:00:00Z"},
+         {"tenant", ""},
          {"session", "s1"}});
   r.Add(Rec("session.end", "2026-12-01T10:05:00Z", "", "s1", 3.0, 4));
-  r.Add({{"type", "session.start"}, {"time", "2026-12-01T12:00:00Z"}, {"tenant", ""},
+  r.Add({{"type", "session.start"},
+         {"time", "2026-12-01T12:00:00Z"},
+         {"tenant", ""},
          {"session", "s1"}});
   r.Add(Rec("session.end", "2026-12-01T12:05:00Z", "", "s1", 1.0, 1));
   auto sessions = r.Sessions();

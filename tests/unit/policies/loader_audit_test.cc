@@ -34,8 +34,8 @@ TEST(LoaderAudit, DefaultsWhenAbsent) {
 }
 
 TEST(LoaderAudit, ReadsEveryKey) {
-  const std::string key = std::filesystem::temp_directory_path() /
-                          ("audit-key-" + std::to_string(getpid()) + ".pem");
+  const std::string key =
+      std::filesystem::temp_directory_path() / ("audit-key-" + std::to_string(getpid()) + ".pem");
   std::ofstream(key) << "not checked here, only readable\n";
   auto p = ParsePolicy(R"([audit]
 commands = "full"

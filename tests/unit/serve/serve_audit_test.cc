@@ -143,8 +143,7 @@ class ServeAuditTest : public ::testing::Test {
     std::vector<nlohmann::json> out;
     uint64_t skipped = 0;
     Status st = audit::ForEachRecord(
-        audit::AuditDir(state_dir_), [&](const nlohmann::json& r) { out.push_back(r); },
-        &skipped);
+        audit::AuditDir(state_dir_), [&](const nlohmann::json& r) { out.push_back(r); }, &skipped);
     EXPECT_TRUE(st) << st.error().message;
     EXPECT_EQ(skipped, 0u);
     return out;

@@ -24,7 +24,9 @@ TEST(UsageMeter, IntegratesMemoryOverTimeBetweenSamples) {
   m.Sample({.at = t0, .cell_id = "c1", .memory_current_bytes = kGiB});
   m.Sample({.at = t0 + seconds(10), .cell_id = "c1", .memory_current_bytes = kGiB});
   // A rise from 1 to 3 GiB over 4 s: the trapezoid is 2 GiB * 4 s.
-  m.Sample({.at = t0 + seconds(14), .cell_id = "c1", .memory_current_bytes = 3 * kGiB,
+  m.Sample({.at = t0 + seconds(14),
+            .cell_id = "c1",
+            .memory_current_bytes = 3 * kGiB,
             .memory_peak_bytes = 3 * kGiB});
   SessionUsage u = m.Snapshot(t0 + seconds(20));
   EXPECT_DOUBLE_EQ(u.memory_gib_s, 10.0 + 8.0);
@@ -36,13 +38,22 @@ TEST(UsageMeter, IntegratesMemoryOverTimeBetweenSamples) {
 TEST(UsageMeter, CarriesTheOldCellsTotalsWhenTheCellIsReplaced) {
   const Clock::time_point t0 = Clock::now();
   UsageMeter m(t0);
-  m.Sample({.at = t0, .cell_id = "c1", .cpu_ns = 1'000'000'000, .egress_up_bytes = 100,
+  m.Sample({.at = t0,
+            .cell_id = "c1",
+            .cpu_ns = 1'000'000'000,
+            .egress_up_bytes = 100,
             .egress_down_bytes = 1000});
-  m.Sample({.at = t0 + seconds(1), .cell_id = "c1", .cpu_ns = 2'500'000'000,
-            .egress_up_bytes = 150, .egress_down_bytes = 2000});
+  m.Sample({.at = t0 + seconds(1),
+            .cell_id = "c1",
+            .cpu_ns = 2'500'000'000,
+            .egress_up_bytes = 150,
+            .egress_down_bytes = 2000});
   // The replacement starts from zero: its counters add to what the first cell used.
-  m.Sample({.at = t0 + seconds(2), .cell_id = "c2", .cpu_ns = 500'000'000,
-            .egress_up_bytes = 10, .egress_down_bytes = 20});
+  m.Sample({.at = t0 + seconds(2),
+            .cell_id = "c2",
+            .cpu_ns = 500'000'000,
+            .egress_up_bytes = 10,
+            .egress_down_bytes = 20});
   SessionUsage u = m.Snapshot(t0 + seconds(3));
   EXPECT_DOUBLE_EQ(u.cpu_s, 3.0);
   EXPECT_EQ(u.egress_up_bytes, 160u);
