@@ -34,8 +34,31 @@ std::string RecordHash(const json& record) {
   return Sha256Hex(CanonicalJson(copy));
 }
 
+SealedRecord SealRecord(const json& lower, const json& upper) {
+  // "{a..}" and "{u..}" joined as "{a..,u..}" is the canonical record (keys sorted, no
+  // spaces); "hash" goes between the two halves in the line.
+  const std::string lo = CanonicalJson(lower), up = CanonicalJson(upper);
+  const std::string_view lo_inner = std::string_view(lo).substr(1, lo.size() - 2);
+  const std::string_view up_inner = std::string_view(up).substr(1, up.size() - 2);
+  std::string body;
+  body.reserve(lo.size() + up.size());
+  body.append("{").append(lo_inner);
+  if (!lo_inner.empty() && !up_inner.empty()) body.push_back(',');
+  body.append(up_inner).push_back('}');
+  SealedRecord out;
+  out.hash = Sha256Hex(body);
+  out.line.reserve(body.size() + out.hash.size() + 12);
+  out.line.append("{").append(lo_inner);
+  if (!lo_inner.empty()) out.line.push_back(',');
+  out.line.append("\"hash\":\"").append(out.hash).push_back('"');
+  if (!up_inner.empty()) out.line.append(",").append(up_inner);
+  out.line.push_back('}');
+  return out;
+}
+
 bool IsReservedField(std::string_view name) {
-  for (std::string_view k : {"seq", "time", "type", "tenant", "session", "cell", "prev", "hash"})
+  for (std::string_view k :
+       {"seq", "time", "type", "tenant", "session", "cell", "server", "prev", "hash"})
     if (name == k) return true;
   return false;
 }

@@ -32,6 +32,18 @@ std::string Sha256Hex(std::string_view bytes);
 // The hash a record must carry: Sha256Hex(CanonicalJson(record without "hash")).
 std::string RecordHash(const nlohmann::json& record);
 
+// A record's canonical line (without newline) and its hash, made with one dump of the
+// record: `lower` holds the record's keys that sort before "hash", `upper` those after it
+// (neither holds "hash"). Equal to CanonicalJson of the record with its RecordHash.
+struct SealedRecord {
+  std::string hash;
+  std::string line;
+};
+SealedRecord SealRecord(const nlohmann::json& lower, const nlohmann::json& upper);
+
+// Whether `key` sorts before "hash" in canonical JSON (SealRecord's `lower`).
+inline bool SortsBeforeHash(std::string_view key) { return key < std::string_view("hash"); }
+
 // Whether the field names a type may use: not one of the record's own keys.
 bool IsReservedField(std::string_view name);
 

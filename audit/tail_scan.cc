@@ -105,6 +105,24 @@ Result<TailState> ScanTail(const std::string& path) {
   return state;
 }
 
+Result<std::optional<nlohmann::json>> LastGoodRecord(int fd, uint64_t size,
+                                                     const std::string& path) {
+  // Windows from 4 KiB up, until the last line's start is inside one.
+  for (uint64_t window = 4096;; window *= 4) {
+    const uint64_t start = size > window ? size - window : 0;
+    auto data = ReadRange(fd, start, size - start, path);
+    if (!data) return data.error();
+    if (data->size() != size - start || data->empty() || data->back() != '\n')
+      return std::optional<nlohmann::json>();
+    const size_t nl = data->rfind('\n', data->size() - 2);
+    if (nl == std::string::npos && start > 0 && window < kTailWindow) continue;
+    const size_t begin = nl == std::string::npos ? 0 : nl + 1;
+    if (nl == std::string::npos && start > 0) return std::optional<nlohmann::json>();
+    return GoodRecord(
+        {start + begin, std::string_view(*data).substr(begin, data->size() - 1 - begin)});
+  }
+}
+
 std::optional<nlohmann::json> FirstRecord(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.valid()) return std::nullopt;

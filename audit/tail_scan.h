@@ -28,6 +28,13 @@ struct TailState {
 // An empty or missing file gives a TailState without `last`, not damaged.
 Result<TailState> ScanTail(const std::string& path);
 
+// The last line of the first `size` bytes of the open file `fd` (`path` names it in errors)
+// as a good record (parses, hash holds): what a writer reads when another process appended
+// since its own last record. nullopt when the bytes do not end with a newline or their last
+// line is not a good record (the caller then scans the tail with ScanTail).
+Result<std::optional<nlohmann::json>> LastGoodRecord(int fd, uint64_t size,
+                                                     const std::string& path);
+
 // The file's first record, if its first line is one (it is not checked against a hash).
 std::optional<nlohmann::json> FirstRecord(const std::string& path);
 

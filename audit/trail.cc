@@ -19,24 +19,42 @@ namespace {
 
 Result<UniqueFd> OpenCurrentFile(const std::string& dir) {
   std::string path = dir + "/" + kCurrentFileName;
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) return Error::Sys("open(\"" + path + "\", O_APPEND)");
   return fd;
 }
 
-Result<UniqueFd> LockDir(const std::string& dir) {
+Result<UniqueFd> OpenLockFile(const std::string& dir) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     return Error::Sys("mkdir(\"" + dir + "\")");
   std::string path = dir + "/.lock";
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) return Error::Sys("open(\"" + path + "\")");
-  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK)
-      return Error{"audit trail " + dir + " is being written by another process", EWOULDBLOCK};
-    return Error::Sys("flock(\"" + path + "\")");
-  }
   return fd;
 }
+
+// The trail's exclusive flock for one operation: every writer's appends, rotations and
+// checkpoints take it, so records of several processes form one chain.
+class FileLock {
+ public:
+  FileLock(int fd, const std::string& dir) : fd_(fd) {
+    int rc;
+    do {
+      rc = ::flock(fd_, LOCK_EX);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) status_ = Error::Sys("flock(\"" + dir + "/.lock\")");
+  }
+  ~FileLock() {
+    if (status_) ::flock(fd_, LOCK_UN);
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  const Status& status() const { return status_; }
+
+ private:
+  int fd_;
+  Status status_ = Ok();
+};
 
 int64_t ToMs(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -55,7 +73,7 @@ std::chrono::system_clock::time_point Trail::Now() const {
 Result<std::unique_ptr<Trail>> Trail::Open(TrailOptions options) {
   if (options.dir.empty()) return Error::Msg("audit trail: no directory given");
   std::unique_ptr<Trail> trail(new Trail(std::move(options)));
-  auto lock = LockDir(trail->options_.dir);
+  auto lock = OpenLockFile(trail->options_.dir);
   if (!lock) return lock.error();
   trail->lock_fd_ = std::move(*lock);
   if (!trail->options_.signing_key.empty()) {
@@ -64,13 +82,18 @@ Result<std::unique_ptr<Trail>> Trail::Open(TrailOptions options) {
     trail->signer_ = std::move(*signer);
   }
   std::lock_guard lock_mu(trail->mu_);
+  FileLock file_lock(trail->lock_fd_.get(), trail->options_.dir);
+  if (!file_lock.status()) return file_lock.status().error();
   if (Status s = trail->Recover(); !s) return s.error().Wrap("audit trail " + trail->options_.dir);
   if (Status s = trail->RetentionLocked(); !s) return s.error();
   return trail;
 }
 
 // Continues the chain from the trail's last good record; records a cut or a break there.
+// At Open, and when another writer rotated the file or left a tail that does not verify.
 Status Trail::Recover() {
+  file_first_seq_ = 0;
+  file_started_ms_.reset();
   auto files = ListTrailFiles(options_.dir);
   if (!files) return files.error();
   const std::string current = options_.dir + "/" + kCurrentFileName;
@@ -118,8 +141,39 @@ Status Trail::Recover() {
   return AppendLocked("recovered", "", "", "", fields, prefix);
 }
 
+// With the flock held: if another writer appended or rotated since our last record, carry
+// on from its last record (the cheap way when its tail is a good record, else Recover()).
+Status Trail::CatchUpLocked() {
+  const std::string current = options_.dir + "/" + kCurrentFileName;
+  struct stat ours {
+  }, on_disk{};
+  if (::fstat(fd_.get(), &ours) != 0) return Error::Sys("fstat(\"" + current + "\")");
+  const bool rotated = ::stat(current.c_str(), &on_disk) != 0 || on_disk.st_ino != ours.st_ino ||
+                       on_disk.st_dev != ours.st_dev;
+  if (!rotated && static_cast<uint64_t>(ours.st_size) == size_) return Ok();
+  if (rotated || ours.st_size == 0) return Recover();
+  auto last = LastGoodRecord(fd_.get(), static_cast<uint64_t>(ours.st_size), current);
+  if (!last) return last.error();
+  if (!*last) return Recover();
+  size_ = static_cast<uint64_t>(ours.st_size);
+  last_seq_ = (**last)["seq"].get<uint64_t>();
+  last_hash_ = (**last)["hash"].get<std::string>();
+  if (file_first_seq_ == 0) {
+    if (auto first = FirstRecord(current)) {
+      file_first_seq_ = (*first)["seq"].get<uint64_t>();
+      if (auto ms = ParseTimeMs((*first)["time"].get<std::string>())) file_started_ms_ = *ms;
+    }
+  }
+  return Ok();
+}
+
 Status Trail::Append(std::string_view type, std::string_view tenant, std::string_view session,
                      std::string_view cell, const json& fields) {
+  return AppendFor(options_.server, type, tenant, session, cell, fields);
+}
+
+Status Trail::AppendFor(std::string_view server, std::string_view type, std::string_view tenant,
+                        std::string_view session, std::string_view cell, const json& fields) {
   if (type.empty()) return Error::Msg("audit record without a type");
   if (!fields.is_object())
     return Error::Msg("audit " + std::string(type) + ": fields not an object");
@@ -129,40 +183,56 @@ Status Trail::Append(std::string_view type, std::string_view tenant, std::string
                         "\" is one of the record's own names");
   std::lock_guard lock(mu_);
   if (closed_) return Error::Msg("audit trail " + options_.dir + " is closed");
+  FileLock file_lock(lock_fd_.get(), options_.dir);
+  Status ready = file_lock.status() ? CatchUpLocked() : file_lock.status();
+  if (!ready) {
+    ++failed_;
+    last_failed_ = true;
+    last_error_ = ready.error().message;
+    return ready;
+  }
   if (Status s = MaybeRotateLocked(); !s) {
     ++failed_;
     last_error_ = s.error().message;  // keep writing to the current file
   }
-  if (Status s = AppendLocked(type, tenant, session, cell, fields); !s) return s;
+  if (Status s = AppendLocked(type, tenant, session, cell, fields, {}, server); !s) return s;
   if (options_.checkpoint_every != 0 && since_checkpoint_ >= options_.checkpoint_every)
     return CheckpointLocked();
   return Ok();
 }
 
 Status Trail::AppendLocked(std::string_view type, std::string_view tenant, std::string_view session,
-                           std::string_view cell, const json& fields, std::string_view prefix) {
+                           std::string_view cell, const json& fields, std::string_view prefix,
+                           std::optional<std::string_view> server) {
   const auto now = Now();
-  json record = fields;
-  record["seq"] = last_seq_ + 1;
-  record["time"] = FormatTime(now);
-  record["type"] = type;
-  record["tenant"] = tenant;
-  record["session"] = session;
-  record["cell"] = cell;
-  record["prev"] = last_hash_;
-  std::string hash = Sha256Hex(CanonicalJson(record));
-  record["hash"] = hash;
-  std::string line = CanonicalJson(record);
+  // The record in its two halves around "hash" (SealRecord): one canonical dump, not two.
+  json lower = json::object(), upper = json::object();
+  for (const auto& [key, value] : fields.items())
+    (SortsBeforeHash(key) ? lower : upper)[key] = value;
+  lower["cell"] = cell;
+  upper["prev"] = last_hash_;
+  upper["seq"] = last_seq_ + 1;
+  upper["session"] = session;
+  upper["tenant"] = tenant;
+  upper["time"] = FormatTime(now);
+  upper["type"] = type;
+  const std::string_view writer = server.value_or(options_.server);
+  if (!writer.empty()) upper["server"] = writer;
+  SealedRecord sealed = SealRecord(lower, upper);
   std::string bytes;
-  bytes.reserve(prefix.size() + line.size() + 1);
-  bytes.append(prefix).append(line).push_back('\n');
+  bytes.reserve(prefix.size() + sealed.line.size() + 1);
+  bytes.append(prefix).append(sealed.line).push_back('\n');
   if (Status s = WriteLocked(bytes); !s) return s;
   last_seq_ += 1;
-  last_hash_ = std::move(hash);
+  last_hash_ = sealed.hash;
   ++since_checkpoint_;
   if (file_first_seq_ == 0) file_first_seq_ = last_seq_;
   if (!file_started_ms_) file_started_ms_ = ToMs(now);
-  for (const RecordSink& sink : sinks_) sink(record, line);
+  if (sinks_.empty()) return Ok();
+  json record = std::move(lower);
+  record.update(upper);
+  record["hash"] = std::move(sealed.hash);
+  for (const RecordSink& sink : sinks_) sink(record, sealed.line);
   return Ok();
 }
 
@@ -227,6 +297,9 @@ Status Trail::RotateLocked() {
 Status Trail::EnforceRetention() {
   std::lock_guard lock(mu_);
   if (closed_) return Error::Msg("audit trail " + options_.dir + " is closed");
+  FileLock file_lock(lock_fd_.get(), options_.dir);
+  if (!file_lock.status()) return file_lock.status();
+  if (Status s = CatchUpLocked(); !s) return s;
   return RetentionLocked();
 }
 
@@ -261,6 +334,9 @@ Status Trail::RetentionLocked() {
 Status Trail::Checkpoint() {
   std::lock_guard lock(mu_);
   if (closed_) return Error::Msg("audit trail " + options_.dir + " is closed");
+  FileLock file_lock(lock_fd_.get(), options_.dir);
+  if (!file_lock.status()) return file_lock.status();
+  if (Status s = CatchUpLocked(); !s) return s;
   return CheckpointLocked();
 }
 
@@ -288,7 +364,13 @@ Status Trail::SyncLocked() {
 Status Trail::Close() {
   std::lock_guard lock(mu_);
   if (closed_) return Ok();
-  Status s = CheckpointLocked();
+  Status s = Ok();
+  {
+    FileLock file_lock(lock_fd_.get(), options_.dir);
+    s = file_lock.status();
+    if (s) s = CatchUpLocked();
+    if (s) s = CheckpointLocked();
+  }
   closed_ = true;
   fd_.Reset();
   lock_fd_.Reset();

@@ -10,9 +10,14 @@
 // `audit.deleted`). At Open the end of the trail is read and the chain continued; if it
 // was cut or does not verify there, a `recovered` record names where.
 //
-// One process writes a trail (Open takes an exclusive flock on `<dir>/.lock`). Threading:
-// every method may be called from any thread; one mutex orders the records. Sinks run under
-// it, in record order: they must be quick and must not call back into the Trail.
+// Several writers (processes, or Trail objects) may share a trail: each append, checkpoint,
+// rotation and retention pass holds an exclusive flock on `<dir>/.lock`; under it, a writer
+// whose file grew or was rotated since its own last record reads the last record to carry
+// on its `seq` and `prev` (or, if that tail is damaged, recovers as at Open). With
+// `options.server` set, every record carries `server` (which writer's session it is about).
+// Checkpoints count this writer's records. Threading: every method may be called from any
+// thread; one mutex orders this writer's records. Sinks run under it and the flock, in
+// record order: they must be quick and must not call back into the Trail.
 #pragma once
 
 #include <chrono>
@@ -42,6 +47,8 @@ struct TrailOptions {
   // When true, a failed write makes Healthy() false until a write succeeds again (the
   // server then refuses new sessions).
   bool required = false;
+  // The writer's instance id: the `server` field of every record ("": no such field).
+  std::string server;
   // The clock for record times, rotation by age and retention; tests move it.
   std::function<std::chrono::system_clock::time_point()> clock;
 };
@@ -63,6 +70,11 @@ class Trail {
   // write failures (nothing of the record stays in the file then).
   Status Append(std::string_view type, std::string_view tenant, std::string_view session,
                 std::string_view cell, const nlohmann::json& fields = nlohmann::json::object());
+  // The same about a session of another writer `server` (e.g. ending a crashed server's
+  // sessions): the record's `server` is that one's.
+  Status AppendFor(std::string_view server, std::string_view type, std::string_view tenant,
+                   std::string_view session, std::string_view cell,
+                   const nlohmann::json& fields = nlohmann::json::object());
   // Writes a checkpoint now (if anything was appended since the last one) and syncs.
   Status Checkpoint();
   // Deletes rotated files older than the retention (also done at Open and each rotation).
@@ -83,9 +95,11 @@ class Trail {
   explicit Trail(TrailOptions options);
   std::chrono::system_clock::time_point Now() const;
   Status Recover();
+  Status CatchUpLocked();
   Status AppendLocked(std::string_view type, std::string_view tenant, std::string_view session,
                       std::string_view cell, const nlohmann::json& fields,
-                      std::string_view prefix = {});
+                      std::string_view prefix = {},
+                      std::optional<std::string_view> server = std::nullopt);
   Status WriteLocked(const std::string& bytes);
   Status MaybeRotateLocked();
   Status RotateLocked();
@@ -97,7 +111,7 @@ class Trail {
   std::unique_ptr<CheckpointSigner> signer_;
   UniqueFd lock_fd_;
   UniqueFd fd_;
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;                   // then the flock on lock_fd_
   uint64_t size_ = 0;                       // of the current file
   uint64_t file_first_seq_ = 0;             // first seq in the current file (0: none yet)
   std::optional<int64_t> file_started_ms_;  // time of the current file's first record

@@ -59,6 +59,7 @@ void AddInto(UsageFigures& sum, const UsageFigures& f) {
   sum.wall_paused_s += f.wall_paused_s;
   sum.egress_up_bytes += f.egress_up_bytes;
   sum.egress_down_bytes += f.egress_down_bytes;
+  sum.storage_bytes += f.storage_bytes;
   for (const auto& [tool, n] : f.calls_by_tool) sum.calls_by_tool[tool] += n;
 }
 
@@ -73,12 +74,12 @@ std::string CsvField(const std::string& s) {
 std::string CsvRow(const char* kind, const std::string& tenant, const std::string& session,
                    const UsageFigures& f) {
   char nums[256];
-  std::snprintf(nums, sizeof nums, "%.3f,%.6f,%llu,%.3f,%.3f,%llu,%llu,%llu", f.cpu_s,
-                f.memory_gib_s, static_cast<unsigned long long>(f.peak_memory_bytes),
-                f.wall_active_s, f.wall_paused_s,
-                static_cast<unsigned long long>(f.egress_up_bytes),
-                static_cast<unsigned long long>(f.egress_down_bytes),
-                static_cast<unsigned long long>(f.calls()));
+  std::snprintf(
+      nums, sizeof nums, "%.3f,%.6f,%llu,%.3f,%.3f,%llu,%llu,%llu,%llu", f.cpu_s, f.memory_gib_s,
+      static_cast<unsigned long long>(f.peak_memory_bytes), f.wall_active_s, f.wall_paused_s,
+      static_cast<unsigned long long>(f.egress_up_bytes),
+      static_cast<unsigned long long>(f.egress_down_bytes),
+      static_cast<unsigned long long>(f.storage_bytes), static_cast<unsigned long long>(f.calls()));
   return std::string(kind) + "," + CsvField(tenant) + "," + CsvField(session) + "," + nums + "\n";
 }
 
@@ -94,6 +95,7 @@ UsageFigures UsageFigures::FromJson(const nlohmann::json& u) {
   f.wall_paused_s = Num(u, "wall_paused_s");
   f.egress_up_bytes = Count(u, "egress_up_bytes");
   f.egress_down_bytes = Count(u, "egress_down_bytes");
+  f.storage_bytes = Count(u, "storage_bytes");
   if (auto it = u.find("calls_by_tool"); it != u.end() && it->is_object()) {
     for (const auto& [tool, n] : it->items()) {
       if (uint64_t count = AsCount(n); count > 0) f.calls_by_tool[tool] = count;
@@ -110,6 +112,7 @@ nlohmann::json UsageFigures::ToJson() const {
           {"wall_paused_s", wall_paused_s},
           {"egress_up_bytes", egress_up_bytes},
           {"egress_down_bytes", egress_down_bytes},
+          {"storage_bytes", storage_bytes},
           {"calls_by_tool", calls_by_tool},
           {"calls", calls()}};
 }
@@ -133,7 +136,12 @@ void UsageReport::Add(const nlohmann::json& record) {
   auto ms = ParseTimeMs(time);
   if (!ms) return;
   if (until_ms_ && *ms >= *until_ms_) return;
-  const std::pair<std::string, std::string> key{tenant, StringField(record, "session")};
+  // Session ids start again with each server run and servers share a trail: a session is
+  // named by its server too ("<server>/<session>") when the record has one.
+  const std::string server = StringField(record, "server");
+  const std::string session = StringField(record, "session");
+  const std::pair<std::string, std::string> key{tenant,
+                                                server.empty() ? session : server + "/" + session};
   auto current = current_.find(key);
   if (type == "session.start" || current == current_.end()) {
     Track track;
@@ -209,7 +217,7 @@ nlohmann::json UsageReport::ToJson() const {
 std::string UsageReport::ToCsv() const {
   std::string csv =
       "kind,tenant,session,cpu_s,memory_gib_s,peak_memory_bytes,wall_active_s,wall_paused_s,"
-      "egress_up_bytes,egress_down_bytes,calls\n";
+      "egress_up_bytes,egress_down_bytes,storage_bytes,calls\n";
   for (const TenantUsageRow& t : Tenants()) csv += CsvRow("tenant", t.tenant, "", t.figures);
   for (const SessionUsageRow& s : Sessions()) {
     csv += CsvRow("session", s.tenant, s.session, s.figures);

@@ -3,11 +3,11 @@
 // records (whose `usage` field holds the session's cumulative figures so far).
 //
 // A session's figures for [since, until) are its last cumulative record in the window
-// minus its last one before `since` (so a long session is split across windows without
-// counting twice); peak memory is the peak as of the last record. Sessions with no record
-// in the window are left out. Session ids start again with each server run ("s1"), so a
-// session is one session.start and what follows it under that id. Pure: fed records in
-// trail order, any thread.
+// minus its last one before `since` (storage_bytes: its last reading) (so a long session is split
+// across windows without counting twice); peak memory is the peak as of the last record. Sessions
+// with no record in the window are left out. Session ids start again with each server run ("s1"),
+// so a session is one session.start and what follows it under that id. Pure: fed records in trail
+// order, any thread.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,9 @@
 
 namespace mcpcell::audit {
 
+// A session's usage figures: cumulative counters, except storage_bytes and peak memory,
+// which are the latest reading and the peak. The one struct of the meter (tools/usage_meter),
+// the records and the report.
 struct UsageFigures {
   double cpu_s = 0;
   double memory_gib_s = 0;
@@ -27,6 +30,10 @@ struct UsageFigures {
   double wall_paused_s = 0;
   uint64_t egress_up_bytes = 0;
   uint64_t egress_down_bytes = 0;
+  // Bytes on disk (allocated blocks) of the session's workspace at the last reading: a
+  // level, not a counter. The cell's writable root layer is not counted (it lives in cell
+  // init's own tmpfs, not visible from the host).
+  uint64_t storage_bytes = 0;
   std::map<std::string, uint64_t> calls_by_tool;
 
   static UsageFigures FromJson(const nlohmann::json& usage);  // a record's `usage`
@@ -37,8 +44,8 @@ struct UsageFigures {
 struct SessionUsageRow {
   std::string tenant, session;
   std::string started;  // its session.start's time ("" when before the trail's records)
-  bool ended = false;  // its session.end is in the window
-  std::string reason;  // session.end's reason
+  bool ended = false;   // its session.end is in the window
+  std::string reason;   // session.end's reason
   UsageFigures figures;
 };
 

@@ -63,9 +63,10 @@ void ReadAudit(TomlReader& r, const toml::table& root, AuditPolicy* out) {
   const toml::table* t = r.Table(root, "", kPath);
   if (!t) return;
   r.OnlyKeys(*t, kPath,
-             {"commands", "signing_key", "retention", "rotate_size", "rotate_age",
+             {"enabled", "commands", "signing_key", "retention", "rotate_size", "rotate_age",
               "checkpoint_every", "required", "usage_interval", "syslog"});
   if (r.options().tenant) RefuseServerWideKeys(r, *t);
+  r.Bool(*t, kPath, "enabled", &out->enabled);
   std::string commands = out->commands == AuditCommands::kFull ? "full" : "hash";
   r.String(*t, kPath, "commands", &commands, {"hash", "full"});
   out->commands = commands == "full" ? AuditCommands::kFull : AuditCommands::kHash;
@@ -76,6 +77,11 @@ void ReadAudit(TomlReader& r, const toml::table& root, AuditPolicy* out) {
   r.Duration(*t, kPath, "rotate_age", seconds(60), seconds(365 * 86400), &out->rotate_age);
   r.Count(*t, kPath, "checkpoint_every", 1, 1ull << 32, &out->checkpoint_every);
   r.Bool(*t, kPath, "required", &out->required);
+  if (!r.failed() && !out->enabled && out->required) {
+    r.Fail(t->get("enabled")->source(), "audit.enabled",
+           "is false but audit.required is true: a server cannot require a trail it does not "
+           "write");
+  }
   r.Duration(*t, kPath, "usage_interval", seconds(10), seconds(86400), &out->usage_interval);
   r.String(*t, kPath, "syslog", &out->syslog);
   if (!r.failed() && !out->syslog.empty()) {

@@ -105,6 +105,9 @@ struct SecretPolicy {
 enum class AuditCommands { kHash, kFull };  // exec records: SHA-256 only, or the text too
 
 struct AuditPolicy {
+  // false: no trail at all (no records, no file, no lock), for benchmarks and development
+  // laptops; the start-up log says so. Server-wide.
+  bool enabled = true;
   AuditCommands commands = AuditCommands::kHash;
   std::string signing_key;  // PEM Ed25519 private key path; "": unsigned checkpoints
   std::chrono::seconds retention{90 * 86400};

@@ -1,8 +1,13 @@
 #include "serve/serve_audit.h"
 
-#include "serve/syslog_feed.h"
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <fstream>
 #include <utility>
 
@@ -11,6 +16,8 @@
 #include "base/units.h"
 #include "mcp/log.h"
 #include "policies/compiler.h"
+#include "serve/syslog_feed.h"
+#include "tools/audit_events.h"
 
 namespace mcpcell::serve {
 namespace {
@@ -40,6 +47,44 @@ std::string Str(const nlohmann::json& event, const char* key) {
   return it != event.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// A server instance id: 8 random hex digits (the `server` of its records).
+std::string RandomServerId() {
+  uint32_t v = 0;
+  while (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
+  }
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
+std::string ServerLockPath(const std::string& audit_dir, const std::string& server) {
+  return audit_dir + "/servers/" + server + ".lock";
+}
+
+// <audit dir>/servers/<id>.lock, flock'ed for as long as this server runs: how a starting
+// server tells a running server's open sessions from a crashed one's.
+Result<UniqueFd> ClaimServerLock(const std::string& audit_dir, const std::string& server) {
+  const std::string servers = audit_dir + "/servers";
+  if (::mkdir(servers.c_str(), 0700) != 0 && errno != EEXIST)
+    return Error::Sys("mkdir(\"" + servers + "\")");
+  const std::string path = ServerLockPath(audit_dir, server);
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return Error::Sys("open(\"" + path + "\")");
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return Error::Sys("flock(\"" + path + "\")");
+  return fd;
+}
+
+// Whether server `server` still runs (holds its lock). A dead one's lock file is removed.
+bool ServerAlive(const std::string& audit_dir, const std::string& server) {
+  if (server.empty() || server.find('/') != std::string::npos) return false;
+  const std::string path = ServerLockPath(audit_dir, server);
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return false;
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return errno == EWOULDBLOCK;
+  ::unlink(path.c_str());
+  return false;
+}
+
 }  // namespace
 
 std::string HttpEndReason(const std::string& http_reason) {
@@ -51,6 +96,14 @@ std::string HttpEndReason(const std::string& http_reason) {
 Result<std::unique_ptr<ServeAudit>> ServeAudit::Open(ServeAuditOptions options) {
   const policies::AuditPolicy& config = options.server_policy->audit;
   std::unique_ptr<ServeAudit> self(new ServeAudit(std::move(options)));
+  if (!config.enabled) {
+    mcp::log::Warn("audit: OFF ([audit] enabled = false in policy " +
+                   self->options_.server_policy->name +
+                   "): this server writes no audit trail (meant for benchmarks and "
+                   "development machines)");
+    self->usage_thread_ = std::thread([raw = self.get()] { raw->UsageLoop(); });
+    return self;
+  }
   audit::TrailOptions o;
   o.dir = audit::AuditDir(self->options_.state_dir);
   o.rotate_bytes = config.rotate_bytes;
@@ -59,22 +112,14 @@ Result<std::unique_ptr<ServeAudit>> ServeAudit::Open(ServeAuditOptions options) 
   o.checkpoint_every = config.checkpoint_every;
   o.signing_key = config.signing_key;
   o.required = config.required;
+  o.server = self->server_id_;
   auto trail = audit::Trail::Open(o);
-  if (!trail && trail.error().err == EWOULDBLOCK && !config.required) {
-    // Another server (say a second stdio client's) writes this state dir's trail: this one
-    // serves unaudited rather than not at all, and says so. [audit] required refuses.
-    mcp::log::Warn("audit: NOT RECORDING: " + trail.error().message +
-                   " (another mcpcell serve on state dir " + self->options_.state_dir +
-                   "); give this server its own --state-dir to audit it, or set [audit] "
-                   "required = true to refuse to serve unaudited");
-    self->usage_thread_ = std::thread([raw = self.get()] { raw->UsageLoop(); });
-    return self;
-  }
-  if (!trail) {
-    return trail.error().Wrap("mcpcell serve: state dir " + self->options_.state_dir +
-                              " (one audited server per state dir: is another mcpcell serve "
-                              "using it?)");
-  }
+  if (!trail)
+    return trail.error().Wrap("mcpcell serve: audit trail of state dir " +
+                              self->options_.state_dir);
+  auto alive = ClaimServerLock(o.dir, self->server_id_);
+  if (!alive) return alive.error().Wrap("mcpcell serve: audit");
+  self->alive_lock_ = std::move(*alive);
   self->trail_ = std::move(*trail);
   if (!config.syslog.empty()) {
     auto sink = MakeSyslogFeed(config.syslog);
@@ -82,42 +127,56 @@ Result<std::unique_ptr<ServeAudit>> ServeAudit::Open(ServeAuditOptions options) 
     self->syslog_ = std::move(*sink);
     self->trail_->AddSink(self->syslog_->AsRecordSink());
   }
+  self->Append("server.start", "", "", "",
+               {{"pid", static_cast<int64_t>(::getpid())},
+                {"transport", self->options_.transport},
+                {"policy", self->options_.server_policy->name}});
   self->EndCrashedSessions();
   self->usage_thread_ = std::thread([raw = self.get()] { raw->UsageLoop(); });
   return self;
 }
 
 // A server that was killed left sessions with a session.start and no session.end: each
-// gets one now, with its last usage record's figures. Only the current file is read (a
-// session open across a rotation before the crash is not found).
+// gets one now, with its last usage record's figures. Sessions of servers still running on
+// this trail (their lock in <audit dir>/servers held) are theirs to end. Only the current
+// file is read (a session open across a rotation before the crash is not found).
 void ServeAudit::EndCrashedSessions() {
-  std::ifstream in(audit::AuditDir(options_.state_dir) + "/audit.jsonl", std::ios::binary);
+  const std::string dir = audit::AuditDir(options_.state_dir);
+  std::ifstream in(dir + "/audit.jsonl", std::ios::binary);
   struct Unended {
     std::string tenant;
     nlohmann::json usage;
   };
-  std::map<std::string, Unended> open;
+  std::map<std::pair<std::string, std::string>, Unended> open;  // by (server, session)
   for (std::string line; std::getline(in, line);) {
     auto record = audit::ParseRecordLine(line);
     if (!record) continue;
     const std::string type = audit::StringField(*record, "type");
-    const std::string session = audit::StringField(*record, "session");
+    const std::pair<std::string, std::string> key{audit::StringField(*record, "server"),
+                                                  audit::StringField(*record, "session")};
     if (type == "session.start") {
-      open[session] = {audit::StringField(*record, "tenant"), nullptr};
+      open[key] = {audit::StringField(*record, "tenant"), nullptr};
     } else if (type == "session.end") {
-      open.erase(session);
-    } else if (type == "usage" && open.count(session) && record->contains("usage")) {
-      open[session].usage = (*record)["usage"];
+      open.erase(key);
+    } else if (type == "usage" && open.count(key) && record->contains("usage")) {
+      open[key].usage = (*record)["usage"];
     }
   }
-  for (const auto& [session, o] : open) {
+  std::map<std::string, bool> alive;  // by server id
+  for (const auto& [key, o] : open) {
+    const std::string& server = key.first;
+    if (server == server_id_) continue;
+    if (!alive.count(server)) alive[server] = ServerAlive(dir, server);
+    if (alive[server]) continue;
     nlohmann::json fields = {{"reason", "recovered after a crash"}};
     if (!o.usage.is_null()) fields["usage"] = o.usage;
-    Append("session.end", o.tenant, session, "", fields);
+    if (Status st = trail_->AppendFor(server, "session.end", o.tenant, key.second, "", fields); !st)
+      mcp::log::Warn("audit: session.end not recorded: " + st.error().message);
   }
 }
 
-ServeAudit::ServeAudit(ServeAuditOptions options) : options_(std::move(options)) {}
+ServeAudit::ServeAudit(ServeAuditOptions options)
+    : options_(std::move(options)), server_id_(RandomServerId()) {}
 
 ServeAudit::~ServeAudit() { Close(); }
 
@@ -132,7 +191,7 @@ const policies::Policy& ServeAudit::PolicyOf(const std::string& tenant) const {
 void ServeAudit::Append(std::string_view type, const std::string& tenant,
                         const std::string& session, const std::string& cell,
                         const nlohmann::json& fields) {
-  if (!trail_) return;  // another server holds the trail (Open warned)
+  if (!trail_) return;  // [audit] enabled = false
   if (Status st = trail_->Append(type, tenant, session, cell, fields); !st) {
     mcp::log::Warn("audit: " + std::string(type) + " not recorded: " + st.error().message);
   }
@@ -302,7 +361,8 @@ void ServeAudit::SampleCell(const BoundCell& bound, sandbox::CellInstance& cell)
                  .cell_id = cell.id(),
                  .cpu_ns = usage->cpu_usage_ns,
                  .memory_current_bytes = usage->memory_current_bytes,
-                 .memory_peak_bytes = usage->memory_peak_bytes});
+                 .memory_peak_bytes = usage->memory_peak_bytes,
+                 .storage_bytes = tools::WorkspaceBytes(cell.spec())});
 }
 
 void ServeAudit::UsageLoop() {
@@ -342,7 +402,10 @@ void ServeAudit::Close() {
   if (usage_thread_.joinable()) usage_thread_.join();
   EndOpenSessions("server shutdown");
   if (trail_) {
+    Append("server.stop", "", "", "", nlohmann::json::object());
     if (Status st = trail_->Close(); !st) mcp::log::Warn("audit: close: " + st.error().message);
+    ::unlink(ServerLockPath(audit::AuditDir(options_.state_dir), server_id_).c_str());
+    alive_lock_.Reset();
   }
 }
 

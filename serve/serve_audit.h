@@ -28,6 +28,7 @@
 #include "audit/syslog.h"
 #include "audit/trail.h"
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "egress/audit_log.h"
 #include "egress/secret_grant.h"
 #include "mcp/session.h"
@@ -50,14 +51,16 @@ struct ServeAuditOptions {
 
 class ServeAudit {
  public:
-  // Opens the trail (a second server on the same state dir is refused by its lock, with a
-  // message that says so) and the syslog feed when configured.
+  // Opens the trail (shared with any other server on the same state dir: records carry
+  // this server's random instance id as `server`; a `server.start` record names its pid)
+  // and the syslog feed when configured. With [audit] enabled = false: no trail at all.
   static Result<std::unique_ptr<ServeAudit>> Open(ServeAuditOptions options);
   ~ServeAudit();  // Close()
   ServeAudit(const ServeAudit&) = delete;
   ServeAudit& operator=(const ServeAudit&) = delete;
 
   audit::Trail* trail() { return trail_.get(); }
+  const std::string& server_id() const { return server_id_; }
   tools::UsageMeters* usage() { return &usage_; }
 
   // The sinks of the proxy and the package service.
@@ -123,6 +126,8 @@ class ServeAudit {
   void WriteUsageRecords();
 
   const ServeAuditOptions options_;
+  const std::string server_id_;
+  UniqueFd alive_lock_;  // <audit dir>/servers/<id>.lock, held while this server runs
   std::unique_ptr<audit::SyslogSink> syslog_;  // before trail_: outlives it
   std::unique_ptr<audit::Trail> trail_;
   tools::UsageMeters usage_;

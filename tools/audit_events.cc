@@ -1,5 +1,11 @@
 #include "tools/audit_events.h"
 
+#include <sys/statvfs.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
 #include "audit/record.h"
 #include "audit/trail.h"
 #include "mcp/log.h"
@@ -37,7 +43,59 @@ void AuditFileCall(const ToolEnv& env, const mcp::Context& ctx, std::string_view
              {{"path", path}, {"bytes", bytes}, {"result", result.is_error ? "error" : "ok"}});
 }
 
-void MeterCell(const ToolEnv& env, const mcp::Context& ctx, const sandbox::CellLease& lease) {
+std::string WorkspaceHostDir(const sandbox::CellSpec& spec) {
+  if (!spec.workspace_host_dir.empty()) return spec.workspace_host_dir;
+  return spec.state_dir + "/cells/" + spec.id + "/workspace";
+}
+
+namespace {
+
+// The start time (clock ticks after boot, /proc/PID/stat field 22) of `pid`, or 0.
+uint64_t ProcessStartTicks(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  std::string line;
+  std::getline(in, line);
+  size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i)
+    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  return 0;
+}
+
+// A workspace that is a tmpfs of the cell's own (CellSpec::tmpfs.workspace_bytes): its used
+// blocks, through the cell init's root (/proc/<init>/root/workspace; the init's pid and
+// start time from <cell dir>/init, sandbox/state_dir.h), checked to be that init still.
+Result<uint64_t> CellTmpfsWorkspaceBytes(const sandbox::CellSpec& spec) {
+  const std::string record = spec.state_dir + "/cells/" + spec.id + "/init";
+  std::ifstream in(record);
+  std::string pid;
+  uint64_t start = 0;
+  if (!(in >> pid >> start)) return Error::Msg("cannot read the cell's init record " + record);
+  if (ProcessStartTicks(pid) != start) return Error::Msg("the cell's init " + pid + " is gone");
+  const std::string path = "/proc/" + pid + "/root/workspace";
+  struct statvfs st {};
+  if (::statvfs(path.c_str(), &st) != 0) return Error::Sys("statvfs(\"" + path + "\")");
+  return static_cast<uint64_t>(st.f_blocks - st.f_bfree) * st.f_frsize;
+}
+
+}  // namespace
+
+std::optional<uint64_t> WorkspaceBytes(const sandbox::CellSpec& spec) {
+  auto bytes = spec.workspace_host_dir.empty() && spec.tmpfs.workspace_bytes > 0
+                   ? CellTmpfsWorkspaceBytes(spec)
+                   : DirectoryBytes(WorkspaceHostDir(spec));
+  if (!bytes) {
+    mcp::log::Warn("metering: workspace storage of cell " + spec.id +
+                   " not read: " + bytes.error().message);
+    return std::nullopt;
+  }
+  return *bytes;
+}
+
+void MeterCell(const ToolEnv& env, const mcp::Context& ctx, const sandbox::CellLease& lease,
+               bool read_storage) {
   if (!env.usage) return;
   auto usage = lease.Usage();
   if (!usage) return;
@@ -52,6 +110,7 @@ void MeterCell(const ToolEnv& env, const mcp::Context& ctx, const sandbox::CellL
       sample.egress_down_bytes = report->bytes_down;
     }
   }
+  if (read_storage) sample.storage_bytes = WorkspaceBytes(lease.spec());
   env.usage->For(ctx.session().id())->Sample(sample);
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,7 +33,17 @@ void AuditFileCall(const ToolEnv& env, const mcp::Context& ctx, std::string_view
                    const std::string& path, const mcp::ToolResult& result, const char* bytes_key);
 
 // Feeds the calling session's meter (ToolEnv::usage) a sample of `lease`'s cell: its
-// cgroup's CPU and memory and the proxy's byte counters. No-op without a meter.
-void MeterCell(const ToolEnv& env, const mcp::Context& ctx, const sandbox::CellLease& lease);
+// cgroup's CPU and memory and the proxy's byte counters, and with `read_storage` its
+// workspace's bytes on disk (a directory walk: not after every exec). No-op without a meter.
+void MeterCell(const ToolEnv& env, const mcp::Context& ctx, const sandbox::CellLease& lease,
+               bool read_storage = false);
+
+// The host directory of a cell's /workspace: the spec's named one, else the cell's own
+// `<state_dir>/cells/<id>/workspace` (sandbox/state_dir.h's layout).
+std::string WorkspaceHostDir(const sandbox::CellSpec& spec);
+// The bytes on disk of a cell's /workspace: DirectoryBytes of its host directory, or for a
+// workspace that is a tmpfs of the cell's own, the tmpfs's used blocks read through the
+// cell init's /proc/<pid>/root. nullopt (and a log line) when it cannot be read.
+std::optional<uint64_t> WorkspaceBytes(const sandbox::CellSpec& spec);
 
 }  // namespace mcpcell::tools

@@ -27,12 +27,13 @@ mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env) {
       return mcp::Status::Error("tool " + tool.name + " is registered as " + maker.name);
     }
     // Every result's text and structuredContent strings, with the session's secret values
-    // redacted (tools/redaction.h); run_code/run_command also redact their output streams.
+    // redacted (tools/redaction.h); run_code/run_command also redact their output streams,
+    // with the same redactor (CallRedactorScope): the values are read once per call.
     tool.handler = [&env, inner = std::move(tool.handler)](const mcp::Json& args,
                                                            mcp::Context& ctx) {
+      CallRedactorScope scope(env.secret_values, ctx.session().id());
       mcp::ToolResult result = inner(args, ctx);
-      auto redactor = MakeRedactor(env.secret_values, ctx.session().id());
-      return RedactResult(std::move(result), redactor.get());
+      return RedactResult(std::move(result), scope.Get().get());
     };
     // Registered when any policy served enables it; each session sees its own
     // (ToolEnv::ToolEnabled, through the server's tool_filter).

@@ -304,7 +304,10 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   opts.stop = stop->get_token();
   // Secret values are redacted once per stream, before anything keeps or sends a byte
   // (tools/redaction.h): the result's head and tail, the saved copy and the progress.
-  std::shared_ptr<const Redactor> redactor = MakeRedactor(env.secret_values, ctx.session().id());
+  // The call's redactor (shared with cell_tools.cc's wrapper), else one of our own.
+  CallRedactorScope* scope = CallRedactorScope::Current();
+  std::shared_ptr<const Redactor> redactor =
+      scope ? scope->Get() : MakeRedactor(env.secret_values, ctx.session().id());
   StreamRedactor out_redactor(redactor), err_redactor(redactor);
   auto deliver = [&](bool is_out, std::string_view chunk) {
     (is_out ? out : err).Append(chunk);

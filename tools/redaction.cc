@@ -183,6 +183,24 @@ std::shared_ptr<const Redactor> MakeRedactor(const SecretValuesFn& values,
   return redactor;
 }
 
+namespace {
+thread_local CallRedactorScope* current_scope = nullptr;
+}  // namespace
+
+CallRedactorScope::CallRedactorScope(const SecretValuesFn& values, std::string session_key)
+    : values_(values), session_key_(std::move(session_key)), outer_(current_scope) {
+  current_scope = this;
+}
+
+CallRedactorScope::~CallRedactorScope() { current_scope = outer_; }
+
+std::shared_ptr<const Redactor> CallRedactorScope::Get() {
+  if (!redactor_) redactor_ = MakeRedactor(values_, session_key_);
+  return *redactor_;
+}
+
+CallRedactorScope* CallRedactorScope::Current() { return current_scope; }
+
 std::string StreamRedactor::Feed(std::string_view chunk) {
   if (!redactor_) return std::string(chunk);
   carry_.append(chunk);

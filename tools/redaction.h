@@ -22,6 +22,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -68,6 +69,30 @@ class Redactor {
 // The session's Redactor, or nullptr when it holds no value to redact.
 std::shared_ptr<const Redactor> MakeRedactor(const SecretValuesFn& values,
                                              const std::string& session_key);
+
+// The redactor of the tool call running on this thread, so that a call reads its session's
+// secret values once: cell_tools.cc's wrapper holds a CallRedactorScope around the tool's
+// handler; the first to need the redactor (RunInCell, at the moment it always made it, after
+// the call's env-mode secrets are granted; else the wrapper, after the handler) makes it
+// with MakeRedactor and the scope keeps it for the other. Scopes nest; one thread, one call.
+class CallRedactorScope {
+ public:
+  CallRedactorScope(const SecretValuesFn& values, std::string session_key);
+  ~CallRedactorScope();
+  CallRedactorScope(const CallRedactorScope&) = delete;
+  CallRedactorScope& operator=(const CallRedactorScope&) = delete;
+
+  // The call's redactor (null when the session holds no value), made on first use.
+  std::shared_ptr<const Redactor> Get();
+  // The innermost scope open on this thread; nullptr when none is.
+  static CallRedactorScope* Current();
+
+ private:
+  const SecretValuesFn& values_;
+  const std::string session_key_;
+  std::optional<std::shared_ptr<const Redactor>> redactor_;
+  CallRedactorScope* outer_;
+};
 
 // A Redactor over a stream that arrives in chunks: holds back the bytes that may still be
 // the start of a value (at most longest() - 1, more only inside overlapping matches), so a

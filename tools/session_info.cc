@@ -219,13 +219,15 @@ std::string TextReport(const SessionFacts& f) {
   if (f.metered) {
     const SessionUsage& u = *f.metered;
     char line[256];
-    std::snprintf(
-        line, sizeof line,
-        "metered (this session, all its cells): cpu %.3f s, memory %.3f GiB-s, peak "
-        "%llu MiB, wall %.0f s active and %.0f s paused, egress %llu/%llu bytes up/down\n",
-        u.cpu_s, u.memory_gib_s, static_cast<unsigned long long>(u.peak_memory_bytes >> 20),
-        u.wall_active_s, u.wall_paused_s, static_cast<unsigned long long>(u.egress_up_bytes),
-        static_cast<unsigned long long>(u.egress_down_bytes));
+    std::snprintf(line, sizeof line,
+                  "metered (this session, all its cells): cpu %.3f s, memory %.3f GiB-s, peak "
+                  "%llu MiB, wall %.0f s active and %.0f s paused, egress %llu/%llu bytes "
+                  "up/down, workspace %llu bytes on disk\n",
+                  u.cpu_s, u.memory_gib_s,
+                  static_cast<unsigned long long>(u.peak_memory_bytes >> 20), u.wall_active_s,
+                  u.wall_paused_s, static_cast<unsigned long long>(u.egress_up_bytes),
+                  static_cast<unsigned long long>(u.egress_down_bytes),
+                  static_cast<unsigned long long>(u.storage_bytes));
     text += line;
   }
   for (const auto& w : f.cell.warnings()) text += "warning: " + w + "\n";
@@ -269,7 +271,7 @@ mcp::ToolResult SessionInfo(const ToolEnv& env, mcp::Context& ctx) {
   const sandbox::CellLease& cell = *acquired.lease;
   sandbox::CellSessionInfo info = (*session)->Info();
   const int64_t wall_time_s = Seconds(std::chrono::system_clock::now() - info.started_at);
-  MeterCell(env, ctx, cell);
+  MeterCell(env, ctx, cell, /*read_storage=*/true);
   std::optional<SessionUsage> metered;
   if (env.usage) {
     if (auto meter = env.usage->Find(ctx.session().id())) {

@@ -1,6 +1,11 @@
 #include "tools/usage_meter.h"
 
+#include <ftw.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <set>
+#include <utility>
 
 namespace mcpcell::tools {
 namespace {
@@ -13,15 +18,21 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 }  // namespace
 
-nlohmann::json SessionUsage::ToJson() const {
-  return {{"cpu_s", cpu_s},
-          {"memory_gib_s", memory_gib_s},
-          {"peak_memory_bytes", peak_memory_bytes},
-          {"wall_active_s", wall_active_s},
-          {"wall_paused_s", wall_paused_s},
-          {"egress_up_bytes", egress_up_bytes},
-          {"egress_down_bytes", egress_down_bytes},
-          {"calls_by_tool", calls_by_tool}};
+Result<uint64_t> DirectoryBytes(const std::string& dir) {
+  // nftw's callback takes no context: the walk's state lives in thread-local variables.
+  static thread_local uint64_t total;
+  static thread_local std::set<std::pair<dev_t, ino_t>>* seen;
+  std::set<std::pair<dev_t, ino_t>> inodes;
+  total = 0;
+  seen = &inodes;
+  auto add = [](const char*, const struct stat* st, int type, struct FTW*) {
+    if (type != FTW_NS && seen->insert({st->st_dev, st->st_ino}).second)
+      total += static_cast<uint64_t>(st->st_blocks) * 512;
+    return 0;
+  };
+  if (::nftw(dir.c_str(), add, 32, FTW_PHYS | FTW_MOUNT) != 0)
+    return Error::Sys("walking \"" + dir + "\"");
+  return total;
 }
 
 void UsageMeter::Sample(const UsageSample& s) {
@@ -37,8 +48,8 @@ void UsageMeter::Sample(const UsageSample& s) {
     have_sample_ = false;
   }
   if (have_sample_ && s.at > last_at_) {
-    memory_byte_s_ += (static_cast<double>(last_memory_) + s.memory_current_bytes) / 2 *
-                      Seconds(s.at - last_at_);
+    memory_byte_s_ +=
+        (static_cast<double>(last_memory_) + s.memory_current_bytes) / 2 * Seconds(s.at - last_at_);
   }
   if (!have_sample_ || s.at >= last_at_) {
     last_at_ = s.at;
@@ -50,6 +61,7 @@ void UsageMeter::Sample(const UsageSample& s) {
   cell_.egress_up = std::max(cell_.egress_up, s.egress_up_bytes);
   cell_.egress_down = std::max(cell_.egress_down, s.egress_down_bytes);
   peak_ = std::max({peak_, s.memory_peak_bytes, s.memory_current_bytes});
+  if (s.storage_bytes) storage_ = *s.storage_bytes;
 }
 
 void UsageMeter::CountCall(const std::string& tool) {
@@ -82,6 +94,7 @@ SessionUsage UsageMeter::Snapshot(std::chrono::steady_clock::time_point now) con
   u.wall_active_s = wall - u.wall_paused_s;
   u.egress_up_bytes = carried_.egress_up + cell_.egress_up;
   u.egress_down_bytes = carried_.egress_down + cell_.egress_down;
+  u.storage_bytes = storage_;
   u.calls_by_tool = calls_;
   return u;
 }

@@ -1,12 +1,13 @@
 // UsageMeter: what one MCP session has used, for metering (docs/audit.md "Metering"): CPU
-// seconds, memory GiB-seconds, peak memory, wall seconds, egress bytes and calls by tool
-// (storage is not measured yet). Fed with samples of its cell's cumulative counters
-// (cgroup CPU and memory, the egress proxy's bytes) at each call's end, at each usage
-// interval and when the cell is destroyed; memory is integrated over time between samples (trapezoids), and when the
-// session's cell is replaced the old cell's totals are carried over, so the figures cover
-// the session, not one cell. Time while the session's cell is paused (PauseBegan..
-// PauseEnded) is wall_paused_s, and active time excludes it. UsageMeters holds one meter
-// per session id.
+// seconds, memory GiB-seconds, peak memory, wall seconds, egress bytes, the workspace's
+// bytes on disk (when a sample carries a reading) and calls by tool, as
+// audit::UsageFigures (the records' and the report's struct). Fed with samples of its cell's
+// cumulative counters (cgroup CPU and memory, the egress proxy's bytes) at each call's end, at each
+// usage interval and when the cell is destroyed; memory is integrated over time between samples
+// (trapezoids), and when the session's cell is replaced the old cell's totals are carried over, so
+// the figures cover the session, not one cell. Time while the session's cell is paused
+// (PauseBegan..PauseEnded) is wall_paused_s, and active time excludes it. UsageMeters holds
+// one meter per session id.
 // Threading: every method is thread-safe.
 #pragma once
 
@@ -20,6 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "audit/usage_report.h"
+#include "base/status.h"
+
 namespace mcpcell::tools {
 
 // A cell's cumulative counters at one moment (since the cell was created).
@@ -31,22 +35,16 @@ struct UsageSample {
   uint64_t memory_peak_bytes = 0;
   uint64_t egress_up_bytes = 0;
   uint64_t egress_down_bytes = 0;
+  // The workspace's bytes on disk now (DirectoryBytes), when read for this sample: only at
+  // moments that report usage (not after every exec, where the walk would cost).
+  std::optional<uint64_t> storage_bytes = std::nullopt;
 };
 
-struct SessionUsage {
-  double cpu_s = 0;
-  double memory_gib_s = 0;
-  uint64_t peak_memory_bytes = 0;
-  double wall_active_s = 0;
-  double wall_paused_s = 0;  // the cell was paused (frozen); not in wall_active_s
-  uint64_t egress_up_bytes = 0;
-  uint64_t egress_down_bytes = 0;
-  std::map<std::string, uint64_t> calls_by_tool;
+using SessionUsage = audit::UsageFigures;
 
-  // {"cpu_s", "memory_gib_s", "peak_memory_bytes", "wall_active_s", "wall_paused_s",
-  //  "egress_up_bytes", "egress_down_bytes", "calls_by_tool"}
-  nlohmann::json ToJson() const;
-};
+// Bytes on disk (allocated blocks, each inode once) of the files under `dir`, without
+// following symbolic links or leaving its filesystem. Errors name the directory.
+Result<uint64_t> DirectoryBytes(const std::string& dir);
 
 class UsageMeter {
  public:
@@ -77,6 +75,7 @@ class UsageMeter {
   uint64_t last_memory_ = 0;
   double memory_byte_s_ = 0;
   uint64_t peak_ = 0;
+  uint64_t storage_ = 0;
   std::map<std::string, uint64_t> calls_;
   std::chrono::steady_clock::duration paused_{0};                      // ended pauses
   std::optional<std::chrono::steady_clock::time_point> paused_since_;  // the current one

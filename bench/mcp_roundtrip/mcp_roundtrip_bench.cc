@@ -23,6 +23,10 @@
 // same warm calls in the same rounds, so two builds are compared under the same noise
 // (this machine's timings drift by 2x within minutes when other work runs).
 //
+// With --policy-a FILE --policy-b FILE, only that: this build as two servers, one under
+// each policy, warm run_command calls interleaved round by round, reported as b/a at p50
+// and p95 (e.g. [audit] enabled = false as a, the default as b: what auditing costs).
+//
 // --python-every N runs the python pair every N rounds (default 4; 0: never), e.g. to
 // profile the server over warm run_command calls alone.
 //
@@ -38,11 +42,13 @@
 //
 // Usage: mcp_roundtrip_bench [--rounds N] [--fresh N] [--python-every N] [--idle-rounds N]
 //                            [--idle-ms M] [--cpu-calls N] [--mcpcell PATH] [--baseline PATH]
+//                            [--policy-a FILE --policy-b FILE]
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,8 +127,11 @@ pid_t SpawnOnPipes(std::vector<std::string> cmd, int& to, int& from) {
 // One `mcpcell serve` child over pipes.
 class Server {
  public:
-  Server(const std::string& binary, const std::string& state_dir) {
-    pid_ = SpawnOnPipes({binary, "serve", "--state-dir", state_dir}, to_, from_);
+  // `policy`: the server's --policy file ("": its default).
+  Server(const std::string& binary, const std::string& state_dir, const std::string& policy = "") {
+    std::vector<std::string> cmd = {binary, "serve", "--state-dir", state_dir};
+    if (!policy.empty()) cmd.insert(cmd.end(), {"--policy", policy});
+    pid_ = SpawnOnPipes(std::move(cmd), to_, from_);
     Request("initialize", {{"protocolVersion", "2025-06-18"},
                            {"capabilities", Json::object()},
                            {"clientInfo", {{"name", "bench"}, {"version", "1"}}}});
@@ -397,12 +406,70 @@ int CountFlag(const std::string& flag, const char* text) {
   return static_cast<int>(v);
 }
 
+// Lines in `<state_dir>/audit/audit.jsonl` (0 when there is none): the trail records a
+// server wrote, to show what each side of a comparison audits.
+size_t TrailLines(const std::string& state_dir) {
+  std::ifstream f(state_dir + "/audit/audit.jsonl");
+  size_t n = 0;
+  for (std::string line; std::getline(f, line);) ++n;
+  return n;
+}
+
+// --policy-a A --policy-b B: the SAME binary as two servers, each with its own state dir
+// under `state_dir`, one under each policy; every round makes one warm run_command call to
+// each, in alternating order, so the machine's noise hits both alike. Prints p50/p95 of
+// both and b/a at each, and the trail records each server wrote per call.
+void ComparePolicies(const std::string& binary, const std::string& state_dir,
+                     const std::string& policy_a, const std::string& policy_b, int rounds) {
+  const std::string dir_a = state_dir + "/a", dir_b = state_dir + "/b";
+  // The cells' own uids must be able to pass through the parent (mkdtemp made it 0700).
+  if (chmod(state_dir.c_str(), 0711) != 0)
+    throw std::runtime_error("chmod " + state_dir + ": " + std::strerror(errno));
+  std::filesystem::create_directories(dir_a);
+  std::filesystem::create_directories(dir_b);
+  const Json kTrueArgs = {{"command", "true"}};
+  Row a{"a: run_command true (warm)", {}}, b{"b: run_command true (warm)", {}};
+  size_t lines_a = 0, lines_b = 0;
+  {
+    Server server_a(binary, dir_a, policy_a), server_b(binary, dir_b, policy_b);
+    for (int i = 0; i < 20; ++i) {  // cells created and paths warm before timing
+      server_a.Call("run_command", kTrueArgs);
+      server_b.Call("run_command", kTrueArgs);
+    }
+    lines_a = TrailLines(dir_a);
+    lines_b = TrailLines(dir_b);
+    auto timed = [&](Server& s, Row& row) {
+      auto t0 = Clock::now();
+      s.Call("run_command", kTrueArgs);
+      row.ms.push_back(Ms(Clock::now() - t0));
+    };
+    for (int i = 0; i < rounds; ++i) {
+      if (i % 2 == 0) {
+        timed(server_a, a);
+        timed(server_b, b);
+      } else {
+        timed(server_b, b);
+        timed(server_a, a);
+      }
+    }
+    lines_a = TrailLines(dir_a) - lines_a;
+    lines_b = TrailLines(dir_b) - lines_b;
+  }
+  std::printf("a = %s\nb = %s\n\n", policy_a.c_str(), policy_b.c_str());
+  std::printf("%-36s %9s %9s %6s %14s\n", "", "p50 ms", "p95 ms", "n", "records/call");
+  for (auto [r, lines] : {std::pair{&a, lines_a}, std::pair{&b, lines_b}})
+    std::printf("%-36s %9.3f %9.3f %6zu %14.2f\n", r->name.c_str(), r->Pct(0.5), r->Pct(0.95),
+                r->ms.size(), rounds ? static_cast<double>(lines) / rounds : 0.0);
+  std::printf("  b / a                            %.3fx (p50), %.3fx (p95)\n",
+              b.Pct(0.5) / a.Pct(0.5), b.Pct(0.95) / a.Pct(0.95));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int rounds = 200, fresh = 20, python_every = 4, idle_rounds = 40, idle_ms = 20, cpu_calls = 2000;
   std::string binary = SelfDir() + "/mcpcell";
-  std::string baseline;
+  std::string baseline, policy_a, policy_b;
   for (int i = 1; i < argc; i += 2) {
     std::string flag = argv[i];
     if (i + 1 == argc) {
@@ -425,10 +492,15 @@ int main(int argc, char** argv) {
       binary = argv[i + 1];
     else if (flag == "--baseline")
       baseline = argv[i + 1];
+    else if (flag == "--policy-a")
+      policy_a = argv[i + 1];
+    else if (flag == "--policy-b")
+      policy_b = argv[i + 1];
     else {
       std::fprintf(stderr,
                    "usage: %s [--rounds N] [--fresh N] [--python-every N] [--idle-rounds N] "
-                   "[--idle-ms M] [--cpu-calls N] [--mcpcell PATH] [--baseline PATH]\n",
+                   "[--idle-ms M] [--cpu-calls N] [--mcpcell PATH] [--baseline PATH] "
+                   "[--policy-a FILE --policy-b FILE]\n",
                    argv[0]);
       return 2;
     }
@@ -442,6 +514,22 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string state_dir = tmpl;
+  if (policy_a.empty() != policy_b.empty()) {
+    std::fprintf(stderr, "mcp_roundtrip_bench: --policy-a and --policy-b go together\n");
+    std::filesystem::remove_all(state_dir);
+    return 2;
+  }
+  if (!policy_a.empty()) {
+    try {
+      ComparePolicies(binary, state_dir, policy_a, policy_b, rounds);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "mcp_roundtrip_bench: %s\n", e.what());
+      std::filesystem::remove_all(state_dir);
+      return 1;
+    }
+    std::filesystem::remove_all(state_dir);
+    return 0;
+  }
   int status = 0;
   try {
     Row warm{"run_command true (warm session)", {}}, bare{"bare posix_spawn /bin/true", {}};

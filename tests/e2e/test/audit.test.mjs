@@ -90,8 +90,11 @@ describe('audit trail: one session, a crash, and metering', () => {
     await closed(s);
 
     const records = query(stateDir);
-    const session = records.find((r) => r.type === 'session.start').session;
-    const mine = records.filter((r) => r.session === session);
+    const first = records.find((r) => r.type === 'session.start');
+    const session = first.session;
+    // Session ids are per server ("s1" each): a session is its server's and its id.
+    assert.match(first.server, /^[0-9a-f]{8}$/);
+    const mine = records.filter((r) => r.session === session && r.server === first.server);
     const types = mine.map((r) => r.type);
     // The proxy writes its record when the refused connection ends, which may be just
     // before or just after the program's exec.end: checked on its own below.
@@ -129,6 +132,8 @@ describe('audit trail: one session, a crash, and metering', () => {
     assert.equal(mine.find((r) => r.type === 'file.read').bytes, secret.length);
     const end = mine.find((r) => r.type === 'session.end');
     assert.equal(end.reason, 'client closed');
+    // note.txt is in the workspace: at least one block of it on disk at the end.
+    assert.ok(end.usage.storage_bytes > 0, JSON.stringify(end.usage));
     assert.deepEqual(end.usage.calls_by_tool,
       { run_code: 1, write_file: 1, read_file: 1, run_command: 1 });
     assert.equal(mine.find((r) => r.type === 'cell.destroy').cleanup, 'ok');
@@ -212,7 +217,7 @@ describe('audit trail: one session, a crash, and metering', () => {
 
     const report = JSON.parse(mcpcell(['usage', '--state-dir', stateDir, '--format', 'json']));
     // The same id in earlier runs is another session (its own `started`); this run's is last.
-    const row = report.sessions.filter((x) => x.session === end.session).at(-1);
+    const row = report.sessions.filter((x) => x.session === `${end.server}/${end.session}`).at(-1);
     assert.ok(row && row.started, JSON.stringify(report.sessions));
     assert.equal(row.cpu_s, end.usage.cpu_s);
     assert.equal(row.reason, 'client closed');
@@ -221,7 +226,7 @@ describe('audit trail: one session, a crash, and metering', () => {
     assert.ok(report.tenants[0].cpu_s >= end.usage.cpu_s);
     const csv = mcpcell(['usage', '--state-dir', stateDir, '--format', 'csv']).split('\n');
     assert.equal(csv[0], 'kind,tenant,session,cpu_s,memory_gib_s,peak_memory_bytes,' +
-      'wall_active_s,wall_paused_s,egress_up_bytes,egress_down_bytes,calls');
+      'wall_active_s,wall_paused_s,egress_up_bytes,egress_down_bytes,storage_bytes,calls');
     assert.match(csv[1], /^tenant,,,/);
   });
 });

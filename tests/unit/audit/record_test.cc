@@ -45,6 +45,29 @@ TEST(RecordHashTest, CoversEverythingButTheHashItself) {
   EXPECT_NE(RecordHash(r), h);
 }
 
+TEST(SealRecordTest, EqualsTheCanonicalRecordWithItsHash) {
+  json record = {{"a_field", "x\u00e9\"y"},
+                 {"cell", "c"},
+                 {"hash_like", 1},
+                 {"h", {3, 2}},
+                 {"prev", std::string(kZeroHash)},
+                 {"seq", 7},
+                 {"zz", {{"b", 1}, {"a", 2}}}};
+  json lower = json::object(), upper = json::object();
+  for (const auto& [key, value] : record.items())
+    (SortsBeforeHash(key) ? lower : upper)[key] = value;
+  SealedRecord sealed = SealRecord(lower, upper);
+  EXPECT_EQ(sealed.hash, RecordHash(record));
+  record["hash"] = sealed.hash;
+  EXPECT_EQ(sealed.line, CanonicalJson(record));
+  // A half may be empty.
+  SealedRecord only_upper = SealRecord(json::object(), {{"seq", 1}});
+  EXPECT_EQ(only_upper.line, "{\"hash\":\"" + only_upper.hash + "\",\"seq\":1}");
+  SealedRecord only_lower = SealRecord({{"cell", ""}}, json::object());
+  EXPECT_EQ(only_lower.line, "{\"cell\":\"\",\"hash\":\"" + only_lower.hash + "\"}");
+  EXPECT_EQ(only_lower.hash, Sha256Hex("{\"cell\":\"\"}"));
+}
+
 TEST(TimeTest, FormatsRfc3339UtcWithMilliseconds) {
   auto t = std::chrono::system_clock::time_point(std::chrono::milliseconds(1764637323456));
   EXPECT_EQ(FormatTime(t), "2025-12-02T01:02:03.456Z");

@@ -83,15 +83,6 @@ TEST(TrailTest, ReopeningContinuesTheChain) {
   EXPECT_TRUE(report->notes.empty());
 }
 
-TEST(TrailTest, OnlyOneWriterAtATime) {
-  TempDir dir;
-  auto first = Trail::Open(QuietOptions(dir.path()));
-  ASSERT_TRUE(first);
-  auto second = Trail::Open(QuietOptions(dir.path()));
-  ASSERT_FALSE(second);
-  EXPECT_NE(second.error().message.find("another process"), std::string::npos);
-}
-
 TEST(TrailTest, CheckpointsEveryNRecords) {
   TempDir dir;
   auto options = QuietOptions(dir.path());

@@ -71,7 +71,9 @@ TEST(UsageReport, AWindowCountsOnlyWhatWasUsedInIt) {
 TEST(UsageReport, TenantFilterAndOutputForms) {
   UsageReport r(std::nullopt, std::nullopt, "beta");
   r.Add(Rec("session.end", "2026-12-01T10:00:00Z", "acme", "s1", 1.0, 1));
-  r.Add(Rec("session.end", "2026-12-01T10:00:00Z", "beta", "s,2", 0.25, 2));
+  nlohmann::json beta = Rec("session.end", "2026-12-01T10:00:00Z", "beta", "s,2", 0.25, 2);
+  beta["usage"]["storage_bytes"] = 8192;
+  r.Add(beta);
   nlohmann::json j = r.ToJson();
   ASSERT_EQ(j["sessions"].size(), 1u);
   EXPECT_EQ(j["sessions"][0]["session"], "s,2");
@@ -79,17 +81,39 @@ TEST(UsageReport, TenantFilterAndOutputForms) {
   EXPECT_EQ(j["tenants"][0]["calls"], 2);
   EXPECT_EQ(r.ToCsv(),
             "kind,tenant,session,cpu_s,memory_gib_s,peak_memory_bytes,wall_active_s,"
-            "wall_paused_s,egress_up_bytes,egress_down_bytes,calls\n"
-            "tenant,beta,,0.250,0.500000,1002,10.000,0.000,5,7,2\n"
-            "session,beta,\"s,2\",0.250,0.500000,1002,10.000,0.000,5,7,2\n");
+            "wall_paused_s,egress_up_bytes,egress_down_bytes,storage_bytes,calls\n"
+            "tenant,beta,,0.250,0.500000,1002,10.000,0.000,5,7,8192,2\n"
+            "session,beta,\"s,2\",0.250,0.500000,1002,10.000,0.000,5,7,8192,2\n");
+  EXPECT_EQ(j["sessions"][0]["storage_bytes"], 8192);
+}
+
+// Two servers share a trail and both number sessions from s1: each is its own session,
+// named with its server.
+TEST(UsageReport, SessionsOfTwoServersWithTheSameIdAreApart) {
+  UsageReport r(std::nullopt, std::nullopt);
+  nlohmann::json a = Rec("session.end", "2026-12-01T10:00:00Z", "acme", "s1", 1.0, 1);
+  nlohmann::json b = Rec("session.end", "2026-12-01T10:00:01Z", "acme", "s1", 2.0, 1);
+  a["server"] = "aaaa0001";
+  b["server"] = "bbbb0002";
+  r.Add(a);
+  r.Add(b);
+  auto sessions = r.Sessions();
+  ASSERT_EQ(sessions.size(), 2u);
+  EXPECT_EQ(sessions[0].session, "aaaa0001/s1");
+  EXPECT_EQ(sessions[1].session, "bbbb0002/s1");
+  EXPECT_DOUBLE_EQ(r.Tenants()[0].figures.cpu_s, 3.0);
 }
 
 TEST(UsageReport, ASessionIdUsedAgainByTheNextServerRunIsAnotherSession) {
   UsageReport r(std::nullopt, std::nullopt);
-  r.Add({{"type", "session.start"}, {"time", "2026-12-01T10:00:00Z"}, {"tenant", ""},
+  r.Add({{"type", "session.start"},
+         {"time", "2026-12-01T10:00:00Z"},
+         {"tenant", ""},
          {"session", "s1"}});
   r.Add(Rec("session.end", "2026-12-01T10:05:00Z", "", "s1", 3.0, 4));
-  r.Add({{"type", "session.start"}, {"time", "2026-12-01T12:00:00Z"}, {"tenant", ""},
+  r.Add({{"type", "session.start"},
+         {"time", "2026-12-01T12:00:00Z"},
+         {"tenant", ""},
          {"session", "s1"}});
   r.Add(Rec("session.end", "2026-12-01T12:05:00Z", "", "s1", 1.0, 1));
   auto sessions = r.Sessions();

@@ -22,6 +22,7 @@ std::string ErrorOf(const std::string& text, bool tenant = false) {
 TEST(LoaderAudit, DefaultsWhenAbsent) {
   auto p = ParsePolicy("", "p.toml");
   ASSERT_TRUE(p) << p.error().message;
+  EXPECT_TRUE(p->audit.enabled);
   EXPECT_EQ(p->audit.commands, AuditCommands::kHash);
   EXPECT_EQ(p->audit.retention, std::chrono::hours(24 * 90));
   EXPECT_EQ(p->audit.usage_interval, std::chrono::minutes(5));
@@ -33,8 +34,8 @@ TEST(LoaderAudit, DefaultsWhenAbsent) {
 }
 
 TEST(LoaderAudit, ReadsEveryKey) {
-  const std::string key = std::filesystem::temp_directory_path() /
-                          ("audit-key-" + std::to_string(getpid()) + ".pem");
+  const std::string key =
+      std::filesystem::temp_directory_path() / ("audit-key-" + std::to_string(getpid()) + ".pem");
   std::ofstream(key) << "not checked here, only readable\n";
   auto p = ParsePolicy(R"([audit]
 commands = "full"
@@ -93,6 +94,20 @@ TEST(LoaderAudit, ATenantMaySetOnlyCommands) {
             "p.toml:2:13: audit.retention: is server-wide (one audit trail per server): set it "
             "in the server's --policy; a tenant's policy may set only audit.commands");
   EXPECT_EQ(ErrorOf("[audit]\nretention = \"1d\"\n", /*tenant=*/false), "(loaded)");
+}
+
+TEST(LoaderAudit, EnabledIsServerWideAndExcludesRequired) {
+  auto p = ParsePolicy("[audit]\nenabled = false\n", "p.toml");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_FALSE(p->audit.enabled);
+  EXPECT_EQ(ErrorOf("[audit]\nenabled = false\n", /*tenant=*/true),
+            "p.toml:2:11: audit.enabled: is server-wide (one audit trail per server): set it in "
+            "the server's --policy; a tenant's policy may set only audit.commands");
+  EXPECT_EQ(ErrorOf("[audit]\nenabled = false\nrequired = true\n"),
+            "p.toml:2:11: audit.enabled: is false but audit.required is true: a server cannot "
+            "require a trail it does not write");
+  EXPECT_EQ(ErrorOf("[audit]\nenabled = \"no\"\n"),
+            "p.toml:2:11: audit.enabled: expected true or false, got a string");
 }
 
 }  // namespace

@@ -143,8 +143,7 @@ class ServeAuditTest : public ::testing::Test {
     std::vector<nlohmann::json> out;
     uint64_t skipped = 0;
     Status st = audit::ForEachRecord(
-        audit::AuditDir(state_dir_), [&](const nlohmann::json& r) { out.push_back(r); },
-        &skipped);
+        audit::AuditDir(state_dir_), [&](const nlohmann::json& r) { out.push_back(r); }, &skipped);
     EXPECT_TRUE(st) << st.error().message;
     EXPECT_EQ(skipped, 0u);
     return out;
@@ -161,28 +160,52 @@ class ServeAuditTest : public ::testing::Test {
   std::map<std::string, policies::Policy> tenants_;
 };
 
-// A second server on the state dir (a second stdio client's, say) serves unaudited and
-// writes nothing into the first one's chain; with [audit] required it is refused, saying why.
-TEST_F(ServeAuditTest, ASecondServerOnTheSameStateDirServesUnauditedUnlessAuditIsRequired) {
+// Two servers on one state dir share its trail: one chain, each record with its writer's
+// `server`, a `server.start` each. A running server's open session is not ended by the
+// other's start; a dead server's (its lock free) is, under its own server id.
+TEST_F(ServeAuditTest, ServersOnTheSameStateDirShareOneChainAndEndOnlyDeadServersSessions) {
   auto first = Open();
   ASSERT_TRUE(first) << first.error().message;
+  const std::string first_id = (*first)->server_id();
+  ASSERT_EQ(first_id.size(), 8u);
+  ASSERT_TRUE((*first)->trail()->Append("session.start", "acme", "s1", ""));
   {
     auto second = Open();
     ASSERT_TRUE(second) << second.error().message;
-    EXPECT_EQ((*second)->trail(), nullptr);
-    (*second)->PackageSink()({{"result", "served"}, {"session", "s9"}, {"tenant", ""}});
+    EXPECT_NE((*second)->server_id(), first_id);
+    (*second)->PackageSink()({{"result", "served"}, {"session", "s1"}, {"tenant", ""}});
+    (*first)->PackageSink()({{"result", "served"}, {"session", "s1"}, {"tenant", ""}});
   }
-  policy_.audit.required = true;
-  auto refused = Open();
-  ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().message.find("one audited server per state dir"), std::string::npos)
-      << refused.error().message;
-  EXPECT_NE(refused.error().message.find("is being written by another process"),
-            std::string::npos)
-      << refused.error().message;
-  policy_.audit.required = false;
+  EXPECT_TRUE(OfType("session.end").empty());  // the first still runs: s1 is its own
+  auto served = OfType("package.served");
+  ASSERT_EQ(served.size(), 2u);
+  EXPECT_NE(served[0]["server"], first_id);
+  EXPECT_EQ(served[1]["server"], first_id);
+  EXPECT_EQ(OfType("server.start").size(), 2u);
+  // The first goes away leaving s1 open in the trail (it never saw s1 start: the record
+  // was appended past it), as a killed server would: its lock is no longer held.
   first->reset();
-  EXPECT_TRUE(OfType("package.served").empty());
+  {
+    auto third = Open();
+    ASSERT_TRUE(third) << third.error().message;
+  }
+  auto ends = OfType("session.end");
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0]["server"], first_id);
+  EXPECT_EQ(ends[0]["session"], "s1");
+  EXPECT_EQ(ends[0]["reason"], "recovered after a crash");
+}
+
+// [audit] enabled = false: no trail, no files, and the rest still works.
+TEST_F(ServeAuditTest, AuditOffWritesNothing) {
+  policy_.audit.enabled = false;
+  {
+    auto off = Open();
+    ASSERT_TRUE(off) << off.error().message;
+    EXPECT_EQ((*off)->trail(), nullptr);
+    (*off)->PackageSink()({{"result", "served"}, {"session", "s1"}, {"tenant", ""}});
+  }
+  EXPECT_FALSE(std::filesystem::exists(state_dir_ + "/audit"));
 }
 
 TEST_F(ServeAuditTest, EgressAndPackageEventsBecomeTrailRecords) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "base/base64.h"
 
 namespace mcpcell::tools {
@@ -163,4 +165,38 @@ TEST(RedactResult, TextContentAndStructuredStringsAreRedactedProtocolFieldsAreNo
 }
 
 }  // namespace
+// A call's redactor is made once, on first use, from the values at that moment; scopes
+// nest, end, and belong to their thread.
+TEST(CallRedactorScope, MakesTheCallsRedactorOnceOnFirstUse) {
+  EXPECT_EQ(CallRedactorScope::Current(), nullptr);
+  int reads = 0;
+  SecretValues values;  // empty until the call grants one, as env-mode secrets are
+  SecretValuesFn fn = [&](const std::string& key) {
+    ++reads;
+    EXPECT_EQ(key, "s1");
+    return values;
+  };
+  {
+    CallRedactorScope scope(fn, "s1");
+    EXPECT_EQ(reads, 0);
+    values = {{"A", "alpha-value"}};
+    ASSERT_EQ(CallRedactorScope::Current(), &scope);
+    auto first = CallRedactorScope::Current()->Get();
+    ASSERT_NE(first, nullptr);
+    EXPECT_EQ(scope.Get(), first);
+    EXPECT_EQ(reads, 1);
+    {
+      SecretValuesFn none = [](const std::string&) { return SecretValues{}; };
+      CallRedactorScope inner(none, "s1");
+      EXPECT_EQ(CallRedactorScope::Current(), &inner);
+      EXPECT_EQ(inner.Get(), nullptr);
+    }
+    EXPECT_EQ(CallRedactorScope::Current(), &scope);
+    bool other_thread_sees_none = false;
+    std::thread([&] { other_thread_sees_none = CallRedactorScope::Current() == nullptr; }).join();
+    EXPECT_TRUE(other_thread_sees_none);
+  }
+  EXPECT_EQ(CallRedactorScope::Current(), nullptr);
+}
+
 }  // namespace mcpcell::tools
