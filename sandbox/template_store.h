@@ -40,15 +40,16 @@ Status CheckTemplateName(const std::string& name);
 std::string TemplateRefText(const std::string& name, uint32_t version);  // "name@3"
 
 struct TemplateInfo {
-  std::string name;
+  // Default member initializers so designated initializers build under -Wextra.
+  std::string name = {};
   uint32_t version = 0;
-  std::string created;  // RFC 3339, UTC
-  std::string source;   // what it was built from ("dir:/srv/rootfs", "debian:bookworm")
-  std::string digest;   // TemplateDigest of rootfs/
-  uint64_t files = 0;   // regular files
-  uint64_t bytes = 0;   // their sizes
-  std::vector<std::string> packages;  // baked in: "pip: requirements.txt (3 wheels)", ...
-  std::string dir;                    // <root>/<name>/<version>
+  std::string created = {};  // RFC 3339, UTC
+  std::string source = {};   // what it was built from ("from:/srv/rootfs", "debian:bookworm")
+  std::string digest = {};   // TemplateDigest of rootfs/
+  uint64_t files = 0;        // regular files
+  uint64_t bytes = 0;        // their sizes
+  std::vector<std::string> packages = {};  // baked in: "pip: req.txt from 3 wheels", ...
+  std::string dir = {};                    // <root>/<name>/<version>
   std::string rootfs() const { return dir + "/rootfs"; }
   std::string ref() const { return TemplateRefText(name, version); }
 };

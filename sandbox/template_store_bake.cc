@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sandbox/cell.h"
+#include "sandbox/cell_channel.h"
 #include "sandbox/cell_spec.h"
 #include "sandbox/template_store.h"
 

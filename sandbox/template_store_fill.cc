@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,11 +28,11 @@ namespace {
 enum class Kind { kDir, kFile, kSymlink, kHardlink };
 
 struct Entry {
-  std::string path;  // normalised, relative, non-empty
+  std::string path = {};  // normalised, relative, non-empty
   Kind kind = Kind::kFile;
   mode_t mode = 0644;
-  struct timespec mtime {};
-  std::string target;  // symlink target, or the hard link's (normalised) existing path
+  struct timespec mtime = {};
+  std::string target = {};  // symlink target, or the hard link's (normalised) existing path
 };
 
 // "./a//b/" -> "a/b"; "" for the root itself; an error for absolute paths and "..".
@@ -254,9 +255,9 @@ Status CopyFileData(const std::string& from, int to) {
 }
 
 struct DirWalk {
-  std::string src;
-  RootfsWriter* out;
-  std::map<std::pair<dev_t, ino_t>, std::string> links;  // first path of each multi-link file
+  std::string src = {};
+  RootfsWriter* out = nullptr;
+  std::map<std::pair<dev_t, ino_t>, std::string> links = {};  // first path of each multi-link file
 };
 
 Status WalkDir(DirWalk& w, const std::string& rel) {
