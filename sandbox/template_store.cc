@@ -35,14 +35,18 @@ Result<UniqueFd> LockStore(const std::string& root) {
   return fd;
 }
 
-// `dir` and its missing parents, 0755: the cells' host uids walk through them.
+// `dir`, 0755 whatever the umask when made here: the cells' host uids walk through it.
+Status MakeDir0755(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0755) != 0) return errno == EEXIST ? Ok() : Error::Sys("mkdir(\"" + dir + "\")");
+  if (chmod(dir.c_str(), 0755) != 0) return Error::Sys("chmod(\"" + dir + "\", 0755)");
+  return Ok();
+}
+
+// `dir` and its missing parents, each 0755 (MakeDir0755).
 Status MakeReachableDir(const std::string& dir) {
-  std::string path;
   for (size_t pos = 1; pos != std::string::npos;) {
     pos = dir.find('/', pos + 1);
-    path = dir.substr(0, pos);
-    if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
-      return Error::Sys("mkdir(\"" + path + "\")");
+    if (Status s = MakeDir0755(dir.substr(0, pos)); !s) return s;
   }
   return Ok();
 }
@@ -181,8 +185,8 @@ Result<TemplateBuild> TemplateStore::Begin(const std::string& name) const {
   if (Status s = MakeReachableDir(root_); !s) return s.error().Wrap("template store");
   TemplateBuild build(name, root_ + "/.tmp-" + RandomId());
   if (mkdir(build.dir().c_str(), 0755) != 0) return Error::Sys("mkdir(\"" + build.dir() + "\")");
-  if (mkdir(build.rootfs().c_str(), 0755) != 0)
-    return Error::Sys("mkdir(\"" + build.rootfs() + "\")");
+  if (chmod(build.dir().c_str(), 0755) != 0) return Error::Sys("chmod(\"" + build.dir() + "\")");
+  if (Status s = MakeDir0755(build.rootfs()); !s) return s.error();
   return build;
 }
 
@@ -200,8 +204,7 @@ Result<TemplateInfo> TemplateStore::Commit(TemplateBuild& build, const std::stri
   auto lock = LockStore(root_);
   if (!lock) return lock.error();
   const std::string name_dir = root_ + "/" + info.name;
-  if (mkdir(name_dir.c_str(), 0755) != 0 && errno != EEXIST)
-    return Error::Sys("mkdir(\"" + name_dir + "\")");
+  if (Status s = MakeDir0755(name_dir); !s) return s.error();
   std::vector<uint32_t> versions = Versions(name_dir);
   info.version = versions.empty() ? 1 : versions.back() + 1;
   info.dir = name_dir + "/" + std::to_string(info.version);

@@ -103,8 +103,10 @@ Result<UniqueFd> RootfsWriter::OpenParent(const std::string& path) const {
     const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
     UniqueFd next(openat(dir.get(), part.c_str(), flags));
     // A tar may name "a/b/f" without an entry for "a/" or "a/b/".
-    if (!next && errno == ENOENT && mkdirat(dir.get(), part.c_str(), 0755) == 0)
+    if (!next && errno == ENOENT && mkdirat(dir.get(), part.c_str(), 0755) == 0) {
+      (void)fchmodat(dir.get(), part.c_str(), 0755, 0);  // whatever the umask
       next = UniqueFd(openat(dir.get(), part.c_str(), flags));
+    }
     if (!next && (errno == ELOOP || errno == ENOTDIR))
       return Error::Msg("\"" + path + "\": a parent is a symlink or not a directory");
     if (!next) return Error::Sys("open(\"" + path.substr(0, slash) + "\") in the rootfs");
