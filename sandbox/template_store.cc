@@ -252,7 +252,8 @@ Status TemplateStore::Delete(const std::string& text) const {
   auto ref = ParseTemplateRef(text);
   if (!ref) return ref.error();
   if (ref->version == 0)
-    return Error::Msg("delete needs NAME@VERSION (\"" + text + "@1\"), not a bare name");
+    return Error::Msg("delete needs NAME@VERSION, not the bare name \"" + text +
+                      "\" (`mcpcell template list` shows the versions)");
   auto info = Find(text);
   if (!info) return info.error();
   auto lock = LockStore(root_);

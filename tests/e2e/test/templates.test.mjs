@@ -3,11 +3,15 @@
 // to its latest version; the session's cell runs on that template's root (its os-release,
 // not the host's /usr); session_info and the audit's session.start name the pinned
 // NAME@VERSION; an unknown template is refused when the policy is loaded, listing what
-// exists. The template's rootfs is a few of the host's binaries and their libraries.
+// exists; a wheel baked in offline is imported by run_code. The templates' rootfs are copies of a
+// few of the host's binaries and their libraries (and of its python3.11 and pip).
 
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync,
+  symlinkSync, writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -41,6 +45,42 @@ function makeTinyRootfs(root, osRelease) {
   for (const link of ['bin', 'lib', 'lib64']) symlinkSync(`usr/${link}`, path.join(root, link));
   mkdirSync(path.join(root, 'etc'), { recursive: true });
   writeFileSync(path.join(root, 'etc/os-release'), osRelease);
+}
+
+// The tiny rootfs plus the host's python3.11, its standard library (and the libraries its
+// extension modules need) and pip.
+function makePythonRootfs(root) {
+  makeTinyRootfs(root, 'ID=tiny-python\n');
+  for (const file of ['/usr/bin/python3.11',
+    ...readdirSync('/usr/lib/python3.11/lib-dynload').map((f) => `/usr/lib/python3.11/lib-dynload/${f}`)]) {
+    for (const word of execFileSync('ldd', [file], { encoding: 'utf8' }).split(/\s+/)) {
+      if (word.startsWith('/') && existsSync(word)) copyHostFile(word, root);
+    }
+  }
+  copyHostFile('/usr/bin/python3.11', root);
+  symlinkSync('python3.11', path.join(root, 'usr/bin/python3'));
+  cpSync('/usr/lib/python3.11', path.join(root, 'usr/lib/python3.11'), { recursive: true, verbatimSymlinks: true });
+  cpSync('/usr/lib/python3/dist-packages/pip', path.join(root, 'usr/lib/python3/dist-packages/pip'),
+    { recursive: true, verbatimSymlinks: true });
+}
+
+// A pure-Python wheel of mcpcell_e2e_baked (VALUE = value), written with the host's python.
+function writeWheel(dir, value) {
+  mkdirSync(dir, { recursive: true });
+  const script = `
+import sys, zipfile
+info = "mcpcell_e2e_baked-1.0.dist-info/"
+files = {
+  "mcpcell_e2e_baked/__init__.py": "VALUE = %r\\n" % sys.argv[2],
+  info + "METADATA": "Metadata-Version: 2.1\\nName: mcpcell-e2e-baked\\nVersion: 1.0\\n",
+  info + "WHEEL": "Wheel-Version: 1.0\\nGenerator: e2e\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+}
+files[info + "RECORD"] = "".join(n + ",,\\n" for n in list(files) + [info + "RECORD"])
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+  for name, text in files.items():
+    z.writestr(name, text)
+`;
+  execFileSync('/usr/bin/python3', ['-c', script, path.join(dir, 'mcpcell_e2e_baked-1.0-py3-none-any.whl'), value]);
 }
 
 describe('built templates under mcpcell serve', () => {
@@ -100,12 +140,44 @@ describe('built templates under mcpcell serve', () => {
     assert.equal(records[0].template, 'tiny@2');
   });
 
+  it('bakes a wheel in offline with --pip-wheels; run_code imports it in a cell of the template', async (t) => {
+    if (!existsSync('/usr/bin/python3.11') || !existsSync('/usr/lib/python3/dist-packages/pip')) {
+      t.skip('needs Debian\'s python3.11 and python3-pip on the host to copy');
+      return;
+    }
+    const src = path.join(dir, 'pysrc');
+    makePythonRootfs(src);
+    writeWheel(path.join(dir, 'wheels'), 'baked-e2e');
+    writeFileSync(path.join(dir, 'req.txt'), 'mcpcell-e2e-baked==1.0\n');
+    const built = JSON.parse(mcpcell(['template', 'build', 'py', '--from', src, '--state-dir', stateDir,
+      '--pip-wheels', path.join(dir, 'wheels'), '--pip-requirements', path.join(dir, 'req.txt')]));
+    assert.equal(built.ref, 'py@1');
+    assert.deepEqual(built.packages, ['pip: req.txt from 1 wheels']);
+
+    const policyFile = path.join(dir, 'py.toml');
+    writeFileSync(policyFile, 'name = "on-py"\n\n[filesystem]\ntemplate = "py@1"\n');
+    const s = await connect({
+      binaryName: 'mcpcell',
+      args: ['serve', '--state-dir', stateDir, '--policy', policyFile, '--warm-cells', '0'],
+    });
+    try {
+      const run = await s.client.callTool({
+        name: 'run_code',
+        arguments: { language: 'python', code: 'import mcpcell_e2e_baked as m, sys\nprint(m.VALUE, sys.version_info[:2])' },
+      });
+      assert.notEqual(run.isError, true, text(run));
+      assert.match(text(run), /baked-e2e \(3, 11\)/);
+    } finally {
+      await s.close();
+    }
+  });
+
   it('refuses an unknown template when the policy is loaded, listing the known ones', () => {
     const policyFile = path.join(dir, 'nope.toml');
     writeFileSync(policyFile, '[filesystem]\ntemplate = "nope"\n');
     const r = spawnSync(binary('mcpcell'), ['policy', 'check', policyFile, '--state-dir', stateDir],
       { encoding: 'utf8' });
     assert.notEqual(r.status, 0);
-    assert.match(r.stderr + r.stdout, /filesystem\.template: no template "nope".*known: "host", "tiny"/s);
+    assert.match(r.stderr + r.stdout, /filesystem\.template: no template "nope".*known: "host", (?:"py", )?"tiny"/s);
   });
 });
