@@ -2,9 +2,9 @@
 // rootfs, so they see the template's own interpreter, libraries and paths, never the
 // host's, and nothing they run can reach the host or the network (a cell has only
 // loopback). They install as the sandbox user under /workspace/bake (pip's --root, npm's
-// --prefix), which is the cell's workspace dir on the host; that tree is then merged into
-// the rootfs by the same checked writer as a --from source (FillTemplateRootfs), owned by
-// the builder, before the template is digested.
+// --prefix), which is the cell's workspace dir on the host; that tree is moved out, the
+// cell destroyed, and the tree merged into the rootfs by the same checked writer as a
+// --from source (FillTemplateRootfs), owned by the builder, before the template is digested.
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -16,6 +16,7 @@
 #include "sandbox/cell.h"
 #include "sandbox/cell_channel.h"
 #include "sandbox/cell_spec.h"
+#include "sandbox/state_dir.h"  // RemoveCellDir
 #include "sandbox/template_store.h"
 
 namespace mcpcell::sandbox {
@@ -100,7 +101,11 @@ Status RunInstaller(Cell& cell, const char* what, const char* script) {
   return Ok();
 }
 
-Status BakeInCell(Cell& cell, const std::string& rootfs, const BakeRequest& req) {
+// Runs the installers, then moves what they wrote to `out` (beside the rootfs, on the same
+// filesystem). The move comes before the cell is destroyed and the copy after: a process
+// an installer left running could otherwise swap a directory of the tree for a symlink to
+// a host path while the host copies it.
+Status BakeInCell(Cell& cell, const BakeRequest& req, const std::string& out) {
   if (!req.pip_wheels.empty()) {
     if (Status s = RunInstaller(cell, "pip install", kPipScript); !s) return s;
   }
@@ -111,8 +116,8 @@ Status BakeInCell(Cell& cell, const std::string& rootfs, const BakeRequest& req)
   struct stat st;
   if (lstat(baked.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return Error::Msg("the installers wrote nothing under /workspace/bake");
-  if (Status s = FillTemplateRootfs(baked, rootfs); !s)
-    return s.error().Wrap("copying the baked packages");
+  if (rename(baked.c_str(), out.c_str()) != 0)
+    return Error::Sys("rename(\"" + baked + "\", \"" + out + "\")");
   return Ok();
 }
 
@@ -139,9 +144,14 @@ Result<std::vector<std::string>> BakePackages(const std::string& rootfs, const B
   if (baked.empty()) return baked;
   auto cell = MakeBakeCell(rootfs, req);
   if (!cell) return cell.error();
-  Status s = BakeInCell(**cell, rootfs, req);
+  const std::string out = rootfs.substr(0, rootfs.rfind('/')) + "/baked";
+  Status s = BakeInCell(**cell, req, out);
   Status destroyed = (*cell)->Destroy();
-  if (!s) return s.error();
+  if (s && destroyed) s = FillTemplateRootfs(out, rootfs);
+  // Owned by the cell's uid when it was a root server's; never left in the version's dir.
+  Status removed = RemoveCellDir(out);
+  if (s && !removed) s = removed;
+  if (!s) return s.error().Wrap("baked packages");
   if (!destroyed) return destroyed.error().Wrap("destroying the bake cell");
   return baked;
 }
