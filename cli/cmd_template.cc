@@ -122,7 +122,8 @@ void AddBuild(CLI::App* tmpl, const std::shared_ptr<TemplateOptions>& o, int* ex
   b->add_option("--npm-packages", o->bake.npm_packages,
                 "Bake in every *.tgz of this directory (npm install --global --offline)")
       ->check(CLI::ExistingDirectory);
-  b->add_option("--init", o->bake.init_path, "mcpcell-init for the bake cell (default: next to mcpcell)");
+  b->add_option("--init", o->bake.init_path,
+                "mcpcell-init for the bake cell (default: next to mcpcell)");
   b->callback([o, exit_code] { *exit_code = RunBuild(*o); });
 }
 

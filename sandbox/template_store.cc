@@ -37,7 +37,8 @@ Result<UniqueFd> LockStore(const std::string& root) {
 
 // `dir`, 0755 whatever the umask when made here: the cells' host uids walk through it.
 Status MakeDir0755(const std::string& dir) {
-  if (mkdir(dir.c_str(), 0755) != 0) return errno == EEXIST ? Ok() : Error::Sys("mkdir(\"" + dir + "\")");
+  if (mkdir(dir.c_str(), 0755) != 0)
+    return errno == EEXIST ? Ok() : Error::Sys("mkdir(\"" + dir + "\")");
   if (chmod(dir.c_str(), 0755) != 0) return Error::Sys("chmod(\"" + dir + "\", 0755)");
   return Ok();
 }
@@ -84,8 +85,8 @@ std::vector<uint32_t> Versions(const std::string& name_dir) {
 }
 
 nlohmann::json InfoToJson(const TemplateInfo& t) {
-  return {{"name", t.name},   {"version", t.version}, {"created", t.created},
-          {"source", t.source}, {"digest", t.digest}, {"files", t.files},
+  return {{"name", t.name},     {"version", t.version},  {"created", t.created},
+          {"source", t.source}, {"digest", t.digest},    {"files", t.files},
           {"bytes", t.bytes},   {"packages", t.packages}};
 }
 
@@ -198,8 +199,12 @@ Result<TemplateInfo> TemplateStore::Commit(TemplateBuild& build, const std::stri
     return Error::Sys("chmod(\"" + build.rootfs() + "\", 0755)");
   auto digest = TemplateDigest(build.rootfs());
   if (!digest) return digest.error().Wrap("digest of the new template");
-  TemplateInfo info{.name = build.name(), .created = NowRfc3339(), .source = source,
-                    .digest = digest->sha256, .files = digest->files, .bytes = digest->bytes,
+  TemplateInfo info{.name = build.name(),
+                    .created = NowRfc3339(),
+                    .source = source,
+                    .digest = digest->sha256,
+                    .files = digest->files,
+                    .bytes = digest->bytes,
                     .packages = packages};
   auto lock = LockStore(root_);
   if (!lock) return lock.error();

@@ -67,7 +67,8 @@ Result<TreeDigest> TemplateDigest(const std::string& rootfs);
 // A build's staging dir; removed by the destructor unless committed.
 class TemplateBuild {
  public:
-  TemplateBuild(std::string name, std::string staging) : name_(std::move(name)), dir_(std::move(staging)) {}
+  TemplateBuild(std::string name, std::string staging)
+      : name_(std::move(name)), dir_(std::move(staging)) {}
   TemplateBuild(TemplateBuild&& other) noexcept;
   TemplateBuild& operator=(TemplateBuild&&) = delete;
   ~TemplateBuild();

@@ -144,13 +144,16 @@ Status RootfsWriter::Add(const Entry& e, const std::function<Status(int)>& data)
     if (!tparent) return tparent.error().Wrap("hard link \"" + e.path + "\"");
     const std::string tname = e.target.substr(e.target.rfind('/') + 1);
     struct stat st;
-    if (fstatat(tparent->get(), tname.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
-      return Error::Msg("hard link \"" + e.path + "\" -> \"" + e.target + "\": not a file of the tree");
+    if (fstatat(tparent->get(), tname.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode))
+      return Error::Msg("hard link \"" + e.path + "\" -> \"" + e.target +
+                        "\": not a file of the tree");
     if (linkat(tparent->get(), tname.c_str(), pfd, name.c_str(), 0) != 0)
       return Error::Sys("link(\"" + e.target + "\", \"" + e.path + "\")");
     return Ok();
   }
-  UniqueFd fd(openat(pfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  UniqueFd fd(
+      openat(pfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) return Error::Sys("create(\"" + e.path + "\")");
   if (Status s = data(fd.get()); !s) return s.error().Wrap(e.path);
   if (fchmod(fd.get(), e.mode & 01777) != 0) return Error::Sys("chmod(\"" + e.path + "\")");
@@ -161,7 +164,8 @@ Status RootfsWriter::Add(const Entry& e, const std::function<Status(int)>& data)
 
 Status RootfsWriter::Finish() {
   // Deepest first, so setting a parent's time is not undone by its children's.
-  std::sort(dirs_.begin(), dirs_.end(), [](const Entry& a, const Entry& b) { return a.path > b.path; });
+  std::sort(dirs_.begin(), dirs_.end(),
+            [](const Entry& a, const Entry& b) { return a.path > b.path; });
   for (const Entry& d : dirs_) {
     auto parent = OpenParent(d.path);
     if (!parent) return parent.error();
@@ -203,8 +207,12 @@ Result<Entry> EntryFromArchive(struct archive_entry* ae) {
     return e;
   }
   switch (archive_entry_filetype(ae)) {
-    case AE_IFREG: e.kind = Kind::kFile; break;
-    case AE_IFDIR: e.kind = Kind::kDir; break;
+    case AE_IFREG:
+      e.kind = Kind::kFile;
+      break;
+    case AE_IFDIR:
+      e.kind = Kind::kDir;
+      break;
     case AE_IFLNK:
       e.kind = Kind::kSymlink;
       e.target = archive_entry_symlink(ae) ? archive_entry_symlink(ae) : "";
@@ -217,7 +225,8 @@ Result<Entry> EntryFromArchive(struct archive_entry* ae) {
 }
 
 Status FillFromArchive(const std::string& tar, RootfsWriter& out) {
-  std::unique_ptr<struct archive, int (*)(struct archive*)> a(archive_read_new(), archive_read_free);
+  std::unique_ptr<struct archive, int (*)(struct archive*)> a(archive_read_new(),
+                                                              archive_read_free);
   archive_read_support_filter_all(a.get());
   archive_read_support_format_tar(a.get());
   if (archive_read_open_filename(a.get(), tar.c_str(), 1 << 16) != ARCHIVE_OK)
@@ -325,24 +334,26 @@ Status FillTemplateRootfs(const std::string& from, const std::string& rootfs) {
   auto out = RootfsWriter::Open(rootfs);
   if (!out) return out.error();
   Status s = S_ISDIR(st.st_mode) ? FillFromDirectory(from, *out)
-             : S_ISREG(st.st_mode) ? FillFromArchive(from, *out)
-                                   : Status(Error::Msg("--from \"" + from + "\": not a directory or a file"));
+             : S_ISREG(st.st_mode)
+                 ? FillFromArchive(from, *out)
+                 : Status(Error::Msg("--from \"" + from + "\": not a directory or a file"));
   if (!s) return s;
   return out->Finish();
 }
 
 Status DebootstrapTemplateRootfs(const std::string& suite, const std::string& rootfs,
                                  const std::string& scratch_dir) {
-  if (suite.empty() || suite.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") !=
-                           std::string::npos)
+  if (suite.empty() ||
+      suite.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
     return Error::Msg("--debian-suite \"" + suite + "\": not a suite name like bookworm");
   const char* candidates[] = {"/usr/bin/mmdebstrap", "/usr/local/bin/mmdebstrap"};
   std::string tool;
   for (const char* c : candidates)
     if (access(c, X_OK) == 0) tool = c;
   if (tool.empty())
-    return Error::Msg("--debian-suite needs mmdebstrap, which is not installed "
-                      "(apt-get install mmdebstrap), or build --from a rootfs dir or tar");
+    return Error::Msg(
+        "--debian-suite needs mmdebstrap, which is not installed "
+        "(apt-get install mmdebstrap), or build --from a rootfs dir or tar");
   const std::string tar = scratch_dir + "/debootstrap.tar";
   pid_t pid = fork();
   if (pid < 0) return Error::Sys("fork");

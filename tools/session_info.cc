@@ -193,9 +193,8 @@ std::string LimitLines(const sandbox::CellSpec& spec) {
 
 std::string TextReport(const SessionFacts& f) {
   const CellToolsConfig& config = f.config;
-  std::string text =
-      "cell " + f.cell.id() + " (policy " + config.policy_name + ", template " +
-      config.template_name + ")\n" + LimitLines(f.cell.spec());
+  std::string text = "cell " + f.cell.id() + " (policy " + config.policy_name + ", template " +
+                     config.template_name + ")\n" + LimitLines(f.cell.spec());
   if (f.usage) {
     text += "usage: cpu " + std::to_string(f.usage->cpu_usage_ns / 1000000) + " ms, memory now " +
             std::to_string(f.usage->memory_current_bytes >> 20) + " MiB, peak " +

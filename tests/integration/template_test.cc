@@ -58,7 +58,8 @@ void CopyWithLibraries(const std::string& binary, const std::string& root) {
 // A rootfs with dash as /bin/sh, cat and ls, the merged-/usr symlinks and an os-release and
 // passwd of its own.
 void MakeTinyRootfs(const std::string& root) {
-  for (const char* bin : {"/usr/bin/dash", "/usr/bin/cat", "/usr/bin/ls"}) CopyWithLibraries(bin, root);
+  for (const char* bin : {"/usr/bin/dash", "/usr/bin/cat", "/usr/bin/ls"})
+    CopyWithLibraries(bin, root);
   fs::create_symlink("dash", root + "/usr/bin/sh");
   for (const char* link : {"bin", "lib", "lib64", "sbin"})
     fs::create_symlink(std::string("usr/") + link, root + "/" + link);
@@ -89,7 +90,8 @@ void WriteWheel(const std::string& path, const std::string& value) {
   const std::vector<std::pair<std::string, std::string>> files = {
       {"mcpcell_tmpl_probe/__init__.py", "VALUE = \"" + value + "\"\n"},
       {info + "METADATA", "Metadata-Version: 2.1\nName: mcpcell-tmpl-probe\nVersion: 1.0\n"},
-      {info + "WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+      {info + "WHEEL",
+       "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
       {info + "RECORD", "mcpcell_tmpl_probe/__init__.py,,\n" + info + "METADATA,,\n" + info +
                             "WHEEL,,\n" + info + "RECORD,,\n"},
   };
@@ -154,9 +156,10 @@ TEST_F(TemplateTest, ACellOverABuiltTemplateSeesItsRootNotTheHostsUsr) {
   ASSERT_TRUE(t.ok()) << t.error().message;
   auto cell = CellOver(*t);
   ASSERT_TRUE(cell.ok()) << cell.error().message;
-  auto r = RunInCell(**cell, {"/bin/sh", "-c",
-                              "cat /etc/os-release; cat /etc/passwd; ls -d /proc/1 /tmp /workspace; "
-                              "ls /usr/bin; pwd"});
+  auto r =
+      RunInCell(**cell, {"/bin/sh", "-c",
+                         "cat /etc/os-release; cat /etc/passwd; ls -d /proc/1 /tmp /workspace; "
+                         "ls /usr/bin; pwd"});
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("NAME=\"mcpcell tiny\""));
@@ -205,7 +208,8 @@ TEST_F(TemplateTest, ABakedWheelImportsOfflineInACellOfTheTemplate) {
                          "/usr/local/lib/python3.11/dist-packages/mcpcell_tmpl_probe/__init__.py"));
   auto cell = CellOver(*t);
   ASSERT_TRUE(cell.ok()) << cell.error().message;
-  auto r = RunInCell(**cell, {"/usr/bin/python3", "-c", "import mcpcell_tmpl_probe as m; print(m.VALUE)"});
+  auto r = RunInCell(**cell,
+                     {"/usr/bin/python3", "-c", "import mcpcell_tmpl_probe as m; print(m.VALUE)"});
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "baked-42\n");

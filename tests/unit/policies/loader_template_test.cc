@@ -37,7 +37,8 @@ class LoaderTemplateTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(state_); }
   Result<Policy> Load(const std::string& tmpl) {
-    return ParsePolicy("[filesystem]\ntemplate = \"" + tmpl + "\"\n", "p.toml", {.state_dir = state_});
+    return ParsePolicy("[filesystem]\ntemplate = \"" + tmpl + "\"\n", "p.toml",
+                       {.state_dir = state_});
   }
   std::string state_;
 };
@@ -54,7 +55,8 @@ TEST_F(LoaderTemplateTest, ABareNameIsPinnedToTheLatestVersion) {
 TEST_F(LoaderTemplateTest, UnknownTemplatesAndVersionsAreLoadErrorsListingWhatExists) {
   auto p = Load("nope");
   ASSERT_FALSE(p.ok());
-  EXPECT_THAT(p.error().message, HasSubstr("p.toml:2:12: filesystem.template: no template \"nope\""));
+  EXPECT_THAT(p.error().message,
+              HasSubstr("p.toml:2:12: filesystem.template: no template \"nope\""));
   EXPECT_THAT(p.error().message, HasSubstr("known: \"host\", \"tiny\""));
   auto v = Load("tiny@9");
   ASSERT_FALSE(v.ok());
@@ -82,7 +84,8 @@ TEST_F(LoaderTemplateTest, CompilingAPinnedVersionThatWasDeletedFails) {
   ASSERT_TRUE(sandbox::TemplateStore(state_).Delete("tiny@1").ok());
   auto spec = CompileCellSpec(*p, "c1", state_, "/skel");
   ASSERT_FALSE(spec.ok());
-  EXPECT_THAT(spec.error().message, HasSubstr("filesystem.template: template \"tiny\" has no version 1"));
+  EXPECT_THAT(spec.error().message,
+              HasSubstr("filesystem.template: template \"tiny\" has no version 1"));
 }
 
 }  // namespace
