@@ -204,8 +204,12 @@ TEST_F(TemplateTest, ABakedWheelImportsOfflineInACellOfTheTemplate) {
   ASSERT_TRUE(t.ok()) << t.error().message;
   ASSERT_EQ(t->packages.size(), 1u);
   EXPECT_THAT(t->packages[0], HasSubstr("pip: req.txt from 1 wheels"));
-  EXPECT_TRUE(fs::exists(t->rootfs() +
-                         "/usr/local/lib/python3.11/dist-packages/mcpcell_tmpl_probe/__init__.py"));
+  const std::string baked =
+      t->rootfs() + "/usr/local/lib/python3.11/dist-packages/mcpcell_tmpl_probe/__init__.py";
+  struct stat st;
+  ASSERT_EQ(::stat(baked.c_str(), &st), 0) << baked;
+  EXPECT_EQ(st.st_uid, ::geteuid()) << "owned by the builder, not the bake cell's uid";
+  EXPECT_FALSE(fs::exists(fs::path(t->dir) / "baked")) << "the installers' tree is not kept";
   auto cell = CellOver(*t);
   ASSERT_TRUE(cell.ok()) << cell.error().message;
   auto r = RunInCell(**cell,
