@@ -12,6 +12,7 @@
 #include "base/units.h"
 #include "policies/mount_check.h"
 #include "policies/package_env.h"
+#include "sandbox/template_store.h"
 
 namespace mcpcell::policies {
 
@@ -181,6 +182,22 @@ Result<Policy> ApplyOverrides(Policy p, const PolicyOverrides& flags,
   return p;
 }
 
+namespace {
+
+// A built template is the whole root: its rootfs is the lower of "/" and nothing of the
+// host's is overlaid. The loader pinned the version; a bare name (a policy parsed without
+// a state dir) is pinned here to the latest.
+Status ApplyTemplate(const Policy& p, const std::string& state_dir, sandbox::CellSpec& spec) {
+  if (p.filesystem.template_name == sandbox::kHostTemplateName) return Ok();
+  auto info = sandbox::TemplateStore(state_dir).Find(p.filesystem.template_name);
+  if (!info) return info.error().Wrap("policy " + p.name + ": filesystem.template");
+  spec.rootfs.skeleton_dir = info->rootfs();
+  spec.rootfs.system_dirs = {};
+  return Ok();
+}
+
+}  // namespace
+
 Result<sandbox::CellSpec> CompileCellSpec(const Policy& p, const std::string& cell_id,
                                           const std::string& state_dir,
                                           const std::string& skeleton_dir) {
@@ -189,6 +206,7 @@ Result<sandbox::CellSpec> CompileCellSpec(const Policy& p, const std::string& ce
   }
   sandbox::CellSpec spec = sandbox::DefaultCellSpec(cell_id, state_dir);
   spec.rootfs.skeleton_dir = skeleton_dir;
+  if (Status s = ApplyTemplate(p, state_dir, spec); !s) return s.error();
   spec.limits.memory_max_bytes = p.limits.memory_bytes;
   spec.limits.pids_max = p.limits.pids;
   spec.limits.cpu_millicores = p.limits.cpu_millicores;

@@ -5,6 +5,7 @@
 
 #include "policies/loader_sections.h"
 #include "policies/mount_check.h"
+#include "sandbox/template_store.h"
 
 namespace mcpcell::policies {
 namespace {
@@ -36,6 +37,24 @@ void ReadMount(TomlReader& r, const toml::node& node, const std::string& at, Mou
   }
 }
 
+// "host", or a built template (sandbox/template_store.h) pinned here to the version it has
+// now, so every cell the policy makes gets the same tree. Without a state dir only the
+// syntax is checked (CompileCellSpec resolves it then).
+void ReadTemplate(TomlReader& r, const toml::table& t, FilesystemPolicy* out) {
+  const toml::node* node = t.get("template");
+  if (r.failed() || !node || out->template_name == sandbox::kHostTemplateName) return;
+  Result<std::string> pinned = out->template_name;
+  if (r.options().state_dir.empty()) {
+    if (auto ref = sandbox::ParseTemplateRef(out->template_name); !ref) pinned = ref.error();
+  } else if (auto info = sandbox::TemplateStore(r.options().state_dir).Find(out->template_name)) {
+    pinned = info->ref();
+  } else {
+    pinned = info.error();
+  }
+  if (!pinned) return r.Fail(node->source(), "filesystem.template", pinned.error().message);
+  out->template_name = *pinned;
+}
+
 }  // namespace
 
 void ReadFilesystem(TomlReader& r, const toml::table& root, FilesystemPolicy* out) {
@@ -43,7 +62,8 @@ void ReadFilesystem(TomlReader& r, const toml::table& root, FilesystemPolicy* ou
   if (!t) return;
   const std::string p = "filesystem";
   r.OnlyKeys(*t, p, {"template", "workspace", "workspace_dir", "mounts"});
-  r.String(*t, p, "template", &out->template_name, {"host"});
+  r.String(*t, p, "template", &out->template_name);
+  ReadTemplate(r, *t, out);
   std::string ws = "ephemeral";
   r.String(*t, p, "workspace", &ws, {"ephemeral", "persistent"});
   out->workspace = ws == "persistent" ? WorkspaceMode::kPersistent : WorkspaceMode::kEphemeral;

@@ -55,7 +55,9 @@ struct MountPolicy {
 enum class WorkspaceMode { kEphemeral, kPersistent };
 
 struct FilesystemPolicy {
-  std::string template_name = "host";  // the host's /usr under a curated skeleton
+  // "host" (the host's /usr under a curated skeleton) or a built template, "NAME@VERSION"
+  // once loaded with a state dir (sandbox/template_store.h)
+  std::string template_name = "host";
   std::vector<MountPolicy> mounts;
   WorkspaceMode workspace = WorkspaceMode::kEphemeral;
   std::string workspace_dir;  // host directory of a persistent workspace (absolute)

@@ -16,6 +16,7 @@ CellToolsConfig ToolsConfigFromPolicy(const policies::Policy& policy) {
   config.max_timeout = policy.time.exec_max;
   config.enabled_tools.insert(policy.tools.enabled.begin(), policy.tools.enabled.end());
   config.policy_name = policy.name;
+  config.template_name = policy.filesystem.template_name;
   config.network_summary = policies::NetworkSummary(policy);
   config.packages = policy.packages;
   config.packages_summary = policies::PackagesSummary(policy.packages);

@@ -42,6 +42,7 @@ mcp::Json SessionInfoOutputSchema() {
       {"properties",
        {{"cell_id", {{"type", "string"}}},
         {"policy", {{"type", "string"}}},
+        {"template", {{"type", "string"}}},
         {"memory_limit_bytes", integer},
         {"pids_limit", integer},
         {"cpu_millicores", integer},
@@ -129,6 +130,7 @@ mcp::Json StructuredReport(const SessionFacts& f) {
   mcp::Json s = {
       {"cell_id", f.cell.id()},
       {"policy", f.config.policy_name},
+      {"template", f.config.template_name},
       {"memory_limit_bytes", spec.limits.memory_max_bytes},
       {"pids_limit", spec.limits.pids_max},
       {"cpu_millicores", spec.limits.cpu_millicores},
@@ -191,8 +193,8 @@ std::string LimitLines(const sandbox::CellSpec& spec) {
 
 std::string TextReport(const SessionFacts& f) {
   const CellToolsConfig& config = f.config;
-  std::string text =
-      "cell " + f.cell.id() + " (policy " + config.policy_name + ")\n" + LimitLines(f.cell.spec());
+  std::string text = "cell " + f.cell.id() + " (policy " + config.policy_name + ", template " +
+                     config.template_name + ")\n" + LimitLines(f.cell.spec());
   if (f.usage) {
     text += "usage: cpu " + std::to_string(f.usage->cpu_usage_ns / 1000000) + " ms, memory now " +
             std::to_string(f.usage->memory_current_bytes >> 20) + " MiB, peak " +

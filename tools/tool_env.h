@@ -56,6 +56,8 @@ struct CellToolsConfig {
   size_t max_list_entries = 10000;
   std::set<std::string> enabled_tools;  // empty: all (the policy's tools.enabled)
   std::string policy_name = "default";
+  // The policy's filesystem.template: "host" or the pinned "NAME@VERSION" (session_info).
+  std::string template_name = "host";
   std::string network_summary = "no network: the cell has only a loopback interface";
   // pip_install/npm_install: the policy's [packages] (mode, rules) and one line saying it.
   policies::PackagesPolicy packages;

@@ -195,8 +195,18 @@ Status RemoveTree(const std::string& path) {
   return Ok();
 }
 
-// Mount points of the system dirs and the spec's mounts, created in the upper `upper`.
+// Where cell init mounts its own filesystems (setup.cc): the host template has them all, a
+// built template's rootfs (template_store.h) may not.
+constexpr const char* kCellMountPoints[] = {"proc", "dev", "tmp", "run", "workspace"};
+
+// Mount points of the system dirs and the spec's mounts, and those of kCellMountPoints the
+// template lacks, created in the upper `upper`.
 Status MakeMountTargets(const CellSpec& spec, const std::string& upper) {
+  for (const char* dir : kCellMountPoints) {
+    struct stat st;
+    if (::lstat((spec.rootfs.skeleton_dir + "/" + dir).c_str(), &st) == 0) continue;
+    if (Status s = MakeDirs(upper + "/" + dir, 0755); !s) return s;
+  }
   for (const std::string& dir : spec.rootfs.system_dirs) {
     if (Status s = MakeDirs(upper + dir, 0755); !s) return s;
   }

@@ -176,8 +176,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "directory (set workspace = \"persistent\")"},
         BadCase{"[filesystem]\nworkspace = \"persistent\"\nworkspace_dir = \"ws\"\n",
                 "p.toml:3:17: filesystem.workspace_dir: \"ws\" is not an absolute path"},
-        BadCase{"[filesystem]\ntemplate = \"alpine\"\n",
-                "p.toml:2:12: filesystem.template: expected one of \"host\", got \"alpine\""},
+        BadCase{"[filesystem]\ntemplate = \"al/pine\"\n",
+                "p.toml:2:12: filesystem.template: template name \"al/pine\": only A-Z a-z 0-9 . _ "
+                "- allowed"},
+        BadCase{"[filesystem]\ntemplate = \"alpine@0\"\n",
+                "p.toml:2:12: filesystem.template: template \"alpine@0\": the version after '@' "
+                "must be 1, 2, 3..."},
         BadCase{"[[filesystem.mounts]]\nsource = \"/\"\ntarget = \"/host\"\n",
                 "p.toml:2:10: filesystem.mounts[0].source: refusing to mount \"/\": it is the "
                 "host's root filesystem"},
