@@ -310,11 +310,10 @@ std::vector<WorkspaceInfo> WorkspaceStore::RemoveUnused(
   for (WorkspaceInfo& w : *all) {
     if (w.holder) continue;
     std::optional<WallClock::time_point> last = w.last_used;
-    std::error_code ec;
     if (!last) {
-      auto mtime = fs::last_write_time(w.dir, ec);
-      if (ec) continue;
-      last = std::chrono::clock_cast<WallClock>(mtime);
+      struct stat st;
+      if (::stat(w.dir.c_str(), &st) != 0) continue;
+      last = WallClock::from_time_t(st.st_mtim.tv_sec);
     }
     if (now - *last <= retention(w.owner)) continue;
     const std::string owner = w.owner == policies::kNoTenantOwner ? "" : w.owner;
