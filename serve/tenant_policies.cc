@@ -6,6 +6,9 @@
 #include "policies/workspace_name.h"
 
 namespace mcpcell::serve {
+namespace {
+constexpr const char* kWarmPoolIdPrefix = "w";
+}  // namespace
 
 using tools::CellToolsConfig;
 using tools::ToolEnv;
@@ -91,7 +94,10 @@ sandbox::CellSpecFactory PolicySpecFactory(policies::Policy policy, std::string 
           skeleton = std::move(skeleton_dir),
           workspaces](const std::string& id) -> Result<sandbox::CellSpec> {
     auto spec = policies::CompileCellSpec(policy, id, state_dir, skeleton);
-    if (!spec || !workspaces) return spec;
+    // The warm pool asks for a spec only to learn that a persistent workspace turns it off
+    // (sandbox/warm_pool.cc) and never makes that cell: its ids (GenerateCellId('w')) lock
+    // nothing, or the lock would outlive a cell that never existed.
+    if (!spec || !workspaces || id.starts_with(kWarmPoolIdPrefix)) return spec;
     if (Status s = workspaces->Take(policy, id); !s) return s.error();
     return spec;
   };

@@ -225,6 +225,11 @@ Result<std::unique_ptr<WorkspaceLock>> WorkspaceStore::Lock(const WorkspaceId& i
   }
   const std::string dir = owner_dir + "/" + id.name;
   if (Status s = MakeDirs(dir, 0755); !s) return s.error().Wrap(Shown(id));
+  // As for --workspace (policies/compiler.cc, OpenToCells): a root server maps each cell's
+  // sandbox user to a uid of that cell's own range, so the top directory must be writable
+  // by any uid; the 0711 directories above it keep other host users from finding it.
+  if (::geteuid() == 0 && ::chmod(dir.c_str(), 0777) != 0)
+    return Error::Sys("chmod(\"" + dir + "\", 0777)").Wrap(Shown(id));
   WorkspaceHolder holder{.pid = ::getpid(), .cell = cell_id, .session = "",
                          .since = FormatUtc(WallClock::now())};
   WriteHolder(fd->get(), holder);
