@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "serve/workspace_leases.h"
@@ -185,6 +186,39 @@ TEST_F(WorkspacesTest, UtcTimesRoundTrip) {
   EXPECT_EQ(FormatUtc(t), "2026-01-02T03:00:00Z");
   EXPECT_EQ(ParseUtc("2026-01-02T03:00:00Z"), t);
   EXPECT_FALSE(ParseUtc("yesterday").has_value());
+}
+
+TEST_F(WorkspacesTest, TheJanitorRemovesAnOldWorkspaceAtStartAndReportsIt) {
+  WorkspaceStore store(state_);
+  for (const char* name : {"old", "recent"}) {
+    ASSERT_TRUE(store.Lock({"alice", name}, "c1", WorkspaceBusy::kRefuse, milliseconds(0)));
+  }
+  // "old" was last used 40 days ago, as its record says.
+  std::ofstream(state_ + "/workspaces/alice/.meta/old.json")
+      << R"({"tenant":"alice","name":"old","bytes":0,"last_used":")"
+      << FormatUtc(WallClock::now() - hours(40 * 24)) << "\"}\n";
+  std::promise<WorkspaceInfo> removed;
+  {
+    WorkspaceJanitor janitor(
+        store, [](const std::string&) { return std::chrono::seconds(30 * 86400); },
+        [&](const WorkspaceInfo& w) { removed.set_value(w); });
+    auto future = removed.get_future();
+    ASSERT_EQ(future.wait_for(std::chrono::minutes(5)), std::future_status::ready);
+    EXPECT_EQ(future.get().name, "old");
+  }
+  EXPECT_FALSE(fs::exists(state_ + "/workspaces/alice/old"));
+  EXPECT_TRUE(fs::exists(state_ + "/workspaces/alice/recent"));
+}
+
+TEST_F(WorkspacesTest, RetentionIsTheTenantsOwnElseTheServers) {
+  policies::Policy server;
+  server.time.workspace_retention = std::chrono::seconds(7 * 86400);
+  policies::Policy alice;
+  alice.time.workspace_retention = std::chrono::seconds(90 * 86400);
+  auto retention = RetentionByOwner(server, {{"alice", alice}});
+  EXPECT_EQ(retention("alice"), std::chrono::seconds(90 * 86400));
+  EXPECT_EQ(retention("_"), std::chrono::seconds(7 * 86400));
+  EXPECT_EQ(retention("gone-tenant"), std::chrono::seconds(7 * 86400));
 }
 
 }  // namespace
