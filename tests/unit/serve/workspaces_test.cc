@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -219,6 +221,37 @@ TEST_F(WorkspacesTest, RetentionIsTheTenantsOwnElseTheServers) {
   EXPECT_EQ(retention("alice"), std::chrono::seconds(90 * 86400));
   EXPECT_EQ(retention("_"), std::chrono::seconds(7 * 86400));
   EXPECT_EQ(retention("gone-tenant"), std::chrono::seconds(7 * 86400));
+}
+
+TEST_F(WorkspacesTest, AnotherProcessHoldingTheLockRefusesUntilItExits) {
+  int ready[2];
+  int go[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // another server: holds alice/proj until told to go
+    auto lock = WorkspaceStore(state_).Lock({"alice", "proj"}, "c-other", WorkspaceBusy::kRefuse,
+                                            milliseconds(0));
+    char c = lock ? 'y' : 'n';
+    (void)!::write(ready[1], &c, 1);
+    (void)!::read(go[0], &c, 1);
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  WorkspaceStore store(state_);
+  auto refused = store.Lock({"alice", "proj"}, "c1", WorkspaceBusy::kRefuse, milliseconds(0));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("cell c-other"), std::string::npos);
+  EXPECT_NE(refused.error().message.find("server pid " + std::to_string(child)), std::string::npos);
+  (void)!::write(go[1], "x", 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  // The child ended without releasing: the kernel dropped its lock with its files.
+  EXPECT_TRUE(store.Lock({"alice", "proj"}, "c1", WorkspaceBusy::kRefuse, milliseconds(0)));
+  for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
 }
 
 }  // namespace
