@@ -55,8 +55,8 @@ Result<policies::Policy> ResolveTenant(const std::string& name, const TenantConf
   }
   // The same composition checks (and a persistent workspace_dir made) as the server's own.
   auto composed = policies::ApplyOverrides(
-      std::move(base), tenant.inherit_server_mounts ? server_host_dirs : policies::PolicyOverrides{},
-      state_dir);
+      std::move(base),
+      tenant.inherit_server_mounts ? server_host_dirs : policies::PolicyOverrides{}, state_dir);
   if (!composed) return composed.error();
   composed->filesystem.workspace_owner = name;
   if (!composed->filesystem.workspace_name.empty()) {

@@ -19,9 +19,9 @@
 #include <string>
 
 #include "base/status.h"
+#include "policies/compiler.h"
 #include "policies/policy.h"
 #include "sandbox/cell_session.h"
-#include "policies/compiler.h"
 #include "serve/http_config.h"
 #include "serve/workspace_leases.h"
 #include "tools/tool_env.h"

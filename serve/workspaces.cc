@@ -100,7 +100,8 @@ std::optional<WorkspaceHolder> ParseHolder(const std::string& text) {
 }
 
 std::string HolderText(const WorkspaceHolder& h) {
-  return nlohmann::json{{"pid", h.pid}, {"cell", h.cell}, {"session", h.session}, {"since", h.since}}
+  return nlohmann::json{
+      {"pid", h.pid}, {"cell", h.cell}, {"session", h.session}, {"since", h.since}}
       .dump();
 }
 
@@ -177,7 +178,9 @@ std::optional<WallClock::time_point> ParseUtc(const std::string& text) {
 }
 
 WorkspaceLock::WorkspaceLock(WorkspaceId id, std::string dir, std::string meta_path, UniqueFd fd)
-    : id_(std::move(id)), dir_(std::move(dir)), meta_path_(std::move(meta_path)),
+    : id_(std::move(id)),
+      dir_(std::move(dir)),
+      meta_path_(std::move(meta_path)),
       fd_(std::move(fd)) {}
 
 WorkspaceLock::~WorkspaceLock() {
@@ -196,10 +199,9 @@ void WorkspaceLock::NoteSession(const std::string& cell_id, const std::string& s
 WorkspaceStore::WorkspaceStore(std::string state_dir)
     : root_(policies::WorkspacesRoot(state_dir)) {}
 
-Result<std::unique_ptr<WorkspaceLock>> WorkspaceStore::Lock(const WorkspaceId& id,
-                                                            const std::string& cell_id,
-                                                            policies::WorkspaceBusy busy,
-                                                            std::chrono::milliseconds wait_for) const {
+Result<std::unique_ptr<WorkspaceLock>> WorkspaceStore::Lock(
+    const WorkspaceId& id, const std::string& cell_id, policies::WorkspaceBusy busy,
+    std::chrono::milliseconds wait_for) const {
   if (Status s = CheckId(id); !s) return s.error();
   const std::string owner_dir = root_ + "/" + WorkspaceOwnerDir(id.owner);
   // The path to a workspace must be traversable by the cells' own uids (their init binds
@@ -230,8 +232,8 @@ Result<std::unique_ptr<WorkspaceLock>> WorkspaceStore::Lock(const WorkspaceId& i
   // by any uid; the 0711 directories above it keep other host users from finding it.
   if (::geteuid() == 0 && ::chmod(dir.c_str(), 0777) != 0)
     return Error::Sys("chmod(\"" + dir + "\", 0777)").Wrap(Shown(id));
-  WorkspaceHolder holder{.pid = ::getpid(), .cell = cell_id, .session = "",
-                         .since = FormatUtc(WallClock::now())};
+  WorkspaceHolder holder{
+      .pid = ::getpid(), .cell = cell_id, .session = "", .since = FormatUtc(WallClock::now())};
   WriteHolder(fd->get(), holder);
   uint64_t bytes = 0;
   if (auto info = Inspect(WorkspaceOwnerDir(id.owner), id.name)) bytes = info->bytes;

@@ -44,8 +44,8 @@ struct WorkspaceInfo {
   std::string name;
   std::string dir;
   std::optional<WallClock::time_point> last_used;  // none: never recorded
-  uint64_t bytes = 0;                               // regular files' sizes at last use
-  std::optional<WorkspaceHolder> holder;            // set while locked
+  uint64_t bytes = 0;                              // regular files' sizes at last use
+  std::optional<WorkspaceHolder> holder;           // set while locked
 };
 
 // A held workspace lock. Destroying it records the last use (now, the directory's size),

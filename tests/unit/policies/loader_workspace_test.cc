@@ -62,8 +62,8 @@ TEST(LoaderWorkspace, BadNamesAreRefusedQuotingTheName) {
 }
 
 TEST(LoaderWorkspace, ANamedWorkspaceTakesNoHostDirectory) {
-  std::string e = ErrorOf(
-      "[filesystem]\nworkspace = \"persistent:proj\"\nworkspace_dir = \"/srv/ws\"\n");
+  std::string e =
+      ErrorOf("[filesystem]\nworkspace = \"persistent:proj\"\nworkspace_dir = \"/srv/ws\"\n");
   EXPECT_NE(e.find("filesystem.workspace_dir"), std::string::npos) << e;
   EXPECT_NE(e.find("state directory"), std::string::npos) << e;
   // The operator's own host directory keeps working.
@@ -82,7 +82,8 @@ TEST(LoaderWorkspace, TheCompilerPutsItUnderItsOwnersDirectory) {
   p.filesystem.workspace_owner = "alice";
   EXPECT_EQ(NamedWorkspaceDir("/var/lib/mcpcell", "alice", "proj"),
             "/var/lib/mcpcell/workspaces/alice/proj");
-  EXPECT_EQ(NamedWorkspaceDir("/var/lib/mcpcell", "", "proj"), "/var/lib/mcpcell/workspaces/_/proj");
+  EXPECT_EQ(NamedWorkspaceDir("/var/lib/mcpcell", "", "proj"),
+            "/var/lib/mcpcell/workspaces/_/proj");
   // ApplyOverrides makes nothing for a named workspace (it is made under its lock).
   auto applied = ApplyOverrides(p, {}, "/nonexistent-state");
   ASSERT_TRUE(applied) << applied.error().message;

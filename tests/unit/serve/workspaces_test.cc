@@ -161,7 +161,7 @@ TEST_F(WorkspacesTest, RetentionRemovesOnlyUnlockedWorkspacesUnusedLongerThanThe
   EXPECT_FALSE(fs::exists(state_ + "/workspaces/alice/old"));
   EXPECT_TRUE(fs::exists(state_ + "/workspaces/alice/busy"));
   EXPECT_EQ(store.RemoveUnused(WallClock::now() + days(61), retention).size(), 2u);  // bob's
-  EXPECT_TRUE(fs::exists(state_ + "/workspaces/alice/busy"));  // still locked
+  EXPECT_TRUE(fs::exists(state_ + "/workspaces/alice/busy"));                        // still locked
 }
 
 TEST_F(WorkspacesTest, LeasesHoldOneLockPerCellUntilReleased) {
