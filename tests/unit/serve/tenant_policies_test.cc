@@ -197,7 +197,8 @@ TEST_F(TenantPoliciesTest, EachTenantOwnsItsNamedWorkspaces) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->at("alice").filesystem.workspace_owner, "alice");
   EXPECT_EQ(r->at("bob").filesystem.workspace_owner, "bob");
-  auto alice = policies::CompileCellSpec(r->at("alice"), "c1", state_dir_, state_dir_ + "/skeleton");
+  auto alice =
+      policies::CompileCellSpec(r->at("alice"), "c1", state_dir_, state_dir_ + "/skeleton");
   auto bob = policies::CompileCellSpec(r->at("bob"), "c2", state_dir_, state_dir_ + "/skeleton");
   ASSERT_TRUE(alice.ok()) << alice.error().message;
   ASSERT_TRUE(bob.ok()) << bob.error().message;
@@ -224,6 +225,22 @@ TEST_F(TenantPoliciesTest, TheFactoryLocksANamedWorkspaceOneCellAtATime) {
       << second.error().message;
   leases.Release("c1");
   EXPECT_TRUE(factory("c2").ok());
+}
+
+TEST(HttpConfigInheritTest, InheritServerMountsIsOffUnlessSetAndMustBeABoolean) {
+  const std::string tenant =
+      "[[tenant]]\nname = \"a\"\ntoken_sha256 = [\"" + std::string(64, 'a') + "\"]\n";
+  std::string error;
+  auto off = ParseHttpConfig(tenant, "http.toml", error);
+  ASSERT_TRUE(off) << error;
+  EXPECT_FALSE(off->tenants.at("a").inherit_server_mounts);
+  auto on = ParseHttpConfig(tenant + "inherit_server_mounts = true\n", "http.toml", error);
+  ASSERT_TRUE(on) << error;
+  EXPECT_TRUE(on->tenants.at("a").inherit_server_mounts);
+  EXPECT_FALSE(ParseHttpConfig(tenant + "inherit_server_mounts = \"yes\"\n", "http.toml", error));
+  EXPECT_NE(error.find("tenant \"a\": inherit_server_mounts must be true or false"),
+            std::string::npos)
+      << error;
 }
 
 }  // namespace
