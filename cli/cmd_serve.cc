@@ -27,6 +27,9 @@ struct ServeFlags {
   // The policy (shipped name or .toml file); the flags below compose into it.
   std::string policy = "default";
   policies::PolicyOverrides overrides;
+  // The policy with the limit flags only: what a tenant without a `policy` key starts from
+  // (the host directories reach tenants only with inherit_server_mounts).
+  policies::Policy tenant_base;
   uint64_t memory_mib = 0;
   uint64_t disk_mib = 0;
   uint64_t pids = 0;
@@ -62,18 +65,22 @@ bool ResolveEffectivePolicy(ServeFlags& o, CLI::App& cmd) {
                  base.error().message.c_str());
     return false;
   }
+  auto tenant_base = policies::ApplyOverrides(*base, serve::WithoutHostDirs(ov), state_dir);
   auto composed = policies::ApplyOverrides(std::move(*base), ov, state_dir);
-  if (!composed) {
-    std::fprintf(stderr, "mcpcell serve: %s\n", composed.error().message.c_str());
+  if (!composed || !tenant_base) {
+    std::fprintf(stderr, "mcpcell serve: %s\n",
+                 (composed ? tenant_base : composed).error().message.c_str());
     return false;
   }
   o.run.effective = std::move(*composed);
+  o.tenant_base = std::move(*tenant_base);
   return true;
 }
 
 // The HTTP config and every tenant's policy (serve/tenant_policies.h). Prints the error,
 // naming the tenant and its policy, and returns false on failure.
-bool LoadTenants(serve::ServeOptions& o) {
+bool LoadTenants(ServeFlags& flags) {
+  serve::ServeOptions& o = flags.run;
   if (o.http_config.empty()) return true;
   std::string error;
   auto loaded = serve::LoadHttpConfig(o.http_config, error);
@@ -82,7 +89,8 @@ bool LoadTenants(serve::ServeOptions& o) {
     return false;
   }
   o.http_settings = std::move(*loaded);
-  auto tenants = serve::ResolveTenantPolicies(o.http_settings, o.effective, o.state_dir);
+  auto tenants = serve::ResolveTenantPolicies(o.http_settings, flags.tenant_base,
+                                              serve::HostDirOverrides(flags.overrides), o.state_dir);
   if (!tenants) {
     std::fprintf(stderr, "mcpcell serve: --http-config %s: %s\n", o.http_config.c_str(),
                  tenants.error().message.c_str());
@@ -205,7 +213,7 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
       return;
     }
     opts->run.package_cache_bytes = *cache;
-    if (!ResolveEffectivePolicy(*opts, *cmd) || !LoadTenants(opts->run)) {
+    if (!ResolveEffectivePolicy(*opts, *cmd) || !LoadTenants(*opts)) {
       *exit_code = 2;
       return;
     }

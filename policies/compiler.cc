@@ -12,6 +12,7 @@
 #include "base/units.h"
 #include "policies/mount_check.h"
 #include "policies/package_env.h"
+#include "policies/workspace_name.h"
 #include "sandbox/template_store.h"
 
 namespace mcpcell::policies {
@@ -169,8 +170,10 @@ Result<Policy> ApplyOverrides(Policy p, const PolicyOverrides& flags,
     }
     p.filesystem.workspace = WorkspaceMode::kPersistent;
     p.filesystem.workspace_dir = o.workspace_dir;
+    p.filesystem.workspace_name.clear();
   }
-  if (p.filesystem.workspace == WorkspaceMode::kPersistent) {
+  // A named workspace is made on first use, under its lock (serve/workspaces.h).
+  if (p.filesystem.workspace == WorkspaceMode::kPersistent && p.filesystem.workspace_name.empty()) {
     const std::string& dir = p.filesystem.workspace_dir;
     if (auto s = CheckMountSource(dir, state_dir); !s && s.error().err != ENOENT) {
       return s.error().Wrap("workspace " + dir);
@@ -216,7 +219,10 @@ Result<sandbox::CellSpec> CompileCellSpec(const Policy& p, const std::string& ce
   spec.tmpfs.tmp_bytes = p.limits.tmp_bytes;
   spec.seccomp = p.isolation.seccomp;
   if (p.filesystem.workspace == WorkspaceMode::kPersistent) {
-    spec.workspace_host_dir = p.filesystem.workspace_dir;
+    spec.workspace_host_dir = p.filesystem.workspace_name.empty()
+                                  ? p.filesystem.workspace_dir
+                                  : NamedWorkspaceDir(state_dir, p.filesystem.workspace_owner,
+                                                      p.filesystem.workspace_name);
   } else {
     // The ephemeral workspace shares the policy's disk limit with the writable layers'
     // own cap: writes past it fail with ENOSPC, which the tools report as the disk limit.
@@ -353,10 +359,13 @@ std::string DescribePolicy(const Policy& p) {
     << "\nsession_idle = " << Quoted(FormatDuration(t.session_idle))
     << "\nsession_max = " << Quoted(FormatDuration(t.session_max)) << "\nsession_pause_idle = "
     << Quoted(t.session_pause_idle.count() == 0 ? "off" : FormatDuration(t.session_pause_idle))
-    << "\n";
+    << "\nworkspace_retention = " << Quoted(FormatDuration(t.workspace_retention)) << "\n";
   const FilesystemPolicy& f = p.filesystem;
-  o << "\n[filesystem]\ntemplate = " << Quoted(f.template_name) << "\nworkspace = "
-    << (f.workspace == WorkspaceMode::kPersistent ? "\"persistent\"" : "\"ephemeral\"") << "\n";
+  std::string ws = f.workspace == WorkspaceMode::kPersistent ? "persistent" : "ephemeral";
+  if (!f.workspace_name.empty()) ws += ":" + f.workspace_name;
+  o << "\n[filesystem]\ntemplate = " << Quoted(f.template_name) << "\nworkspace = " << Quoted(ws)
+    << "\nworkspace_busy = "
+    << (f.workspace_busy == WorkspaceBusy::kWait ? "\"wait\"" : "\"refuse\"") << "\n";
   if (!f.workspace_dir.empty()) o << "workspace_dir = " << Quoted(f.workspace_dir) << "\n";
   for (const MountPolicy& m : f.mounts) {
     o << "\n[[filesystem.mounts]]\nsource = " << Quoted(m.source)

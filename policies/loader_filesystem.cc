@@ -1,10 +1,12 @@
-// The filesystem section of a policy file: template, workspace, and the mounts, each
+// The filesystem section of a policy file: template, workspace (ephemeral, a host directory,
+// or a named workspace the tenant owns) and what a busy one does, and the mounts, each
 // checked by policies/mount_check.h (see loader_sections.h).
 #include <set>
 #include <string>
 
 #include "policies/loader_sections.h"
 #include "policies/mount_check.h"
+#include "policies/workspace_name.h"
 #include "sandbox/template_store.h"
 
 namespace mcpcell::policies {
@@ -55,24 +57,59 @@ void ReadTemplate(TomlReader& r, const toml::table& t, FilesystemPolicy* out) {
   out->template_name = *pinned;
 }
 
+// filesystem.workspace: "ephemeral", "persistent" (with workspace_dir) or
+// "persistent:NAME" (a workspace the session's tenant owns, policies/workspace_name.h).
+void ReadWorkspaceMode(TomlReader& r, const toml::table& t, FilesystemPolicy* out) {
+  std::string ws = "ephemeral";
+  r.String(t, "filesystem", "workspace", &ws);
+  if (r.failed()) return;
+  static const std::string kNamed = "persistent:";
+  if (ws.rfind(kNamed, 0) == 0) {
+    const std::string name = ws.substr(kNamed.size());
+    if (Status s = CheckWorkspaceName(name); !s) {
+      r.Fail(t.get("workspace")->source(), "filesystem.workspace", s.error().message);
+      return;
+    }
+    out->workspace = WorkspaceMode::kPersistent;
+    out->workspace_name = name;
+    return;
+  }
+  if (ws != "ephemeral" && ws != "persistent") {
+    r.Fail(t.get("workspace")->source(), "filesystem.workspace",
+           "\"" + ws + "\" is not one of \"ephemeral\", \"persistent\", \"persistent:NAME\"");
+    return;
+  }
+  out->workspace = ws == "persistent" ? WorkspaceMode::kPersistent : WorkspaceMode::kEphemeral;
+}
+
 }  // namespace
 
 void ReadFilesystem(TomlReader& r, const toml::table& root, FilesystemPolicy* out) {
   const toml::table* t = r.Table(root, "", "filesystem");
   if (!t) return;
   const std::string p = "filesystem";
-  r.OnlyKeys(*t, p, {"template", "workspace", "workspace_dir", "mounts"});
+  r.OnlyKeys(*t, p, {"template", "workspace", "workspace_dir", "workspace_busy", "mounts"});
   r.String(*t, p, "template", &out->template_name);
   ReadTemplate(r, *t, out);
-  std::string ws = "ephemeral";
-  r.String(*t, p, "workspace", &ws, {"ephemeral", "persistent"});
-  out->workspace = ws == "persistent" ? WorkspaceMode::kPersistent : WorkspaceMode::kEphemeral;
+  ReadWorkspaceMode(r, *t, out);
+  std::string busy = "refuse";
+  r.String(*t, p, "workspace_busy", &busy, {"refuse", "wait"});
+  out->workspace_busy = busy == "wait" ? WorkspaceBusy::kWait : WorkspaceBusy::kRefuse;
   r.String(*t, p, "workspace_dir", &out->workspace_dir);
   if (r.failed()) return;
   const toml::node* dir = t->get("workspace_dir");
-  if (out->workspace == WorkspaceMode::kPersistent && out->workspace_dir.empty()) {
+  if (dir && !out->workspace_name.empty()) {
+    r.Fail(dir->source(), "filesystem.workspace_dir",
+           "a named workspace (\"persistent:" + out->workspace_name +
+               "\") lives in the server's state directory: give workspace_dir only with "
+               "workspace = \"persistent\"");
+    return;
+  }
+  if (out->workspace == WorkspaceMode::kPersistent && out->workspace_name.empty() &&
+      out->workspace_dir.empty()) {
     r.Fail(t->source(), "filesystem.workspace_dir",
-           "a persistent workspace needs workspace_dir (a host directory)");
+           "a persistent workspace needs workspace_dir (a host directory), or name one the "
+           "tenant owns: workspace = \"persistent:NAME\"");
     return;
   }
   if (dir && out->workspace == WorkspaceMode::kEphemeral) {

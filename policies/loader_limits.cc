@@ -85,11 +85,14 @@ void ReadTime(TomlReader& r, const toml::table& root, TimePolicy* out) {
   const std::string p = "time";
   using std::chrono::seconds;
   r.OnlyKeys(*t, p,
-             {"exec_default", "exec_max", "session_idle", "session_max", "session_pause_idle"});
+             {"exec_default", "exec_max", "session_idle", "session_max", "session_pause_idle",
+              "workspace_retention"});
   r.Duration(*t, p, "exec_default", seconds(1), seconds(86400), &out->exec_default);
   r.Duration(*t, p, "exec_max", seconds(1), seconds(86400), &out->exec_max);
   r.Duration(*t, p, "session_idle", seconds(1), seconds(30 * 86400), &out->session_idle);
   r.Duration(*t, p, "session_max", seconds(1), seconds(30 * 86400), &out->session_max);
+  r.Duration(*t, p, "workspace_retention", seconds(3600), seconds(3650 * 86400),
+             &out->workspace_retention);
   if (!r.failed() && out->exec_default > out->exec_max) {
     r.Fail(t->get("exec_default") ? t->get("exec_default")->source() : t->source(),
            "time.exec_default",

@@ -44,6 +44,9 @@ struct TimePolicy {
   // than session_idle. 0: never ("off", and the default when session_idle is 60 s or less).
   std::chrono::seconds session_pause_idle{60};
   std::chrono::seconds session_max{4 * 3600};
+  // Disuse after which the server removes a named workspace ("persistent:NAME",
+  // serve/workspaces.h), checked at start and hourly.
+  std::chrono::seconds workspace_retention{30 * 86400};
 };
 
 struct MountPolicy {
@@ -54,6 +57,9 @@ struct MountPolicy {
 
 enum class WorkspaceMode { kEphemeral, kPersistent };
 
+// What a session gets when its named workspace is held by another live cell.
+enum class WorkspaceBusy { kRefuse, kWait };
+
 struct FilesystemPolicy {
   // "host" (the host's /usr under a curated skeleton) or a built template, "NAME@VERSION"
   // once loaded with a state dir (sandbox/template_store.h)
@@ -61,6 +67,13 @@ struct FilesystemPolicy {
   std::vector<MountPolicy> mounts;
   WorkspaceMode workspace = WorkspaceMode::kEphemeral;
   std::string workspace_dir;  // host directory of a persistent workspace (absolute)
+  // workspace = "persistent:NAME": a workspace owned by the session's tenant, at
+  // <state_dir>/workspaces/<owner>/<NAME> (serve/workspaces.h); workspace_dir stays empty.
+  std::string workspace_name;
+  // Its owner: the tenant whose policy this is, set by the server (not a policy key);
+  // empty: the server's own sessions ("_").
+  std::string workspace_owner;
+  WorkspaceBusy workspace_busy = WorkspaceBusy::kRefuse;
 };
 
 // What a cell may reach through the egress proxy (egress/, docs/policies.md "network").

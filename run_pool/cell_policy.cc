@@ -91,6 +91,11 @@ Status CheckNeedsNoServe(const policies::Policy& p) {
                       "\"), which only `mcpcell serve` runs; use a policy with mode = "
                       "\"disabled\"");
   }
+  if (!p.filesystem.workspace_name.empty()) {
+    return Error::Msg(policy + "names a workspace the server owns and locks (workspace = "
+                               "\"persistent:" + p.filesystem.workspace_name +
+                      "\"), which only `mcpcell serve` does; use --workspace DIR");
+  }
   return Ok();
 }
 

@@ -214,12 +214,14 @@ Result<std::unique_ptr<CellInstance>> CellSession::MakeCell(const std::string& i
     Result<CellSpec> spec = factory_(id);
     if (!spec) return spec.error().Wrap("cell spec");
     Result<std::unique_ptr<CellInstance>> made = backend_->Create(*spec);
+    if (!made && hooks_ && hooks_->on_not_made) hooks_->on_not_made(id);
     if (!made) return made.error();
     cell = std::move(made).value();
   }
   if (hooks_ && hooks_->on_bound) {
     if (Status s = hooks_->on_bound(*cell, key_, profile_); !s) {
       (void)cell->Destroy();
+      if (hooks_->on_not_made) hooks_->on_not_made(cell->id());
       return s.error().Wrap("set up cell " + cell->id());
     }
   }

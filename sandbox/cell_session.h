@@ -70,6 +70,9 @@ struct CellHooks {
   // That cell's destruction returned `result` (CellInstance::Destroy: an error names what
   // was left behind). Always after its on_destroying, on the same thread.
   std::function<void(const std::string& cell_id, const Status& result)> on_destroyed;
+  // The factory made cell `cell_id`'s spec but the cell was not made, or on_bound refused it
+  // (what the factory took for it, such as a workspace lock, is to be let go).
+  std::function<void(const std::string& cell_id)> on_not_made;
   // Session `key`'s cell was paused (frozen), on the reaper thread.
   std::function<void(CellInstance&, const std::string& key)> on_paused;
   // Its pause ended after `paused_for`: `resumed` true when a call thawed it (on that

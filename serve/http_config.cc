@@ -247,7 +247,7 @@ std::optional<HttpConfig> ParseHttpConfig(const std::string& text, const std::st
       for (const auto& [key, v] : *t) {
         std::string k(key.str());
         if (k != "name" && k != "token_sha256" && k != "policy" && k != "max_sessions" &&
-            k != "max_concurrent_calls" && k != "max_body_bytes") {
+            k != "max_concurrent_calls" && k != "max_body_bytes" && k != "inherit_server_mounts") {
           return fail(where + ": unknown key \"" + k + "\"");
         }
       }
@@ -257,6 +257,13 @@ std::optional<HttpConfig> ParseHttpConfig(const std::string& text, const std::st
           return fail(where + ": policy must be a profile name or a .toml path");
         }
         tc.policy = *p;
+      }
+      if (const toml::node* inherit = t->get("inherit_server_mounts")) {
+        auto b = inherit->value<bool>();
+        if (!b || !inherit->is_boolean()) {
+          return fail(where + ": inherit_server_mounts must be true or false");
+        }
+        tc.inherit_server_mounts = *b;
       }
       std::string err;
       if (!Count(*t, "max_sessions", tc.quotas.max_sessions, err) ||

@@ -11,7 +11,8 @@
 //   name = "alice"
 //   token_sha256 = ["9f86d08..."]                # `printf %s TOKEN | sha256sum`
 //   policy = "team.toml"  # this tenant's policy, as written (serve/tenant_policies.h);
-//                         # absent: the server's --policy with its flags
+//                         # absent: the server's --policy with its limit flags
+//   inherit_server_mounts = false  # true: also the server's --mount, --output, --workspace
 //   max_sessions = 8                             # live sessions (0 = unlimited)
 //   max_concurrent_calls = 4                     # requests in flight per session
 //   max_body_bytes = 4194304                     # largest POST body
@@ -35,8 +36,11 @@ namespace mcpcell::serve {
 struct TenantConfig {
   mcp::HttpTenant quotas;  // quotas.name is the tenant name
   // A shipped profile name or a .toml path, resolved like --policy and used as written;
-  // empty (no `policy` key) = the server's own policy, command-line flags included.
+  // empty (no `policy` key) = the server's own policy with its limit flags.
   std::string policy;
+  // The server's --mount, --output and --workspace reach this tenant's cells only when
+  // true; otherwise the tenant gets the mounts and workspace of its policy alone.
+  bool inherit_server_mounts = false;
 };
 
 // An operator: reads the audit trail over HTTP (/admin/audit), scoped to some tenants or all.

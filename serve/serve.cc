@@ -31,6 +31,7 @@
 #include "serve/serve_packages.h"
 #include "serve/session_secrets.h"
 #include "serve/tenant_policies.h"
+#include "serve/workspace_leases.h"
 #include "tools/cell_tools.h"
 #include "tools/client_log.h"
 
@@ -226,7 +227,8 @@ Status StartSecrets(const ServeOptions& o, EgressRegistry& egress, SessionSecret
 // to the egress proxy when it gets its session and unbound before it is destroyed.
 std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
                                                        const std::string& skeleton,
-                                                       EgressRegistry& egress, ServeAudit& audit) {
+                                                       EgressRegistry& egress, ServeAudit& audit,
+                                                       WorkspaceLeases& workspaces) {
   sandbox::CellSessionOptions session_options;
   const policies::Policy& policy = opts.effective;
   session_options.idle_timeout = policy.time.session_idle;
@@ -235,21 +237,25 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
   session_options.create.init_path = opts.init_path;
   session_options.warm_cells = opts.warm_cells;
   auto cells = std::make_unique<sandbox::CellSessionManager>(
-      PolicySpecFactory(policy, opts.state_dir, skeleton), session_options);
+      PolicySpecFactory(policy, opts.state_dir, skeleton, &workspaces), session_options);
   sandbox::CellHooks hooks;
-  hooks.on_bound = [&egress, &audit](sandbox::CellInstance& cell, const std::string& key,
-                                     const std::string& profile) {
+  hooks.on_bound = [&egress, &audit, &workspaces](sandbox::CellInstance& cell,
+                                                 const std::string& key,
+                                                 const std::string& profile) {
     Status bound = egress.Bind(cell, key, profile);
     if (bound) audit.CellBound(cell, key, profile);
+    if (bound) workspaces.NoteSession(cell.id(), key);
     return bound;
   };
   hooks.on_destroying = [&egress, &audit](sandbox::CellInstance& cell) {
     audit.CellDestroying(cell);
     egress.Unbind(cell);
   };
-  hooks.on_destroyed = [&audit](const std::string& cell_id, const Status& result) {
+  hooks.on_destroyed = [&audit, &workspaces](const std::string& cell_id, const Status& result) {
     audit.CellDestroyed(cell_id, result);
+    workspaces.Release(cell_id);  // after the cell is gone: its files are at rest
   };
+  hooks.on_not_made = [&workspaces](const std::string& cell_id) { workspaces.Release(cell_id); };
   hooks.on_paused = [&audit](sandbox::CellInstance& cell, const std::string& key) {
     audit.SessionPaused(cell, key);
   };
@@ -273,14 +279,15 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
 // cell profiles are installed here).
 Result<ToolEnv> MakeToolEnv(const ServeOptions& opts, const std::string& skeleton,
                             sandbox::CellSessionManager& cells, EgressRegistry& egress,
-                            ServeAudit& audit) {
+                            ServeAudit& audit, WorkspaceLeases& workspaces) {
   ToolEnv env;
   env.cells = &cells;
   env.egress = &egress;
   env.audit = audit.trail();
   env.usage = audit.usage();
   env.config = ToolsConfigFromPolicy(opts.effective);
-  if (Status st = InstallTenantProfiles(opts.tenant_policies, opts.state_dir, skeleton, cells, env);
+  if (Status st = InstallTenantProfiles(opts.tenant_policies, opts.state_dir, skeleton, cells, env,
+                                       &workspaces);
       !st) {
     return st.error().Wrap("mcpcell serve: --http-config " + opts.http_config);
   }
@@ -542,8 +549,13 @@ int RunServe(const ServeOptions& opts) {
   if (!egress) return Refuse(egress.error());
   RefusalRelay::DetachGuard detach_relay{*relay};
   if (Status st = StartSecrets(opts, **egress, secrets); !st) return Refuse(st.error());
-  auto cells = MakeCells(opts, *skeleton, **egress, **audit);
-  auto env = MakeToolEnv(opts, *skeleton, *cells, **egress, **audit);
+  // Named workspaces: locked per live cell (outlives the cells), old ones removed hourly.
+  WorkspaceLeases workspaces(opts.state_dir);
+  WorkspaceJanitor janitor(
+      workspaces.store(), RetentionByOwner(opts.effective, opts.tenant_policies),
+      [&audit](const WorkspaceInfo& w) { (*audit)->WorkspaceRemoved(w, "retention"); });
+  auto cells = MakeCells(opts, *skeleton, **egress, **audit, workspaces);
+  auto env = MakeToolEnv(opts, *skeleton, *cells, **egress, **audit, workspaces);
   if (!env) return Refuse(env.error());
   ConnectSecrets(*env, client_log, secrets, *cells);
   int rc = ServeTools(opts, *env, client_log, *cells, **audit);

@@ -34,6 +34,7 @@
 #include "mcp/session.h"
 #include "policies/policy.h"
 #include "sandbox/backend.h"
+#include "serve/workspaces.h"
 #include "tools/usage_meter.h"
 
 namespace mcpcell::serve {
@@ -97,6 +98,9 @@ class ServeAudit {
   void SessionPaused(sandbox::CellInstance& cell, const std::string& session_key);
   void SessionUnpaused(sandbox::CellInstance& cell, const std::string& session_key,
                        std::chrono::milliseconds paused_for, bool resumed);
+
+  // workspace.remove: a named workspace removed after its retention (serve_audit_ws.cc).
+  void WorkspaceRemoved(const WorkspaceInfo& workspace, const std::string& reason);
 
   // Ends open sessions ("server shutdown"), stops the usage thread, closes the trail.
   void Close();

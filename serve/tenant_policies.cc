@@ -3,8 +3,12 @@
 #include "policies/compiler.h"
 #include "policies/loader.h"
 #include "policies/package_env.h"
+#include "policies/workspace_name.h"
 
 namespace mcpcell::serve {
+namespace {
+constexpr const char* kWarmPoolIdPrefix = "w";
+}  // namespace
 
 using tools::CellToolsConfig;
 using tools::ToolEnv;
@@ -24,37 +28,86 @@ CellToolsConfig ToolsConfigFromPolicy(const policies::Policy& policy) {
   return config;
 }
 
+policies::PolicyOverrides HostDirOverrides(const policies::PolicyOverrides& flags) {
+  return policies::PolicyOverrides{
+      .mounts = flags.mounts, .output_dir = flags.output_dir, .workspace_dir = flags.workspace_dir};
+}
+
+policies::PolicyOverrides WithoutHostDirs(policies::PolicyOverrides flags) {
+  flags.mounts.clear();
+  flags.output_dir.clear();
+  flags.workspace_dir.clear();
+  return flags;
+}
+
+namespace {
+
+// One tenant's policy: its own (as written) or the server's, plus the server's host
+// directories when the config lets it inherit them; it owns its named workspaces.
+Result<policies::Policy> ResolveTenant(const std::string& name, const TenantConfig& tenant,
+                                       const policies::Policy& server_policy,
+                                       const policies::PolicyOverrides& server_host_dirs,
+                                       const std::string& state_dir) {
+  policies::Policy base = server_policy;
+  if (!tenant.policy.empty()) {
+    auto loaded = policies::ResolvePolicy(tenant.policy, {.state_dir = state_dir, .tenant = true});
+    if (!loaded) return loaded.error();
+    base = std::move(*loaded);
+  }
+  // The same composition checks (and a persistent workspace_dir made) as the server's own.
+  auto composed = policies::ApplyOverrides(
+      std::move(base),
+      tenant.inherit_server_mounts ? server_host_dirs : policies::PolicyOverrides{}, state_dir);
+  if (!composed) return composed.error();
+  composed->filesystem.workspace_owner = name;
+  if (!composed->filesystem.workspace_name.empty()) {
+    if (Status s = policies::CheckWorkspaceName(name); !s || name == policies::kNoTenantOwner) {
+      return Error::Msg("workspace \"persistent:" + composed->filesystem.workspace_name +
+                        "\": a tenant that owns named workspaces needs a name of 1-64 "
+                        "[A-Za-z0-9._-], not starting with \".\" and not \"_\"");
+    }
+  }
+  return composed;
+}
+
+}  // namespace
+
 Result<std::map<std::string, policies::Policy>> ResolveTenantPolicies(
-    const HttpConfig& config, const policies::Policy& server_policy, const std::string& state_dir) {
+    const HttpConfig& config, const policies::Policy& server_policy,
+    const policies::PolicyOverrides& server_host_dirs, const std::string& state_dir) {
   std::map<std::string, policies::Policy> out;
   for (const auto& [name, tenant] : config.tenants) {
-    if (tenant.policy.empty()) {
-      out.emplace(name, server_policy);
-      continue;
+    auto policy = ResolveTenant(name, tenant, server_policy, server_host_dirs, state_dir);
+    if (!policy) {
+      const std::string where =
+          "tenant \"" + name + "\"" +
+          (tenant.policy.empty() ? std::string() : ": policy \"" + tenant.policy + "\"");
+      return policy.error().Wrap(where);
     }
-    const std::string where = "tenant \"" + name + "\": policy \"" + tenant.policy + "\"";
-    auto loaded = policies::ResolvePolicy(tenant.policy, {.state_dir = state_dir, .tenant = true});
-    if (!loaded) return loaded.error().Wrap(where);
-    // No overrides: the policy as written, with the same composition checks (and its
-    // persistent workspace made) as the server's own.
-    auto composed = policies::ApplyOverrides(std::move(*loaded), {}, state_dir);
-    if (!composed) return composed.error().Wrap(where);
-    out.emplace(name, std::move(*composed));
+    out.emplace(name, std::move(*policy));
   }
   return out;
 }
 
 sandbox::CellSpecFactory PolicySpecFactory(policies::Policy policy, std::string state_dir,
-                                           std::string skeleton_dir) {
+                                           std::string skeleton_dir, WorkspaceLeases* workspaces) {
   return [policy = std::move(policy), state_dir = std::move(state_dir),
-          skeleton = std::move(skeleton_dir)](const std::string& id) -> Result<sandbox::CellSpec> {
-    return policies::CompileCellSpec(policy, id, state_dir, skeleton);
+          skeleton = std::move(skeleton_dir),
+          workspaces](const std::string& id) -> Result<sandbox::CellSpec> {
+    auto spec = policies::CompileCellSpec(policy, id, state_dir, skeleton);
+    // The warm pool asks for a spec only to learn that a persistent workspace turns it off
+    // (sandbox/warm_pool.cc) and never makes that cell: its ids (GenerateCellId('w')) lock
+    // nothing, or the lock would outlive a cell that never existed.
+    if (!spec || !workspaces || id.starts_with(kWarmPoolIdPrefix)) return spec;
+    if (Status s = workspaces->Take(policy, id); !s) return s.error();
+    return spec;
   };
 }
 
 Status InstallTenantProfiles(const std::map<std::string, policies::Policy>& tenants,
                              const std::string& state_dir, const std::string& skeleton_dir,
-                             sandbox::CellSessionManager& cells, ToolEnv& env) {
+                             sandbox::CellSessionManager& cells, ToolEnv& env,
+                             WorkspaceLeases* workspaces) {
   for (const auto& [name, policy] : tenants) {
     const std::string where = "tenant \"" + name + "\": policy \"" + policy.name + "\"";
     if (auto trial = policies::CompileCellSpec(policy, "tenant-check", state_dir, skeleton_dir);
@@ -62,7 +115,7 @@ Status InstallTenantProfiles(const std::map<std::string, policies::Policy>& tena
       return trial.error().Wrap(where);
     }
     sandbox::CellSessionProfile profile;
-    profile.factory = PolicySpecFactory(policy, state_dir, skeleton_dir);
+    profile.factory = PolicySpecFactory(policy, state_dir, skeleton_dir, workspaces);
     profile.idle_timeout = policy.time.session_idle;
     profile.max_lifetime = policy.time.session_max;
     profile.pause_idle = policy.time.session_pause_idle;

@@ -170,7 +170,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "p.toml:2:11: isolation.seccomp: expected true or false, got a string"},
         BadCase{"[filesystem]\nworkspace = \"persistent\"\n",
                 "p.toml:1:1: filesystem.workspace_dir: a persistent workspace needs "
-                "workspace_dir (a host directory)"},
+                "workspace_dir (a host directory), or name one the tenant owns: workspace = "
+                "\"persistent:NAME\""},
         BadCase{"[filesystem]\nworkspace_dir = \"/srv/ws\"\n",
                 "p.toml:2:17: filesystem.workspace_dir: only a persistent workspace has a host "
                 "directory (set workspace = \"persistent\")"},

@@ -239,6 +239,30 @@ TEST_F(ServeAuditTest, EgressAndPackageEventsBecomeTrailRecords) {
   EXPECT_EQ(OfType("checkpoint").size(), 1u);  // written at close
 }
 
+TEST_F(ServeAuditTest, ARemovedWorkspaceIsRecordedForItsTenant) {
+  {
+    auto a = Open();
+    ASSERT_TRUE(a) << a.error().message;
+    WorkspaceInfo alice{.owner = "alice", .name = "proj", .dir = "/x", .last_used = {},
+                        .bytes = 1024, .holder = {}};
+    alice.last_used = WallClock::from_time_t(1767322800);
+    (*a)->WorkspaceRemoved(alice, "retention");
+    WorkspaceInfo own;
+    own.owner = "_";
+    own.name = "own";
+    (*a)->WorkspaceRemoved(own, "retention");
+  }
+  auto removed = OfType("workspace.remove");
+  ASSERT_EQ(removed.size(), 2u);
+  EXPECT_EQ(removed[0]["tenant"], "alice");
+  EXPECT_EQ(removed[0]["workspace"], "proj");
+  EXPECT_EQ(removed[0]["bytes"], 1024);
+  EXPECT_EQ(removed[0]["last_used"], "2026-01-02T03:00:00Z");
+  EXPECT_EQ(removed[0]["reason"], "retention");
+  EXPECT_EQ(removed[1]["tenant"], "");  // the server's own sessions
+  EXPECT_EQ(removed[1]["workspace"], "own");
+}
+
 TEST_F(ServeAuditTest, HttpCloseReasonsMapToSessionEndReasons) {
   EXPECT_EQ(HttpEndReason("deleted by the client"), "client closed");
   EXPECT_EQ(HttpEndReason("transport closed"), "client closed");

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "policies/compiler.h"
 #include "policies/loader.h"
 
 namespace mcpcell::serve {
@@ -66,7 +67,7 @@ enabled = ["run_code", "session_info"]
 )");
   auto resolved =
       ResolveTenantPolicies(Config({{"alice", "offline-strict"}, {"bob", bob}, {"carol", ""}}),
-                            ServerPolicy(), state_dir_);
+                            ServerPolicy(), {}, state_dir_);
   ASSERT_TRUE(resolved.ok()) << resolved.error().message;
   EXPECT_EQ(resolved->at("alice").name, "offline-strict");
   EXPECT_EQ(resolved->at("bob").name, "bob-policy");
@@ -83,7 +84,7 @@ enabled = ["run_code", "session_info"]
 
 TEST_F(TenantPoliciesTest, AnUnknownProfileNamesTheTenantAndThePolicy) {
   auto r = ResolveTenantPolicies(Config({{"alice", "default"}, {"bob", "no-such-profile"}}),
-                                 ServerPolicy(), state_dir_);
+                                 ServerPolicy(), {}, state_dir_);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message.rfind("tenant \"bob\": policy \"no-such-profile\": ", 0), 0u)
       << r.error().message;
@@ -91,7 +92,7 @@ TEST_F(TenantPoliciesTest, AnUnknownProfileNamesTheTenantAndThePolicy) {
 
 TEST_F(TenantPoliciesTest, APolicyFileThatFailsItsChecksNamesTenantFileAndKey) {
   std::string bad = Write("bad.toml", "[limits]\nmemroy = \"1GiB\"\n");
-  auto r = ResolveTenantPolicies(Config({{"bob", bad}}), ServerPolicy(), state_dir_);
+  auto r = ResolveTenantPolicies(Config({{"bob", bad}}), ServerPolicy(), {}, state_dir_);
   ASSERT_FALSE(r.ok());
   const std::string& m = r.error().message;
   EXPECT_NE(m.find("tenant \"bob\": policy \"" + bad + "\""), std::string::npos) << m;
@@ -100,7 +101,7 @@ TEST_F(TenantPoliciesTest, APolicyFileThatFailsItsChecksNamesTenantFileAndKey) {
   std::string home = Write("home.toml",
                            "[[filesystem.mounts]]\nsource = \"/etc\"\n"
                            "target = \"/x\"\n");
-  r = ResolveTenantPolicies(Config({{"eve", home}}), ServerPolicy(), state_dir_);
+  r = ResolveTenantPolicies(Config({{"eve", home}}), ServerPolicy(), {}, state_dir_);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("tenant \"eve\""), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find("/etc"), std::string::npos) << r.error().message;
@@ -134,7 +135,7 @@ TEST_F(TenantPoliciesTest, ToolEnvLooksUpTheTenantsConfigAndFailsClosed) {
 TEST_F(TenantPoliciesTest, InstallGivesEachTenantItsCellsProfileAndToolsConfig) {
   std::string bob = Write("bob.toml", "name = \"bob-policy\"\n[time]\nsession_idle = \"2m\"\n");
   auto resolved = ResolveTenantPolicies(Config({{"alice", "default"}, {"bob", bob}}),
-                                        ServerPolicy(), state_dir_);
+                                        ServerPolicy(), {}, state_dir_);
   ASSERT_TRUE(resolved.ok()) << resolved.error().message;
   sandbox::CellSessionManager cells(
       PolicySpecFactory(ServerPolicy(), state_dir_, state_dir_ + "/skeleton"), {});
@@ -162,6 +163,84 @@ TEST_F(TenantPoliciesTest, InstallGivesEachTenantItsCellsProfileAndToolsConfig) 
   // Installing twice is refused (a tenant's profile is registered once).
   EXPECT_FALSE(
       InstallTenantProfiles(*resolved, state_dir_, state_dir_ + "/skeleton", cells, env).ok());
+}
+
+TEST_F(TenantPoliciesTest, TenantsGetNoneOfTheServersHostDirectoriesUnlessTheConfigSaysSo) {
+  const std::string out = dir_ + "/out";
+  const std::string ws = dir_ + "/ws";
+  const std::string src = dir_ + "/src";
+  std::filesystem::create_directories(src);
+  policies::PolicyOverrides host_dirs{
+      .mounts = {src + ":/src"}, .output_dir = out, .workspace_dir = ws};
+  std::string own = Write("own.toml", "name = \"own\"\n");
+  HttpConfig config = Config({{"plain", ""}, {"inherits", ""}, {"own-policy", own}});
+  config.tenants["inherits"].inherit_server_mounts = true;
+  auto r = ResolveTenantPolicies(config, ServerPolicy(), host_dirs, state_dir_);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const policies::Policy& plain = r->at("plain");
+  EXPECT_EQ(plain.name, "server-own");
+  EXPECT_EQ(plain.limits.memory_bytes, 3ull << 30);  // the server's limits still apply
+  EXPECT_TRUE(plain.filesystem.mounts.empty());
+  EXPECT_EQ(plain.filesystem.workspace, policies::WorkspaceMode::kEphemeral);
+  EXPECT_TRUE(r->at("own-policy").filesystem.mounts.empty());
+  const policies::Policy& inherits = r->at("inherits");
+  ASSERT_EQ(inherits.filesystem.mounts.size(), 2u);
+  EXPECT_EQ(inherits.filesystem.mounts[0].target, "/src");
+  EXPECT_EQ(inherits.filesystem.mounts[1].target, "/output");
+  EXPECT_EQ(inherits.filesystem.workspace_dir, ws);
+}
+
+TEST_F(TenantPoliciesTest, EachTenantOwnsItsNamedWorkspaces) {
+  std::string named = Write("named.toml", "[filesystem]\nworkspace = \"persistent:proj\"\n");
+  auto r = ResolveTenantPolicies(Config({{"alice", named}, {"bob", named}}), ServerPolicy(), {},
+                                 state_dir_);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->at("alice").filesystem.workspace_owner, "alice");
+  EXPECT_EQ(r->at("bob").filesystem.workspace_owner, "bob");
+  auto alice =
+      policies::CompileCellSpec(r->at("alice"), "c1", state_dir_, state_dir_ + "/skeleton");
+  auto bob = policies::CompileCellSpec(r->at("bob"), "c2", state_dir_, state_dir_ + "/skeleton");
+  ASSERT_TRUE(alice.ok()) << alice.error().message;
+  ASSERT_TRUE(bob.ok()) << bob.error().message;
+  EXPECT_EQ(alice->workspace_host_dir, state_dir_ + "/workspaces/alice/proj");
+  EXPECT_EQ(bob->workspace_host_dir, state_dir_ + "/workspaces/bob/proj");
+  auto bad = ResolveTenantPolicies(Config({{"a b", named}}), ServerPolicy(), {}, state_dir_);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("tenant \"a b\""), std::string::npos) << bad.error().message;
+}
+
+TEST_F(TenantPoliciesTest, TheFactoryLocksANamedWorkspaceOneCellAtATime) {
+  std::string named = Write("named.toml", "[filesystem]\nworkspace = \"persistent:proj\"\n");
+  auto r = ResolveTenantPolicies(Config({{"alice", named}}), ServerPolicy(), {}, state_dir_);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  WorkspaceLeases leases(state_dir_);
+  auto factory = PolicySpecFactory(r->at("alice"), state_dir_, state_dir_ + "/skeleton", &leases);
+  auto first = factory("c1");
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_TRUE(std::filesystem::is_directory(first->workspace_host_dir));
+  auto second = factory("c2");
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.error().message.find("workspace \"proj\" of tenant \"alice\" is in use"),
+            std::string::npos)
+      << second.error().message;
+  leases.Release("c1");
+  EXPECT_TRUE(factory("c2").ok());
+}
+
+TEST(HttpConfigInheritTest, InheritServerMountsIsOffUnlessSetAndMustBeABoolean) {
+  const std::string tenant =
+      "[[tenant]]\nname = \"a\"\ntoken_sha256 = [\"" + std::string(64, 'a') + "\"]\n";
+  std::string error;
+  auto off = ParseHttpConfig(tenant, "http.toml", error);
+  ASSERT_TRUE(off) << error;
+  EXPECT_FALSE(off->tenants.at("a").inherit_server_mounts);
+  auto on = ParseHttpConfig(tenant + "inherit_server_mounts = true\n", "http.toml", error);
+  ASSERT_TRUE(on) << error;
+  EXPECT_TRUE(on->tenants.at("a").inherit_server_mounts);
+  EXPECT_FALSE(ParseHttpConfig(tenant + "inherit_server_mounts = \"yes\"\n", "http.toml", error));
+  EXPECT_NE(error.find("tenant \"a\": inherit_server_mounts must be true or false"),
+            std::string::npos)
+      << error;
 }
 
 }  // namespace
