@@ -97,12 +97,15 @@ struct CellHooks {
   // lease held and the cell frozen when it could be (`frozen`), with the session's current
   // base (nullptr: none). An error: the files are lost and the next call is told why.
   // Unset: the files are lost.
-  std::function<Result<SessionBase>(CellInstance&, const std::string& key, const SessionBase* base,
+  std::function<Result<SessionBase>(CellInstance&, const std::string& key,
+                                    const std::string& profile, const SessionBase* base,
                                     bool frozen)>
       hibernate;
-  // Session `key` no longer uses `base` (a restore or a later hibernation replaced it, or
-  // the session ended; not at server shutdown), after the cell over it was destroyed.
-  std::function<void(const std::string& key, const SessionBase& base)> on_base_released;
+  // Session `key` (of `profile`) no longer uses `base` (a restore or a later hibernation
+  // replaced it, or the session ended; not at server shutdown), after the cell over it was
+  // destroyed.
+  std::function<void(const std::string& key, const std::string& profile, const SessionBase& base)>
+      on_base_released;
 };
 
 // Why the manager's reaper ended a session's cell (CellSessionManager::SetExpiryListener).

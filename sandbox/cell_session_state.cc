@@ -21,7 +21,7 @@ std::optional<SessionBase> CellSession::base() const {
 }
 
 void CellSession::ReleaseBase(const std::optional<SessionBase>& base) {
-  if (base && hooks_ && hooks_->on_base_released) hooks_->on_base_released(key_, *base);
+  if (base && hooks_ && hooks_->on_base_released) hooks_->on_base_released(key_, profile_, *base);
 }
 
 Result<RestartResult> CellSession::RestartOver(SessionBase base, std::string note) {
@@ -104,7 +104,8 @@ Status CellSession::WithFrozenCell(
 std::optional<SessionBase> CellSession::Hibernate(const std::shared_ptr<CellInstance>& cell,
                                                   bool frozen) {
   std::optional<SessionBase> current = base();  // only this thread changes it now
-  Result<SessionBase> kept = hooks_->hibernate(*cell, key_, current ? &*current : nullptr, frozen);
+  Result<SessionBase> kept = hooks_->hibernate(*cell, key_, profile_,
+                                               current ? &*current : nullptr, frozen);
   const std::string idle = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
                                               options_.idle_timeout)
                                               .count()) +
