@@ -266,7 +266,9 @@ Status CellSession::Close(const std::string& reason, bool keep_base) {
     released_.wait(lock, [&] { return leases_ == 0 && !changing_; });
     cell = std::move(cell_);
     paused_for = DropPauseLocked();
-    if (!keep_base) released = std::exchange(base_, std::nullopt);
+    // Forgotten either way, so that a later Close (the destructor's) releases nothing.
+    released = std::exchange(base_, std::nullopt);
+    if (keep_base) released.reset();
   }
   Status st = Ok();
   if (cell) {
@@ -457,7 +459,8 @@ Result<std::shared_ptr<CellSession>> CellSessionManager::Get(const std::string& 
   return session;
 }
 
-Status CellSessionManager::Close(const std::string& key, const std::string& reason) {
+Status CellSessionManager::Close(const std::string& key, const std::string& reason,
+                                 bool keep_base) {
   std::shared_ptr<CellSession> session;
   {
     std::lock_guard lock(mu_);
@@ -471,18 +474,17 @@ Status CellSessionManager::Close(const std::string& key, const std::string& reas
     }
     if (ended_.emplace(key, reason).second) ended_order_.push_back(key);
   }
-  return session->Close(reason);
+  return session->Close(reason, keep_base);
 }
 
-void CellSessionManager::CloseAll() {
+void CellSessionManager::CloseAll(bool keep_bases) {
   std::map<std::string, std::shared_ptr<CellSession>> all;
   {
     std::lock_guard lock(mu_);
     all.swap(sessions_);
   }
-  // Hibernated files are kept: they are what a restarted server would bring back.
-  for (auto& [key, session] : all)
-    (void)session->Close("the server is shutting down", /*keep_base=*/true);
+  // At shutdown hibernated files are kept: they are what a restarted server would bring back.
+  for (auto& [key, session] : all) (void)session->Close("the server is shutting down", keep_bases);
   StopPools();
 }
 

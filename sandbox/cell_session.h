@@ -342,8 +342,11 @@ class CellSessionManager {
   // is not reused, so a late call cannot revive it), for an unknown profile, and when
   // `key` was made with another profile.
   Result<std::shared_ptr<CellSession>> Get(const std::string& key, const std::string& profile = "");
-  Status Close(const std::string& key, const std::string& reason = "session closed");
-  void CloseAll();
+  // `keep_base`: CellSession::Close's (the server is shutting down).
+  Status Close(const std::string& key, const std::string& reason = "session closed",
+               bool keep_base = false);
+  // Closes every session; `keep_bases` (server shutdown) keeps their bases.
+  void CloseAll(bool keep_bases = true);
   size_t live_sessions() const;
   // True when a live session's cells are made over snapshot `snapshot_id` (its base).
   bool BaseInUse(const std::string& snapshot_id) const;

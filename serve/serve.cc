@@ -433,8 +433,11 @@ Result<mcp::HttpOptions> HttpOptionsFor(const ServeOptions& opts,
   }
   http.on_session_closed = [&cells, &audit](const std::string& id, const std::string& tenant,
                                             const std::string& reason) {
-    audit.SessionEnded(id, HttpEndReason(reason));
-    (void)cells.Close(id, "HTTP session of tenant " + tenant + " ended: " + reason);
+    const std::string why = HttpEndReason(reason);
+    audit.SessionEnded(id, why);
+    // At shutdown a hibernated session's files are kept (docs/lifecycle.md, "Hibernated").
+    (void)cells.Close(id, "HTTP session of tenant " + tenant + " ended: " + reason,
+                      /*keep_base=*/why == "server shutdown");
   };
   return http;
 }
@@ -567,7 +570,9 @@ int RunServe(const ServeOptions& opts) {
   ConnectSecrets(*env, client_log, secrets, *cells);
   int rc = ServeTools(opts, *env, client_log, *cells, **audit);
   secrets.SetEndSession(nullptr);  // ConnectSecrets' hook holds the cells
-  cells->CloseAll();
+  // Stopped (a signal): hibernated files are kept for a restart. A stdio client that closed
+  // its input ended its session: they go.
+  cells->CloseAll(/*keep_bases=*/(*audit)->shutting_down());
   // `audit` (declared before the package service, the proxy and the cells) goes after
   // them, once their last events are written: it ends any open session and writes the
   // final checkpoint.

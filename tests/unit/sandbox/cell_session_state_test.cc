@@ -314,5 +314,38 @@ TEST(CellSessionState, ASecondHibernationReplacesTheFirstWhichIsReleased) {
   EXPECT_EQ(h.session->Info().base_snapshot, "h2");
 }
 
+TEST(CellSessionState, TheManagerKeepsBasesAtShutdownAndReleasesThemWhenSessionsEnd) {
+  for (bool keep : {true, false}) {
+    Log log;
+    CellSessionOptions o;
+    o.backend = std::make_shared<FakeBackend>(0, &log);
+    CellSessionManager manager(
+        [](const std::string& id) -> Result<CellSpec> {
+          CellSpec spec;
+          spec.id = id;
+          return spec;
+        },
+        o);
+    CellHooks hooks;
+    hooks.on_base_released = [&log](const std::string& key, const std::string&,
+                                    const SessionBase& base) {
+      log.Add("released " + base.snapshot_id + " " + key);
+    };
+    manager.SetCellHooks(std::move(hooks));
+    for (const char* key : {"a", "b"}) {
+      auto session = manager.Get(key);
+      ASSERT_TRUE(session.ok());
+      ASSERT_TRUE((*session)->RestartOver(Base(std::string("h-") + key, true)).ok());
+    }
+    EXPECT_TRUE(manager.BaseInUse("h-a"));
+    EXPECT_FALSE(manager.BaseInUse("h-c"));
+    ASSERT_TRUE(manager.Close("a", "client closed", /*keep_base=*/false).ok());
+    EXPECT_TRUE(log.Has("released h-a a"));
+    EXPECT_FALSE(manager.BaseInUse("h-a"));
+    manager.CloseAll(/*keep_bases=*/keep);
+    EXPECT_EQ(log.Has("released h-b b"), !keep);
+  }
+}
+
 }  // namespace
 }  // namespace mcpcell::sandbox
