@@ -280,42 +280,6 @@ Status CellSession::Close(const std::string& reason, bool keep_base) {
   return Ok();
 }
 
-Status CellSession::DestroyIdleCell() {
-  std::shared_ptr<CellInstance> cell;
-  std::chrono::milliseconds paused_for{-1};
-  bool hibernate = false, frozen = false;
-  {
-    std::lock_guard lock(mu_);
-    // In use again, or used since the reaper looked: not idle any more.
-    if (leases_ > 0 || changing_ || !cell_) return Ok();
-    if (Clock::now() - last_release_ < options_.idle_timeout) return Ok();
-    hibernate = hooks_ && hooks_->hibernate;
-    if (hibernate) {
-      changing_ = true;  // no Acquire until the files are kept (or known lost)
-      cell = cell_;
-      frozen = paused_;
-    } else {
-      cell = std::move(cell_);
-      paused_for = DropPauseLocked();  // destroyed frozen: Destroy handles it
-    }
-  }
-  std::optional<SessionBase> replaced;
-  if (hibernate) {
-    if (!frozen) frozen = cell->Freeze().ok();  // a consistent copy when it can be frozen
-    replaced = Hibernate(cell, frozen);
-    std::lock_guard lock(mu_);
-    cell_.reset();
-    paused_for = DropPauseLocked();
-    changing_ = false;
-    released_.notify_all();
-  }
-  NotifyUnpaused(*cell, paused_for, false);
-  Status st = Retire(cell);
-  ReleaseBase(replaced);
-  if (!st) return st.error().Wrap("destroy idle cell " + cell->id());
-  return Ok();
-}
-
 bool CellSession::Expired(Clock::time_point now, std::string* why, SessionExpiry* kind) const {
   std::lock_guard lock(mu_);
   if (closed_) return false;

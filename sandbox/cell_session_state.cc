@@ -1,6 +1,6 @@
 // CellSession's base (cell_session.h): restarting a session over a snapshot (restore and
-// fork), running something on its frozen cell (a snapshot's capture), and hibernation at
-// idle expiry (the hibernate hook keeps the cell's files as the next cell's base). The rest
+// fork), running something on its frozen cell (a snapshot's capture), and idle expiry
+// (DestroyIdleCell; with the hibernate hook the cell's files become the next cell's base). The rest
 // of CellSession is in cell_session.cc and cell_session_pause.cc.
 #include <chrono>
 #include <memory>
@@ -99,6 +99,42 @@ Status CellSession::WithFrozenCell(
   }
   if (!thawed && st) return thawed.error().Wrap("thaw cell " + cell.id() + " after the capture");
   return st;
+}
+
+Status CellSession::DestroyIdleCell() {
+  std::shared_ptr<CellInstance> cell;
+  std::chrono::milliseconds paused_for{-1};
+  bool hibernate = false, frozen = false;
+  {
+    std::lock_guard lock(mu_);
+    // In use again, or used since the reaper looked: not idle any more.
+    if (leases_ > 0 || changing_ || !cell_) return Ok();
+    if (Clock::now() - last_release_ < options_.idle_timeout) return Ok();
+    hibernate = hooks_ && hooks_->hibernate;
+    if (hibernate) {
+      changing_ = true;  // no Acquire until the files are kept (or known lost)
+      cell = cell_;
+      frozen = paused_;
+    } else {
+      cell = std::move(cell_);
+      paused_for = DropPauseLocked();  // destroyed frozen: Destroy handles it
+    }
+  }
+  std::optional<SessionBase> replaced;
+  if (hibernate) {
+    if (!frozen) frozen = cell->Freeze().ok();  // a consistent copy when it can be frozen
+    replaced = Hibernate(cell, frozen);
+    std::lock_guard lock(mu_);
+    cell_.reset();
+    paused_for = DropPauseLocked();
+    changing_ = false;
+    released_.notify_all();
+  }
+  NotifyUnpaused(*cell, paused_for, false);
+  Status st = Retire(cell);
+  ReleaseBase(replaced);
+  if (!st) return st.error().Wrap("destroy idle cell " + cell->id());
+  return Ok();
 }
 
 std::optional<SessionBase> CellSession::Hibernate(const std::shared_ptr<CellInstance>& cell,
