@@ -170,8 +170,10 @@ SnapshotStore::SnapshotStore(std::string root) : root_(std::move(root)) {}
 Result<CaptureReport> SnapshotStore::Capture(const std::string& tenant, const std::string& name,
                                              const std::vector<LayerSource>& sources,
                                              const SnapshotLimits& limits,
-                                             const std::string& parent) {
+                                             const std::string& parent, const std::string& kind) {
   if (Status s = CheckCaptureArgs(tenant, name, sources); !s) return s.error();
+  if (!kind.empty() && kind != kSnapshotKindHibernation)
+    return Error::Msg("capture: snapshot kind \"" + kind + "\" is not known");
   if (Status s = EnsureLayout(root_); !s) return s.error();
   auto lock = StoreLock::Acquire(root_, true);
   if (!lock) return lock.error();
@@ -203,6 +205,7 @@ Result<CaptureReport> SnapshotStore::Capture(const std::string& tenant, const st
   }
   if (!parent.empty()) layers = MergeOnto(below->layers, std::move(layers));
   report.info = NewInfo(tenant, name, std::move(layers));
+  report.info.kind = kind;
   Status s = CheckLayers(report.info.layers);
   if (s && *quota_left && report.info.stored_bytes > *quota_left)
     s = Error::Msg("snapshot storage quota exceeded: this snapshot holds " +
@@ -270,7 +273,8 @@ Status SnapshotStore::Verify(const std::string& id) {
   auto summary = ReadManifest(root_, id, false);
   if (!summary) return summary.error();
   if (summary->digest != info->digest || summary->tenant != info->tenant ||
-      summary->name != info->name || summary->stored_bytes != StoredBytes(info->layers))
+      summary->name != info->name || summary->kind != info->kind ||
+      summary->stored_bytes != StoredBytes(info->layers))
     return Error::Msg("snapshot " + id + ": info.json does not agree with manifest.json");
   return VerifyLayers(ObjectStore(root_ + "/objects"), info->layers,
                       root_ + "/snaps/" + id + "/layers");

@@ -71,10 +71,16 @@ struct SnapshotLayer {
   std::vector<SnapshotEntry> entries;  // sorted by path, parents first
 };
 
+// SnapshotInfo::kind of the snapshot a session's files are kept in while it hibernates
+// (serve/session_state.h): the server hides it from the session's snapshot list and
+// replaces or deletes it itself.
+inline constexpr const char* kSnapshotKindHibernation = "hibernation";
+
 struct SnapshotInfo {
   std::string id;  // 32 hex digits, random
   std::string tenant;
   std::string name;           // may be empty
+  std::string kind;           // "" (made on request) or kSnapshotKindHibernation
   std::string created;        // RFC 3339, UTC, milliseconds
   std::string digest;         // SHA-256 over the canonical entries (mtimes excluded)
   uint64_t stored_bytes = 0;  // what the quota counts (see above)
@@ -104,9 +110,11 @@ class SnapshotStore {
   // `parent`: the snapshot (id or name, the tenant's) the cell runs over, its layers the
   // cell's lowers; the new snapshot is the parent's entries with the sources applied as the
   // cell's overlay shows them. "" when the cell runs over no snapshot.
+  // `kind`: SnapshotInfo::kind of the new snapshot ("" or kSnapshotKindHibernation).
   Result<CaptureReport> Capture(const std::string& tenant, const std::string& name,
                                 const std::vector<LayerSource>& sources,
-                                const SnapshotLimits& limits, const std::string& parent = "");
+                                const SnapshotLimits& limits, const std::string& parent = "",
+                                const std::string& kind = "");
   // The tenant's snapshots (layers not filled), oldest first.
   Result<std::vector<SnapshotInfo>> List(const std::string& tenant);
   // By id or name. Another tenant's snapshot is "not found", like an unknown one.

@@ -252,7 +252,7 @@ json ManifestToJson(const SnapshotInfo& info) {
     }
     layers.push_back({{"name", layer.name}, {"entries", std::move(entries)}});
   }
-  return {{"format", kManifestFormat},
+  json out = {{"format", kManifestFormat},
           {"id", info.id},
           {"tenant", info.tenant},
           {"name", info.name},
@@ -261,6 +261,8 @@ json ManifestToJson(const SnapshotInfo& info) {
           {"stored_bytes", info.stored_bytes},
           {"files", info.files},
           {"layers", std::move(layers)}};
+  if (!info.kind.empty()) out["kind"] = info.kind;  // absent for ordinary snapshots
+  return out;
 }
 
 Result<SnapshotInfo> ManifestFromJson(const json& j, bool with_entries) {
@@ -268,7 +270,8 @@ Result<SnapshotInfo> ManifestFromJson(const json& j, bool with_entries) {
   int format = 0;
   Fields f(
       j, "manifest",
-      {"format", "id", "tenant", "name", "created", "digest", "stored_bytes", "files", "layers"});
+      {"format", "id", "tenant", "name", "created", "digest", "stored_bytes", "files", "layers",
+       "kind"});
   f.Get("format", &format);
   f.Get("id", &info.id);
   f.Get("tenant", &info.tenant);
@@ -277,7 +280,10 @@ Result<SnapshotInfo> ManifestFromJson(const json& j, bool with_entries) {
   f.Get("digest", &info.digest);
   f.Get("stored_bytes", &info.stored_bytes);
   f.Get("files", &info.files);
+  f.Get("kind", &info.kind, /*required=*/false);
   if (Status s = f.status(); !s) return s.error();
+  if (!info.kind.empty() && info.kind != kSnapshotKindHibernation)
+    return Error::Msg("manifest.kind: \"" + info.kind + "\" is not a known kind");
   if (format != kManifestFormat)
     return Error::Msg("manifest.format: " + std::to_string(format) + " is not supported");
   if (!IsSnapshotId(info.id)) return Error::Msg("manifest.id: not 32 hex digits");

@@ -30,6 +30,7 @@
 #include "serve/serve_audit.h"
 #include "serve/serve_packages.h"
 #include "serve/session_secrets.h"
+#include "serve/session_state.h"
 #include "serve/tenant_policies.h"
 #include "serve/workspace_leases.h"
 #include "tools/cell_tools.h"
@@ -228,7 +229,8 @@ Status StartSecrets(const ServeOptions& o, EgressRegistry& egress, SessionSecret
 std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
                                                        const std::string& skeleton,
                                                        EgressRegistry& egress, ServeAudit& audit,
-                                                       WorkspaceLeases& workspaces) {
+                                                       WorkspaceLeases& workspaces,
+                                                       SessionState& state) {
   sandbox::CellSessionOptions session_options;
   const policies::Policy& policy = opts.effective;
   session_options.idle_timeout = policy.time.session_idle;
@@ -263,7 +265,18 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
                                std::chrono::milliseconds paused_for, bool resumed) {
     audit.SessionUnpaused(cell, key, paused_for, resumed);
   };
+  // At idle expiry a session hibernates: its files become its next cell's base.
+  hooks.hibernate = [&state](sandbox::CellInstance& cell, const std::string& key,
+                             const std::string& profile, const sandbox::SessionBase* base,
+                             bool frozen) {
+    return state.Hibernate(cell, key, profile, base, frozen);
+  };
+  hooks.on_base_released = [&state](const std::string& key, const std::string& profile,
+                                    const sandbox::SessionBase& base) {
+    state.BaseReleased(key, profile, base);
+  };
   cells->SetCellHooks(std::move(hooks));
+  state.Attach(cells.get());
   // At its maximum lifetime a session's cell is gone and its later calls are refused: its
   // session.end is written then (the MCP session's own close later writes nothing).
   cells->SetExpiryListener(
@@ -427,8 +440,11 @@ Result<mcp::HttpOptions> HttpOptionsFor(const ServeOptions& opts,
   }
   http.on_session_closed = [&cells, &audit](const std::string& id, const std::string& tenant,
                                             const std::string& reason) {
-    audit.SessionEnded(id, HttpEndReason(reason));
-    (void)cells.Close(id, "HTTP session of tenant " + tenant + " ended: " + reason);
+    const std::string why = HttpEndReason(reason);
+    audit.SessionEnded(id, why);
+    // At shutdown a hibernated session's files are kept (docs/lifecycle.md, "Hibernated").
+    (void)cells.Close(id, "HTTP session of tenant " + tenant + " ended: " + reason,
+                      /*keep_base=*/why == "server shutdown");
   };
   return http;
 }
@@ -549,18 +565,26 @@ int RunServe(const ServeOptions& opts) {
   if (!egress) return Refuse(egress.error());
   RefusalRelay::DetachGuard detach_relay{*relay};
   if (Status st = StartSecrets(opts, **egress, secrets); !st) return Refuse(st.error());
+  // The sessions' snapshots and hibernated files; outlives the cells (their hooks call it).
+  SessionState state({.state_dir = opts.state_dir,
+                      .server_policy = &opts.effective,
+                      .tenant_policies = &opts.tenant_policies,
+                      .audit = audit->get()});
   // Named workspaces: locked per live cell (outlives the cells), old ones removed hourly.
   WorkspaceLeases workspaces(opts.state_dir);
   WorkspaceJanitor janitor(
       workspaces.store(), RetentionByOwner(opts.effective, opts.tenant_policies),
       [&audit](const WorkspaceInfo& w) { (*audit)->WorkspaceRemoved(w, "retention"); });
-  auto cells = MakeCells(opts, *skeleton, **egress, **audit, workspaces);
+  auto cells = MakeCells(opts, *skeleton, **egress, **audit, workspaces, state);
   auto env = MakeToolEnv(opts, *skeleton, *cells, **egress, **audit, workspaces);
   if (!env) return Refuse(env.error());
+  env->snapshots = &state;
   ConnectSecrets(*env, client_log, secrets, *cells);
   int rc = ServeTools(opts, *env, client_log, *cells, **audit);
   secrets.SetEndSession(nullptr);  // ConnectSecrets' hook holds the cells
-  cells->CloseAll();
+  // Stopped (a signal): hibernated files are kept for a restart. A stdio client that closed
+  // its input ended its session: they go.
+  cells->CloseAll(/*keep_bases=*/(*audit)->shutting_down());
   // `audit` (declared before the package service, the proxy and the cells) goes after
   // them, once their last events are written: it ends any open session and writes the
   // final checkpoint.

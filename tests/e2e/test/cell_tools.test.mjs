@@ -657,7 +657,7 @@ describe('a cell that died', () => {
 });
 
 describe('idle timeout', () => {
-  it('destroys an idle cell; the next call gets a fresh one and says the files are gone', async () => {
+  it('destroys an idle cell; the next call gets a fresh one over the hibernated files and says so', async () => {
     await withServer(['--idle-timeout', '2'], async (s, stateDir) => {
       const call = (name, args) => s.client.callTool({ name, arguments: args });
       await call('write_file', { path: 'keep.txt', content: 'x' });
@@ -669,13 +669,13 @@ describe('idle timeout', () => {
       await waitFor(() => !existsSync(oldDir), { timeoutMs: 6000, intervalMs: 100, what: `${oldDir} to be removed` });
       assert.ok(Date.now() - idleFrom >= 1500, `the cell went after ${Date.now() - idleFrom} ms, before 2 s idle`);
       assert.equal(alive(oldInit), false, 'the idle cell\'s init still runs');
-      // The session lives on in a new cell, without the file, and the first call says why.
+      // The session hibernated: a new cell over its files, and the first call says so.
       const r = await call('read_file', { path: 'keep.txt' });
-      assert.equal(r.isError, true, text(r));
-      assert.match(text(r), /idle.*files from before are gone/s);
+      assert.notEqual(r.isError, true, text(r));
+      assert.match(text(r), /hibernated after 2 s of idle: its programs were stopped, its files kept/);
       const ls = await call('run_command', { command: 'ls -A /workspace' });
-      assert.equal(ls.structuredContent.stdout, '');
-      assert.doesNotMatch(text(ls), /files from before/, 'only the first call in the new cell carries the note');
+      assert.equal(ls.structuredContent.stdout, 'keep.txt\n');
+      assert.doesNotMatch(text(ls), /hibernated/, 'only the first call in the new cell carries the note');
       const info = (await call('session_info', {})).structuredContent;
       assert.notEqual(info.cell_id, old);
       assert.equal(info.cells_created, 2);

@@ -272,6 +272,28 @@ TEST_F(SnapshotStoreTest, AnotherTenantsSnapshotIsNotFoundLikeAnUnknownOne) {
   EXPECT_EQ(store_->List("acme")->size(), 1u);
 }
 
+TEST_F(SnapshotStoreTest, AHibernationSnapshotKeepsItsKindAndAnUnknownKindIsRefused) {
+  Put(ws_ + "/a", "a");
+  OwnByCell();
+  auto plain = store_->Capture("acme", "plain", Sources(), {});
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  EXPECT_EQ(plain->info.kind, "");
+  auto hidden = store_->Capture("acme", "", Sources(), {}, "", kSnapshotKindHibernation);
+  ASSERT_TRUE(hidden.ok()) << hidden.error().message;
+  EXPECT_EQ(hidden->info.kind, kSnapshotKindHibernation);
+  auto got = store_->Get("acme", hidden->info.id);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_EQ(got->kind, kSnapshotKindHibernation);
+  auto list = store_->List("acme");
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].kind + "|" + (*list)[1].kind, std::string("|") + kSnapshotKindHibernation);
+  EXPECT_TRUE(store_->Verify(hidden->info.id).ok());
+  auto bad = store_->Capture("acme", "", Sources(), {}, "", "secret");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message, "capture: snapshot kind \"secret\" is not known");
+}
+
 TEST_F(SnapshotStoreTest, CaptureOverQuotaFailsAndLeavesNothing) {
   Put(ws_ + "/big", std::string(5000, 'x'));
   Put(ws_ + "/small", "y");
