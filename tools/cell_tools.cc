@@ -11,14 +11,19 @@ struct CellToolMaker {
   const char* name;
   mcp::Tool (*make)(const ToolEnv&);
 };
-constexpr CellToolMaker kCellTools[] = {
-    {"run_code", MakeRunCodeTool},         {"run_command", MakeRunCommandTool},
-    {"read_file", MakeReadFileTool},       {"write_file", MakeWriteFileTool},
-    {"edit_file", MakeEditFileTool},       {"list_files", MakeListFilesTool},
-    {"session_info", MakeSessionInfoTool}, {"pip_install", MakePipInstallTool},
-    {"npm_install", MakeNpmInstallTool},   {"snapshot_create", MakeSnapshotCreateTool},
-    {"snapshot_list", MakeSnapshotListTool}, {"snapshot_restore", MakeSnapshotRestoreTool},
-    {"snapshot_delete", MakeSnapshotDeleteTool}};
+constexpr CellToolMaker kCellTools[] = {{"run_code", MakeRunCodeTool},
+                                        {"run_command", MakeRunCommandTool},
+                                        {"read_file", MakeReadFileTool},
+                                        {"write_file", MakeWriteFileTool},
+                                        {"edit_file", MakeEditFileTool},
+                                        {"list_files", MakeListFilesTool},
+                                        {"session_info", MakeSessionInfoTool},
+                                        {"pip_install", MakePipInstallTool},
+                                        {"npm_install", MakeNpmInstallTool},
+                                        {"snapshot_create", MakeSnapshotCreateTool},
+                                        {"snapshot_list", MakeSnapshotListTool},
+                                        {"snapshot_restore", MakeSnapshotRestoreTool},
+                                        {"snapshot_delete", MakeSnapshotDeleteTool}};
 
 // The tools that need ToolEnv::snapshots (left unregistered without it).
 bool IsSnapshotTool(const std::string& name) { return name.rfind("snapshot_", 0) == 0; }

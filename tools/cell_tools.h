@@ -1,6 +1,7 @@
 // The sandbox tools an agent uses (run_code, run_command, read_file, write_file,
 // edit_file, list_files, session_info, pip_install, npm_install; the snapshot_* tools in
-// snapshot_tools.cc), one file each, registered on an mcp::Server. Their names and arguments are the public API (docs/tools.md).
+// snapshot_tools.cc), one file each, registered on an mcp::Server. Their names and arguments are
+// the public API (docs/tools.md).
 #pragma once
 
 #include <functional>
@@ -29,7 +30,8 @@ mcp::Tool MakeSnapshotDeleteTool(const ToolEnv& env);
 
 // Registers every tool that any of env's configs enables (the union over tenants). Which
 // of them a session sees and may call is ToolEnv::ToolEnabled: install it as the server's
-// tool_filter (ServerToolFilter). The snapshot_* tools only when env.snapshots is set. `env` must outlive the server's use of them.
+// tool_filter (ServerToolFilter). The snapshot_* tools only when env.snapshots is set. `env` must
+// outlive the server's use of them.
 mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env);
 // ServerOptions::tool_filter for `env`: a session sees and may call its tenant's enabled
 // tools only (a call of another is an unknown tool).

@@ -4,6 +4,7 @@
 // called with the MCP session's id and tenant and never with a cell lease held (restore
 // ends the session's cell, which waits for leases).
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,12 +27,11 @@ constexpr const char* kListHint = "snapshot_list shows this session's tenant's s
 // "" when `name` is a valid snapshot name, else what is wrong with it.
 std::string SnapshotNameError(const std::string& name) {
   const bool chars_ok = std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   });
   if (name.empty() || name.size() > 64 || !chars_ok || name == "." || name == "..")
-    return "arguments.name: \"" + name + "\" is not a valid snapshot name: it must be " +
-           kNameRule;
+    return "arguments.name: \"" + name + "\" is not a valid snapshot name: it must be " + kNameRule;
   return "";
 }
 
@@ -43,9 +43,10 @@ struct Caller {
 };
 Caller CallerOf(const ToolEnv& env, const mcp::Context& ctx) {
   Caller c{ctx.session().id(), ctx.session().tenant(), std::nullopt};
-  if (!env.ConfigFor(c.tenant) || !env.snapshots) {
-    c.error = mcp::ToolResult::Error("no policy is configured for tenant \"" + c.tenant +
-                                     "\" (or the server has no snapshot store)");
+  if (!env.snapshots) {
+    c.error = mcp::ToolResult::Error("this server has no snapshot store");
+  } else if (!env.ConfigFor(c.tenant)) {
+    c.error = mcp::ToolResult::Error("no policy is configured for tenant \"" + c.tenant + "\"");
   }
   return c;
 }
@@ -89,8 +90,8 @@ std::string Label(const SnapshotSummary& s) {
 }
 
 mcp::Json SummaryJson(const SnapshotSummary& s) {
-  return {{"id", s.id},           {"name", s.name},   {"created", s.created},
-          {"digest", s.digest},   {"files", s.files}, {"stored_bytes", s.stored_bytes}};
+  return {{"id", s.id},         {"name", s.name},   {"created", s.created},
+          {"digest", s.digest}, {"files", s.files}, {"stored_bytes", s.stored_bytes}};
 }
 
 mcp::Json SummarySchema() {
@@ -117,6 +118,10 @@ std::string NoteLines(const std::vector<std::string>& notes) {
   return text;
 }
 
+uint64_t QuotaLeft(const SnapshotCreated& c) {
+  return c.quota_bytes > c.quota_used_bytes ? c.quota_bytes - c.quota_used_bytes : 0;
+}
+
 mcp::ToolResult Create(const ToolEnv& env, mcp::Context& ctx, const std::string& name) {
   Caller caller = CallerOf(env, ctx);
   if (caller.error) return *caller.error;
@@ -129,24 +134,21 @@ mcp::ToolResult Create(const ToolEnv& env, mcp::Context& ctx, const std::string&
                      "earlier snapshot), " + Bytes(c.new_object_bytes) + " of storage added.\n";
   text += "Snapshot storage of this tenant: " + Bytes(c.quota_used_bytes) + " used";
   if (c.quota_bytes > 0) {
-    const uint64_t left = c.quota_bytes > c.quota_used_bytes ? c.quota_bytes - c.quota_used_bytes : 0;
-    text += " of " + Bytes(c.quota_bytes) + ", " + Bytes(left) + " left";
+    text += " of " + Bytes(c.quota_bytes) + ", " + Bytes(QuotaLeft(c)) + " left";
   } else {
     text += " (no quota)";
   }
-  text += ".\nsnapshot_restore with \"" + (c.snapshot.name.empty() ? c.snapshot.id : c.snapshot.name) +
+  text += ".\nsnapshot_restore with \"" +
+          (c.snapshot.name.empty() ? c.snapshot.id : c.snapshot.name) +
           "\" puts these files back (in another session of this tenant it forks them).\n" +
           NoteLines(c.notes);
   mcp::ToolResult r = mcp::ToolResult::Text(std::move(text));
-  r.structured_content = {{"snapshot", SummaryJson(c.snapshot)},
-                          {"files_hashed", c.files_hashed},
-                          {"new_object_bytes", c.new_object_bytes},
-                          {"quota_used_bytes", c.quota_used_bytes},
-                          {"quota_bytes", c.quota_bytes},
-                          {"notes", c.notes}};
+  r.structured_content = {
+      {"snapshot", SummaryJson(c.snapshot)},    {"files_hashed", c.files_hashed},
+      {"new_object_bytes", c.new_object_bytes}, {"quota_used_bytes", c.quota_used_bytes},
+      {"quota_bytes", c.quota_bytes},           {"notes", c.notes}};
   if (c.quota_bytes > 0) {
-    r.structured_content["quota_left_bytes"] =
-        c.quota_bytes > c.quota_used_bytes ? c.quota_bytes - c.quota_used_bytes : 0;
+    r.structured_content["quota_left_bytes"] = QuotaLeft(c);
   }
   return r;
 }
@@ -246,8 +248,9 @@ mcp::Tool MakeSnapshotCreateTool(const ToolEnv& env) {
   tool.name = "snapshot_create";
   tool.title = "Snapshot this session's files";
   tool.description =
-      std::string("Saves this session's files as a new snapshot that snapshot_restore can put "
-                  "back later, here or in another session. ") +
+      std::string(
+          "Saves this session's files as a new snapshot that snapshot_restore can put "
+          "back later, here or in another session. ") +
       kWhatSnapshotsHold +
       "Running programs keep running. Files unchanged since an earlier snapshot are stored "
       "once; the result says how much storage this added and how much of the tenant's "
@@ -256,9 +259,7 @@ mcp::Tool MakeSnapshotCreateTool(const ToolEnv& env) {
   tool.input_schema = {
       {"type", "object"},
       {"properties",
-       {{"name",
-         {{"type", "string"},
-          {"description", std::string("optional; ") + kNameRule}}}}},
+       {{"name", {{"type", "string"}, {"description", std::string("optional; ") + kNameRule}}}}},
       {"additionalProperties", false}};
   tool.output_schema = {
       {"type", "object"},
@@ -289,11 +290,11 @@ mcp::Tool MakeSnapshotListTool(const ToolEnv& env) {
   mcp::Tool tool;
   tool.name = "snapshot_list";
   tool.title = "List this tenant's snapshots";
-  tool.description =
-      std::string("Lists the snapshots of this session's tenant, oldest first: id, name, "
-                  "creation time, files and the storage each counts against the tenant's "
-                  "snapshot quota. ") +
-      kWhatSnapshotsHold;
+  tool.description = std::string(
+                         "Lists the snapshots of this session's tenant, oldest first: id, name, "
+                         "creation time, files and the storage each counts against the tenant's "
+                         "snapshot quota. ") +
+                     kWhatSnapshotsHold;
   tool.input_schema = {
       {"type", "object"}, {"properties", mcp::Json::object()}, {"additionalProperties", false}};
   tool.output_schema = {{"type", "object"},
@@ -316,9 +317,10 @@ mcp::Tool MakeSnapshotRestoreTool(const ToolEnv& env) {
   tool.name = "snapshot_restore";
   tool.title = "Restore a snapshot's files into this session";
   tool.description =
-      std::string("Makes this session's files the snapshot's: every change since it (and "
-                  "every file it does not hold) is gone. Running programs, background ones "
-                  "too, are ended first; the result says how many. ") +
+      std::string(
+          "Makes this session's files the snapshot's: every change since it (and "
+          "every file it does not hold) is gone. Running programs, background ones "
+          "too, are ended first; the result says how many. ") +
       kWhatSnapshotsHold +
       "Restoring a snapshot made in another session of the same tenant forks it: both "
       "sessions start from its files and their changes stay each in its own session. The "
@@ -345,8 +347,9 @@ mcp::Tool MakeSnapshotDeleteTool(const ToolEnv& env) {
   tool.name = "snapshot_delete";
   tool.title = "Delete a snapshot";
   tool.description =
-      std::string("Deletes one of this tenant's snapshots (by id or name) and frees the "
-                  "storage only it used. Sessions already restored from it keep their files. ") +
+      std::string(
+          "Deletes one of this tenant's snapshots (by id or name) and frees the "
+          "storage only it used. Sessions already restored from it keep their files. ") +
       kWhatSnapshotsHold;
   tool.input_schema = SnapshotArgSchema();
   tool.output_schema = {{"type", "object"},

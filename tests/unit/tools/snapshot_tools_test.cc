@@ -120,11 +120,10 @@ class SnapshotToolsTest : public ::testing::Test {
   static bool IsError(const mcp::Json& result) { return result.value("isError", false); }
 
   // No cell is ever made: a tool that tried to lease one would fail.
-  sandbox::CellSessionManager cells_{
-      [](const std::string&) -> Result<sandbox::CellSpec> {
-        return Error::Msg("no cells in this test");
-      },
-      {}};
+  sandbox::CellSessionManager cells_{[](const std::string&) -> Result<sandbox::CellSpec> {
+                                       return Error::Msg("no cells in this test");
+                                     },
+                                     {}};
   FakeSnapshots fake_{&cells_};
   ToolEnv env_;
   mcp::Server server_{Options()};
@@ -135,7 +134,8 @@ TEST_F(SnapshotToolsTest, CreatePassesSessionTenantAndNameAndReportsStorage) {
   mcp::Json r = Call("snapshot_create", {{"name", "before-refactor.v2"}});
   ASSERT_FALSE(IsError(r)) << r.dump();
   const std::string key = client_.session()->id();
-  EXPECT_EQ(fake_.Calls(), std::vector<std::string>{"create " + key + " acme [before-refactor.v2]"});
+  EXPECT_EQ(fake_.Calls(),
+            std::vector<std::string>{"create " + key + " acme [before-refactor.v2]"});
   EXPECT_NE(Text(r).find("Created snapshot 11111111111111111111111111111111 "
                          "(\"before-refactor.v2\"): 3 files, 2 read now"),
             std::string::npos)
