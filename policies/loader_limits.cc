@@ -24,9 +24,9 @@ void ReadLimits(TomlReader& r, const toml::table& root, LimitsPolicy* out) {
   const toml::table* t = r.Table(root, "", "limits");
   if (!t) return;
   const std::string p = "limits";
-  r.OnlyKeys(
-      *t, p,
-      {"memory", "pids", "cpus", "disk", "tmp", "open_files", "max_file_size", "output_kept"});
+  r.OnlyKeys(*t, p,
+             {"memory", "pids", "cpus", "disk", "tmp", "open_files", "max_file_size", "output_kept",
+              "snapshot_storage"});
   r.Size(*t, p, "memory", 16ull << 20, 1ull << 40, &out->memory_bytes);
   r.Count(*t, p, "pids", 8, 1 << 22, &out->pids);
   if (const toml::node* n = t->get("cpus"); n && !r.failed()) {
@@ -49,6 +49,7 @@ void ReadLimits(TomlReader& r, const toml::table& root, LimitsPolicy* out) {
   r.Count(*t, p, "open_files", 16, 1 << 20, &out->open_files);
   r.Size(*t, p, "max_file_size", 4096, 1ull << 42, &out->file_size_bytes);
   r.Size(*t, p, "output_kept", 256, 16ull << 20, &out->output_keep_bytes);
+  r.Size(*t, p, "snapshot_storage", 1ull << 20, 1ull << 50, &out->snapshot_storage_bytes);
 }
 
 namespace {

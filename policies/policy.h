@@ -31,6 +31,9 @@ struct LimitsPolicy {
   uint64_t open_files = 1024;              // RLIMIT_NOFILE per process
   uint64_t file_size_bytes = 1ull << 30;   // RLIMIT_FSIZE: largest file a program writes
   uint64_t output_keep_bytes = 64 * 1024;  // tool result output kept per stream
+  // The tenant's snapshots together (sandbox/snapshot_store.h: each snapshot counts the
+  // sizes of the distinct contents it holds).
+  uint64_t snapshot_storage_bytes = 1ull << 30;
 };
 
 struct TimePolicy {

@@ -152,7 +152,9 @@ Result<CellLease> CellSession::Acquire() {
     }
     break;
   }
-  if (replaced.empty() && cell_) {
+  if (replaced.empty() && !cell_ && next_note_) {
+    replaced = std::move(*next_note_);  // after a restart or a hibernation
+  } else if (replaced.empty() && cell_) {
     replaced = "the session's previous cell " + cell_->id() +
                " had stopped (killed or out of memory); this call runs in a fresh cell and "
                "files from before are gone";
@@ -167,6 +169,9 @@ Result<CellLease> CellSession::ReplaceCellLocked(std::unique_lock<std::mutex>& l
                                                  std::string replaced) {
   std::shared_ptr<CellInstance> dead = std::move(cell_);  // destroyed below, outside the lock
   changing_ = true;
+  next_note_.reset();
+  hibernated_ = false;
+  const std::vector<CellLayer> layers = base_ ? base_->layers : std::vector<CellLayer>{};
   std::string id = NextCellId();
   lock.unlock();
   if (dead) {
@@ -174,7 +179,7 @@ Result<CellLease> CellSession::ReplaceCellLocked(std::unique_lock<std::mutex>& l
     dead.reset();
   }
 
-  Result<std::unique_ptr<CellInstance>> created = MakeCell(id);
+  Result<std::unique_ptr<CellInstance>> created = MakeCell(id, layers);
 
   lock.lock();
   changing_ = false;
@@ -208,11 +213,18 @@ std::string CellSession::TakeLifetimeNoticeLocked() {
          "refused; a new MCP session gets a new cell";
 }
 
-Result<std::unique_ptr<CellInstance>> CellSession::MakeCell(const std::string& id) {
-  std::unique_ptr<CellInstance> cell = pool_ ? pool_->Take() : nullptr;
+Result<std::unique_ptr<CellInstance>> CellSession::MakeCell(const std::string& id,
+                                                            const std::vector<CellLayer>& layers) {
+  // The warm pool's cells have no layers: a session over a snapshot makes its own.
+  std::unique_ptr<CellInstance> cell = pool_ && layers.empty() ? pool_->Take() : nullptr;
   if (!cell) {
     Result<CellSpec> spec = factory_(id);
     if (!spec) return spec.error().Wrap("cell spec");
+    for (const CellLayer& layer : layers) {
+      // A persistent workspace (a host dir) is the session's own: snapshots leave it be.
+      if (layer.target == "/workspace" && !spec->workspace_host_dir.empty()) continue;
+      spec->layers.push_back(layer);
+    }
     Result<std::unique_ptr<CellInstance>> made = backend_->Create(*spec);
     if (!made) return made.error();
     cell = std::move(made).value();
@@ -240,9 +252,10 @@ void CellSession::Release() {
   released_.notify_all();
 }
 
-Status CellSession::Close(const std::string& reason) {
+Status CellSession::Close(const std::string& reason, bool keep_base) {
   std::shared_ptr<CellInstance> cell;
   std::chrono::milliseconds paused_for{-1};
+  std::optional<SessionBase> released;
   {
     std::unique_lock lock(mu_);
     if (!closed_) {
@@ -253,10 +266,14 @@ Status CellSession::Close(const std::string& reason) {
     released_.wait(lock, [&] { return leases_ == 0 && !changing_; });
     cell = std::move(cell_);
     paused_for = DropPauseLocked();
+    if (!keep_base) released = std::exchange(base_, std::nullopt);
   }
-  if (!cell) return Ok();
-  NotifyUnpaused(*cell, paused_for, false);
-  Status st = Retire(cell);
+  Status st = Ok();
+  if (cell) {
+    NotifyUnpaused(*cell, paused_for, false);
+    st = Retire(cell);
+  }
+  ReleaseBase(released);
   if (!st) return st.error().Wrap("destroy cell " + cell->id());
   return Ok();
 }
@@ -264,16 +281,35 @@ Status CellSession::Close(const std::string& reason) {
 Status CellSession::DestroyIdleCell() {
   std::shared_ptr<CellInstance> cell;
   std::chrono::milliseconds paused_for{-1};
+  bool hibernate = false, frozen = false;
   {
     std::lock_guard lock(mu_);
     // In use again, or used since the reaper looked: not idle any more.
     if (leases_ > 0 || changing_ || !cell_) return Ok();
     if (Clock::now() - last_release_ < options_.idle_timeout) return Ok();
-    cell = std::move(cell_);
-    paused_for = DropPauseLocked();  // destroyed frozen: Destroy handles it
+    hibernate = hooks_ && hooks_->hibernate;
+    if (hibernate) {
+      changing_ = true;  // no Acquire until the files are kept (or known lost)
+      cell = cell_;
+      frozen = paused_;
+    } else {
+      cell = std::move(cell_);
+      paused_for = DropPauseLocked();  // destroyed frozen: Destroy handles it
+    }
+  }
+  std::optional<SessionBase> replaced;
+  if (hibernate) {
+    if (!frozen) frozen = cell->Freeze().ok();  // a consistent copy when it can be frozen
+    replaced = Hibernate(cell, frozen);
+    std::lock_guard lock(mu_);
+    cell_.reset();
+    paused_for = DropPauseLocked();
+    changing_ = false;
+    released_.notify_all();
   }
   NotifyUnpaused(*cell, paused_for, false);
   Status st = Retire(cell);
+  ReleaseBase(replaced);
   if (!st) return st.error().Wrap("destroy idle cell " + cell->id());
   return Ok();
 }
@@ -320,6 +356,8 @@ CellSessionInfo CellSession::Info() const {
   info.lifetime_left = ms(started_ + options_.max_lifetime - now);
   info.paused = paused_;
   info.paused_total = ms(paused_total_ + (paused_ ? now - paused_since_ : Clock::duration(0)));
+  if (base_) info.base_snapshot = base_->snapshot_id;
+  info.hibernated = hibernated_ && !cell_ && base_ && base_->hibernation;
   info.idle_left =
       leases_ > 0 ? options_.idle_timeout : ms(last_release_ + options_.idle_timeout - now);
   return info;
@@ -442,8 +480,19 @@ void CellSessionManager::CloseAll() {
     std::lock_guard lock(mu_);
     all.swap(sessions_);
   }
-  for (auto& [key, session] : all) (void)session->Close("the server is shutting down");
+  // Hibernated files are kept: they are what a restarted server would bring back.
+  for (auto& [key, session] : all)
+    (void)session->Close("the server is shutting down", /*keep_base=*/true);
   StopPools();
+}
+
+bool CellSessionManager::BaseInUse(const std::string& snapshot_id) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [key, session] : sessions_) {
+    std::optional<SessionBase> base = session->base();
+    if (base && base->snapshot_id == snapshot_id) return true;
+  }
+  return false;
 }
 
 size_t CellSessionManager::live_sessions() const {
@@ -493,7 +542,7 @@ void CellSessionManager::ReaperLoop(std::stop_token stop) {
         (void)Close(session->key(), why);
       } else {
         // Idle: the cell goes (its resources come back), the session stays; the next call
-        // gets a fresh cell and is told why its files are gone.
+        // gets a fresh cell, over the hibernated files when they could be kept, and is told.
         (void)session->DestroyIdleCell();
       }
       if (listener) listener(session->key(), kind, why);

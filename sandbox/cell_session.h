@@ -17,6 +17,12 @@
 // frozen cells). A cell that cannot be paused (no cgroup) is left running and not tried
 // again. docs/lifecycle.md tells the states; cell_session_pause.cc holds this part.
 //
+// Base: a session may run over a snapshot (restore, fork, hibernation: SessionBase): every
+// new cell of the session is then made with the snapshot's layers as its lowers, never
+// from the warm pool (its cells have none). RestartOver ends the cell and sets the base;
+// at idle expiry the hibernate hook may keep the cell's files as the base instead of
+// losing them (cell_session_state.cc holds this part).
+//
 // Threading: every method is thread-safe. The manager runs one reaper thread that checks
 // idle and lifetime deadlines once a second; cells are destroyed on that thread or on the
 // thread calling Close, never while a lease is held. Knows nothing of MCP.
@@ -33,6 +39,7 @@
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "base/status.h"
 #include "sandbox/backend.h"
@@ -57,6 +64,13 @@ struct CellSessionOptions {
   size_t warm_cells = 0;
 };
 
+// The snapshot a session's cells are made over (CellSession::RestartOver, hibernation).
+struct SessionBase {
+  std::string snapshot_id;
+  std::vector<CellLayer> layers;  // added to every new cell's spec
+  bool hibernation = false;       // the session's own hidden hibernation snapshot
+};
+
 // What the server does with every cell of a session besides running calls in it (the
 // egress proxy is attached here). Both run outside the session's lock.
 struct CellHooks {
@@ -78,6 +92,20 @@ struct CellHooks {
   std::function<void(CellInstance&, const std::string& key, std::chrono::milliseconds paused_for,
                      bool resumed)>
       on_unpaused;
+  // Session `key`'s idle cell is about to be destroyed at idle expiry: keep its files as the
+  // base of the session's next cell (hibernation). Called on the reaper thread with no
+  // lease held and the cell frozen when it could be (`frozen`), with the session's current
+  // base (nullptr: none). An error: the files are lost and the next call is told why.
+  // Unset: the files are lost.
+  std::function<Result<SessionBase>(CellInstance&, const std::string& key,
+                                    const std::string& profile, const SessionBase* base,
+                                    bool frozen)>
+      hibernate;
+  // Session `key` (of `profile`) no longer uses `base` (a restore or a later hibernation
+  // replaced it, or the session ended; not at server shutdown), after the cell over it was
+  // destroyed.
+  std::function<void(const std::string& key, const std::string& profile, const SessionBase& base)>
+      on_base_released;
 };
 
 // Why the manager's reaper ended a session's cell (CellSessionManager::SetExpiryListener).
@@ -175,6 +203,14 @@ struct CellSessionInfo {
   bool paused = false;                         // the cell is frozen now
   std::chrono::milliseconds paused_total{0};   // all pauses of the session, the current too
   std::vector<std::string> warnings;           // from the cell: what is not enforced
+  std::string base_snapshot;  // the snapshot new cells are made over ("" = none)
+  bool hibernated = false;    // no cell now; the next one gets the hibernated files
+};
+
+// What RestartOver ended.
+struct RestartResult {
+  uint64_t programs_ended = 0;  // running execs of the cell (its Stats) before it was ended
+  bool counted = false;         // false: not known (no cell, a paused cell, Stats failed)
 };
 
 class CellSession {
@@ -191,7 +227,19 @@ class CellSession {
   Result<CellLease> Acquire();
 
   // Stops leases, waits for them, destroys the cell. Further Acquires fail. Idempotent.
-  Status Close(const std::string& reason = "session closed");
+  // `keep_base`: the base is not released (server shutdown keeps hibernated files).
+  Status Close(const std::string& reason = "session closed", bool keep_base = false);
+
+  // Stops the leases (their stop tokens, as Close), waits for them, destroys the cell and
+  // makes `base` the session's base; the session stays open. The next Acquire's lease
+  // carries `note` as its replaced_reason ("" = none). The previous base is released.
+  Result<RestartResult> RestartOver(SessionBase base, std::string note = "");
+  // Runs `fn` on the session's cell (made now if it has none) frozen (when it can be:
+  // `frozen`), with the current base (nullptr: none); no other Acquire gets the cell
+  // meanwhile. The cell is thawed afterwards, also when `fn` fails.
+  Status WithFrozenCell(
+      const std::function<Status(CellInstance&, const SessionBase* base, bool frozen)>& fn);
+  std::optional<SessionBase> base() const;
 
   // Destroys the cell if it is still idle (no lease held); the session stays open and the
   // next Acquire makes a fresh cell. Called by the manager when the idle timeout passes.
@@ -216,7 +264,13 @@ class CellSession {
   friend class CellLease;
   void Release();
   std::string NextCellId();
-  Result<std::unique_ptr<CellInstance>> MakeCell(const std::string& id);
+  // A new cell; over `layers` (never from the warm pool) when there are some.
+  Result<std::unique_ptr<CellInstance>> MakeCell(const std::string& id,
+                                                 const std::vector<CellLayer>& layers);
+  // The hibernate hook on `cell` (taken from the session, changing_ set); sets base_ and the
+  // next lease's note. Outside mu_. Returns the base it replaced, to release.
+  std::optional<SessionBase> Hibernate(const std::shared_ptr<CellInstance>& cell, bool frozen);
+  void ReleaseBase(const std::optional<SessionBase>& base);
   // on_destroying, Destroy, on_destroyed. Outside mu_.
   Status Retire(const std::shared_ptr<CellInstance>& cell);
   // CellLease::lifetime_notice for a lease made now. Under mu_.
@@ -259,6 +313,10 @@ class CellSession {
   bool closed_ = false;
   bool lifetime_noticed_ = false;  // a lease carried the lifetime notice
   std::string closed_reason_;
+  std::optional<SessionBase> base_;
+  // The next new cell's lease note, when set (after a restart or a hibernation).
+  std::optional<std::string> next_note_;
+  bool hibernated_ = false;  // the cell went at idle expiry; base_ holds its files
 };
 
 // All cell sessions of one server, by session key (stdio: one; HTTP: one per session).
@@ -287,6 +345,8 @@ class CellSessionManager {
   Status Close(const std::string& key, const std::string& reason = "session closed");
   void CloseAll();
   size_t live_sessions() const;
+  // True when a live session's cells are made over snapshot `snapshot_id` (its base).
+  bool BaseInUse(const std::string& snapshot_id) const;
   // Called (on the reaper thread) with the key, the kind and the reason when a session
   // expires, after its cell was destroyed (and at kMaxLifetime the session closed).
   using ExpiryListener =

@@ -30,6 +30,7 @@
 #include "serve/serve_audit.h"
 #include "serve/serve_packages.h"
 #include "serve/session_secrets.h"
+#include "serve/session_state.h"
 #include "serve/tenant_policies.h"
 #include "tools/cell_tools.h"
 #include "tools/client_log.h"
@@ -226,7 +227,8 @@ Status StartSecrets(const ServeOptions& o, EgressRegistry& egress, SessionSecret
 // to the egress proxy when it gets its session and unbound before it is destroyed.
 std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
                                                        const std::string& skeleton,
-                                                       EgressRegistry& egress, ServeAudit& audit) {
+                                                       EgressRegistry& egress, ServeAudit& audit,
+                                                       SessionState& state) {
   sandbox::CellSessionOptions session_options;
   const policies::Policy& policy = opts.effective;
   session_options.idle_timeout = policy.time.session_idle;
@@ -257,7 +259,18 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
                                std::chrono::milliseconds paused_for, bool resumed) {
     audit.SessionUnpaused(cell, key, paused_for, resumed);
   };
+  // At idle expiry a session hibernates: its files become its next cell's base.
+  hooks.hibernate = [&state](sandbox::CellInstance& cell, const std::string& key,
+                             const std::string& profile, const sandbox::SessionBase* base,
+                             bool frozen) {
+    return state.Hibernate(cell, key, profile, base, frozen);
+  };
+  hooks.on_base_released = [&state](const std::string& key, const std::string& profile,
+                                    const sandbox::SessionBase& base) {
+    state.BaseReleased(key, profile, base);
+  };
   cells->SetCellHooks(std::move(hooks));
+  state.Attach(cells.get());
   // At its maximum lifetime a session's cell is gone and its later calls are refused: its
   // session.end is written then (the MCP session's own close later writes nothing).
   cells->SetExpiryListener(
@@ -542,9 +555,15 @@ int RunServe(const ServeOptions& opts) {
   if (!egress) return Refuse(egress.error());
   RefusalRelay::DetachGuard detach_relay{*relay};
   if (Status st = StartSecrets(opts, **egress, secrets); !st) return Refuse(st.error());
-  auto cells = MakeCells(opts, *skeleton, **egress, **audit);
+  // The sessions' snapshots and hibernated files; outlives the cells (their hooks call it).
+  SessionState state({.state_dir = opts.state_dir,
+                      .server_policy = &opts.effective,
+                      .tenant_policies = &opts.tenant_policies,
+                      .audit = audit->get()});
+  auto cells = MakeCells(opts, *skeleton, **egress, **audit, state);
   auto env = MakeToolEnv(opts, *skeleton, *cells, **egress, **audit);
   if (!env) return Refuse(env.error());
+  env->snapshots = &state;
   ConnectSecrets(*env, client_log, secrets, *cells);
   int rc = ServeTools(opts, *env, client_log, *cells, **audit);
   secrets.SetEndSession(nullptr);  // ConnectSecrets' hook holds the cells

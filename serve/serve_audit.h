@@ -3,7 +3,8 @@
 // it from serve's side: session.start/session.end (the MCP server's session hooks),
 // cell.create/cell.destroy (the cells' hooks), session.end "max lifetime" (the cells'
 // expiry listener), egress.connection (the proxy's AuditSink),
-// package.<result> (the package service's audit callback), policy.refused (a tool call
+// package.<result> (the package service's audit callback), snapshot.* and session.hibernate
+// (the sessions' state, serve/session_state.h), policy.refused (a tool call
 // its policy refused), and a `usage` record per session every [audit] usage_interval.
 // The tools write exec.* and file.* through ToolEnv::audit themselves.
 //
@@ -33,6 +34,7 @@
 #include "mcp/session.h"
 #include "policies/policy.h"
 #include "sandbox/backend.h"
+#include "sandbox/snapshot_store.h"
 #include "tools/usage_meter.h"
 
 namespace mcpcell::serve {
@@ -94,6 +96,18 @@ class ServeAudit {
   void SessionPaused(sandbox::CellInstance& cell, const std::string& session_key);
   void SessionUnpaused(sandbox::CellInstance& cell, const std::string& session_key,
                        std::chrono::milliseconds paused_for, bool resumed);
+
+  // The sessions' snapshots (serve/session_state.h; serve_audit_state.cc): snapshot.create,
+  // snapshot.restore (with programs_ended), snapshot.delete and session.hibernate, each with
+  // the snapshot's id, name, digest, files and bytes, never its contents.
+  void SnapshotCreated(const std::string& tenant, const std::string& session_key,
+                       const sandbox::SnapshotInfo& info);
+  void SnapshotRestored(const std::string& tenant, const std::string& session_key,
+                        const sandbox::SnapshotInfo& info, uint64_t programs_ended);
+  void SnapshotDeleted(const std::string& tenant, const sandbox::SnapshotInfo& info);
+  void SessionHibernated(const std::string& tenant, const std::string& session_key,
+                         const std::string& cell_id, const sandbox::SnapshotInfo& info,
+                         bool frozen);
 
   // Ends open sessions ("server shutdown"), stops the usage thread, closes the trail.
   void Close();

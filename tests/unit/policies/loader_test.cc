@@ -52,6 +52,7 @@ tmp = "32MiB"
 open_files = 333
 max_file_size = "10MB"
 output_kept = "8KiB"
+snapshot_storage = "5GiB"
 [time]
 exec_default = "30s"
 exec_max = "2h"
@@ -96,6 +97,7 @@ enabled = ["run_code", "session_info"]
   EXPECT_EQ(p->limits.open_files, 333u);
   EXPECT_EQ(p->limits.file_size_bytes, 10000000u);
   EXPECT_EQ(p->limits.output_keep_bytes, 8192u);
+  EXPECT_EQ(p->limits.snapshot_storage_bytes, 5ull << 30);
   EXPECT_EQ(p->time.exec_max, std::chrono::seconds(7200));
   EXPECT_EQ(p->time.session_max, std::chrono::seconds(86400));
   EXPECT_EQ(p->filesystem.workspace, WorkspaceMode::kPersistent);
@@ -138,7 +140,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "p.toml:2:10: limits.memory: must be between 16MiB and 1TiB, got \"1MiB\""},
         BadCase{"[limits]\nmemroy = \"1GiB\"\n",
                 "p.toml:2:1: limits.memroy: unknown key (known here: memory, pids, cpus, disk, "
-                "tmp, open_files, max_file_size, output_kept)"},
+                "tmp, open_files, max_file_size, output_kept, snapshot_storage)"},
         BadCase{"colour = \"blue\"\n",
                 "p.toml:1:1: colour: unknown key (known here: name, description, isolation, "
                 "limits, time, filesystem, network, packages, tools, secrets, audit)"},

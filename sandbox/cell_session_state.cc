@@ -1,0 +1,130 @@
+// CellSession's base (cell_session.h): restarting a session over a snapshot (restore and
+// fork), running something on its frozen cell (a snapshot's capture), and hibernation at
+// idle expiry (the hibernate hook keeps the cell's files as the next cell's base). The rest
+// of CellSession is in cell_session.cc and cell_session_pause.cc.
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "sandbox/cell_session.h"
+
+namespace mcpcell::sandbox {
+
+using Clock = std::chrono::steady_clock;
+
+std::optional<SessionBase> CellSession::base() const {
+  std::lock_guard lock(mu_);
+  return base_;
+}
+
+void CellSession::ReleaseBase(const std::optional<SessionBase>& base) {
+  if (base && hooks_ && hooks_->on_base_released) hooks_->on_base_released(key_, profile_, *base);
+}
+
+Result<RestartResult> CellSession::RestartOver(SessionBase base, std::string note) {
+  RestartResult result;
+  std::unique_lock lock(mu_);
+  released_.wait(lock, [&] { return !changing_ || closed_; });
+  if (closed_) return Error::Msg("the session has ended: " + closed_reason_);
+  changing_ = true;  // no new lease from here on
+  std::shared_ptr<CellInstance> cell = cell_;
+  const bool frozen = paused_;
+  lock.unlock();
+  // Count before stopping them: a frozen cell answers no request, so it is not counted.
+  if (cell && !frozen && cell->usable()) {
+    if (Result<control::StatsReply> stats = cell->Stats(); stats) {
+      result.programs_ended = stats->running_execs;
+      result.counted = true;
+    }
+  }
+  lock.lock();
+  stop_.request_stop();  // the running calls' programs are killed
+  released_.wait(lock, [&] { return leases_ == 0; });
+  stop_ = std::stop_source();  // later leases get a fresh token
+  cell = std::move(cell_);
+  const std::chrono::milliseconds paused_for = DropPauseLocked();
+  std::optional<SessionBase> released = std::exchange(base_, std::move(base));
+  if (released && released->snapshot_id == base_->snapshot_id) released.reset();
+  next_note_ = std::move(note);
+  hibernated_ = false;
+  changing_ = false;
+  released_.notify_all();
+  lock.unlock();
+  Status st = Ok();
+  if (cell) {
+    NotifyUnpaused(*cell, paused_for, false);
+    st = Retire(cell);
+  }
+  ReleaseBase(released);
+  if (!st) return st.error().Wrap("destroy cell " + cell->id());
+  return result;
+}
+
+Status CellSession::WithFrozenCell(
+    const std::function<Status(CellInstance&, const SessionBase* base, bool frozen)>& fn) {
+  std::optional<CellLease> lease;
+  std::optional<SessionBase> base;
+  for (;;) {
+    Result<CellLease> acquired = Acquire();  // makes the cell, thaws a paused one
+    if (!acquired) return acquired.error();
+    lease.emplace(std::move(acquired).value());
+    std::unique_lock lock(mu_);
+    if (!changing_ && cell_ == lease->cell_) {
+      changing_ = true;  // holds new leases off while the cell is frozen
+      base = base_;
+      break;
+    }
+    // Something else changes the cell (a restart waits for our lease): let it, then retry.
+    lock.unlock();
+    lease.reset();
+    lock.lock();
+    released_.wait(lock, [&] { return !changing_; });
+  }
+  CellInstance& cell = *lease->cell_;
+  const bool frozen = cell.Freeze().ok();
+  Status st = fn(cell, base ? &*base : nullptr, frozen);
+  Status thawed = frozen ? cell.Thaw() : Ok();
+  {
+    std::lock_guard lock(mu_);
+    changing_ = false;
+    if (!thawed) {
+      // Left frozen: the next Acquire tries to thaw it again and replaces it if it fails.
+      paused_ = true;
+      paused_since_ = Clock::now();
+    }
+    released_.notify_all();
+  }
+  if (!thawed && st) return thawed.error().Wrap("thaw cell " + cell.id() + " after the capture");
+  return st;
+}
+
+std::optional<SessionBase> CellSession::Hibernate(const std::shared_ptr<CellInstance>& cell,
+                                                  bool frozen) {
+  std::optional<SessionBase> current = base();  // only this thread changes it now
+  Result<SessionBase> kept = hooks_->hibernate(*cell, key_, profile_,
+                                               current ? &*current : nullptr, frozen);
+  const std::string idle = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                              options_.idle_timeout)
+                                              .count()) +
+                           " s";
+  std::lock_guard lock(mu_);
+  if (!kept) {
+    // Today's behaviour: the files go with the cell. A later cell still runs over the base
+    // it had (the files from before this cell), which stays.
+    next_note_ = "the session's previous cell was destroyed after " + idle +
+                 " idle and its files could not be kept (" + kept.error().message +
+                 "); this call runs in a fresh cell and files from before are gone";
+    return std::nullopt;
+  }
+  std::optional<SessionBase> replaced = std::exchange(base_, std::move(*kept));
+  if (replaced && replaced->snapshot_id == base_->snapshot_id) replaced.reset();
+  next_note_ = "the session hibernated after " + idle +
+               " of idle: its programs were stopped, its files kept";
+  hibernated_ = true;
+  return replaced;
+}
+
+}  // namespace mcpcell::sandbox

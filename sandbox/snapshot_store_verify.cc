@@ -1,0 +1,134 @@
+// Verify: a snapshot's layer trees against its manifest, and every content against its
+// sha256. The error names the first bad path in manifest order (then the first extra one).
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <climits>
+#include <map>
+#include <set>
+
+#include "sandbox/snapshot_store_internal.h"
+
+namespace mcpcell::sandbox::snapshot {
+namespace {
+
+using Type = SnapshotEntry::Type;
+
+bool TypeMatches(const SnapshotEntry& e, const struct stat& st) {
+  switch (e.type) {
+    case Type::kFile:
+      return S_ISREG(st.st_mode);
+    case Type::kDir:
+      return S_ISDIR(st.st_mode);
+    case Type::kSymlink:
+      return S_ISLNK(st.st_mode);
+    case Type::kWhiteout:
+      return S_ISCHR(st.st_mode) && st.st_rdev == 0;
+  }
+  return false;
+}
+
+// Hashes each object once (the layer's files are links to it), and a file that is not a
+// link on its own.
+class ContentCheck {
+ public:
+  explicit ContentCheck(const ObjectStore& objects) : objects_(objects) {}
+  Status Check(const SnapshotEntry& e, const std::string& path, const struct stat& st) {
+    const std::string object = objects_.dir() + "/" + ObjectName(e.sha256, e.mode, e.uid, e.gid);
+    struct stat ost;
+    bool linked =
+        lstat(object.c_str(), &ost) == 0 && ost.st_ino == st.st_ino && ost.st_dev == st.st_dev;
+    auto it = linked ? hashed_.find(object) : hashed_.end();
+    std::string sha;
+    if (it != hashed_.end()) {
+      sha = it->second;
+    } else {
+      UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+      if (!fd) return Error::Sys("open");
+      auto h = HashFile(fd.get());
+      if (!h) return h.error();
+      sha = *h;
+      if (linked) hashed_[object] = sha;
+    }
+    if (sha != e.sha256)
+      return Error::Msg("content has sha256 " + sha + ", the manifest says " + e.sha256);
+    return Ok();  // a copy (not a link) when the object had too many links: fine if equal
+  }
+
+ private:
+  const ObjectStore& objects_;
+  std::map<std::string, std::string> hashed_;
+};
+
+Status CheckEntry(ContentCheck& content, const SnapshotEntry& e, const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return Error::Sys("lstat");
+  if (!TypeMatches(e, st)) return Error::Msg(std::string("is not a ") + TypeName(e.type));
+  if (st.st_uid != e.uid || st.st_gid != e.gid)
+    return Error::Msg("owner " + std::to_string(st.st_uid) + ":" + std::to_string(st.st_gid) +
+                      ", the manifest says " + std::to_string(e.uid) + ":" + std::to_string(e.gid));
+  if (e.type != Type::kSymlink && (st.st_mode & 07777) != e.mode)
+    return Error::Msg("mode differs from the manifest's");
+  if (e.type == Type::kSymlink) {
+    char target[PATH_MAX];
+    ssize_t n = readlink(path.c_str(), target, sizeof target);
+    if (n < 0 || std::string(target, static_cast<size_t>(n)) != e.target)
+      return Error::Msg("symlink target differs from the manifest's");
+  }
+  if (e.type == Type::kDir) {
+    char v[4];
+    ssize_t n = lgetxattr(path.c_str(), "user.overlay.opaque", v, sizeof v);
+    if ((n == 1 && v[0] == 'y') != e.opaque) return Error::Msg("opaque xattr differs");
+  }
+  if (e.type == Type::kFile) {
+    if (static_cast<uint64_t>(st.st_size) != e.size)
+      return Error::Msg("size " + std::to_string(st.st_size) + ", the manifest says " +
+                        std::to_string(e.size));
+    return content.Check(e, path, st);
+  }
+  return Ok();
+}
+
+// Every path under `dir` (relative to the layer's top) that the manifest does not list.
+Status FindExtra(const std::string& top, const std::string& rel,
+                 const std::set<std::string>& listed) {
+  const std::string dir = rel.empty() ? top : top + "/" + rel;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return Error::Sys("opendir(\"" + dir + "\")");
+  std::vector<std::pair<std::string, bool>> children;
+  while (dirent* de = readdir(d)) {
+    std::string n = de->d_name;
+    if (n == "." || n == "..") continue;
+    children.emplace_back(rel.empty() ? n : rel + "/" + n, de->d_type == DT_DIR);
+  }
+  closedir(d);
+  for (const auto& [child, is_dir] : children) {
+    if (!listed.count(child)) return Error::Msg("\"" + child + "\": not in the manifest");
+    if (is_dir)
+      if (Status s = FindExtra(top, child, listed); !s) return s;
+  }
+  return Ok();
+}
+
+}  // namespace
+
+Status VerifyLayers(const ObjectStore& objects, const std::vector<SnapshotLayer>& layers,
+                    const std::string& layers_dir) {
+  ContentCheck content(objects);
+  for (const SnapshotLayer& layer : layers) {
+    const std::string top = layers_dir + "/" + layer.name;
+    std::set<std::string> listed;
+    for (const SnapshotEntry& e : layer.entries) {
+      listed.insert(e.path);
+      if (Status s = CheckEntry(content, e, e.path.empty() ? top : top + "/" + e.path); !s)
+        return s.error().Wrap("layer " + layer.name + ": \"" + e.path + "\"");
+    }
+    if (Status s = FindExtra(top, "", listed); !s) return s.error().Wrap("layer " + layer.name);
+  }
+  return Ok();
+}
+
+}  // namespace mcpcell::sandbox::snapshot

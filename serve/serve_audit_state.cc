@@ -1,0 +1,45 @@
+// ServeAudit's records of the sessions' filesystem state (serve_audit.h): snapshot.create,
+// snapshot.restore, snapshot.delete and session.hibernate. What a snapshot is (id, name,
+// digest, files, bytes), never what it holds. Apart from serve_audit.cc to keep its size.
+#include <string>
+
+#include "serve/serve_audit.h"
+
+namespace mcpcell::serve {
+namespace {
+
+nlohmann::json SnapshotFields(const sandbox::SnapshotInfo& info) {
+  return {{"snapshot", info.id},
+          {"name", info.name},
+          {"digest", info.digest},
+          {"files", info.files},
+          {"bytes", info.stored_bytes}};
+}
+
+}  // namespace
+
+void ServeAudit::SnapshotCreated(const std::string& tenant, const std::string& session_key,
+                                 const sandbox::SnapshotInfo& info) {
+  Append("snapshot.create", tenant, session_key, "", SnapshotFields(info));
+}
+
+void ServeAudit::SnapshotRestored(const std::string& tenant, const std::string& session_key,
+                                  const sandbox::SnapshotInfo& info, uint64_t programs_ended) {
+  nlohmann::json fields = SnapshotFields(info);
+  fields["programs_ended"] = programs_ended;
+  Append("snapshot.restore", tenant, session_key, "", fields);
+}
+
+void ServeAudit::SnapshotDeleted(const std::string& tenant, const sandbox::SnapshotInfo& info) {
+  Append("snapshot.delete", tenant, "", "", SnapshotFields(info));
+}
+
+void ServeAudit::SessionHibernated(const std::string& tenant, const std::string& session_key,
+                                   const std::string& cell_id, const sandbox::SnapshotInfo& info,
+                                   bool frozen) {
+  nlohmann::json fields = SnapshotFields(info);
+  fields["frozen"] = frozen;
+  Append("session.hibernate", tenant, session_key, cell_id, fields);
+}
+
+}  // namespace mcpcell::serve
