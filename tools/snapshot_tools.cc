@@ -64,8 +64,8 @@ std::string HintFor(const Error& error, bool restoring) {
            "shows each one's stored_bytes), or snapshot fewer files.";
   if (Contains(m, "exists already")) return "Choose another name, or delete that snapshot first.";
   if (Contains(m, "snapshot name")) return std::string("A snapshot name is ") + kNameRule + ".";
-  if (restoring && (Contains(m, "verif") || Contains(m, "corrupt") || Contains(m, "digest") ||
-                    Contains(m, "does not match")))
+  if (restoring && (Contains(m, "damaged") || Contains(m, "verif") || Contains(m, "corrupt") ||
+                    Contains(m, "digest") || Contains(m, "does not match")))
     return "The snapshot's stored files are damaged, so it was not restored; this session's "
            "files are as they were. Restore another snapshot (snapshot_list) or report this "
            "to the operator.";

@@ -227,7 +227,7 @@ TEST_F(SnapshotToolsTest, RestoreErrorsGetHints) {
             "snapshot_restore failed: snapshot \"nope\" not found. snapshot_list shows this "
             "session's tenant's snapshots.");
   fake_.restore_error = Error::Msg(
-      "snapshot x failed verification: objects/ab: content does not match its digest (corrupted)");
+      "snapshot x is damaged and was not restored: objects/ab: larger than the manifest says");
   r = Call("snapshot_restore", {{"snapshot", "x"}});
   ASSERT_TRUE(IsError(r));
   EXPECT_NE(Text(r).find("damaged, so it was not restored; this session's files are as they were"),
