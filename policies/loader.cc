@@ -92,7 +92,9 @@ void ReadName(TomlReader& r, const toml::table& root, const std::string& source,
 const std::vector<std::string>& KnownToolNames() {
   static const std::vector<std::string> kTools = {"run_code",     "run_command", "read_file",
                                                   "write_file",   "edit_file",   "list_files",
-                                                  "session_info", "pip_install", "npm_install"};
+                                                  "session_info", "pip_install", "npm_install",
+                                                  "snapshot_create", "snapshot_list",
+                                                  "snapshot_restore", "snapshot_delete"};
   return kTools;
 }
 

@@ -11,17 +11,28 @@ struct CellToolMaker {
   const char* name;
   mcp::Tool (*make)(const ToolEnv&);
 };
-constexpr CellToolMaker kCellTools[] = {
-    {"run_code", MakeRunCodeTool},         {"run_command", MakeRunCommandTool},
-    {"read_file", MakeReadFileTool},       {"write_file", MakeWriteFileTool},
-    {"edit_file", MakeEditFileTool},       {"list_files", MakeListFilesTool},
-    {"session_info", MakeSessionInfoTool}, {"pip_install", MakePipInstallTool},
-    {"npm_install", MakeNpmInstallTool}};
+constexpr CellToolMaker kCellTools[] = {{"run_code", MakeRunCodeTool},
+                                        {"run_command", MakeRunCommandTool},
+                                        {"read_file", MakeReadFileTool},
+                                        {"write_file", MakeWriteFileTool},
+                                        {"edit_file", MakeEditFileTool},
+                                        {"list_files", MakeListFilesTool},
+                                        {"session_info", MakeSessionInfoTool},
+                                        {"pip_install", MakePipInstallTool},
+                                        {"npm_install", MakeNpmInstallTool},
+                                        {"snapshot_create", MakeSnapshotCreateTool},
+                                        {"snapshot_list", MakeSnapshotListTool},
+                                        {"snapshot_restore", MakeSnapshotRestoreTool},
+                                        {"snapshot_delete", MakeSnapshotDeleteTool}};
+
+// The tools that need ToolEnv::snapshots (left unregistered without it).
+bool IsSnapshotTool(const std::string& name) { return name.rfind("snapshot_", 0) == 0; }
 
 }  // namespace
 
 mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env) {
   for (const CellToolMaker& maker : kCellTools) {
+    if (IsSnapshotTool(maker.name) && !env.snapshots) continue;
     mcp::Tool tool = maker.make(env);
     if (tool.name != maker.name) {
       return mcp::Status::Error("tool " + tool.name + " is registered as " + maker.name);
@@ -46,16 +57,19 @@ mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env) {
   return mcp::Status::Ok();
 }
 
-std::optional<std::string> ToolOffReason(const CellToolsConfig& config, const std::string& name) {
+std::optional<std::string> ToolOffReason(const CellToolsConfig& config, const std::string& name,
+                                         bool snapshot_store) {
   if (!config.Enables(name)) return std::string("not in tools.enabled");
+  if (IsSnapshotTool(name) && !snapshot_store) return std::string("no snapshot store");
   if (auto registry = PackageToolRegistry(name)) return PackageToolOff(config, *registry);
   return std::nullopt;
 }
 
-std::vector<ToolOff> ToolsOff(const CellToolsConfig& config) {
+std::vector<ToolOff> ToolsOff(const CellToolsConfig& config, bool snapshot_store) {
   std::vector<ToolOff> off;
   for (const CellToolMaker& maker : kCellTools) {
-    if (auto why = ToolOffReason(config, maker.name)) off.push_back({maker.name, std::move(*why)});
+    if (auto why = ToolOffReason(config, maker.name, snapshot_store))
+      off.push_back({maker.name, std::move(*why)});
   }
   return off;
 }
@@ -69,7 +83,7 @@ std::function<bool(const mcp::Session&, const std::string&)> ServerToolFilter(co
 std::function<bool(const mcp::Session&, const std::string&)> ServerToolListed(const ToolEnv& env) {
   return [&env](const mcp::Session& session, const std::string& name) {
     const CellToolsConfig* config = env.ConfigFor(session.tenant());
-    return config && !ToolOffReason(*config, name);
+    return config && !ToolOffReason(*config, name, env.snapshots != nullptr);
   };
 }
 

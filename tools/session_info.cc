@@ -15,10 +15,11 @@ namespace {
 // structuredContent's tools_off, and its text line ("" when every tool is on): the tools
 // with the same reason together, e.g.
 //   tools off: pip_install, npm_install (packages.mode = "disabled"); read_file (not in ...)
-std::pair<mcp::Json, std::string> DescribeToolsOff(const CellToolsConfig& config) {
+std::pair<mcp::Json, std::string> DescribeToolsOff(const CellToolsConfig& config,
+                                                   bool snapshot_store) {
   mcp::Json items = mcp::Json::array();
   std::vector<std::pair<std::string, std::string>> groups;  // (reason, tools), first seen first
-  for (const ToolOff& off : ToolsOff(config)) {
+  for (const ToolOff& off : ToolsOff(config, snapshot_store)) {
     items.push_back({{"tool", off.tool}, {"reason", off.reason}});
     auto group = std::find_if(groups.begin(), groups.end(),
                               [&](const auto& g) { return g.first == off.reason; });
@@ -121,6 +122,7 @@ struct SessionFacts {
   Result<sandbox::CgroupUsage> usage;
   std::optional<CellEgressReport> egress;  // nullopt: no proxy, or it knows no such cell
   std::optional<SessionUsage> metered;     // the session's metering so far (usage_meter.h)
+  bool snapshot_store = false;             // ToolEnv::snapshots is set (the snapshot_* tools)
 };
 
 int64_t Seconds(auto d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); }
@@ -152,7 +154,7 @@ mcp::Json StructuredReport(const SessionFacts& f) {
       {"packages", f.config.packages_summary},
       {"warnings", f.cell.warnings()},
   };
-  s["tools_off"] = DescribeToolsOff(f.config).first;
+  s["tools_off"] = DescribeToolsOff(f.config, f.snapshot_store).first;
   if (f.metered) s["usage"] = f.metered->ToJson();
   if (f.usage) {
     s["cpu_time_ms"] = f.usage->cpu_usage_ns / 1000000;
@@ -209,7 +211,7 @@ std::string TextReport(const SessionFacts& f) {
           std::to_string(Seconds(f.info.lifetime_left)) + " s\nexec timeout: default " +
           std::to_string(config.default_timeout.count()) + " s, at most " +
           std::to_string(config.max_timeout.count()) + " s\nnetwork: " + config.network_summary +
-          "\npackages: " + config.packages_summary + "\n" + DescribeToolsOff(config).second;
+          "\npackages: " + config.packages_summary + "\n" + DescribeToolsOff(config, f.snapshot_store).second;
   if (f.egress) {
     const CellEgressReport& st = *f.egress;
     text += "egress: " + std::to_string(st.bytes_up) + " bytes up, " +
@@ -288,6 +290,7 @@ mcp::ToolResult SessionInfo(const ToolEnv& env, mcp::Context& ctx) {
       .usage = cell.Usage(),
       .egress = env.egress ? env.egress->Report(cell.id()) : std::nullopt,
       .metered = std::move(metered),
+      .snapshot_store = env.snapshots != nullptr,
   };
   auto [secrets_text, secrets] = DescribeSecrets(env, ctx);
   mcp::ToolResult r = mcp::ToolResult::Text(TextReport(facts) + secrets_text);

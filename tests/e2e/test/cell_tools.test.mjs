@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { connect, waitFor } from '../lib/harness.mjs';
 
 const kTools = ['run_code', 'run_command', 'read_file', 'write_file', 'edit_file', 'list_files',
-  'session_info'];
+  'session_info', 'snapshot_create', 'snapshot_list', 'snapshot_restore', 'snapshot_delete'];
 
 function text(result) {
   return result.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
@@ -750,9 +750,13 @@ enabled = ["run_code", "run_command", "write_file", "edit_file", "list_files", "
       assert.deepEqual(info.structuredContent.tools_off, [
         { tool: 'read_file', reason: 'not in tools.enabled' },
         { tool: 'npm_install', reason: 'registry "npm" is not in packages.registries' },
+        { tool: 'snapshot_create', reason: 'not in tools.enabled' },
+        { tool: 'snapshot_list', reason: 'not in tools.enabled' },
+        { tool: 'snapshot_restore', reason: 'not in tools.enabled' },
+        { tool: 'snapshot_delete', reason: 'not in tools.enabled' },
       ]);
       assert.match(text(info),
-        /^tools off: read_file \(not in tools\.enabled\); npm_install \(registry "npm" is not in packages\.registries\)$/m);
+        /^tools off: read_file, snapshot_create, snapshot_list, snapshot_restore, snapshot_delete \(not in tools\.enabled\); npm_install \(registry "npm" is not in packages\.registries\)$/m);
     }));
   });
 });

@@ -291,7 +291,7 @@ INSTANTIATE_TEST_SUITE_P(
             "[tools]\nenabled = [\"run_code\", \"rm_rf\"]\n",
             "p.toml:2:24: tools.enabled[1]: unknown tool \"rm_rf\" (known: run_code, "
             "run_command, read_file, write_file, edit_file, list_files, session_info, pip_install, "
-            "npm_install)"},
+            "npm_install, snapshot_create, snapshot_list, snapshot_restore, snapshot_delete)"},
         BadCase{"[tools]\nenabled = []\n",
                 "p.toml:2:11: tools.enabled: is empty: a profile with no tools is useless "
                 "(omit the key to enable every tool)"},
