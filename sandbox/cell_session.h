@@ -212,8 +212,8 @@ struct CellSessionInfo {
 
 // What RestartOver ended.
 struct RestartResult {
-  uint64_t programs_ended = 0;  // running execs of the cell (its Stats) before it was ended
-  bool counted = false;         // false: not known (no cell, a paused cell, Stats failed)
+  uint64_t programs_ended = 0;  // the cell's processes but init (cgroup), else its running execs
+  bool counted = false;         // false: not known (no cell, no cgroup and paused, Stats failed)
 };
 
 class CellSession {

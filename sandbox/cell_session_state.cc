@@ -33,9 +33,14 @@ Result<RestartResult> CellSession::RestartOver(SessionBase base, std::string not
   std::shared_ptr<CellInstance> cell = cell_;
   const bool frozen = paused_;
   lock.unlock();
-  // Count before stopping them: a frozen cell answers no request, so it is not counted.
-  if (cell && !frozen && cell->usable()) {
-    if (Result<control::StatsReply> stats = cell->Stats(); stats) {
+  // Count before stopping them: the cgroup's processes besides cell init (background ones
+  // too; readable while frozen), else the running execs (a frozen cell answers no request).
+  if (cell) {
+    if (Result<CgroupUsage> usage = cell->Usage(); usage && usage->pids_current > 0) {
+      result.programs_ended = usage->pids_current - 1;
+      result.counted = true;
+    } else if (Result<control::StatsReply> stats;
+               !frozen && cell->usable() && (stats = cell->Stats())) {
       result.programs_ended = stats->running_execs;
       result.counted = true;
     }

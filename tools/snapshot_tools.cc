@@ -190,8 +190,8 @@ mcp::ToolResult Restore(const ToolEnv& env, mcp::Context& ctx, const std::string
   text += s.programs_ended == 0
               ? "No programs were running.\n"
               : "Ended " + std::to_string(s.programs_ended) +
-                    " running program(s) first (background processes too): start again what "
-                    "you need.\n";
+                    " running process(es) first (background ones too): start again what you "
+                    "need.\n";
   text += NoteLines(s.notes);
   mcp::ToolResult r = mcp::ToolResult::Text(std::move(text));
   r.structured_content = {{"snapshot", SummaryJson(s.snapshot)},

@@ -139,7 +139,7 @@ policy = "default"
     assert.equal(await run(alice, 'pgrep -x sleep || echo none'), 'none\n');
     // The background sleep was running: the result must say a program was ended.
     assert.ok(restored.structuredContent.programs_ended >= 1, text(restored));
-    assert.match(text(restored), /Ended \d+ running program/);
+    assert.match(text(restored), /Ended \d+ running process/);
   });
 
   it('never holds /run/secrets', async () => {

@@ -211,7 +211,7 @@ TEST_F(SnapshotToolsTest, RestoreSaysWhatEndedAndThatFilesAreTheSnapshots) {
   EXPECT_EQ(fake_.Calls(),
             std::vector<std::string>{"restore " + client_.session()->id() + " acme base"});
   EXPECT_NE(Text(r).find("are now the snapshot's"), std::string::npos) << Text(r);
-  EXPECT_NE(Text(r).find("Ended 2 running program(s)"), std::string::npos) << Text(r);
+  EXPECT_NE(Text(r).find("Ended 2 running process(es)"), std::string::npos) << Text(r);
   EXPECT_EQ(r["structuredContent"]["programs_ended"], 2);
   fake_.programs_ended = 0;
   EXPECT_NE(Text(Call("snapshot_restore", {{"snapshot", "base"}})).find("No programs were running"),
