@@ -39,10 +39,11 @@ Result<RestartResult> CellSession::RestartOver(SessionBase base, std::string not
     if (Result<CgroupUsage> usage = cell->Usage(); usage && usage->pids_current > 0) {
       result.programs_ended = usage->pids_current - 1;
       result.counted = true;
-    } else if (Result<control::StatsReply> stats;
-               !frozen && cell->usable() && (stats = cell->Stats())) {
-      result.programs_ended = stats->running_execs;
-      result.counted = true;
+    } else if (!frozen && cell->usable()) {
+      if (Result<control::StatsReply> stats = cell->Stats(); stats) {
+        result.programs_ended = stats->running_execs;
+        result.counted = true;
+      }
     }
   }
   lock.lock();
