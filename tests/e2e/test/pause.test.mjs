@@ -52,7 +52,10 @@ describe('pause and resume: a session idle past session_pause_idle', () => {
       const started = await s.client.callTool({
         name: 'run_command',
         arguments: {
-          command: "sh -c 'i=0; while :; do i=$((i+1)); echo $i > /workspace/c; sleep 0.1; done' " +
+          // Written to a temp file and renamed, so a reader never sees the file empty (a
+          // resume can land between the truncation and the write).
+          command: "sh -c 'i=0; while :; do i=$((i+1)); echo $i > /workspace/c.t; " +
+            "mv /workspace/c.t /workspace/c; sleep 0.1; done' " +
             '>/dev/null 2>&1 &',
         },
       });
