@@ -9,8 +9,7 @@
 //   `call paused`   a second pause, then Acquire + Exec /bin/true: what a client waits for
 //                   when its call arrives at a paused session.
 // Prints p50 and p95 per row, the processes and memory of the cell, and the difference and
-// ratio of `call paused` to `call running` (the target: at most 5 ms slower, and
-// pause and resume each at most 5 ms at p50).
+// ratio of `call paused` to `call running` (targets and figures: bench/lifecycle/README.md).
 #include <unistd.h>
 
 #include <algorithm>
