@@ -12,12 +12,15 @@ namespace {
 constexpr long kPollNs = 200000;  // between reads of the state file while waiting
 
 // Polls `read_state` until it returns `want`, an error, or `timeout_ms` passes. `last`
-// receives the last state read (for the timeout's message).
-template <typename Read>
-Status WaitForState(Read read_state, const std::string& want, int timeout_ms, std::string* last) {
+// receives the last state read (for the timeout's message). `nudge(round)`, called before
+// every read after the first, may write the state file again.
+template <typename Read, typename Nudge>
+Status WaitForState(Read read_state, Nudge nudge, const std::string& want, int timeout_ms,
+                    std::string* last) {
   timespec start{};
   clock_gettime(CLOCK_MONOTONIC, &start);
-  for (;;) {
+  for (int round = 0;; ++round) {
+    if (round > 0) nudge(round);
     Result<std::string> state = read_state();
     if (!state) return state.error();
     *last = *state;
@@ -50,7 +53,7 @@ Status SetFrozenV2(const std::string& dir, bool frozen, int timeout_ms) {
     if (!v) return v.error();
     return std::to_string(*v);
   };
-  Status waited = WaitForState(read_frozen, value, timeout_ms, &last);
+  Status waited = WaitForState(read_frozen, [](int) {}, value, timeout_ms, &last);
   if (waited) return Ok();
   Error e = Error::Msg(dir + "/cgroup.events: still \"frozen " + last + "\" " +
                        std::to_string(timeout_ms) + " ms after writing " + value +
@@ -68,7 +71,19 @@ Status SetFrozenV1(const std::string& freezer_dir, bool frozen, int timeout_ms) 
     if (!state) return state.error();
     return Trimmed(*state);
   };
-  Status waited = WaitForState(read_state, want, timeout_ms, &last);
+  // A v1 freeze can stay FREEZING for good when a task was between states as the kernel
+  // went through the list (a fork in flight, a vfork parent): writing FROZEN again sweeps
+  // the tasks once more, and now and then a short thaw lets such a task move on first.
+  auto nudge = [&](int round) {
+    if (!frozen || last != "FREEZING") return;
+    if (round % 250 == 0) {
+      (void)WriteFile(freezer_dir, "freezer.state", "THAWED");
+      timespec settle{0, 2000000};
+      nanosleep(&settle, nullptr);
+    }
+    if (round % 25 == 0 || round % 250 == 0) (void)WriteFile(freezer_dir, "freezer.state", want);
+  };
+  Status waited = WaitForState(read_state, nudge, want, timeout_ms, &last);
   if (waited) return Ok();
   Error e = Error::Msg(freezer_dir + "/freezer.state: still \"" + last + "\" " +
                        std::to_string(timeout_ms) + " ms after writing " + want + " (" +

@@ -7,10 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "sandbox/linux/cgroup.h"
 #include "sandbox/linux/cgroup_fs.h"
@@ -93,6 +96,27 @@ TEST_F(FreezerTree, V1FreezeAndThawWriteFreezerState) {
   Status thawed = cg->Thaw();
   ASSERT_TRUE(thawed.ok()) << thawed.error().message;
   EXPECT_EQ(Slurp(root_ + "/freezer/freezer.state"), "THAWED\n");
+}
+
+// The kernel can leave a v1 freeze at FREEZING until FROZEN is written again; here a
+// thread plays that kernel for a while, putting FREEZING back over every write.
+TEST_F(FreezerTree, V1FreezeStuckAtFreezingIsWrittenAgainUntilItHolds) {
+  const std::string file = root_ + "/freezer.state";
+  Spit(file, "THAWED\n");
+  std::atomic<bool> stop{false};
+  std::thread kernel([&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(60);
+    while (!stop && std::chrono::steady_clock::now() < until) {
+      Spit(file, "FREEZING\n");
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // FREEZING is there first
+  Status s = cgroupfs::SetFrozenV1(root_, true, 2000);
+  stop = true;
+  kernel.join();
+  // Without the rewrite the file would stay FREEZING once the thread stopped.
+  ASSERT_TRUE(s.ok()) << s.error().message;
 }
 
 TEST_F(FreezerTree, V1WithoutAFreezerFileNamesIt) {
