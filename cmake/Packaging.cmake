@@ -40,10 +40,10 @@ set(CPACK_PACKAGE_NAME mcpcell)
 set(CPACK_PACKAGE_VENDOR "mcpcell")
 set(CPACK_PACKAGE_CONTACT "mcpcell maintainers <mcpcell@localhost>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "MCP server that runs agents' tool calls in sandboxes")
-set(CPACK_PACKAGE_DESCRIPTION
-    "mcpcell speaks the Model Context Protocol to AI agents and runs every tool call in an "
-    "isolated per-session cell: Linux namespaces, an overlay root, cgroups, seccomp, no "
-    "capabilities, and network only through an allowlisting egress proxy.")
+string(CONCAT CPACK_PACKAGE_DESCRIPTION
+       "mcpcell speaks the Model Context Protocol to AI agents and runs every tool call in "
+       "an isolated per-session cell: Linux namespaces, an overlay root, cgroups, seccomp, "
+       "no capabilities, and network only through an allowlisting egress proxy.")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
 # Everything in one .deb: the programs (the unnamed default component) and the files above.
