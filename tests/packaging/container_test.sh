@@ -9,6 +9,7 @@
 # namespace, so neither the host's podman nor its mount table is touched.
 # Not in the default suite (tests/packaging/CMakeLists.txt: MCPCELL_TEST_CONTAINER).
 # Usage: container_test.sh BUILD_DIR   (as root, with network to deb.debian.org)
+# shellcheck disable=SC2016,SC2054 # literal $1 and ${Field} for mmdebstrap, dpkg-query and the cell; commas in --cap-add
 set -euo pipefail
 if [[ ${1:-} != --inside ]]; then
   exec unshare --mount --propagation private -- bash "$0" --inside "$@"
@@ -43,7 +44,8 @@ cp "$tmp"/pkg/mcpcell_*_amd64.deb "$tmp/context/"
 echo "== base image: mmdebstrap bookworm (minbase) | podman import" >&2
 mmdebstrap --mode=root --variant=minbase --quiet bookworm "$tmp/base.tar" \
   http://deb.debian.org/debian 2>"$tmp/mmdebstrap.log" || { tail -20 "$tmp/mmdebstrap.log" >&2; exit 1; }
-"${podman[@]}" import "$tmp/base.tar" localhost/mcpcell-test-base:bookworm >/dev/null
+"${podman[@]}" import "$tmp/base.tar" localhost/mcpcell-test-base:bookworm >"$tmp/import.log" 2>&1 ||
+  { cat "$tmp/import.log" >&2; fail "podman import failed"; }
 
 echo "== podman build -f packaging/Containerfile" >&2
 # chroot isolation for the RUN steps: they need no namespaces of their own, and crun
@@ -63,7 +65,7 @@ run_opts=(--rm --network=none --read-only --tmpfs /tmp -v "$tmp/state:/var/lib/m
 # crun refuses a hybrid cgroup layout whose v2 hierarchy has controllers; this mount
 # namespace's podman does not see that hierarchy (the cells then use cgroup v1).
 if [[ $(stat -fc %T /sys/fs/cgroup) == tmpfs ]] && mountpoint -q /sys/fs/cgroup/unified &&
-  [[ -s /sys/fs/cgroup/unified/cgroup.controllers ]]; then
+  [[ -n $(cat /sys/fs/cgroup/unified/cgroup.controllers) ]]; then
   umount /sys/fs/cgroup/unified
 fi
 

@@ -8,6 +8,7 @@
 # with the unit's own state dir and the policy shipped in /etc. Everything lives in one
 # temporary directory; mounts happen only in private mount namespaces (in_root.sh).
 # Usage: deb_install_test.sh BUILD_DIR   (as root, with network to deb.debian.org)
+# shellcheck disable=SC2016,SC2054 # literal $1 and ${Field} for mmdebstrap, dpkg-query and the cell; commas in --cap-add
 set -euo pipefail
 build=$(realpath "$1")
 here=$(dirname "$(realpath "$0")")
@@ -62,7 +63,7 @@ cat "$tmp/doctor.txt" >&2
 
 echo "== one stdio MCP call (inside the root), as the unit runs the server" >&2
 # The state dir as systemd makes it for StateDirectory=mcpcell, StateDirectoryMode=0711.
-mkdir -p -m 0711 "$root/var/lib/mcpcell"
+mkdir -m 0711 "$root/var/lib/mcpcell"
 python3 "$here/stdio_call.py" "hello from the package" \
   'echo "hello from the package"; id -un; cat /etc/os-release | grep ^VERSION_CODENAME' -- \
   bash "$here/in_root.sh" "$root" /usr/bin/mcpcell serve --state-dir=/var/lib/mcpcell \
