@@ -29,8 +29,10 @@ chmod 755 "$tmp"
 podman=(podman --root "$tmp/storage" --runroot "$tmp/run" --tmpdir "$tmp/libpod"
         --events-backend none --cgroup-manager cgroupfs)
 cleanup() {
-  "${podman[@]}" rmi -a -f >/dev/null 2>&1 || true
   "${podman[@]}" system reset -f >/dev/null 2>&1 || true
+  # podman's storage mounts live in this private namespace only; undo them before the rm.
+  awk -v dir="$tmp/" 'index($5, dir) == 1 {print $5}' /proc/self/mountinfo | sort -r |
+    xargs -r umount -l
   rm -rf --one-file-system "$tmp"
 }
 trap cleanup EXIT
