@@ -21,12 +21,12 @@ mcp::HttpRouteResponse Plain(int status, std::string body) {
 
 // A route answering GET `path` only.
 mcp::HttpRoute GetOnly(const std::string& path, std::function<mcp::HttpRouteResponse()> answer) {
-  return {path, [path, answer = std::move(answer)](const mcp::HttpRouteRequest& in) {
+  return {path, [path, respond = std::move(answer)](const mcp::HttpRouteRequest& in) {
             if (in.path != path) return Plain(404, "Not Found\n");
             if (in.method != "GET" && in.method != "HEAD") {
               return Plain(405, "Method Not Allowed: " + path + " takes GET\n");
             }
-            return answer();
+            return respond();
           }};
 }
 

@@ -6,6 +6,7 @@
 // outlive the listeners that serve them (the admin listener is stopped first).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
