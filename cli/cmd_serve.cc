@@ -13,6 +13,7 @@
 #include "policies/compiler.h"
 #include "policies/loader.h"
 #include "sandbox/state_dir.h"
+#include "serve/admin_listener.h"
 #include "serve/http_config.h"
 #include "serve/serve.h"
 #include "serve/tenant_policies.h"
@@ -130,7 +131,11 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
   cmd->add_option("--admin", opts->run.admin,
                   "Also serve /metrics, /healthz and /readyz (and /admin/audit with operators) "
                   "to operators on a second listener at http://[ADDR:]PORT (ADDR defaults to "
-                  "127.0.0.1; another address needs [[operator]] tokens in --http-config)");
+                  "127.0.0.1; another address needs [[operator]] tokens in --http-config)")
+      ->check([](const std::string& value) {
+        auto address = serve::ParseListenAddress(value, "--admin");
+        return address ? std::string() : address.error().message;
+      });
   cmd->add_option("--max-message-bytes", opts->run.max_message_bytes,
                   "Largest accepted incoming message; longer lines are refused")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 31))

@@ -254,3 +254,25 @@ describe('mcpcell /readyz while its state dir cannot be written', () => {
     assert.match(server.stderr(), /readyz: not ready: state_dir: /);
   });
 });
+
+describe('mcpcell serve --admin refuses what it cannot serve safely', () => {
+  for (const [admin, why] of [
+    ['9100x', /--admin 9100x: expected \[ADDR:\]PORT/],
+    ['0.0.0.0:0', /--admin 0\.0\.0\.0: refusing a non-loopback address without operators/],
+  ]) {
+    it(`exits 2 for --admin ${admin}, saying why`, async () => {
+      const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-admin-refused-'));
+      try {
+        await assert.rejects(
+          startServer(['--http', '127.0.0.1:0', '--state-dir', stateDir, '--admin', admin]),
+          (err) => {
+            assert.match(err.message, /exited \((2|106)\)/);
+            assert.match(err.message, why);
+            return true;
+          });
+      } finally {
+        rmSync(stateDir, { recursive: true, force: true });
+      }
+    });
+  }
+});
