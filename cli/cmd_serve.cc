@@ -133,7 +133,7 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
                   "to operators on a second listener at http://[ADDR:]PORT (ADDR defaults to "
                   "127.0.0.1; another address needs [[operator]] tokens in --http-config)")
       ->check([](const std::string& value) {
-        auto address = serve::ParseListenAddress(value, "--admin");
+        auto address = serve::ParseListenAddress(value, "");  // CLI11 names the flag
         return address ? std::string() : address.error().message;
       });
   cmd->add_option("--max-message-bytes", opts->run.max_message_bytes,

@@ -88,7 +88,8 @@ Result<ListenAddress> ParseListenAddress(const std::string& text, const std::str
   char* end = nullptr;
   long n = port.empty() ? -1 : std::strtol(port.c_str(), &end, 10);
   if (n < 0 || n > 65535 || *end != '\0' || out.host.empty()) {
-    return Error::Msg(flag + " " + text + ": expected [ADDR:]PORT, e.g. 9100 or 0.0.0.0:9100");
+    return Error::Msg((flag.empty() ? "" : flag + " ") + text +
+                      ": expected [ADDR:]PORT, e.g. 9100 or 0.0.0.0:9100");
   }
   out.port = static_cast<int>(n);
   return out;

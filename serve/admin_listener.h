@@ -28,7 +28,7 @@ struct ListenAddress {
 };
 
 // "[ADDR:]PORT" (ADDR defaults to 127.0.0.1; "[::1]:9100" for IPv6); the error names
-// `flag` and the expected form.
+// `flag` (when not empty), the text and the expected form.
 Result<ListenAddress> ParseListenAddress(const std::string& text, const std::string& flag);
 
 struct AdminListenerOptions {

@@ -257,7 +257,7 @@ describe('mcpcell /readyz while its state dir cannot be written', () => {
 
 describe('mcpcell serve --admin refuses what it cannot serve safely', () => {
   for (const [admin, why] of [
-    ['9100x', /--admin 9100x: expected \[ADDR:\]PORT/],
+    ['9100x', /--admin: 9100x: expected \[ADDR:\]PORT/],
     ['0.0.0.0:0', /--admin 0\.0\.0\.0: refusing a non-loopback address without operators/],
   ]) {
     it(`exits 2 for --admin ${admin}, saying why`, async () => {
@@ -266,7 +266,7 @@ describe('mcpcell serve --admin refuses what it cannot serve safely', () => {
         await assert.rejects(
           startServer(['--http', '127.0.0.1:0', '--state-dir', stateDir, '--admin', admin]),
           (err) => {
-            assert.match(err.message, /exited \((2|106)\)/);
+            assert.match(err.message, /exited \((2|105)\)/);
             assert.match(err.message, why);
             return true;
           });
