@@ -260,7 +260,7 @@ describe('mcpcell serve --admin refuses what it cannot serve safely', () => {
     ['9100x', /--admin: 9100x: expected \[ADDR:\]PORT/],
     ['0.0.0.0:0', /--admin 0\.0\.0\.0: refusing a non-loopback address without operators/],
   ]) {
-    it(`exits 2 for --admin ${admin}, saying why`, async () => {
+    it(`refuses to start with --admin ${admin}, saying why`, async () => {
       const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-admin-refused-'));
       try {
         await assert.rejects(
