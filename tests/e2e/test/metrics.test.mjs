@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import { binary } from '../lib/harness.mjs';
+import { binary, connect } from '../lib/harness.mjs';
 import { connectHttp, kInit, post } from './http_util.mjs';
 
 const sha = (t) => createHash('sha256').update(t).digest('hex');
@@ -275,4 +275,36 @@ describe('mcpcell serve --admin refuses what it cannot serve safely', () => {
       }
     });
   }
+});
+
+describe('mcpcell serve over stdio with --admin', () => {
+  let stateDir;
+  let session;
+
+  before(async () => {
+    stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-metrics-stdio-'));
+    session = await connect({ binaryName: 'mcpcell',
+      args: ['serve', '--state-dir', stateDir, '--admin', '127.0.0.1:0'] });
+  });
+  after(async () => {
+    await session?.close();
+    rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  it('serves the operators\' endpoints beside stdio, counting its session under tenant ""',
+    async () => {
+      const r = await session.client.callTool({ name: 'run_command',
+        arguments: { command: 'echo stdio' } });
+      assert.ok(!r.isError, JSON.stringify(r));
+      const admin = /operators' endpoints at (http:\/\/[^\s/]+)\/metrics/.exec(session.stderr());
+      assert.ok(admin, `no admin URL on stderr:\n${session.stderr()}`);
+      const res = await get(`${admin[1]}/metrics`);
+      assert.equal(res.status, 200, res.text);
+      const m = parseMetrics(res.text);
+      assert.equal(value(m, 'mcpcell_tool_calls_total',
+        { tenant: '', tool: 'run_command', outcome: 'ok' }), 1);
+      assert.equal(value(m, 'mcpcell_cell_creations_total', { tenant: '' }), 1);
+      assert.equal(value(m, 'mcpcell_sessions', { tenant: '', state: 'running' }), 1);
+      assert.equal((await get(`${admin[1]}/readyz`)).status, 200);
+    });
 });
