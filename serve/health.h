@@ -5,7 +5,7 @@
 //                 {"status": "not ready", "failing": ["state_dir", ...]}.
 //
 // Readiness runs named checks (state dir writable, audit trail writable when [audit]
-// required, no warm pool failing to make cells) and keeps the result for `max_age`, so a
+// required, cell init present, no warm pool failing to make cells) and keeps the result for `max_age`, so a
 // probe every second costs one round of checks per max_age at most. Both routes are
 // unauthenticated and say nothing beyond ok/not-ok and the failing checks' names; the
 // reasons go to the log when the readiness changes.

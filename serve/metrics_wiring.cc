@@ -1,9 +1,12 @@
 #include "serve/metrics_wiring.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 
 #include "audit/trail_files.h"
+#include "sandbox/cell.h"
 #include "serve/admin_api.h"
 #include "serve/metrics_route.h"
 
@@ -36,6 +39,17 @@ std::vector<ReadinessCheck> ReadinessChecks(const ServeOptions& opts, ServeAudit
            return DirWritable(dir);
          }});
   }
+  // A cell is made by executing cell init: gone (e.g. removed by an upgrade), none can be.
+  checks.push_back({"cell_init", [init = opts.init_path]() -> Status {
+                      if (init.empty()) {
+                        Result<std::string> found = sandbox::FindCellInit();
+                        return found ? Ok() : Status(found.error());
+                      }
+                      if (::access(init.c_str(), X_OK) != 0) {
+                        return Error::Sys("access(\"" + init + "\", X_OK)");
+                      }
+                      return Ok();
+                    }});
   checks.push_back({"warm_pool", [&cells, profiles = Profiles(opts)]() -> Status {
                       for (const std::string& profile : profiles) {
                         std::string status = cells.warm_status(profile);

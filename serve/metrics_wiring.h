@@ -37,7 +37,7 @@ decltype(ServeAuditOptions::observer) MetricsObserver(std::shared_ptr<ServeMetri
 
 // Feeds ops.metrics from the trail's records, the tools' events and calls, and the cells'
 // warm pools; makes ops.readiness (state dir writable, the trail writable when [audit]
-// required, no warm pool failing to make cells).
+// required, cell init executable, no warm pool failing to make cells).
 void ConnectOps(OpsEndpoints& ops, const ServeOptions& opts, ServeAudit& audit,
                 sandbox::CellSessionManager& cells, tools::ToolEnv& env);
 
