@@ -5,12 +5,13 @@
 // holds exactly those counts, on the HTTP listener and on the --admin listener alike, and
 // only an all-tenants operator may read it. A second server runs in a private mount
 // namespace: a read-only bind over its state dir makes /readyz answer 503 naming
-// "state_dir", and removing the bind makes it ready again (nothing on the host changes).
+// "state_dir", and removing the bind makes it ready again (nothing on the host changes);
+// likewise "cell_init" while its copy of cell init is moved away.
 
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -208,7 +209,7 @@ tenants = ["alice"]
   });
 });
 
-describe('mcpcell /readyz while its state dir cannot be written', () => {
+describe('mcpcell /readyz while it cannot make a cell', () => {
   let stateDir;
   let server;
 
@@ -231,15 +232,33 @@ describe('mcpcell /readyz while its state dir cannot be written', () => {
     assert.fail(`/readyz stayed ${last.status} (${last.body}), expected ${status}`);
   }
 
+  let initDir;
   before(async () => {
     stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-readyz-state-'));
-    server = await startServer(['--http', '127.0.0.1:0', '--state-dir', stateDir],
-      ['unshare', '-m', '--propagation', 'private']);
+    // The server's own copy of cell init, which one test takes away for a while.
+    initDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-readyz-init-'));
+    copyFileSync(binary('mcpcell-init'), path.join(initDir, 'mcpcell-init'));
+    chmodSync(path.join(initDir, 'mcpcell-init'), 0o755);
+    // No warm pool: its refills would fail while cell init is away and add "warm_pool".
+    server = await startServer(['--http', '127.0.0.1:0', '--state-dir', stateDir, '--init',
+      path.join(initDir, 'mcpcell-init'), '--warm-cells', '0'],
+    ['unshare', '-m', '--propagation', 'private']);
   });
   after(async () => {
     const code = await server?.stop();
     assert.equal(code, 0, `server exit code; stderr:\n${server?.stderr()}`);
     rmSync(stateDir, { recursive: true, force: true });
+    rmSync(initDir, { recursive: true, force: true });
+  });
+
+  it('goes not ready naming cell_init while cell init is gone', async () => {
+    await waitFor(200);
+    const init = path.join(initDir, 'mcpcell-init');
+    renameSync(init, `${init}.away`);
+    const down = await waitFor(503);
+    assert.deepEqual(JSON.parse(down.body), { status: 'not ready', failing: ['cell_init'] });
+    renameSync(`${init}.away`, init);
+    await waitFor(200);
   });
 
   it('goes not ready naming state_dir, and ready again once it can write', async () => {
