@@ -1,6 +1,7 @@
 // /metrics, /healthz and /readyz (docs/metrics.md). Two tenants use MCP with the official SDK
-// client: alice runs 3 commands and reads a missing file, bob calls run_command which his
-// policy leaves out, and one request comes without a token. /metrics, parsed by the
+// client: alice runs 3 commands (one refused by the egress proxy) and reads a missing file,
+// bob calls run_command which his policy leaves out, and one request comes without a token.
+// /metrics, parsed by the
 // Prometheus project's own text-format parser (Debian's python3-prometheus-client), then
 // holds exactly those counts, on the HTTP listener and on the --admin listener alike, and
 // only an all-tenants operator may read it. A second server runs in a private mount
@@ -129,8 +130,10 @@ tenants = ["alice"]
     const alice = await connectHttp(server.url, { token: kAlice });
     const bob = await connectHttp(server.url, { token: kBob });
     sessions.push(alice, bob);
-    // One command burns some CPU so that exec CPU seconds cannot round to nothing.
-    const commands = ['echo one', 'echo two',
+    // One command burns some CPU so that exec CPU seconds cannot round to nothing; one
+    // asks the egress proxy for a host the default policy denies (curl prints its 403).
+    const commands = ['echo one',
+      'curl -s -o /dev/null -w "%{http_code}" http://refused.example.com/',
       'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo three'];
     for (const command of commands) {
       const r = await alice.client.callTool({ name: 'run_command', arguments: { command } });
@@ -189,6 +192,8 @@ tenants = ["alice"]
       assert.equal(value(m, 'mcpcell_cell_creations_total', { tenant: 'bob' }), undefined);
       assert.equal(value(m, 'mcpcell_sessions', { tenant: 'alice', state: 'running' }), 1);
       assert.equal(value(m, 'mcpcell_cells', { tenant: 'alice' }), 1);
+      assert.equal(value(m, 'mcpcell_egress_refusals_total', { tenant: 'alice' }), 1);
+      assert.equal(value(m, 'mcpcell_egress_refusals_total', { tenant: 'bob' }), undefined);
       const cpu = value(m, 'mcpcell_exec_cpu_seconds_total', { tenant: 'alice' });
       assert.ok(cpu > 0 && cpu < 60, `exec CPU seconds ${cpu}`);
       const families = new Map(m.map((s) => [s.family, s.type]));
