@@ -6,7 +6,7 @@
 // holds exactly those counts, on the HTTP listener and on the --admin listener alike, and
 // only an all-tenants operator may read it. A second server runs in a private mount
 // namespace: a read-only bind over its state dir makes /readyz answer 503 naming
-// "state_dir", and removing the bind makes it ready again (nothing on the host changes);
+// "state_dir" and "audit" ([audit] required), and removing the bind makes it ready again (nothing on the host changes);
 // likewise "cell_init" while its copy of cell init is moved away.
 
 import assert from 'node:assert/strict';
@@ -244,9 +244,12 @@ describe('mcpcell /readyz while it cannot make a cell', () => {
     initDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-readyz-init-'));
     copyFileSync(binary('mcpcell-init'), path.join(initDir, 'mcpcell-init'));
     chmodSync(path.join(initDir, 'mcpcell-init'), 0o755);
+    // [audit] required: the trail (in the state dir) is checked too.
+    const policy = path.join(initDir, 'required.toml');
+    writeFileSync(policy, 'name = "audit-required"\n[audit]\nrequired = true\n');
     // No warm pool: its refills would fail while cell init is away and add "warm_pool".
     server = await startServer(['--http', '127.0.0.1:0', '--state-dir', stateDir, '--init',
-      path.join(initDir, 'mcpcell-init'), '--warm-cells', '0'],
+      path.join(initDir, 'mcpcell-init'), '--warm-cells', '0', '--policy', policy],
     ['unshare', '-m', '--propagation', 'private']);
   });
   after(async () => {
@@ -266,12 +269,13 @@ describe('mcpcell /readyz while it cannot make a cell', () => {
     await waitFor(200);
   });
 
-  it('goes not ready naming state_dir, and ready again once it can write', async () => {
+  it('goes not ready naming state_dir and audit, and ready again once it can write', async () => {
     assert.equal((await waitFor(200)).body, 'ready\n');
     inServerMounts(['mount', '--bind', stateDir, stateDir]);
     inServerMounts(['mount', '-o', 'remount,bind,ro', stateDir]);
     const down = await waitFor(503);
-    assert.deepEqual(JSON.parse(down.body), { status: 'not ready', failing: ['state_dir'] });
+    assert.deepEqual(JSON.parse(down.body),
+      { status: 'not ready', failing: ['state_dir', 'audit'] });
     assert.equal((await get(`${server.base}/healthz`)).status, 200, 'still serving');
     inServerMounts(['umount', stateDir]);
     await waitFor(200);
