@@ -13,6 +13,7 @@
 #include "policies/compiler.h"
 #include "policies/loader.h"
 #include "sandbox/state_dir.h"
+#include "serve/admin_listener.h"
 #include "serve/http_config.h"
 #include "serve/serve.h"
 #include "serve/tenant_policies.h"
@@ -127,6 +128,14 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
                   "HTTP config (TOML): bearer-token hashes -> tenants, quotas, allowed "
                   "hosts/origins, TLS")
       ->needs(http_opt);
+  cmd->add_option("--admin", opts->run.admin,
+                  "Also serve /metrics, /healthz and /readyz (and /admin/audit with operators) "
+                  "to operators on a second listener at http://[ADDR:]PORT (ADDR defaults to "
+                  "127.0.0.1; another address needs [[operator]] tokens in --http-config)")
+      ->check([](const std::string& value) {
+        auto address = serve::ParseListenAddress(value, "");  // CLI11 names the flag
+        return address ? std::string() : address.error().message;
+      });
   cmd->add_option("--max-message-bytes", opts->run.max_message_bytes,
                   "Largest accepted incoming message; longer lines are refused")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 31))

@@ -37,6 +37,28 @@ std::string ListenFailure(const std::string& host, int port, int err, bool made_
   return "cannot listen on " + addr + ": " + why;
 }
 
+// The request's route kind and tenant, for HttpOptions::on_request_done.
+HttpRequestDone RequestDone(const HttpOptions& o, const httplib::Request& q,
+                            const httplib::Response& r) {
+  HttpRequestDone done{q.method, "other", r.status, ""};
+  if (q.path == o.path) {
+    done.route_kind = "mcp";
+  } else if (!o.legacy_sse_path.empty() &&
+             (q.path == o.legacy_sse_path || q.path == o.legacy_messages_path)) {
+    done.route_kind = "legacy";
+  } else {
+    for (const HttpRoute& route : o.routes) {
+      if (q.path == route.prefix || q.path.rfind(route.prefix + "/", 0) == 0)
+        done.route_kind = "route";
+    }
+  }
+  std::string auth = q.get_header_value("Authorization");
+  if (o.authenticate && auth.size() > 7 && Lower(auth.substr(0, 7)) == "bearer ") {
+    if (auto tenant = o.authenticate(auth.substr(7))) done.tenant = tenant->name;
+  }
+  return done;
+}
+
 }  // namespace
 
 HttpServer::HttpServer(Server& server, HttpOptions options)
@@ -91,6 +113,12 @@ Status HttpServer::Bind() {
         [&m](const httplib::Request& q, httplib::Response& r) { m.HandleLegacyMessage(q, r); });
   }
   m.AddRoutes();
+  // The one place every answered request passes (after its response is written).
+  if (m.opts.on_request_done) {
+    m.http->set_logger([&m](const httplib::Request& q, const httplib::Response& r) {
+      m.opts.on_request_done(RequestDone(m.opts, q, r));
+    });
+  }
   size_t hard_limit = std::max<size_t>(m.max_body, 64u << 20);
   m.http->set_error_handler([hard_limit](const httplib::Request&, httplib::Response& r) {
     if (!r.body.empty()) return;  // our own handlers' errors carry their message

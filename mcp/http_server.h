@@ -74,6 +74,18 @@ struct HttpRefusal {
   std::string reason;
 };
 
+// One HTTP request answered (HttpOptions::on_request_done), e.g. for request metrics.
+struct HttpRequestDone {
+  std::string method;  // "GET", "POST", ...
+  // Which part of the server answered it: "mcp" (HttpOptions::path), "legacy" (the legacy
+  // HTTP+SSE paths), "route" (an HttpRoute) or "other" (anything else: a 404, a bad request).
+  std::string route_kind;
+  int status = 0;
+  // The tenant of the request's bearer token; "" when it sent none or an invalid one, or
+  // when there is no authentication.
+  std::string tenant;
+};
+
 // Who a request comes from, and what they may use. 0 = unlimited.
 struct HttpTenant {
   std::string name = "default";
@@ -124,6 +136,9 @@ struct HttpOptions {
   // Called on the request's thread for every 401/403 answered by MCP or by a route; must be
   // quick and must not block on the server.
   std::function<void(const HttpRefusal&)> on_auth_refused;
+  // Called once per request answered (after its response, a stream's when it ends), on the
+  // request's thread, from one place in the server; must be quick and must not block.
+  std::function<void(const HttpRequestDone&)> on_request_done;
 };
 
 class HttpServer {

@@ -8,6 +8,8 @@ PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libboost-dev libseccomp-dev libcap-dev
   libspdlog-dev libcli11-dev libtomlplusplus-dev libssl-dev zlib1g-dev
   libarchive-dev  # snapshot export/import (tar.gz)
+  prometheus-cpp-dev  # /metrics: its core registry and text serializer (serve/metrics.cc)
+  python3-prometheus-client  # the e2e test parses /metrics with its text-format parser
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-dev llvm  # the fuzz build: libFuzzer and sanitizer runtimes, llvm-symbolizer
   python3 python3-pip python3-venv python3-setuptools python3-wheel

@@ -27,6 +27,7 @@
 #include "sandbox/state_dir.h"
 #include "serve/admin_api.h"
 #include "serve/egress_registry.h"
+#include "serve/metrics_wiring.h"
 #include "serve/serve_audit.h"
 #include "serve/serve_packages.h"
 #include "serve/session_secrets.h"
@@ -123,11 +124,12 @@ void UnplaceServerCpu(const std::optional<sandbox::ServerPlacement>& placement) 
 
 // The one audit trail in <state_dir>/audit (serve_audit.h), before everything that writes
 // to it; refused when another server writes it.
-Result<std::unique_ptr<ServeAudit>> OpenAudit(const ServeOptions& opts) {
+Result<std::unique_ptr<ServeAudit>> OpenAudit(const ServeOptions& opts, const OpsEndpoints& ops) {
   return ServeAudit::Open({.state_dir = opts.state_dir,
                            .server_policy = &opts.effective,
                            .tenant_policies = &opts.tenant_policies,
-                           .transport = opts.http.empty() ? "stdio" : "http"});
+                           .transport = opts.http.empty() ? "stdio" : "http",
+                           .observer = MetricsObserver(ops.metrics)});
 }
 
 // ---- package service ----
@@ -257,7 +259,10 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
     audit.CellDestroyed(cell_id, result);
     workspaces.Release(cell_id);  // after the cell is gone: its files are at rest
   };
-  hooks.on_not_made = [&workspaces](const std::string& cell_id) { workspaces.Release(cell_id); };
+  hooks.on_not_made = [&workspaces, &audit](const std::string& cell_id) {
+    workspaces.Release(cell_id);
+    audit.CellNotMade(cell_id);
+  };
   hooks.on_paused = [&audit](sandbox::CellInstance& cell, const std::string& key) {
     audit.SessionPaused(cell, key);
   };
@@ -471,7 +476,7 @@ void PrintHttpGuidance(const mcp::HttpServer& s, const ServeOptions& opts,
 
 // Streamable HTTP at /mcp on --http.
 int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const ServeOptions& opts,
-                  int stop_fd, ServeAudit& audit) {
+                  int stop_fd, ServeAudit& audit, const OpsEndpoints& ops) {
   auto config = std::make_shared<HttpConfig>(opts.http_settings);
   // A tenant's HTTP session expires after its own policy's idle time.
   for (auto& [name, tenant] : config->tenants) {
@@ -481,6 +486,7 @@ int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const
   auto http = HttpOptionsFor(opts, config, cells, audit);
   if (!http) return Refuse(http.error());
   AddAdminApi(*http, config, audit::AuditDir(opts.state_dir), audit.trail());
+  AddOpsRoutes(*http, ops, config);
   return mcp::ServeHttp(server, std::move(*http), stop_fd,
                         [&](const mcp::HttpServer& s) { PrintHttpGuidance(s, opts, *config); });
 }
@@ -488,12 +494,12 @@ int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const
 // Serves stdio or HTTP until EOF, SIGTERM or SIGINT; the stop signals are handled only
 // while the transport serves (their old dispositions are back for the shutdown).
 int ServeUntilStopped(mcp::Server& server, sandbox::CellSessionManager& cells,
-                      const ServeOptions& opts, ServeAudit& audit) {
+                      const ServeOptions& opts, ServeAudit& audit, const OpsEndpoints& ops) {
   auto stop_signals = StopSignals::Install();
   if (!stop_signals) return Refuse(stop_signals.error().Wrap("mcpcell serve"));
   const int stop_fd = (*stop_signals)->fd();
   int rc = opts.http.empty() ? ServeOverStdio(server, opts, stop_fd)
-                             : ServeOverHttp(server, cells, opts, stop_fd, audit);
+                             : ServeOverHttp(server, cells, opts, stop_fd, audit, ops);
   // A stdio session still draining when stdin closed ends as the client's doing; one cut by
   // SIGTERM or SIGINT ends by the server's shutdown.
   pollfd stop{.fd = stop_fd, .events = POLLIN, .revents = 0};
@@ -504,7 +510,7 @@ int ServeUntilStopped(mcp::Server& server, sandbox::CellSessionManager& cells,
 // The MCP server with the cell tools, serving until stopped; its handlers are done when
 // this returns, before the cells go.
 int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& client_log,
-               sandbox::CellSessionManager& cells, ServeAudit& audit) {
+               sandbox::CellSessionManager& cells, ServeAudit& audit, const OpsEndpoints& ops) {
   mcp::Server server(McpServerOptions(opts, env, audit));
   client_log.Attach(&server);
   SessionLogRouter::DetachGuard detach_client_log{client_log};
@@ -512,7 +518,7 @@ int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& c
     std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
     return 2;
   }
-  int rc = ServeUntilStopped(server, cells, opts, audit);
+  int rc = ServeUntilStopped(server, cells, opts, audit, ops);
   server.Shutdown();
   // Its sessions have ended: recorded now, before their cells are destroyed (the MCP
   // server may report a stdio session's close later, from its reader thread).
@@ -551,7 +557,9 @@ int RunServe(const ServeOptions& opts) {
   // Warnings to MCP sessions outside their requests (a refusal of their cell's proxy or of
   // the package service); outlives both, attached to the server while it exists.
   SessionLogRouter client_log;
-  auto audit = OpenAudit(opts);
+  // /metrics, /healthz, /readyz: the metrics see every audit event from the start.
+  OpsEndpoints ops;
+  auto audit = OpenAudit(opts, ops);
   if (!audit) return Refuse(audit.error());
   // The package service's refusals reach the egress registry through the relay while the
   // registry exists.
@@ -580,7 +588,11 @@ int RunServe(const ServeOptions& opts) {
   if (!env) return Refuse(env.error());
   env->snapshots = &state;
   ConnectSecrets(*env, client_log, secrets, *cells);
-  int rc = ServeTools(opts, *env, client_log, *cells, **audit);
+  ConnectOps(ops, opts, **audit, *cells, *env);
+  auto admin = StartAdminListener(opts, ops, **audit);
+  if (!admin) return Refuse(admin.error());
+  int rc = ServeTools(opts, *env, client_log, *cells, **audit, ops);
+  if (*admin) (*admin)->Stop();    // before the cells its routes read
   secrets.SetEndSession(nullptr);  // ConnectSecrets' hook holds the cells
   // Stopped (a signal): hibernated files are kept for a restart. A stdio client that closed
   // its input ended its session: they go.

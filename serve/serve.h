@@ -36,6 +36,7 @@ struct ServeOptions {
   std::string init_path;
   std::string http;          // --http [ADDR:]PORT; empty = stdio
   std::string http_config;   // --http-config FILE, named in messages
+  std::string admin;         // --admin [ADDR:]PORT: operators' listener; empty = none
   std::string egress_hosts;  // --egress-hosts FILE (hosts(5)): the proxy's pinned names
   HttpConfig http_settings;  // loaded from http_config
   std::map<std::string, policies::Policy> tenant_policies;  // by tenant, resolved

@@ -191,6 +191,7 @@ const policies::Policy& ServeAudit::PolicyOf(const std::string& tenant) const {
 void ServeAudit::Append(std::string_view type, const std::string& tenant,
                         const std::string& session, const std::string& cell,
                         const nlohmann::json& fields) {
+  if (options_.observer) options_.observer(type, tenant, session, cell, fields);
   if (!trail_) return;  // [audit] enabled = false
   if (Status st = trail_->Append(type, tenant, session, cell, fields); !st) {
     mcp::log::Warn("audit: " + std::string(type) + " not recorded: " + st.error().message);
@@ -314,6 +315,11 @@ void ServeAudit::CellBound(sandbox::CellInstance& cell, const std::string& sessi
   }
   Append("cell.create", profile, session_key, cell.id(),
          {{"profile", profile}, {"warnings", cell.warnings()}});
+}
+
+void ServeAudit::CellNotMade(const std::string& cell_id) {
+  if (options_.observer)
+    options_.observer("cell.failed", "", "", cell_id, nlohmann::json::object());
 }
 
 void ServeAudit::CellDestroying(sandbox::CellInstance& cell) {

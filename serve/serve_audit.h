@@ -19,11 +19,13 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "audit/syslog.h"
@@ -50,6 +52,12 @@ struct ServeAuditOptions {
   const policies::Policy* server_policy = nullptr;  // [audit], and sessions without tenant
   const std::map<std::string, policies::Policy>* tenant_policies = nullptr;
   std::string transport;  // "stdio" or "http"
+  // Sees every event Append is given (type, tenant, session, cell, fields), also with
+  // [audit] enabled = false, on the caller's thread: e.g. the /metrics counters
+  // (serve/metrics.h). Must be quick and thread-safe.
+  std::function<void(std::string_view type, const std::string& tenant, const std::string& session,
+                     const std::string& cell, const nlohmann::json& fields)>
+      observer;
 };
 
 class ServeAudit {
@@ -93,6 +101,9 @@ class ServeAudit {
   void CellBound(sandbox::CellInstance& cell, const std::string& session_key,
                  const std::string& profile);
   void CellDestroying(sandbox::CellInstance& cell);
+  // sandbox::CellHooks on_not_made: no record (nothing was made), only the observer's
+  // `cell.failed` event (the /metrics failure counter).
+  void CellNotMade(const std::string& cell_id);
   void CellDestroyed(const std::string& cell_id, const Status& result);
   // sandbox::CellHooks on_paused / on_unpaused: session.pause and (when a call resumed the
   // cell) session.resume with `paused_s`; the session's meter counts the pause as paused

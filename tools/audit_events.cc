@@ -15,8 +15,9 @@ namespace mcpcell::tools {
 
 void AuditEvent(const ToolEnv& env, const mcp::Context& ctx, const std::string& cell_id,
                 std::string_view type, const nlohmann::json& fields) {
-  if (!env.audit) return;
   const mcp::Session& session = ctx.session();
+  if (env.on_event) env.on_event(session, type, fields);
+  if (!env.audit) return;
   if (Status st = env.audit->Append(type, session.tenant(), session.id(), cell_id, fields); !st) {
     mcp::log::Warn("audit: " + std::string(type) + " not recorded: " + st.error().message);
   }

@@ -1,5 +1,7 @@
 #include "tools/cell_tools.h"
 
+#include <chrono>
+
 #include "tools/package_install.h"
 #include "tools/redaction.h"
 
@@ -40,10 +42,15 @@ mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env) {
     // Every result's text and structuredContent strings, with the session's secret values
     // redacted (tools/redaction.h); run_code/run_command also redact their output streams,
     // with the same redactor (CallRedactorScope): the values are read once per call.
-    tool.handler = [&env, inner = std::move(tool.handler)](const mcp::Json& args,
-                                                           mcp::Context& ctx) {
+    tool.handler = [&env, name = tool.name, inner = std::move(tool.handler)](const mcp::Json& args,
+                                                                             mcp::Context& ctx) {
       CallRedactorScope scope(env.secret_values, ctx.session().id());
+      const auto started = std::chrono::steady_clock::now();
       mcp::ToolResult result = inner(args, ctx);
+      if (env.on_call_done) {
+        env.on_call_done(ctx.session(), name, result.is_error,
+                         std::chrono::steady_clock::now() - started);
+      }
       return RedactResult(std::move(result), scope.Get().get());
     };
     // Registered when any policy served enables it; each session sees its own

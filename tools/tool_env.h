@@ -13,9 +13,11 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "mcp/context.h"
 #include "mcp/features.h"
@@ -95,6 +97,13 @@ struct ToolEnv {
   // The secret values each session holds (session key -> names and values), redacted from
   // everything the tools show (tools/redaction.h). Empty: nothing to redact.
   SecretValuesFn secret_values;
+  // Observers (e.g. the server's metrics), both optional, quick and thread-safe: every event
+  // the tools give the audit trail (AuditEvent; also when `audit` is nullptr), and the end
+  // of every tool call whose handler ran, with its result's isError and its duration.
+  std::function<void(const mcp::Session&, std::string_view type, const mcp::Json& fields)> on_event;
+  std::function<void(const mcp::Session&, const std::string& tool, bool is_error,
+                     std::chrono::nanoseconds took)>
+      on_call_done;
 
   // The config of the sessions of `tenant` ("" = `config`); nullptr for a tenant that has
   // none (its sessions get no tools and no cell).

@@ -137,7 +137,8 @@ class ServeAuditTest : public ::testing::Test {
     return ServeAudit::Open({.state_dir = state_dir_,
                              .server_policy = &policy_,
                              .tenant_policies = &tenants_,
-                             .transport = "http"});
+                             .transport = "http",
+                             .observer = {}});
   }
   std::vector<nlohmann::json> Records() {
     std::vector<nlohmann::json> out;
