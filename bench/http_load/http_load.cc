@@ -83,7 +83,7 @@ void RaiseFdLimit() {
 int Main(int argc, char** argv) {
   CLI::App app{"Load generator for mcpcell over Streamable HTTP (bench/http_load/README.md)"};
   RunOptions o;
-  std::string mode = "closed", extra_args;
+  std::string mode = "closed", extra_args, parent = "/dev/shm";
   Target a{"A", "", 0}, b{"B", "", 0};
   int rounds = 1;
   long timeout_s = 60;
@@ -93,6 +93,10 @@ int Main(int argc, char** argv) {
   app.add_option("--pid-a", a.pid, "pid of server A when it is a URL (for /proc figures)");
   app.add_option("--pid-b", b.pid, "pid of server B when it is a URL");
   app.add_option("--server-args", extra_args, "extra arguments for started servers (one string)");
+  app.add_option("--state-parent", parent,
+                 "where started servers get their state dir (a tmpfs, like /run on most hosts)")
+      ->check(CLI::ExistingDirectory)
+      ->capture_default_str();
   app.add_option("--mode", mode, "closed | open | burst | hold")
       ->check(CLI::IsMember({"closed", "open", "burst", "hold"}))
       ->capture_default_str();
@@ -123,7 +127,7 @@ int Main(int argc, char** argv) {
   for (int round = 1; round <= rounds; ++round) {
     for (const Target& t : targets) {
       try {
-        ServerUnderTest server(t.server, t.pid, extra_args);
+        ServerUnderTest server(t.server, t.pid, extra_args, parent);
         RunResult r = RunLoad(o, server.url(), server.pid());
         Figures f = Summarize(o, r);
         PrintRun(t, round, f, r);

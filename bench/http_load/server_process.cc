@@ -5,9 +5,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -75,15 +77,18 @@ ProcSample SampleProcess(pid_t pid) {
 }
 
 ServerUnderTest::ServerUnderTest(const std::string& binary_or_url, pid_t pid,
-                                 const std::string& extra_args) {
+                                 const std::string& extra_args, const std::string& parent) {
   if (binary_or_url.rfind("http://", 0) == 0) {
     url_ = binary_or_url;
     pid_ = pid;
     return;
   }
-  char tmpl[] = "/tmp/http-load-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp /tmp/http-load-XXXXXX failed");
+  std::string tmpl = parent + "/http-load-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    throw std::runtime_error("mkdtemp " + tmpl + ": " + std::strerror(errno));
+  }
   state_dir_ = tmpl;
+  ::chmod(tmpl.c_str(), 0711);  // a root server's cells (uids of their own) search their state dir
   const std::string log = state_dir_ + "/server.log";
   std::vector<std::string> args = {binary_or_url, "serve",       "--http",
                                    "127.0.0.1:0", "--state-dir", state_dir_ + "/state"};
