@@ -22,11 +22,11 @@ namespace mcpcell {
 using TextSource = std::function<std::optional<std::string>(const std::string& path)>;
 TextSource RealTextSource();
 
-// What one idle cell (a live session's cell, nothing running) takes from the host.
-// bench/http_load/README.md has the measurements behind the defaults.
+// What one live session with an idle cell takes from the host; the defaults are measured
+// with `http_load --mode hold` (bench/http_load/README.md).
 struct CellFootprint {
-  uint64_t tasks = 1;         // cell init, pid 1 of the cell
-  uint64_t server_fds = 6;    // fds the server holds per live session and cell
+  uint64_t tasks = 3;          // cell init, and the server's threads per HTTP session
+  uint64_t server_fds = 6;     // fds the server holds per live session and cell
   uint64_t memory_kib = 1024;  // host memory per idle cell
 };
 

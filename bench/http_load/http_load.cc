@@ -51,6 +51,8 @@ Figures Summarize(const RunOptions& o, const RunResult& r) {
     f["fds live"] = static_cast<double>(r.fds_live);
     f["server RSS live MiB"] = r.rss_live_kib / 1024.0;
     f["host MiB/cell"] = r.host_kib_per_cell / 1024.0;
+    f["host tasks/cell"] = r.host_tasks_per_cell;
+    f["server fds/session"] = r.server_fds_per_session;
   }
   return f;
 }
@@ -71,13 +73,20 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Many sessions need many sockets, here and in the server (which inherits the limit).
+// Many sessions need many sockets, here and in the server (which inherits the limit): the
+// soft limit goes to the hard one, and as root both go to fs.nr_open (this process only).
 void RaiseFdLimit() {
   rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &rl);
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  unsigned long long nr_open = 0;
+  if (FILE* f = std::fopen("/proc/sys/fs/nr_open", "r")) {
+    if (std::fscanf(f, "%llu", &nr_open) != 1) nr_open = 0;
+    std::fclose(f);
   }
+  rlimit wanted{nr_open, nr_open};
+  if (nr_open > rl.rlim_max && ::setrlimit(RLIMIT_NOFILE, &wanted) == 0) return;
+  rl.rlim_cur = rl.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &rl);
 }
 
 int Main(int argc, char** argv) {

@@ -199,6 +199,11 @@ void LoadRun::Hold() {
   result_.fds_live = live.fds;
   result_.rss_live_kib = static_cast<double>(live.rss_kib);
   if (result_.live > 0) {
+    const double n = static_cast<double>(result_.live);
+    result_.host_tasks_per_cell =
+        (static_cast<double>(live.host_tasks) - static_cast<double>(before.host_tasks)) / n;
+    result_.server_fds_per_session =
+        (static_cast<double>(live.fds) - static_cast<double>(before.fds)) / n;
     result_.host_kib_per_cell =
         (static_cast<double>(before.host_available_kib) - static_cast<double>(live.host_available_kib)) /
         static_cast<double>(result_.live);

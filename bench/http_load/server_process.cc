@@ -55,6 +55,10 @@ uint64_t CountFds(pid_t pid) {
 ProcSample SampleProcess(pid_t pid) {
   ProcSample s;
   s.host_available_kib = Field(ReadFile("/proc/meminfo"), "MemAvailable:");
+  const std::string loadavg = ReadFile("/proc/loadavg");  // "0.1 0.2 0.3 running/all last"
+  if (size_t slash = loadavg.find('/'); slash != std::string::npos) {
+    s.host_tasks = std::strtoull(loadavg.c_str() + slash + 1, nullptr, 10);
+  }
   if (pid <= 0) return s;
   const std::string dir = "/proc/" + std::to_string(pid);
   const std::string stat = ReadFile(dir + "/stat");

@@ -18,6 +18,7 @@ struct ProcSample {
   uint64_t rss_kib = 0;
   uint64_t fds = 0;
   uint64_t host_available_kib = 0;  // MemAvailable
+  uint64_t host_tasks = 0;          // every task (thread) of the host, from /proc/loadavg
   bool ok = false;                  // false: the process was not readable (no pid, gone)
 };
 ProcSample SampleProcess(pid_t pid);
