@@ -167,8 +167,9 @@ void Assessor::Memory() {
     const std::vector<std::string> w = Words(line.substr(13));
     std::optional<uint64_t> kib = w.empty() ? std::nullopt : ParseCount(w[0]);
     if (!kib) break;
-    Add("memory: MemAvailable", std::to_string(*kib / 1024) + " MiB (an idle cell: " +
-                                    std::to_string(cell_.memory_kib) + " KiB)",
+    Add("memory: MemAvailable",
+        std::to_string(*kib / 1024) + " MiB (an idle cell: " + std::to_string(cell_.memory_kib) +
+            " KiB)",
         *kib, cell_.memory_kib);
     return;
   }
@@ -239,8 +240,8 @@ std::string FormatHostCapacity(const HostCapacity& c) {
     out += line;
   }
   if (c.cells) {
-    out += "cells this host can hold: " + std::to_string(*c.cells) + " (binding: " + c.binding +
-           ")\n";
+    out +=
+        "cells this host can hold: " + std::to_string(*c.cells) + " (binding: " + c.binding + ")\n";
   } else {
     out += "cells this host can hold: unknown (no limit could be read)\n";
   }

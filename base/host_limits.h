@@ -31,16 +31,16 @@ struct CellFootprint {
 };
 
 struct HostLimit {
-  std::string name;    // "pids: kernel.pid_max"
-  std::string detail;  // "32768 (412 in use)"
+  std::string name;               // "pids: kernel.pid_max"
+  std::string detail;             // "32768 (412 in use)"
   std::optional<uint64_t> cells;  // cells this limit leaves room for; nullopt: not a cap
 };
 
 struct HostCapacity {
   std::vector<HostLimit> limits;
-  std::optional<uint64_t> cells;  // the smallest; nullopt when nothing could be read
-  std::string binding;            // the name of the limit that gives `cells`
-  std::string inotify;            // the inotify limits, in words (not part of `cells`)
+  std::optional<uint64_t> cells;        // the smallest; nullopt when nothing could be read
+  std::string binding;                  // the name of the limit that gives `cells`
+  std::string inotify;                  // the inotify limits, in words (not part of `cells`)
   std::vector<std::string> unreadable;  // files that could not be read or parsed
 };
 

@@ -145,9 +145,9 @@ int RunDoctor(bool json, const std::string& state_dir) {
   report.probes.push_back(ProbeStateDirFilesystem(state_dir));
   if (!reachable) report.cells_possible = false;
   const HostCapacity capacity = AssessHostCapacity(RealTextSource());
-  const std::string text = json ? ReportJson(report, capacity)
-                                : sandbox::FormatHostReport(report) + "\n" +
-                                      FormatHostCapacity(capacity);
+  const std::string text =
+      json ? ReportJson(report, capacity)
+           : sandbox::FormatHostReport(report) + "\n" + FormatHostCapacity(capacity);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return report.cells_possible ? 0 : 1;
 }

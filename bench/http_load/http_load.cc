@@ -110,29 +110,43 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"closed", "open", "burst", "hold"}))
       ->capture_default_str();
   app.add_option("--sessions", o.sessions, "sessions (burst: new at once; hold: live)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--calls", o.calls, "closed: calls per session; hold: warm calls in all")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--rate", o.rate, "open: calls per second")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--duration", o.duration_s, "open: seconds")->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--rate", o.rate, "open: calls per second")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--duration", o.duration_s, "open: seconds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--concurrency", o.concurrency, "hold: warm calls in flight")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--open-concurrency", o.open_concurrency, "hold: sessions opened at once")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--command", o.command, "run_command's command")->capture_default_str();
-  app.add_option("--timeout", timeout_s, "seconds per request")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--timeout", timeout_s, "seconds per request")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--rounds", rounds, "runs per server, alternating A and B")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  o.mode = mode == "open" ? Mode::kOpen : mode == "burst" ? Mode::kBurst
-           : mode == "hold" ? Mode::kHold : Mode::kClosed;
+  o.mode = mode == "open"    ? Mode::kOpen
+           : mode == "burst" ? Mode::kBurst
+           : mode == "hold"  ? Mode::kHold
+                             : Mode::kClosed;
   o.timeout = std::chrono::seconds(timeout_s);
   RaiseFdLimit();
 
   std::vector<Target> targets = {a};
   if (!b.server.empty()) targets.push_back(b);
   for (const Target& t : targets) std::printf("%s = %s\n", t.label.c_str(), t.server.c_str());
-  std::map<std::string, std::map<std::string, std::vector<double>>> all;  // target -> figure -> runs
+  std::map<std::string, std::map<std::string, std::vector<double>>>
+      all;  // target -> figure -> runs
   for (int round = 1; round <= rounds; ++round) {
     for (const Target& t : targets) {
       try {

@@ -26,7 +26,8 @@ using Clock = std::chrono::steady_clock;
 
 double Percentile(const std::vector<double>& sorted, double p) {
   if (sorted.empty()) return 0;
-  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+  const size_t rank =
+      static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
   return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
 
@@ -78,10 +79,13 @@ class LoadRun {
 void LoadRun::Phase(int workers, const Worker& worker) {
   active_ = workers;
   for (int i = 0; i < workers; ++i) {
-    asio::co_spawn(io_, [this, &worker, i]() -> awaitable<void> {
-      co_await worker(i);
-      --active_;
-    }, asio::detached);
+    asio::co_spawn(
+        io_,
+        [this, &worker, i]() -> awaitable<void> {
+          co_await worker(i);
+          --active_;
+        },
+        asio::detached);
   }
   if (sampling_) asio::co_spawn(io_, Sampler(), asio::detached);
   io_.run();
@@ -153,18 +157,21 @@ void LoadRun::Open() {
       asio::steady_timer timer(io_);
       const Clock::time_point t0 = Clock::now();
       for (uint64_t i = 0; i < total; ++i) {
-        const Clock::time_point due =
-            t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(i / o_.rate));
+        const Clock::time_point due = t0 + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(i / o_.rate));
         timer.expires_at(due);
         co_await timer.async_wait(use_awaitable);
         McpSession& s = *sessions_[i % sessions_.size()];
         ++active_;
-        asio::co_spawn(io_, [this, &s, due]() -> awaitable<void> {
-          const std::string error = co_await s.RunCommand(o_.command);
-          Count(error);
-          if (error.empty()) result_.latency_ms.push_back(Ms(Clock::now() - due));
-          --active_;
-        }, asio::detached);
+        asio::co_spawn(
+            io_,
+            [this, &s, due]() -> awaitable<void> {
+              const std::string error = co_await s.RunCommand(o_.command);
+              Count(error);
+              if (error.empty()) result_.latency_ms.push_back(Ms(Clock::now() - due));
+              --active_;
+            },
+            asio::detached);
         result_.units++;
       }
     });
@@ -204,9 +211,9 @@ void LoadRun::Hold() {
         (static_cast<double>(live.host_tasks) - static_cast<double>(before.host_tasks)) / n;
     result_.server_fds_per_session =
         (static_cast<double>(live.fds) - static_cast<double>(before.fds)) / n;
-    result_.host_kib_per_cell =
-        (static_cast<double>(before.host_available_kib) - static_cast<double>(live.host_available_kib)) /
-        static_cast<double>(result_.live);
+    result_.host_kib_per_cell = (static_cast<double>(before.host_available_kib) -
+                                 static_cast<double>(live.host_available_kib)) /
+                                static_cast<double>(result_.live);
   }
   std::vector<McpSession*> live_sessions;
   for (const auto& s : sessions_) {
@@ -231,9 +238,10 @@ void LoadRun::Hold() {
 
 void LoadRun::CloseSessions() {
   size_t next = 0;
-  Phase(std::min<int>(32, static_cast<int>(sessions_.size())), [this, &next](int) -> awaitable<void> {
-    while (next < sessions_.size()) co_await sessions_[next++]->Close();
-  });
+  Phase(std::min<int>(32, static_cast<int>(sessions_.size())),
+        [this, &next](int) -> awaitable<void> {
+          while (next < sessions_.size()) co_await sessions_[next++]->Close();
+        });
 }
 
 RunResult LoadRun::Run() {

@@ -22,24 +22,24 @@ enum class Mode { kClosed, kOpen, kBurst, kHold };
 
 struct RunOptions {
   Mode mode = Mode::kClosed;
-  int sessions = 16;           // closed, open: sessions; burst, hold: new/live sessions
-  int calls = 100;             // closed: per session; hold: warm calls in all
-  double rate = 200;           // open: calls per second
-  double duration_s = 10;      // open
-  int concurrency = 16;        // hold: warm calls in flight
-  int open_concurrency = 32;   // hold: sessions being opened at once
+  int sessions = 16;          // closed, open: sessions; burst, hold: new/live sessions
+  int calls = 100;            // closed: per session; hold: warm calls in all
+  double rate = 200;          // open: calls per second
+  double duration_s = 10;     // open
+  int concurrency = 16;       // hold: warm calls in flight
+  int open_concurrency = 32;  // hold: sessions being opened at once
   std::string command = "true";
   std::chrono::milliseconds timeout{60000};
 };
 
 struct RunResult {
-  std::vector<double> latency_ms;  // the measured phase, sorted
+  std::vector<double> latency_ms;          // the measured phase, sorted
   std::map<std::string, uint64_t> errors;  // by kind, every phase
-  uint64_t ok = 0;           // measured calls (or sessions, in burst) that succeeded
-  double wall_s = 0;         // the measured phase
-  double server_cpu_ms = 0;  // the server's CPU over the measured phase
-  double client_cpu_ms = 0;  // this process's CPU over the measured phase
-  uint64_t units = 0;        // calls (closed, open, hold) or new sessions (burst) measured
+  uint64_t ok = 0;                         // measured calls (or sessions, in burst) that succeeded
+  double wall_s = 0;                       // the measured phase
+  double server_cpu_ms = 0;                // the server's CPU over the measured phase
+  double client_cpu_ms = 0;                // this process's CPU over the measured phase
+  uint64_t units = 0;  // calls (closed, open, hold) or new sessions (burst) measured
   uint64_t threads_max = 0, rss_max_kib = 0, fds_max = 0;  // sampled in the measured phase
   // hold only: the state with every session live
   uint64_t live = 0, threads_live = 0, fds_live = 0;

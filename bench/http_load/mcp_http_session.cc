@@ -29,8 +29,8 @@ Endpoint ResolveUrl(asio::io_context& io, const std::string& url) {
   }
   const size_t slash = url.find('/', scheme.size());
   Endpoint ep;
-  ep.host_header = url.substr(scheme.size(), slash == std::string::npos ? std::string::npos
-                                                                        : slash - scheme.size());
+  ep.host_header = url.substr(
+      scheme.size(), slash == std::string::npos ? std::string::npos : slash - scheme.size());
   ep.target = slash == std::string::npos ? "/" : url.substr(slash);
   const size_t colon = ep.host_header.rfind(':');
   if (ep.host_header.empty() || colon == std::string::npos || colon + 1 == ep.host_header.size()) {
@@ -40,7 +40,8 @@ Endpoint ResolveUrl(asio::io_context& io, const std::string& url) {
   if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
   boost::system::error_code ec;
   ep.addresses = asio::ip::tcp::resolver(io).resolve(host, ep.host_header.substr(colon + 1), ec);
-  if (ec) throw std::invalid_argument("URL " + url + ": cannot resolve " + host + ": " + ec.message());
+  if (ec)
+    throw std::invalid_argument("URL " + url + ": cannot resolve " + host + ": " + ec.message());
   return ep;
 }
 
@@ -99,7 +100,8 @@ awaitable<McpSession::Answer> McpSession::Attempt(Connection& c, bool reused,
   co_await http::async_write(c.stream, req, asio::redirect_error(use_awaitable, ec));
   http::response_parser<http::string_body> parser;
   parser.body_limit(64u << 20);
-  if (!ec) co_await http::async_read(c.stream, c.buffer, parser, asio::redirect_error(use_awaitable, ec));
+  if (!ec)
+    co_await http::async_read(c.stream, c.buffer, parser, asio::redirect_error(use_awaitable, ec));
   if (ec) {
     // The server closes idle keep-alive connections; a request that found one closed
     // before any answer came is not the server's failure.
@@ -112,7 +114,8 @@ awaitable<McpSession::Answer> McpSession::Attempt(Connection& c, bool reused,
   if (res.result_int() != 200) co_return Answer{"http " + std::to_string(res.result_int()), Json()};
   if (id_key.empty()) co_return Answer{"", Json()};
   const std::string ctype(res[http::field::content_type]);
-  if (auto sid = res.find("Mcp-Session-Id"); sid != res.end()) session_id_ = std::string(sid->value());
+  if (auto sid = res.find("Mcp-Session-Id"); sid != res.end())
+    session_id_ = std::string(sid->value());
   Json msg = ctype.rfind("text/event-stream", 0) == 0 ? FindInSse(res.body(), id_key)
                                                       : Json::parse(res.body(), nullptr, false);
   if (!msg.is_object() || !msg.contains("id") || msg["id"].dump() != id_key) {
@@ -132,8 +135,11 @@ awaitable<McpSession::Answer> McpSession::Post(const std::string& body, const st
       c = std::make_unique<Connection>(io_);
       boost::system::error_code ec;
       c->stream.expires_after(timeout_);
-      co_await c->stream.async_connect(endpoint_.addresses, asio::redirect_error(use_awaitable, ec));
-      if (ec) co_return Answer{ec == beast::error::timeout ? "timeout" : "connect: " + ec.message(), Json()};
+      co_await c->stream.async_connect(endpoint_.addresses,
+                                       asio::redirect_error(use_awaitable, ec));
+      if (ec)
+        co_return Answer{ec == beast::error::timeout ? "timeout" : "connect: " + ec.message(),
+                         Json()};
     }
     bool retry = false, keep_alive = false;
     Answer a = co_await Attempt(*c, reused, body, id_key, &retry, &keep_alive);
@@ -194,7 +200,8 @@ awaitable<void> McpSession::Close() {
   if (!protocol_version_.empty()) req.set("MCP-Protocol-Version", protocol_version_);
   co_await http::async_write(c->stream, req, asio::redirect_error(use_awaitable, ec));
   http::response<http::string_body> res;
-  if (!ec) co_await http::async_read(c->stream, c->buffer, res, asio::redirect_error(use_awaitable, ec));
+  if (!ec)
+    co_await http::async_read(c->stream, c->buffer, res, asio::redirect_error(use_awaitable, ec));
   session_id_.clear();
   idle_.clear();
 }

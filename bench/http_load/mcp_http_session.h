@@ -54,8 +54,7 @@ class McpSession {
   };
   boost::asio::awaitable<Answer> Post(const std::string& body, const std::string& id_key);
   boost::asio::awaitable<Answer> Attempt(Connection& c, bool reused, const std::string& body,
-                                         const std::string& id_key, bool* retry,
-                                         bool* keep_alive);
+                                         const std::string& id_key, bool* retry, bool* keep_alive);
 
   boost::asio::io_context& io_;
   const Endpoint& endpoint_;

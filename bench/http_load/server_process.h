@@ -26,8 +26,9 @@ ProcSample SampleProcess(pid_t pid);
 class ServerUnderTest {
  public:
   // A binary: started as `BIN serve --http 127.0.0.1:0 --state-dir TMP/state EXTRA...` (TMP a
-  // new directory in `parent`, EXTRA split at spaces); waits for the URL it prints. A URL (http://...): used as is, with `pid` for
-  // /proc (0: no server figures). Throws std::runtime_error naming the failure.
+  // new directory in `parent`, EXTRA split at spaces); waits for the URL it prints. A URL
+  // (http://...): used as is, with `pid` for /proc (0: no server figures). Throws
+  // std::runtime_error naming the failure.
   ServerUnderTest(const std::string& binary_or_url, pid_t pid, const std::string& extra_args,
                   const std::string& parent);
   ~ServerUnderTest();

@@ -73,8 +73,9 @@ TEST(HostLimitsTest, ADefaultSoftFdLimitBindsAndSaysHowToRaiseIt) {
   const HostLimit* l = Find(c, "fds: RLIMIT_NOFILE (soft)");
   ASSERT_NE(l, nullptr);
   EXPECT_NE(l->detail.find("hard 524288"), std::string::npos) << l->detail;
-  EXPECT_NE(FormatHostCapacity(c).find("cells this host can hold: 128 (binding: fds: RLIMIT_NOFILE"),
-            std::string::npos);
+  EXPECT_NE(
+      FormatHostCapacity(c).find("cells this host can hold: 128 (binding: fds: RLIMIT_NOFILE"),
+      std::string::npos);
 }
 
 TEST(HostLimitsTest, MemoryBindsOnASmallHost) {
