@@ -47,6 +47,7 @@ Figures Summarize(const RunOptions& o, const RunResult& r) {
   if (o.mode == Mode::kHold) {
     f["live sessions"] = static_cast<double>(r.live);
     f["open all s"] = r.open_wall_s;
+    f["server idle CPU %"] = r.idle_cpu_percent;
     f["threads live"] = static_cast<double>(r.threads_live);
     f["fds live"] = static_cast<double>(r.fds_live);
     f["server RSS live MiB"] = r.rss_live_kib / 1024.0;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <stdexcept>
+#include <thread>
 
 #include "bench/http_load/mcp_http_session.h"
 #include "bench/http_load/server_process.h"
@@ -214,6 +215,13 @@ void LoadRun::Hold() {
     result_.host_kib_per_cell = (static_cast<double>(before.host_available_kib) -
                                  static_cast<double>(live.host_available_kib)) /
                                 static_cast<double>(result_.live);
+  }
+  // What holding the sessions costs by itself, before any warm call.
+  const Clock::time_point idle_from = Clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const ProcSample idle_end = SampleProcess(pid_);
+  if (live.ok && idle_end.ok) {
+    result_.idle_cpu_percent = (idle_end.cpu_ms - live.cpu_ms) / Ms(Clock::now() - idle_from) * 100;
   }
   std::vector<McpSession*> live_sessions;
   for (const auto& s : sessions_) {

@@ -45,6 +45,7 @@ struct RunResult {
   uint64_t live = 0, threads_live = 0, fds_live = 0;
   double rss_live_kib = 0, host_kib_per_cell = 0, open_wall_s = 0;
   double host_tasks_per_cell = 0, server_fds_per_session = 0;
+  double idle_cpu_percent = 0;  // the server's CPU over 3 s with every session live and no call
 };
 
 double Percentile(const std::vector<double>& sorted, double p);
