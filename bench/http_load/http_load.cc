@@ -5,6 +5,8 @@
 //
 //   http_load --server-a build/bin/mcpcell [--server-b other/mcpcell] --mode burst --sessions 100
 //   http_load --server-a http://127.0.0.1:8080/mcp --pid-a 1234 --mode closed
+// Exit status: 0, 1 when a server cannot be started or reached, 3 when a run had no
+// successful call.
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -147,7 +149,8 @@ int Main(int argc, char** argv) {
   if (!b.server.empty()) targets.push_back(b);
   for (const Target& t : targets) std::printf("%s = %s\n", t.label.c_str(), t.server.c_str());
   std::map<std::string, std::map<std::string, std::vector<double>>>
-      all;  // target -> figure -> runs
+      all;              // target -> figure -> runs
+  int failed_runs = 0;  // runs in which no measured call (or new session) succeeded
   for (int round = 1; round <= rounds; ++round) {
     for (const Target& t : targets) {
       try {
@@ -155,6 +158,7 @@ int Main(int argc, char** argv) {
         RunResult r = RunLoad(o, server.url(), server.pid());
         Figures f = Summarize(o, r);
         PrintRun(t, round, f, r);
+        if (r.ok == 0) failed_runs++;
         for (const auto& [name, value] : f) all[t.label][name].push_back(value);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "http_load: %s round %d: %s\n", t.label.c_str(), round, e.what());
@@ -169,6 +173,11 @@ int Main(int argc, char** argv) {
       std::printf("  %-26s A %10.3f  B %10.3f  B/A %s\n", name.c_str(), ma, mb,
                   ma != 0 ? std::to_string(mb / ma).substr(0, 5).c_str() : "-");
     }
+  }
+  if (failed_runs > 0) {
+    std::fprintf(stderr, "http_load: %d run(s) had no successful call; see the errors above\n",
+                 failed_runs);
+    return 3;
   }
   return 0;
 }

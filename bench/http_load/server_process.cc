@@ -87,6 +87,13 @@ ServerUnderTest::ServerUnderTest(const std::string& binary_or_url, pid_t pid,
     pid_ = pid;
     return;
   }
+  struct stat st;
+  if (::stat(binary_or_url.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      ::access(binary_or_url.c_str(), X_OK) != 0) {
+    throw std::runtime_error(binary_or_url +
+                             ": neither an executable file (mcpcell) nor an "
+                             "http:// URL");
+  }
   std::string tmpl = parent + "/http-load-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) {
     throw std::runtime_error("mkdtemp " + tmpl + ": " + std::strerror(errno));
