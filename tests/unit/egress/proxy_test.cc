@@ -240,6 +240,8 @@ TEST_F(ProxyTest, PlainHttpThroughTheProxy) {
 // sent them, nothing after them, and the counters hold the exact byte count.
 TEST_F(ProxyTest, PlainHttpBodyIsForwardedExactlyAndCounted) {
   std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
   std::string got_head, got_body, got_after;
   LoopbackServer up([&](int fd) {
     std::string head = ReadHead(fd);
@@ -259,6 +261,8 @@ TEST_F(ProxyTest, PlainHttpBodyIsForwardedExactlyAndCounted) {
     got_head = head;
     got_body = body;
     got_after = after;
+    done = true;
+    cv.notify_all();
   });
   StartProxy();
   std::string p = std::to_string(up.port());
@@ -277,7 +281,9 @@ TEST_F(ProxyTest, PlainHttpBodyIsForwardedExactlyAndCounted) {
   EXPECT_EQ(r.status, 200) << r.head;
   EXPECT_EQ(r.body, "ok");
   nlohmann::json e = Event(0);
-  std::lock_guard lock(mu);
+  std::unique_lock lock(mu);
+  // The upstream's handler records after the proxy closed its side, as the event is sent.
+  ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return done; }));
   EXPECT_EQ(got_body.size(), body.size());
   EXPECT_TRUE(got_body == body);
   EXPECT_EQ(got_after, "");
