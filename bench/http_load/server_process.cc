@@ -100,8 +100,17 @@ ServerUnderTest::ServerUnderTest(const std::string& binary_or_url, pid_t pid,
   }
   state_dir_ = tmpl;
   ::chmod(tmpl.c_str(), 0711);  // a root server's cells (uids of their own) search their state dir
+  try {
+    Launch(binary_or_url, extra_args);
+  } catch (...) {
+    Stop();  // a constructor that throws gets no destructor: the temp dir goes here
+    throw;
+  }
+}
+
+void ServerUnderTest::Launch(const std::string& binary, const std::string& extra_args) {
   const std::string log = state_dir_ + "/server.log";
-  std::vector<std::string> args = {binary_or_url, "serve",       "--http",
+  std::vector<std::string> args = {binary,        "serve",       "--http",
                                    "127.0.0.1:0", "--state-dir", state_dir_ + "/state"};
   std::istringstream extra(extra_args);
   for (std::string a; extra >> a;) args.push_back(a);
@@ -115,7 +124,7 @@ ServerUnderTest::ServerUnderTest(const std::string& binary_or_url, pid_t pid,
   posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   const int rc = ::posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) throw std::runtime_error("cannot start " + binary_or_url + ": " + std::strerror(rc));
+  if (rc != 0) throw std::runtime_error("cannot start " + binary + ": " + std::strerror(rc));
   started_ = true;
   const std::regex url_re(R"((http://\S+/mcp))");
   for (int waited_ms = 0; waited_ms < 300000; waited_ms += 50) {
@@ -128,13 +137,11 @@ ServerUnderTest::ServerUnderTest(const std::string& binary_or_url, pid_t pid,
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       started_ = false;
-      throw std::runtime_error(binary_or_url + " exited before serving; its log:\n" + text);
+      throw std::runtime_error(binary + " exited before serving; its log:\n" + text);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  Stop();
-  throw std::runtime_error(binary_or_url + " printed no http://.../mcp URL within 300 s (log " +
-                           log + ")");
+  throw std::runtime_error(binary + " printed no http://.../mcp URL within 300 s");
 }
 
 ServerUnderTest::~ServerUnderTest() { Stop(); }

@@ -39,6 +39,8 @@ class ServerUnderTest {
   pid_t pid() const { return pid_; }
 
  private:
+  // Starts `binary` with its state dir in state_dir_ and waits for the URL it prints.
+  void Launch(const std::string& binary, const std::string& extra_args);
   void Stop();
   std::string url_;
   pid_t pid_ = 0;
