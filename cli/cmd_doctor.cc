@@ -7,7 +7,9 @@
 // as one JSON object for scripts and CI. --state-dir DIR (default: the servers' default)
 // also checks that DIR would serve cells: its filesystem takes their device nodes, and a
 // root server's cells can search every directory above it (serve, run and pool refuse a
-// state dir they cannot; then cells are not possible there and the status is 1).
+// state dir they cannot; then cells are not possible there and the status is 1). Then the
+// host limits on the number of live cells (base/host_limits.h) and the count they allow,
+// naming the binding one; they do not change the exit status.
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +17,7 @@
 #include <memory>
 #include <string>
 
+#include "base/host_limits.h"
 #include "cli/command.h"
 #include "sandbox/linux/host_probe.h"
 #include "sandbox/state_dir.h"
@@ -51,7 +54,23 @@ std::string JsonEscape(const std::string& s) {
   return out;
 }
 
-std::string ReportJson(const sandbox::HostReport& report) {
+std::string CapacityJson(const HostCapacity& c) {
+  std::string out = "{\"cells\":" + (c.cells ? std::to_string(*c.cells) : "null") +
+                    ",\"binding\":\"" + JsonEscape(c.binding) + "\",\"limits\":[";
+  for (size_t i = 0; i < c.limits.size(); ++i) {
+    const HostLimit& l = c.limits[i];
+    out += std::string(i > 0 ? "," : "") + "{\"name\":\"" + JsonEscape(l.name) +
+           "\",\"detail\":\"" + JsonEscape(l.detail) +
+           "\",\"cells\":" + (l.cells ? std::to_string(*l.cells) : "null") + "}";
+  }
+  out += "],\"inotify\":\"" + JsonEscape(c.inotify) + "\",\"unreadable\":[";
+  for (size_t i = 0; i < c.unreadable.size(); ++i) {
+    out += std::string(i > 0 ? "," : "") + "\"" + JsonEscape(c.unreadable[i]) + "\"";
+  }
+  return out + "]}";
+}
+
+std::string ReportJson(const sandbox::HostReport& report, const HostCapacity& capacity) {
   std::string out = "{\"root\":" + std::string(report.root ? "true" : "false") +
                     ",\"cells_possible\":" + (report.cells_possible ? "true" : "false") +
                     ",\"probes\":[";
@@ -62,7 +81,7 @@ std::string ReportJson(const sandbox::HostReport& report) {
            sandbox::ProbeVerdictName(p.verdict) + "\",\"detail\":\"" + JsonEscape(p.detail) +
            "\",\"consequence\":\"" + JsonEscape(p.consequence) + "\"}";
   }
-  return out + "]}\n";
+  return out + "],\"capacity\":" + CapacityJson(capacity) + "}\n";
 }
 
 // The nearest existing directory strictly above `state_dir`: the server makes the state
@@ -125,7 +144,10 @@ int RunDoctor(bool json, const std::string& state_dir) {
   const bool reachable = report.probes.back().verdict == sandbox::ProbeVerdict::kOk;
   report.probes.push_back(ProbeStateDirFilesystem(state_dir));
   if (!reachable) report.cells_possible = false;
-  const std::string text = json ? ReportJson(report) : sandbox::FormatHostReport(report);
+  const HostCapacity capacity = AssessHostCapacity(RealTextSource());
+  const std::string text =
+      json ? ReportJson(report, capacity)
+           : sandbox::FormatHostReport(report) + "\n" + FormatHostCapacity(capacity);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return report.cells_possible ? 0 : 1;
 }

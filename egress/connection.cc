@@ -377,7 +377,12 @@ void Connection::StartPipes(std::string first_up) {
                     [self = shared_from_this()](error_code ec, size_t n) {
                       if (!self->UpWritten(ec, n)) return;
                       self->pending_up_.clear();
-                      if (self->bounded_up_ || !self->StartSplice(true)) self->PumpUp();
+                      // A body scanned for placeholders goes through the buffers; one
+                      // that is not (or its absence) never reaches user space.
+                      if (self->InspectsBody() || (self->bounded_up_ && self->up_remaining_ == 0) ||
+                          !self->StartSplice(true)) {
+                        self->PumpUp();
+                      }
                     });
   if (!StartSplice(false)) PumpDown();
 }
@@ -432,14 +437,25 @@ void Connection::Splice(bool up) {
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) return to.async_wait(tcp::socket::wait_write, again);
+      if (n < 0 && errno == EAGAIN) {
+        if (up) up_writing_ = true;  // bytes for upstream wait in the pipe
+        return to.async_wait(tcp::socket::wait_write, again);
+      }
       Note(std::string(up ? "upstream" : "client") + " write: " + std::strerror(errno));
       return Finish();
     }
-    ssize_t n = ::splice(from.native_handle(), nullptr, p.w, nullptr, 1 << 20,
+    size_t want = 1 << 20;
+    if (up && bounded_up_) {  // plain HTTP: the body's bytes only, as PumpUp does
+      up_writing_ = false;
+      if (down_done_) return Finish();  // the answer ended while the body was on its way
+      if (up_remaining_ == 0) return OnDirectionDone(true);
+      want = static_cast<size_t>(std::min<uint64_t>(want, up_remaining_));
+    }
+    ssize_t n = ::splice(from.native_handle(), nullptr, p.w, nullptr, want,
                          SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n > 0) {
       p.pending = static_cast<size_t>(n);
+      if (up && bounded_up_) up_remaining_ -= static_cast<uint64_t>(n);
       last_activity_ = Clock::now();
       continue;
     }

@@ -113,9 +113,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void PumpDown();
   // The kernel-side pump: bytes move socket -> pipe -> socket with splice(2), never through
   // user space (half the CPU of read/write on a fast link). Used for both directions of a
-  // tunnel and for responses; false when its pipe cannot be made (the caller then pumps
-  // through the buffers).
+  // tunnel, for responses, and for plain-HTTP request bodies that are not scanned (bounded
+  // by Content-Length like PumpUp); false when its pipe cannot be made (the caller then
+  // pumps through the buffers). TLS interception has its own path (intercept.cc).
   bool StartSplice(bool up);
+  // A plain-HTTP request body is scanned for placeholders: the cell has secrets.
+  bool InspectsBody() const { return bounded_up_ && !cell_->cfg.secrets.empty(); }
   void Splice(bool up);
   void OnDirectionDone(bool up);
   // Accounts a finished write to upstream; false when the connection is (now) over.

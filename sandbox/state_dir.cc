@@ -212,8 +212,16 @@ Status WriteInitRecord(const std::string& cell_dir, pid_t pid) {
 }
 
 Status WriteOwnerRecord(const std::string& cell_dir) {
-  pid_t self = ::getpid();
-  return WriteRecord(cell_dir, kOwnerRecord, std::to_string(self) + " " + ProcStartTime(self));
+  // Read once per thread and process (a fork has another pid): the start time never
+  // changes, and the kernel sums every thread of a busy server to answer /proc/<pid>/stat.
+  thread_local pid_t cached_pid = 0;
+  thread_local std::string record;
+  const pid_t self = ::getpid();
+  if (cached_pid != self || record.empty()) {
+    record = std::to_string(self) + " " + ProcStartTime(self);
+    cached_pid = self;
+  }
+  return WriteRecord(cell_dir, kOwnerRecord, record);
 }
 
 bool OwnedByAnotherLiveServer(const std::string& cell_dir) {

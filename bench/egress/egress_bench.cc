@@ -7,6 +7,7 @@
 // by round, so machine noise hits every row alike:
 //   bulk     direct HTTP   vs  via proxy (GET http://127.0.0.1:port/)
 //   bulk     direct raw    vs  via proxy (CONNECT 127.0.0.1:port, then the ClientHello)
+//   upload   direct POST   vs  via proxy (POST http://127.0.0.1:port/, the body going up)
 //   set-up   connect -> first body byte of the 1-byte body, direct vs via proxy (both forms)
 // and prints medians, the throughput ratios (target >= 0.8) and the set-up overhead in ms.
 // The proxy runs in this process on its own thread(s), the upstream on its own threads.
@@ -119,7 +120,8 @@ class Upstream {
         std::string rest((static_cast<uint8_t>(hdr[3]) << 8) | static_cast<uint8_t>(hdr[4]), '\0');
         RecvExactly(c, rest.data(), rest.size());
       } else {
-        RecvHead(c);
+        std::string request = RecvHead(c);
+        if (request.compare(0, 5, "POST ") == 0) return Absorb(c, request);
         std::string head = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(size_) +
                            "\r\nConnection: close\r\n\r\n";
         SendAll(c, head.data(), head.size());
@@ -139,13 +141,55 @@ class Upstream {
     }
     close(c);
   }
+  // An upload: reads the body (Content-Length bytes), answers one byte.
+  void Absorb(int c, const std::string& head) {
+    try {
+      size_t at = head.find("Content-Length: ");
+      uint64_t left = at == std::string::npos ? 0 : std::stoull(head.substr(at + 16));
+      std::vector<char> buf(kIoBuffer);
+      while (left > 0) {
+        ssize_t r =
+            recv(c, buf.data(), static_cast<size_t>(std::min<uint64_t>(left, buf.size())), 0);
+        if (r <= 0) throw std::runtime_error("upload ended early");
+        left -= static_cast<uint64_t>(r);
+      }
+      static const std::string kAnswer =
+          "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx";
+      SendAll(c, kAnswer.data(), kAnswer.size());
+    } catch (const std::exception&) {
+    }
+    close(c);
+  }
   uint64_t size_, rate_mib_;
   int fd_;
   uint16_t port_;
   std::thread thread_;
 };
 
-enum class Path { kDirectHttp, kProxyHttp, kDirectRaw, kProxyConnect };
+enum class Path { kDirectHttp, kProxyHttp, kDirectRaw, kProxyConnect, kDirectPost, kProxyPost };
+
+// An upload of `size` bytes; returns the ms from connect to the answer's byte.
+double Upload(Path path, uint16_t upstream, uint16_t proxy, uint64_t size) {
+  static const std::vector<char> chunk(kIoBuffer, 'u');
+  std::string up = "127.0.0.1:" + std::to_string(upstream);
+  auto t0 = Clock::now();
+  int fd = Connect(path == Path::kDirectPost ? upstream : proxy);
+  std::string req = "POST " + (path == Path::kProxyPost ? "http://" + up : std::string()) +
+                    "/ HTTP/1.1\r\nHost: " + up + "\r\nContent-Length: " + std::to_string(size) +
+                    "\r\n\r\n";
+  SendAll(fd, req.data(), req.size());
+  for (uint64_t left = size; left > 0;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(left, chunk.size()));
+    SendAll(fd, chunk.data(), n);
+    left -= n;
+  }
+  std::string head = RecvHead(fd);
+  if (head.compare(0, 12, "HTTP/1.1 200") != 0) throw std::runtime_error("POST: " + head);
+  char x;
+  RecvExactly(fd, &x, 1);
+  close(fd);
+  return Ms(Clock::now() - t0);
+}
 
 // One transfer; returns {ms to the first body byte, ms for the whole body}.
 std::pair<double, double> Transfer(Path path, uint16_t upstream, uint16_t proxy, uint64_t size,
@@ -168,6 +212,9 @@ std::pair<double, double> Transfer(Path path, uint16_t upstream, uint16_t proxy,
     case Path::kProxyConnect:
       req = "CONNECT " + up + " HTTP/1.1\r\nHost: " + up + "\r\n\r\n";
       break;
+    case Path::kDirectPost:
+    case Path::kProxyPost:
+      throw std::logic_error("uploads go through Upload()");
   }
   SendAll(fd, req.data(), req.size());
   if (path == Path::kProxyConnect) {
@@ -259,16 +306,24 @@ int main(int argc, char** argv) {
     if (!id) throw std::runtime_error(id.error().message);
 
     std::vector<char> buf(kIoBuffer);
-    const Path kPaths[] = {Path::kDirectHttp, Path::kProxyHttp, Path::kDirectRaw,
-                           Path::kProxyConnect};
-    const char* kNames[] = {"direct HTTP", "proxy GET http://", "direct raw (ClientHello)",
-                            "proxy CONNECT"};
-    std::vector<double> bulk_ms[4], setup_ms[4], cpu_ms[4];
-    for (Path p : kPaths) Transfer(p, bulk.port(), proxy_port, bulk_size, buf);  // warm-up
+    constexpr int kRows = 6;
+    const Path kPaths[kRows] = {Path::kDirectHttp,   Path::kProxyHttp,  Path::kDirectRaw,
+                                Path::kProxyConnect, Path::kDirectPost, Path::kProxyPost};
+    const char* kNames[kRows] = {
+        "direct HTTP",   "proxy GET http://",    "direct raw (ClientHello)",
+        "proxy CONNECT", "direct POST (upload)", "proxy POST http://"};
+    std::vector<double> bulk_ms[kRows], setup_ms[4], cpu_ms[kRows];
+    auto bulk_transfer = [&](Path p) {
+      if (p == Path::kDirectPost || p == Path::kProxyPost) {
+        return Upload(p, bulk.port(), proxy_port, bulk_size);
+      }
+      return Transfer(p, bulk.port(), proxy_port, bulk_size, buf).second;
+    };
+    for (Path p : kPaths) bulk_transfer(p);  // warm-up
     for (int r = 0; r < rounds; ++r)
-      for (int k = 0; k < 4; ++k) {
+      for (int k = 0; k < kRows; ++k) {
         double cpu0 = ProcessCpuMs();
-        bulk_ms[k].push_back(Transfer(kPaths[k], bulk.port(), proxy_port, bulk_size, buf).second);
+        bulk_ms[k].push_back(bulk_transfer(kPaths[k]));
         cpu_ms[k].push_back(ProcessCpuMs() - cpu0);
       }
     for (int r = 0; r < setup; ++r)
@@ -281,29 +336,38 @@ int main(int argc, char** argv) {
         rate_mib ? (std::to_string(rate_mib) + " MiB/s").c_str() : "unpaced", buffer_kib, threads);
     std::printf("%-26s %10s %8s %12s %14s\n", "", "median ms", "MiB/s", "CPU ms/GiB",
                 "set-up p50 ms");
-    double mibps[4], setup_p50[4], cpu_per_gib[4];
-    for (int k = 0; k < 4; ++k) {
+    double mibps[kRows], setup_p50[4], cpu_per_gib[kRows];
+    for (int k = 0; k < kRows; ++k) {
       double ms = Median(bulk_ms[k]);
       mibps[k] = static_cast<double>(mib) / (ms / 1000.0);
-      setup_p50[k] = Median(setup_ms[k]);
       cpu_per_gib[k] = Median(cpu_ms[k]) * 1024.0 / static_cast<double>(mib);
-      std::printf("%-26s %10.1f %8.0f %12.0f %14.3f\n", kNames[k], ms, mibps[k], cpu_per_gib[k],
-                  setup_p50[k]);
+      if (k < 4) {
+        setup_p50[k] = Median(setup_ms[k]);
+        std::printf("%-26s %10.1f %8.0f %12.0f %14.3f\n", kNames[k], ms, mibps[k], cpu_per_gib[k],
+                    setup_p50[k]);
+      } else {
+        std::printf("%-26s %10.1f %8.0f %12.0f %14s\n", kNames[k], ms, mibps[k], cpu_per_gib[k],
+                    "-");
+      }
     }
     std::printf("\nthroughput ratio, proxy / direct (target >= 0.8):\n");
     std::printf("  plain HTTP   %.2f\n", mibps[1] / mibps[0]);
     std::printf("  CONNECT      %.2f\n", mibps[3] / mibps[2]);
+    std::printf("  POST upload  %.2f\n", mibps[5] / mibps[4]);
     std::printf("proxy CPU per GiB relayed (process CPU, proxy row minus direct row):\n");
     std::printf("  plain HTTP   %.0f ms\n", cpu_per_gib[1] - cpu_per_gib[0]);
     std::printf("  CONNECT      %.0f ms\n", cpu_per_gib[3] - cpu_per_gib[2]);
+    std::printf("  POST upload  %.0f ms\n", cpu_per_gib[5] - cpu_per_gib[4]);
     std::printf("connection set-up overhead (connect -> first body byte, p50):\n");
     std::printf("  plain HTTP   %+.3f ms\n", setup_p50[1] - setup_p50[0]);
     std::printf("  CONNECT      %+.3f ms\n", setup_p50[3] - setup_p50[2]);
     auto stats = proxy.RemoveCell(id.value());
     std::printf(
-        "proxy counters: %llu connections, %llu refused, %llu MiB down, %llu audit events\n",
+        "proxy counters: %llu connections, %llu refused, %llu MiB up, %llu MiB down, %llu audit "
+        "events\n",
         static_cast<unsigned long long>(stats->connections_total),
         static_cast<unsigned long long>(stats->connections_refused),
+        static_cast<unsigned long long>(stats->bytes_up >> 20),
         static_cast<unsigned long long>(stats->bytes_down >> 20),
         static_cast<unsigned long long>(events.load()));
     if (rows == "all" && !RunTlsRows(tls_mib, rounds, setup)) return 3;

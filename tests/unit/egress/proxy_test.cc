@@ -235,6 +235,64 @@ TEST_F(ProxyTest, PlainHttpThroughTheProxy) {
   EXPECT_EQ(stats->connections_refused, 0u);
 }
 
+// A request body the proxy does not scan (the cell has no secrets) is relayed through a
+// kernel pipe: upstream gets exactly Content-Length bytes, in whatever pieces the client
+// sent them, nothing after them, and the counters hold the exact byte count.
+TEST_F(ProxyTest, PlainHttpBodyIsForwardedExactlyAndCounted) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::string got_head, got_body, got_after;
+  LoopbackServer up([&](int fd) {
+    std::string head = ReadHead(fd);
+    size_t at = head.find("Content-Length: ");
+    size_t want = at == std::string::npos ? 0 : std::stoul(head.substr(at + 16));
+    std::string body;
+    char buf[65536];
+    while (body.size() < want) {
+      ssize_t n = recv(fd, buf, std::min(sizeof buf, want - body.size()), 0);
+      if (n <= 0) break;
+      body.append(buf, static_cast<size_t>(n));
+    }
+    SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+    shutdown(fd, SHUT_WR);
+    std::string after = ReadAll(fd);  // until the proxy closes: must stay empty
+    std::lock_guard lock(mu);
+    got_head = head;
+    got_body = body;
+    got_after = after;
+    done = true;
+    cv.notify_all();
+  });
+  StartProxy();
+  std::string p = std::to_string(up.port());
+  EgressCellId cell = AddCell({"up.test:" + p, "127.0.0.1:" + p});
+  std::string body(3 * 1024 * 1024 + 7, '\0');
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>('a' + i % 26);
+  std::string authority = "up.test:" + p;
+  int fd = Connect();
+  ASSERT_TRUE(SendAll(fd, "POST http://" + authority + "/upload HTTP/1.1\r\nHost: " + authority +
+                              "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+                              body.substr(0, 1000)));
+  std::this_thread::sleep_for(50ms);  // the rest comes later, as a second piece
+  ASSERT_TRUE(SendAll(fd, body.substr(1000) + "EXTRA BYTES NOT IN THE BODY"));
+  Response r = ParseResponse(ReadAll(fd));
+  close(fd);
+  EXPECT_EQ(r.status, 200) << r.head;
+  EXPECT_EQ(r.body, "ok");
+  nlohmann::json e = Event(0);
+  std::unique_lock lock(mu);
+  // The upstream's handler records after the proxy closed its side, as the event is sent.
+  ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return done; }));
+  EXPECT_EQ(got_body.size(), body.size());
+  EXPECT_TRUE(got_body == body);
+  EXPECT_EQ(got_after, "");
+  EXPECT_EQ(e["bytes_up"], got_head.size() + body.size());
+  auto stats = proxy_->Stats(cell);
+  ASSERT_TRUE(stats.has_value());
+  EXPECT_EQ(stats->bytes_up, got_head.size() + body.size());
+}
+
 // The server's own services (the package index) are reached by name whatever the cell's
 // allowlist says, at the operator's address (loopback here, which the address rules would
 // refuse otherwise), with identity headers only the proxy can set.
