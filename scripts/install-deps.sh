@@ -7,7 +7,8 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git ccache
   nlohmann-json3-dev libcpp-httplib-dev libboost-dev libseccomp-dev libcap-dev
   libspdlog-dev libcli11-dev libtomlplusplus-dev libssl-dev zlib1g-dev
-  libarchive-dev  # snapshot export/import (tar.gz)
+  libarchive-dev  # snapshot export/import (tar.gz); upload_archive in cell init (static)
+  libzstd-dev liblzma-dev libbz2-dev nettle-dev  # static archives for the cell init (upload_archive)
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-dev llvm  # the fuzz build: libFuzzer and sanitizer runtimes, llvm-symbolizer
   python3 python3-pip python3-venv python3-setuptools python3-wheel
