@@ -15,6 +15,12 @@
 namespace mcpcell::sandbox {
 namespace {
 
+// libarchive's message for the last error; it has none for some failures (nullptr).
+std::string ArchiveErrorText(archive* a) {
+  const char* text = archive_error_string(a);
+  return text ? text : "unknown libarchive error (" + std::to_string(archive_errno(a)) + ")";
+}
+
 // libarchive's write callback: to `fd`, refusing to pass `max` bytes.
 struct Sink {
   int fd;
@@ -60,7 +66,7 @@ class Packer {
 Status Packer::Header(archive_entry* e, const std::string& path) {
   int r = archive_write_header(a_, e);
   archive_entry_free(e);
-  if (r < ARCHIVE_WARN) return Error::Msg(path + ": " + archive_error_string(a_));
+  if (r < ARCHIVE_WARN) return Error::Msg(path + ": " + ArchiveErrorText(a_));
   ++summary_.entries;
   return Ok();
 }
@@ -73,7 +79,7 @@ Status Packer::Data(int fd, const std::string& path) {
     if (n < 0) return Error::Sys(path + ": read");
     if (n == 0) return Ok();
     if (archive_write_data(a_, buf, static_cast<size_t>(n)) < 0)
-      return Error::Msg(path + ": " + archive_error_string(a_));
+      return Error::Msg(path + ": " + ArchiveErrorText(a_));
   }
 }
 
@@ -156,12 +162,12 @@ Result<PackSummary> PackDirectory(int dir_fd, int out_fd, uint64_t max_bytes) {
   PackSummary summary;
   Result<PackSummary> result = summary;
   if (archive_write_open(a, &sink, nullptr, WriteToSink, nullptr) != ARCHIVE_OK) {
-    result = Error::Msg(std::string("archive_write_open: ") + archive_error_string(a));
+    result = Error::Msg(std::string("archive_write_open: ") + ArchiveErrorText(a));
   } else {
     Packer packer(a, summary);
     Status walked = packer.Walk(dir_fd, "");
     if (walked && archive_write_close(a) != ARCHIVE_OK && !sink.over)
-      walked = Error::Msg(std::string("finishing the archive: ") + archive_error_string(a));
+      walked = Error::Msg(std::string("finishing the archive: ") + ArchiveErrorText(a));
     if (sink.over)
       result = Error::Msg("the tar.gz passes " + std::to_string(max_bytes) + " bytes");
     else if (!walked)

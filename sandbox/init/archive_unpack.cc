@@ -17,6 +17,12 @@
 namespace mcpcell::sandbox {
 namespace {
 
+// libarchive's message for the last error; it has none for some failures (nullptr).
+std::string ArchiveErrorText(archive* a) {
+  const char* text = archive_error_string(a);
+  return text ? text : "unknown libarchive error (" + std::to_string(archive_errno(a)) + ")";
+}
+
 // The components of a checked archive path, without "" and "." ("./a//b" -> a, b).
 std::vector<std::string> Components(std::string_view path) {
   std::vector<std::string> out;
@@ -239,7 +245,7 @@ Status Unpacker::WriteData(int fd, const std::string& path) {
   for (;;) {
     int r = archive_read_data_block(a_, &buf, &size, &offset);
     if (r == ARCHIVE_EOF) return Ok();
-    if (r < ARCHIVE_WARN) return Error::Msg(std::string("reading: ") + archive_error_string(a_));
+    if (r < ARCHIVE_WARN) return Error::Msg(std::string("reading: ") + ArchiveErrorText(a_));
     summary_.bytes += size;
     const uint64_t in = archive_bytes_;
     if (summary_.bytes > limits_.max_bytes) {
@@ -312,7 +318,7 @@ Result<UnpackSummary> UnpackArchive(std::string_view data, int dir_fd, const Unp
   archive_read_support_filter_zstd(a);
   Result<UnpackSummary> result = UnpackSummary{};
   if (archive_read_open_memory(a, data.data(), data.size()) != ARCHIVE_OK) {
-    result = Error::Msg(std::string("not a tar or zip archive: ") + archive_error_string(a));
+    result = Error::Msg(std::string("not a tar or zip archive: ") + ArchiveErrorText(a));
     archive_read_free(a);
     return result;
   }
@@ -324,7 +330,7 @@ Result<UnpackSummary> UnpackArchive(std::string_view data, int dir_fd, const Unp
     if (r < ARCHIVE_WARN) {
       result = Error::Msg(std::string("reading the archive after ") +
                           std::to_string(unpacker.summary().entries) +
-                          " entries: " + archive_error_string(a));
+                          " entries: " + ArchiveErrorText(a));
       break;
     }
     unpacker.Entry(e);
