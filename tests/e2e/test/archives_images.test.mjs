@@ -5,7 +5,8 @@
 //   - upload_archive of a tar.gz holding every escape trick (absolute path, "..", a symlink
 //     out and a file through it, a file through an inner symlink, a hard link out, a device
 //     node, a FIFO, a setuid file) extracts only the safe entries and lists each refusal;
-//     two decompression bombs (declared size, and expansion ratio) stop with their reason;
+//     zip and tar.zst are read too; two decompression bombs (declared size, and expansion
+//     ratio) stop with their reason;
 //   - download_archive returns a tar.gz equal to the directory (names, types, modes,
 //     bytes, symlink targets), and uploading it again reproduces the tree;
 //   - the policy's [tools] toolset switches what tools/list offers.
@@ -232,6 +233,29 @@ describe('pictures, archives and toolsets', () => {
       '/escaped.txt /workspace/escaped.txt 2>&1 | grep -c "No such file" || true');
     assert.match(outside, /^5$/m, outside);
     assert.equal(await sh('stat -c %i /workspace/up/ok.txt /workspace/up/hardok | uniq | wc -l'), '1\n');
+  });
+
+  it('upload_archive reads zip and tar.zst too, with the same refusals', async () => {
+    const zipFile = path.join(dir, 'a.zip');
+    execFileSync('python3', ['-c', `import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], 'w', zipfile.ZIP_DEFLATED) as z:
+    z.writestr('z/hello.txt', 'hello from zip\\n')
+    z.writestr('../zip-escape.txt', 'x')
+`, zipFile]);
+    let r = await call('upload_archive', { data: readFileSync(zipFile).toString('base64'), path: 'zipped' });
+    assert.equal(r.isError ?? false, false, text(r));
+    assert.deepEqual(r.structuredContent.refused, [{ path: '../zip-escape.txt',
+      reason: '".." component (leaves the directory)' }]);
+    assert.equal(await sh('cat /workspace/zipped/z/hello.txt; ls /workspace/zip-escape.txt 2>&1 | grep -c "No such"'),
+      'hello from zip\n1\n');
+    const tar = python(dir, 'plain.tar', `${kTarHelpers}
+with tarfile.open(sys.argv[1], 'w') as t:
+    add(t, 'zst/data.txt', b'zstd works\\n')
+`);
+    const zst = execFileSync('zstd', ['-q', '-c'], { input: tar });
+    r = await call('upload_archive', { data: zst.toString('base64'), path: 'zstd' });
+    assert.equal(r.isError ?? false, false, text(r));
+    assert.equal(await sh('cat /workspace/zstd/zst/data.txt'), 'zstd works\n');
   });
 
   it('decompression bombs stop the extraction with the limit that stopped it', async () => {
