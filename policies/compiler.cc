@@ -352,7 +352,10 @@ std::string DescribePolicy(const Policy& p) {
     << "\ncpus = " << l.cpu_millicores / 1000.0 << "\ndisk = " << Quoted(FormatSize(l.disk_bytes))
     << "\ntmp = " << Quoted(FormatSize(l.tmp_bytes)) << "\nopen_files = " << l.open_files
     << "\nmax_file_size = " << Quoted(FormatSize(l.file_size_bytes))
-    << "\noutput_kept = " << Quoted(FormatSize(l.output_keep_bytes)) << "\n";
+    << "\noutput_kept = " << Quoted(FormatSize(l.output_keep_bytes))
+    << "\narchive_bytes = " << Quoted(FormatSize(l.archive_bytes))
+    << "\narchive_ratio = " << l.archive_ratio << "\narchive_entries = " << l.archive_entries
+    << "\n";
   const TimePolicy& t = p.time;
   o << "\n[time]\nexec_default = " << Quoted(FormatDuration(t.exec_default))
     << "\nexec_max = " << Quoted(FormatDuration(t.exec_max))
@@ -393,9 +396,9 @@ std::string DescribePolicy(const Policy& p) {
     << "\nmax_artifact_size = " << Quoted(FormatSize(k.max_artifact_bytes))
     << "\nallow_direct_registry_access = " << (k.allow_direct_registry_access ? "true" : "false")
     << "\n";
-  o << "\n[tools]\n";
+  o << "\n[tools]\ntoolset = " << Quoted(p.tools.toolset) << "\n";
   if (p.tools.enabled.empty())
-    o << "# every tool\n";
+    o << "# every tool of the toolset\n";
   else
     o << "enabled = " << List(p.tools.enabled) << "\n";
   DescribeSecrets(o, p.secrets);

@@ -20,7 +20,8 @@ namespace {
 void ReadTools(TomlReader& r, const toml::table& root, ToolsPolicy* out) {
   const toml::table* t = r.Table(root, "", "tools");
   if (!t) return;
-  r.OnlyKeys(*t, "tools", {"enabled"});
+  r.OnlyKeys(*t, "tools", {"enabled", "toolset"});
+  r.String(*t, "tools", "toolset", &out->toolset, {"core", "full"});
   r.Strings(*t, "tools", "enabled", &out->enabled, [](const std::string& s) {
     const auto& known = KnownToolNames();
     if (std::find(known.begin(), known.end(), s) != known.end()) return std::string();
@@ -31,6 +32,15 @@ void ReadTools(TomlReader& r, const toml::table& root, ToolsPolicy* out) {
   if (!r.failed() && t->get("enabled") && out->enabled.empty()) {
     r.Fail(t->get("enabled")->source(), "tools.enabled",
            "is empty: a profile with no tools is useless (omit the key to enable every tool)");
+  }
+  // tools.enabled picks within the toolset: a tool outside it would silently stay off.
+  const auto& in_set = ToolsetTools(out->toolset);
+  for (const std::string& name : out->enabled) {
+    if (r.failed()) break;
+    if (std::find(in_set.begin(), in_set.end(), name) != in_set.end()) continue;
+    r.Fail(t->get("enabled")->source(), "tools.enabled",
+           "\"" + name + "\" is not in tools.toolset \"" + out->toolset +
+               "\" (set toolset = \"full\" to offer it)");
   }
 }
 
@@ -90,12 +100,28 @@ void ReadName(TomlReader& r, const toml::table& root, const std::string& source,
 }  // namespace
 
 const std::vector<std::string>& KnownToolNames() {
-  static const std::vector<std::string> kTools = {"run_code",     "run_command", "read_file",
-                                                  "write_file",   "edit_file",   "list_files",
-                                                  "session_info", "pip_install", "npm_install",
-                                                  "snapshot_create", "snapshot_list",
-                                                  "snapshot_restore", "snapshot_delete"};
+  static const std::vector<std::string> kTools = {
+      "run_code",      "run_command",      "read_file",       "write_file",     "edit_file",
+      "list_files",    "session_info",     "pip_install",     "npm_install",    "snapshot_create",
+      "snapshot_list", "snapshot_restore", "snapshot_delete", "upload_archive", "download_archive"};
   return kTools;
+}
+
+const std::vector<std::string>& KnownToolsets() {
+  static const std::vector<std::string> kToolsets = {"core", "full"};
+  return kToolsets;
+}
+
+const std::vector<std::string>& ToolsetTools(const std::string& toolset) {
+  static const std::vector<std::string> kCore = {
+      "run_code",   "run_command",  "read_file",   "write_file",  "edit_file",
+      "list_files", "session_info", "pip_install", "npm_install", "python"};
+  static const std::vector<std::string> kFull = [] {
+    std::vector<std::string> all = KnownToolNames();
+    all.push_back("python");
+    return all;
+  }();
+  return toolset == "full" ? kFull : kCore;
 }
 
 const std::vector<std::string>& KnownRegistries() {

@@ -26,7 +26,7 @@ void ReadLimits(TomlReader& r, const toml::table& root, LimitsPolicy* out) {
   const std::string p = "limits";
   r.OnlyKeys(*t, p,
              {"memory", "pids", "cpus", "disk", "tmp", "open_files", "max_file_size", "output_kept",
-              "snapshot_storage"});
+              "snapshot_storage", "archive_bytes", "archive_ratio", "archive_entries"});
   r.Size(*t, p, "memory", 16ull << 20, 1ull << 40, &out->memory_bytes);
   r.Count(*t, p, "pids", 8, 1 << 22, &out->pids);
   if (const toml::node* n = t->get("cpus"); n && !r.failed()) {
@@ -50,6 +50,9 @@ void ReadLimits(TomlReader& r, const toml::table& root, LimitsPolicy* out) {
   r.Size(*t, p, "max_file_size", 4096, 1ull << 42, &out->file_size_bytes);
   r.Size(*t, p, "output_kept", 256, 16ull << 20, &out->output_keep_bytes);
   r.Size(*t, p, "snapshot_storage", 1ull << 20, 1ull << 50, &out->snapshot_storage_bytes);
+  r.Size(*t, p, "archive_bytes", 4096, 1ull << 42, &out->archive_bytes);
+  r.Count(*t, p, "archive_ratio", 2, 100000, &out->archive_ratio);
+  r.Count(*t, p, "archive_entries", 1, 10000000, &out->archive_entries);
 }
 
 namespace {

@@ -34,6 +34,11 @@ struct LimitsPolicy {
   // The tenant's snapshots together (sandbox/snapshot_store.h: each snapshot counts the
   // sizes of the distinct contents it holds).
   uint64_t snapshot_storage_bytes = 1ull << 30;
+  // upload_archive (docs/tools.md): the extracted files' total size, the most they may
+  // expand over the archive's size, and the most entries one archive may hold.
+  uint64_t archive_bytes = 1ull << 30;
+  uint64_t archive_ratio = 200;
+  uint64_t archive_entries = 100000;
 };
 
 struct TimePolicy {
@@ -94,8 +99,11 @@ struct NetworkPolicy {
 using PackagesMode = packages::PackagesMode;
 using PackagesPolicy = packages::PackagesConfig;
 
+// `toolset` chooses the tools a client is offered (ToolsetTools): "core", the short list
+// for clients that cap or degrade with many tools, or "full". `enabled` picks within it.
 struct ToolsPolicy {
-  std::vector<std::string> enabled;  // empty: every tool
+  std::string toolset = "core";
+  std::vector<std::string> enabled;  // empty: every tool of the toolset
 };
 
 // A secret the operator grants to every session of this policy (`[[secrets]]`, issue 26,
@@ -156,6 +164,10 @@ std::string SecretModeName(SecretMode mode);
 
 // The tools a policy may enable (tools/cell_tools.h registers them by these names).
 const std::vector<std::string>& KnownToolNames();
+// The toolsets tools.toolset may name, and the tools each holds ("core" names `python`
+// before that tool exists: a name of the set that no tool has is simply not offered).
+const std::vector<std::string>& KnownToolsets();
+const std::vector<std::string>& ToolsetTools(const std::string& toolset);
 // The registries the packages section may name.
 const std::vector<std::string>& KnownRegistries();
 

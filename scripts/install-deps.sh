@@ -10,6 +10,8 @@ PACKAGES=(
   libarchive-dev  # snapshot export/import (tar.gz)
   prometheus-cpp-dev  # /metrics: its core registry and text serializer (serve/metrics.cc)
   python3-prometheus-client  # the e2e test parses /metrics with its text-format parser
+  libarchive-dev  # snapshot export/import (tar.gz); upload_archive in cell init (static)
+  libzstd-dev liblzma-dev libbz2-dev nettle-dev  # static archives for the cell init (upload_archive)
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-dev llvm  # the fuzz build: libFuzzer and sanitizer runtimes, llvm-symbolizer
   python3 python3-pip python3-venv python3-setuptools python3-wheel

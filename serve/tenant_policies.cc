@@ -19,6 +19,12 @@ CellToolsConfig ToolsConfigFromPolicy(const policies::Policy& policy) {
   config.default_timeout = policy.time.exec_default;
   config.max_timeout = policy.time.exec_max;
   config.enabled_tools.insert(policy.tools.enabled.begin(), policy.tools.enabled.end());
+  config.toolset = policy.tools.toolset;
+  const auto& toolset = policies::ToolsetTools(policy.tools.toolset);
+  config.toolset_tools.insert(toolset.begin(), toolset.end());
+  config.archive_bytes = policy.limits.archive_bytes;
+  config.archive_ratio = policy.limits.archive_ratio;
+  config.archive_entries = policy.limits.archive_entries;
   config.policy_name = policy.name;
   config.template_name = policy.filesystem.template_name;
   config.network_summary = policies::NetworkSummary(policy);

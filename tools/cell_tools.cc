@@ -25,7 +25,9 @@ constexpr CellToolMaker kCellTools[] = {{"run_code", MakeRunCodeTool},
                                         {"snapshot_create", MakeSnapshotCreateTool},
                                         {"snapshot_list", MakeSnapshotListTool},
                                         {"snapshot_restore", MakeSnapshotRestoreTool},
-                                        {"snapshot_delete", MakeSnapshotDeleteTool}};
+                                        {"snapshot_delete", MakeSnapshotDeleteTool},
+                                        {"upload_archive", MakeUploadArchiveTool},
+                                        {"download_archive", MakeDownloadArchiveTool}};
 
 // The tools that need ToolEnv::snapshots (left unregistered without it).
 bool IsSnapshotTool(const std::string& name) { return name.rfind("snapshot_", 0) == 0; }
@@ -66,6 +68,7 @@ mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env) {
 
 std::optional<std::string> ToolOffReason(const CellToolsConfig& config, const std::string& name,
                                          bool snapshot_store) {
+  if (!config.InToolset(name)) return "tools.toolset = \"" + config.toolset + "\"";
   if (!config.Enables(name)) return std::string("not in tools.enabled");
   if (IsSnapshotTool(name) && !snapshot_store) return std::string("no snapshot store");
   if (auto registry = PackageToolRegistry(name)) return PackageToolOff(config, *registry);

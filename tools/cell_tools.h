@@ -1,7 +1,7 @@
 // The sandbox tools an agent uses (run_code, run_command, read_file, write_file,
 // edit_file, list_files, session_info, pip_install, npm_install; the snapshot_* tools in
-// snapshot_tools.cc), one file each, registered on an mcp::Server. Their names and arguments are
-// the public API (docs/tools.md).
+// snapshot_tools.cc, upload_archive and download_archive in archive_tools.cc), one file each,
+// registered on an mcp::Server. Their names and arguments are the public API (docs/tools.md).
 #pragma once
 
 #include <functional>
@@ -27,6 +27,8 @@ mcp::Tool MakeSnapshotCreateTool(const ToolEnv& env);
 mcp::Tool MakeSnapshotListTool(const ToolEnv& env);
 mcp::Tool MakeSnapshotRestoreTool(const ToolEnv& env);
 mcp::Tool MakeSnapshotDeleteTool(const ToolEnv& env);
+mcp::Tool MakeUploadArchiveTool(const ToolEnv& env);
+mcp::Tool MakeDownloadArchiveTool(const ToolEnv& env);
 
 // Registers every tool that any of env's configs enables (the union over tenants). Which
 // of them a session sees and may call is ToolEnv::ToolEnabled: install it as the server's

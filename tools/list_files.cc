@@ -1,10 +1,12 @@
-// list_files: names, types and sizes under a directory of the cell; bounded.
+// list_files: names, types and sizes under a directory of the cell; bounded. Pictures
+// (a PNG, JPEG, GIF or WebP name whose first bytes agree) carry their MIME type.
 #include <deque>
 
 #include "base/utf8.h"
 #include "sandbox/cell_channel.h"
 #include "tools/cell_note.h"
 #include "tools/cell_tools.h"
+#include "tools/image_type.h"
 #include "tools/tool_args.h"
 
 namespace mcpcell::tools {
@@ -29,6 +31,20 @@ const char* TypeName(sandbox::control::FileType t) {
     default:
       return "unknown";
   }
+}
+
+// At most this many files per listing get their first bytes read to confirm a picture.
+constexpr size_t kMaxImageChecks = 256;
+
+// The MIME type of a regular file named like a picture whose first bytes agree; "" else.
+std::string ImageMime(const sandbox::CellLease& channel, const std::string& path,
+                      const sandbox::control::DirEntry& e, size_t& checks) {
+  if (e.stat.type != sandbox::control::FileType::kRegular || !HasImageExtension(e.name) ||
+      checks >= kMaxImageChecks)
+    return "";
+  ++checks;
+  auto head = channel.ReadFileRange(path, 0, kImageMagicBytes);
+  return head ? std::string(ImageMimeType(head->data)) : "";
 }
 
 struct ListFilesArgs {
@@ -59,6 +75,7 @@ mcp::ToolResult ListFiles(const ToolEnv& env, mcp::Context& ctx, const ListFiles
   std::string text;
   bool truncated = false;
   std::deque<std::string> dirs{""};  // relative to root
+  size_t image_checks = 0;
   while (!dirs.empty() && !truncated) {
     std::string rel = std::move(dirs.front());
     dirs.pop_front();
@@ -79,8 +96,10 @@ mcp::ToolResult ListFiles(const ToolEnv& env, mcp::Context& ctx, const ListFiles
       std::string name = ToValidUtf8(rel.empty() ? e.name : rel + "/" + e.name);
       const char* type = TypeName(e.stat.type);
       entries.push_back({{"path", name}, {"type", type}, {"size", e.stat.size}});
+      std::string mime = ImageMime(channel, dir + "/" + e.name, e, image_checks);
+      if (!mime.empty()) entries.back()["mime"] = mime;
       text += name + (e.stat.type == sandbox::control::FileType::kDirectory ? "/" : "") + "\t" +
-              type + "\t" + std::to_string(e.stat.size) + "\n";
+              type + "\t" + std::to_string(e.stat.size) + (mime.empty() ? "" : "\t" + mime) + "\n";
       if (args.recursive && e.stat.type == sandbox::control::FileType::kDirectory)
         dirs.push_back(rel.empty() ? e.name : rel + "/" + e.name);
     }
@@ -100,7 +119,8 @@ mcp::Tool MakeListFilesTool(const ToolEnv& env) {
   tool.title = "List files in the sandbox";
   tool.description =
       "Lists a directory of this session's sandbox (default /workspace): name, type and size "
-      "of each entry; recursive=true walks subdirectories (symlinks are not followed).";
+      "of each entry (pictures also their MIME type, read_file shows them); recursive=true walks "
+      "subdirectories (symlinks are not followed).";
   tool.input_schema = {{"type", "object"},
                        {"properties",
                         {{"path", {{"type", "string"}, {"minLength", 1}, {"maxLength", 4096}}},
@@ -120,7 +140,8 @@ mcp::Tool MakeListFilesTool(const ToolEnv& env) {
                               {"properties",
                                {{"path", {{"type", "string"}}},
                                 {"type", {{"type", "string"}}},
-                                {"size", {{"type", "integer"}}}}},
+                                {"size", {{"type", "integer"}}},
+                                {"mime", {{"type", "string"}}}}},
                               {"required", {"path", "type", "size"}}}}}},
                           {"truncated", {{"type", "boolean"}}}}},
                         {"required", {"path", "entries", "truncated"}}};

@@ -1,11 +1,13 @@
-// read_file: a file of the cell as text (by lines) or bytes (base64).
+// read_file: a file of the cell as text (by lines), bytes (base64) or, for a PNG, JPEG,
+// GIF or WebP (by its first bytes), MCP image content.
 #include "base/base64.h"
 #include "base/utf8.h"
 #include "sandbox/cell_channel.h"
+#include "tools/audit_events.h"
 #include "tools/cell_note.h"
 #include "tools/cell_tools.h"
+#include "tools/image_type.h"
 #include "tools/tool_args.h"
-#include "tools/audit_events.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -103,6 +105,30 @@ mcp::ToolResult ReadBase64(const sandbox::CellLease& channel, const ReadFileArgs
   return r;
 }
 
+std::string MiB(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+// A picture as image content, which clients show and models can look at.
+mcp::ToolResult ReadImage(const std::string& path, std::string_view mime,
+                          const sandbox::FileWindow& w) {
+  if (w.file_size > kMaxImageContentBytes || !w.eof)
+    return mcp::ToolResult::Error(
+        "read_file " + path + ": image is " + MiB(w.file_size) + ", over the " +
+        MiB(kMaxImageContentBytes) + " cap for image content; read it with encoding \"base64\" " +
+        "and offset/limit as bytes, or shrink it (e.g. a smaller PNG) and read that");
+  mcp::ToolResult r;
+  r.content.push_back(
+      {{"type", "image"}, {"data", Base64Encode(w.data)}, {"mimeType", std::string(mime)}});
+  r.AddText("[" + path + ": " + std::string(mime) + ", " + std::to_string(w.file_size) + " bytes]");
+  r.structured_content = {{"path", path},       {"encoding", "image"},
+                          {"mime_type", mime},  {"size_bytes", w.file_size},
+                          {"truncated", false}, {"is_binary", true}};
+  return r;
+}
+
 mcp::ToolResult ReadFile(const ToolEnv& env, mcp::Context& ctx, const ReadFileArgs& args,
                          std::string& note) {
   LeaseOrError acquired = AcquireCell(env, ctx);
@@ -121,6 +147,9 @@ mcp::ToolResult ReadFile(const ToolEnv& env, mcp::Context& ctx, const ReadFileAr
                       env.config.max_read_bytes);
   auto w = channel.ReadFileRange(path, 0, env.config.max_read_bytes);
   if (!w) return PathError("read_file " + path, w.error());
+  if (std::string_view mime = ImageMimeType(std::string_view(w->data).substr(0, kImageMagicBytes));
+      !mime.empty())
+    return ReadImage(path, mime, *w);
   if (LooksBinary(w->data))
     return mcp::ToolResult::Error(path + " is a binary file (" + std::to_string(w->file_size) +
                                   " bytes); read it with encoding \"base64\"");
@@ -141,7 +170,12 @@ mcp::Json ReadFileInputSchema() {
               {"minimum", 1},
               {"maximum", int64_t{1} << 24},
               {"description", "text: number of lines; base64: number of bytes"}}},
-            {"encoding", {{"type", "string"}, {"enum", {"text", "base64"}}}}}},
+            {"encoding",
+             {{"type", "string"},
+              {"enum", {"text", "base64"}},
+              {"description",
+               "text (default; a PNG, JPEG, GIF or WebP comes back as image content) or "
+               "base64 bytes"}}}}},
           {"required", {"path"}},
           {"additionalProperties", false}};
 }
@@ -152,6 +186,7 @@ mcp::Json ReadFileOutputSchema() {
            {{"path", {{"type", "string"}}},
             {"encoding", {{"type", "string"}}},
             {"content", {{"type", "string"}}},
+            {"mime_type", {{"type", "string"}}},
             {"size_bytes", {{"type", "integer"}}},
             {"start_line", {{"type", "integer"}}},
             {"end_line", {{"type", "integer"}}},
@@ -159,7 +194,8 @@ mcp::Json ReadFileOutputSchema() {
             {"offset", {{"type", "integer"}}},
             {"truncated", {{"type", "boolean"}}},
             {"is_binary", {{"type", "boolean"}}}}},
-          {"required", {"path", "encoding", "content", "size_bytes", "truncated", "is_binary"}}};
+          // content: absent for "image" (the picture is the result's image content).
+          {"required", {"path", "encoding", "size_bytes", "truncated", "is_binary"}}};
 }
 
 }  // namespace
@@ -171,7 +207,10 @@ mcp::Tool MakeReadFileTool(const ToolEnv& env) {
   tool.description =
       "Reads a file in this session's sandbox. Paths are relative to /workspace unless "
       "absolute. Text is returned by lines (offset: first line, 1-based; limit: number of "
-      "lines); binary files need encoding \"base64\" (offset/limit are then bytes).";
+      "lines); a PNG, JPEG, GIF or WebP (up to " +
+      MiB(kMaxImageContentBytes) +
+      ") comes back as an "
+      "image; other binary files need encoding \"base64\" (offset/limit are then bytes).";
   tool.input_schema = ReadFileInputSchema();
   tool.output_schema = ReadFileOutputSchema();
   tool.annotations = {{"title", tool.title}, {"readOnlyHint", true}, {"openWorldHint", false}};

@@ -57,6 +57,14 @@ struct CellToolsConfig {
       8ull << 20;  // write_file content after decoding (below the 16 MiB message cap)
   size_t max_list_entries = 10000;
   std::set<std::string> enabled_tools;  // empty: all (the policy's tools.enabled)
+  // The policy's tools.toolset and the tools it holds (policies::ToolsetTools); an empty
+  // set: every tool (configs not made from a policy).
+  std::string toolset;
+  std::set<std::string> toolset_tools;
+  // upload_archive: the policy's limits.archive_bytes, archive_ratio, archive_entries.
+  uint64_t archive_bytes = 1ull << 30;
+  uint64_t archive_ratio = 200;
+  uint64_t archive_entries = 100000;
   std::string policy_name = "default";
   // The policy's filesystem.template: "host" or the pinned "NAME@VERSION" (session_info).
   std::string template_name = "host";
@@ -67,9 +75,14 @@ struct CellToolsConfig {
   // [audit] commands = "full": exec records carry the command text beside its SHA-256.
   bool audit_command_text = false;
 
-  // Whether tools.enabled lets sessions with this config see and call tool `name`.
+  // Whether tools.toolset holds tool `name`.
+  bool InToolset(const std::string& name) const {
+    return toolset_tools.empty() || toolset_tools.count(name) > 0;
+  }
+  // Whether tools.toolset and tools.enabled let sessions with this config see and call
+  // tool `name`.
   bool Enables(const std::string& name) const {
-    return enabled_tools.empty() || enabled_tools.count(name) > 0;
+    return InToolset(name) && (enabled_tools.empty() || enabled_tools.count(name) > 0);
   }
 };
 

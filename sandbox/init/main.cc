@@ -16,6 +16,7 @@
 #include <string>
 
 #include "sandbox/control/protocol.h"
+#include "sandbox/init/archive_tool.h"
 #include "sandbox/init/control_loop.h"
 #include "sandbox/init/exec.h"
 #include "sandbox/init/setup.h"
@@ -106,4 +107,9 @@ namespace {
 }  // namespace
 }  // namespace mcpcell::sandbox
 
-int main() { mcpcell::sandbox::Run(); }
+int main(int argc, char** argv) {
+  // The same binary is the archive helper that runs as an exec inside a cell (archive_tool.h).
+  if (argc > 1 && mcpcell::sandbox::IsArchiveToolMode(argv[1]))
+    return mcpcell::sandbox::ArchiveToolMain(argc, argv);
+  mcpcell::sandbox::Run();
+}

@@ -11,8 +11,11 @@ import { after, before, describe, it } from 'node:test';
 
 import { connect, waitFor } from '../lib/harness.mjs';
 
+// The default policy's toolset is "core": no snapshot_* or archive tools (toolset "full").
 const kTools = ['run_code', 'run_command', 'read_file', 'write_file', 'edit_file', 'list_files',
-  'session_info', 'snapshot_create', 'snapshot_list', 'snapshot_restore', 'snapshot_delete'];
+  'session_info'];
+const kFullOnly = ['snapshot_create', 'snapshot_list', 'snapshot_restore', 'snapshot_delete',
+  'upload_archive', 'download_archive'];
 
 function text(result) {
   return result.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
@@ -121,8 +124,10 @@ describe('mcpcell tools over stdio', () => {
     assert.deepEqual(info.structuredContent.tools_off, [
       { tool: 'pip_install', reason: 'packages.mode = "disabled"' },
       { tool: 'npm_install', reason: 'packages.mode = "disabled"' },
+      ...kFullOnly.map((tool) => ({ tool, reason: 'tools.toolset = "core"' })),
     ]);
-    assert.match(text(info), /^tools off: pip_install, npm_install \(packages\.mode = "disabled"\)$/m);
+    assert.match(text(info), new RegExp('^tools off: pip_install, npm_install \\(packages\\.mode = "disabled"\\); ' +
+      `${kFullOnly.join(', ')} \\(tools\\.toolset = "core"\\)$`, 'm'));
   });
 
   it('run_command reports stdout, stderr and exit codes; non-zero exit is not an error', async () => {
@@ -750,13 +755,11 @@ enabled = ["run_code", "run_command", "write_file", "edit_file", "list_files", "
       assert.deepEqual(info.structuredContent.tools_off, [
         { tool: 'read_file', reason: 'not in tools.enabled' },
         { tool: 'npm_install', reason: 'registry "npm" is not in packages.registries' },
-        { tool: 'snapshot_create', reason: 'not in tools.enabled' },
-        { tool: 'snapshot_list', reason: 'not in tools.enabled' },
-        { tool: 'snapshot_restore', reason: 'not in tools.enabled' },
-        { tool: 'snapshot_delete', reason: 'not in tools.enabled' },
+        ...kFullOnly.map((tool) => ({ tool, reason: 'tools.toolset = "core"' })),
       ]);
-      assert.match(text(info),
-        /^tools off: read_file, snapshot_create, snapshot_list, snapshot_restore, snapshot_delete \(not in tools\.enabled\); npm_install \(registry "npm" is not in packages\.registries\)$/m);
+      assert.match(text(info), new RegExp('^tools off: read_file \\(not in tools\\.enabled\\); npm_install ' +
+        '\\(registry "npm" is not in packages\\.registries\\); ' +
+        `${kFullOnly.join(', ')} \\(tools\\.toolset = "core"\\)$`, 'm'));
     }));
   });
 });

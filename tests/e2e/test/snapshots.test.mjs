@@ -66,14 +66,21 @@ describe('snapshots and forks over HTTP, two tenants', () => {
     stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-snap-state-'));
     chmodSync(dir, 0o755);
     writeFileSync(path.join(dir, 'key'), `${kSecret}\n`);
+    // The snapshot_* tools are in toolset "full" (the default "core" leaves them out).
     writeFileSync(path.join(dir, 'alice.toml'), `name = "alice-snapshots"
 [limits]
 snapshot_storage = "2MiB"
+[tools]
+toolset = "full"
 
 [[secrets]]
 name = "KEY_FILE"
 source = "file:${dir}/key"
 mode = "file"
+`);
+    writeFileSync(path.join(dir, 'bob.toml'), `name = "bob-snapshots"
+[tools]
+toolset = "full"
 `);
     const config = path.join(dir, 'http.toml');
     writeFileSync(config, `
@@ -85,7 +92,7 @@ policy = "${dir}/alice.toml"
 [[tenant]]
 name = "bob"
 token_sha256 = ["${sha(kBob)}"]
-policy = "default"
+policy = "${dir}/bob.toml"
 `);
     server = await startHttpServer('mcpcell', ['serve', '--http', '127.0.0.1:0', '--http-config',
       config, '--state-dir', stateDir, '--warm-cells', '0']);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -140,7 +141,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "p.toml:2:10: limits.memory: must be between 16MiB and 1TiB, got \"1MiB\""},
         BadCase{"[limits]\nmemroy = \"1GiB\"\n",
                 "p.toml:2:1: limits.memroy: unknown key (known here: memory, pids, cpus, disk, "
-                "tmp, open_files, max_file_size, output_kept, snapshot_storage)"},
+                "tmp, open_files, max_file_size, output_kept, snapshot_storage, archive_bytes, "
+                "archive_ratio, archive_entries)"},
         BadCase{"colour = \"blue\"\n",
                 "p.toml:1:1: colour: unknown key (known here: name, description, isolation, "
                 "limits, time, filesystem, network, packages, tools, secrets, audit)"},
@@ -291,7 +293,17 @@ INSTANTIATE_TEST_SUITE_P(
             "[tools]\nenabled = [\"run_code\", \"rm_rf\"]\n",
             "p.toml:2:24: tools.enabled[1]: unknown tool \"rm_rf\" (known: run_code, "
             "run_command, read_file, write_file, edit_file, list_files, session_info, pip_install, "
-            "npm_install, snapshot_create, snapshot_list, snapshot_restore, snapshot_delete)"},
+            "npm_install, snapshot_create, snapshot_list, snapshot_restore, snapshot_delete, "
+            "upload_archive, download_archive)"},
+        BadCase{"[tools]\ntoolset = \"medium\"\n",
+                "p.toml:2:11: tools.toolset: expected one of \"core\", \"full\", got \"medium\""},
+        BadCase{"[tools]\nenabled = [\"run_code\", \"upload_archive\"]\n",
+                "p.toml:2:11: tools.enabled: \"upload_archive\" is not in tools.toolset \"core\" "
+                "(set toolset = \"full\" to offer it)"},
+        BadCase{"[limits]\narchive_ratio = 1\n",
+                "p.toml:2:17: limits.archive_ratio: must be between 2 and 100000, got 1"},
+        BadCase{"[limits]\narchive_bytes = \"1KiB\"\n",
+                "p.toml:2:17: limits.archive_bytes: must be between 4KiB and 4TiB, got \"1KiB\""},
         BadCase{"[tools]\nenabled = []\n",
                 "p.toml:2:11: tools.enabled: is empty: a profile with no tools is useless "
                 "(omit the key to enable every tool)"},
@@ -303,6 +315,30 @@ INSTANTIATE_TEST_SUITE_P(
                 "p.toml:1:8: name: \"Bad Name\" must be 1 to 64 of [a-z0-9_-]"},
         BadCase{"[limits\nmemory = 1\n",
                 "p.toml:1:8: Error while parsing table header: expected ']', saw '\\n'"}));
+
+TEST(Loader, ToolsetDefaultsToCoreAndFullOffersArchivesAndSnapshots) {
+  auto core = ParsePolicy("name = \"c\"\n", "c.toml");
+  ASSERT_TRUE(core) << core.error().message;
+  EXPECT_EQ(core->tools.toolset, "core");
+  const auto& core_tools = ToolsetTools("core");
+  EXPECT_EQ(std::count(core_tools.begin(), core_tools.end(), "python"), 1);
+  EXPECT_EQ(std::count(core_tools.begin(), core_tools.end(), "upload_archive"), 0);
+  EXPECT_EQ(std::count(core_tools.begin(), core_tools.end(), "snapshot_create"), 0);
+  auto full = ParsePolicy(
+      "[tools]\ntoolset = \"full\"\nenabled = [\"run_code\", \"upload_archive\"]\n"
+      "[limits]\narchive_bytes = \"64MiB\"\narchive_ratio = 50\narchive_entries = 10\n",
+      "f.toml");
+  ASSERT_TRUE(full) << full.error().message;
+  EXPECT_EQ(full->tools.toolset, "full");
+  EXPECT_EQ(full->tools.enabled, (std::vector<std::string>{"run_code", "upload_archive"}));
+  EXPECT_EQ(full->limits.archive_bytes, 64ull << 20);
+  EXPECT_EQ(full->limits.archive_ratio, 50u);
+  EXPECT_EQ(full->limits.archive_entries, 10u);
+  for (const std::string& name : KnownToolNames()) {
+    const auto& all = ToolsetTools("full");
+    EXPECT_EQ(std::count(all.begin(), all.end(), name), 1) << name;
+  }
+}
 
 TEST(Loader, MissingFileNamesIt) {
   auto p = LoadPolicyFile("/nonexistent/x.toml");

@@ -80,6 +80,14 @@ enabled = ["run_code", "session_info"]
   EXPECT_EQ(c.max_timeout, std::chrono::seconds(30));
   EXPECT_EQ(c.default_timeout, std::chrono::seconds(10));
   EXPECT_EQ(c.enabled_tools, (std::set<std::string>{"run_code", "session_info"}));
+  // No [tools] toolset: "core", so the archive and snapshot tools are off; the archive
+  // limits are the defaults.
+  EXPECT_EQ(c.toolset, "core");
+  EXPECT_TRUE(c.InToolset("read_file"));
+  EXPECT_FALSE(c.InToolset("upload_archive"));
+  EXPECT_FALSE(c.Enables("read_file"));  // in the toolset, not in tools.enabled
+  EXPECT_EQ(c.archive_bytes, 1ull << 30);
+  EXPECT_EQ(c.archive_ratio, 200u);
 }
 
 TEST_F(TenantPoliciesTest, AnUnknownProfileNamesTheTenantAndThePolicy) {

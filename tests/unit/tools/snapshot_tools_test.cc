@@ -292,7 +292,9 @@ TEST(SnapshotToolsRegistration, OnlyWithASnapshotStoreAndOffReasonSaysSo) {
   EXPECT_EQ(std::count_if(names.begin(), names.end(),
                           [](const std::string& n) { return n.rfind("snapshot_", 0) == 0; }),
             0);
-  EXPECT_EQ(names.back(), "npm_install");
+  // The archive tools come last (cell_tools.cc's order), the package tools before them.
+  EXPECT_EQ(names.back(), "download_archive");
+  EXPECT_EQ(names[names.size() - 3], "npm_install");
   CellToolsConfig config;
   EXPECT_EQ(ToolOffReason(config, "snapshot_restore", /*snapshot_store=*/false),
             "no snapshot store");
@@ -313,10 +315,11 @@ TEST_F(SnapshotToolsTest, ListedInOrderAfterThePackageTools) {
   mcp::Json tools = client_.Request("tools/list")["result"]["tools"];
   std::vector<std::string> names;
   for (const auto& t : tools) names.push_back(t["name"]);
-  ASSERT_GE(names.size(), 4u);
-  EXPECT_EQ(std::vector<std::string>(names.end() - 4, names.end()),
+  ASSERT_GE(names.size(), 6u);
+  // Then only the archive tools.
+  EXPECT_EQ(std::vector<std::string>(names.end() - 6, names.end()),
             (std::vector<std::string>{"snapshot_create", "snapshot_list", "snapshot_restore",
-                                      "snapshot_delete"}));
+                                      "snapshot_delete", "upload_archive", "download_archive"}));
 }
 
 }  // namespace

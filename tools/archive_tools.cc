@@ -1,0 +1,313 @@
+// upload_archive and download_archive: many files into and out of the cell in one call.
+// Neither parses an archive in the server: both run cell init's binary in the cell as the
+// archive helper (sandbox/init/archive_tool.h), as the sandbox user under the cell's
+// limits, and read what it prints strictly (archive_report.h). Extraction refuses what
+// could leave the target directory or harm the cell (archive_unpack.h) and lists each
+// refusal; packing makes a tar.gz returned as an embedded resource.
+#include <algorithm>
+#include <memory>
+#include <stop_token>
+
+#include "base/base64.h"
+#include "sandbox/cell_channel.h"
+#include "tools/archive_report.h"
+#include "tools/audit_events.h"
+#include "tools/cell_note.h"
+#include "tools/cell_tools.h"
+#include "tools/tool_args.h"
+
+namespace mcpcell::tools {
+namespace {
+
+// How the server starts the helper: an exec'ing child of cell init is still init's image.
+constexpr const char* kHelper = "/proc/self/exe";
+// Entry lines kept in a result; the counts cover every entry.
+constexpr size_t kMaxListedEntries = 1000;
+// The helper's report lines for a whole archive (limits.archive_entries lines at most).
+constexpr size_t kMaxReportBytes = 64ull << 20;
+
+std::string MiB(uint64_t bytes) {
+  if (bytes < (1 << 20)) return std::to_string(bytes) + " bytes";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+std::string AbsoluteCellPath(const std::string& path) {
+  return path.front() == '/' ? path : "/workspace/" + path;
+}
+
+struct UploadArchiveArgs {
+  std::string path = "/workspace";
+  std::string archive;  // decoded
+};
+
+Result<UploadArchiveArgs> ParseUploadArchiveArgs(const mcp::Json& json, uint64_t max_bytes) {
+  ArgReader reader(json, {"data", "path"});
+  UploadArchiveArgs args;
+  const std::string data = reader.String("data");
+  args.path = reader.OptionalString("path").value_or("/workspace");
+  if (Status st = reader.Finish(); !st) return st.error();
+  if (std::string e = NulByteError("path", args.path, "a path ends at a NUL byte"); !e.empty())
+    return Error::Msg(e);
+  if (args.path.empty()) return Error::Msg("arguments.path: empty; name a directory");
+  auto decoded = Base64Decode(data);
+  if (!decoded) return decoded.error().Wrap("arguments.data");
+  if (decoded->empty()) return Error::Msg("arguments.data: the archive is empty");
+  if (decoded->size() > max_bytes)
+    return Error::Msg("arguments.data: the archive is " + MiB(decoded->size()) + ", over the " +
+                      MiB(max_bytes) + " cap for uploads; split it into several archives");
+  args.archive = std::move(decoded).value();
+  return args;
+}
+
+struct DownloadArchiveArgs {
+  std::string path = "/workspace";
+};
+
+Result<DownloadArchiveArgs> ParseDownloadArchiveArgs(const mcp::Json& json) {
+  ArgReader reader(json, {"path"});
+  DownloadArchiveArgs args;
+  args.path = reader.OptionalString("path").value_or("/workspace");
+  if (Status st = reader.Finish(); !st) return st.error();
+  if (std::string e = NulByteError("path", args.path, "a path ends at a NUL byte"); !e.empty())
+    return Error::Msg(e);
+  if (args.path.empty()) return Error::Msg("arguments.path: empty; name a directory");
+  return args;
+}
+
+// Runs the helper in the calling session's cell; cancellation and the session's end kill
+// it. On failure an isError result saying what to do.
+struct HelperRun {
+  std::optional<sandbox::ExecResult> exec;
+  mcp::ToolResult error;
+};
+
+HelperRun RunHelper(const LeaseOrError& acquired, mcp::Context& ctx, const std::string& tool,
+                    std::vector<std::string> argv, std::string stdin_data, size_t keep_bytes) {
+  const sandbox::CellLease& lease = *acquired.lease;
+  auto stop = std::make_shared<std::stop_source>();
+  ctx.OnCancel([stop] { stop->request_stop(); });
+  std::stop_callback on_close(lease.stop_token(), [stop] { stop->request_stop(); });
+  sandbox::ExecOptions opts;
+  opts.argv = std::move(argv);
+  opts.stdin_data = std::move(stdin_data);
+  opts.timeout = acquired.config->max_timeout;
+  opts.keep_bytes = keep_bytes;
+  opts.stop = stop->get_token();
+  HelperRun run;
+  auto result = lease.Exec(opts);
+  if (!result) {
+    run.error = SandboxError(tool, result.error(),
+                             lease.alive() ? "Try again; if it persists, report it."
+                                           : "The cell stopped; the next call gets a fresh cell.");
+  } else if (result->cancelled) {
+    run.error = mcp::ToolResult::Error(tool + ": cancelled; files already written stay.");
+  } else if (result->timed_out || result->signaled) {
+    std::string why =
+        result->timed_out
+            ? "ran past the " + std::to_string(acquired.config->max_timeout.count()) + " s limit"
+        : result->oom_killed ? "ran out of the cell's memory"
+                             : "was killed by signal " + std::to_string(result->signo);
+    run.error = mcp::ToolResult::Error(tool + ": the archive helper " + why +
+                                       "; split the work into smaller archives or directories.");
+  } else {
+    run.exec = std::move(*result);
+  }
+  return run;
+}
+
+mcp::Json EntriesJson(const std::vector<ArchiveEntryReport>& list, bool refused) {
+  mcp::Json out = mcp::Json::array();
+  for (size_t i = 0; i < list.size() && i < kMaxListedEntries; ++i) {
+    const ArchiveEntryReport& e = list[i];
+    if (refused)
+      out.push_back({{"path", e.path}, {"reason", e.reason}});
+    else
+      out.push_back({{"path", e.path}, {"kind", e.kind}, {"size", e.size}});
+  }
+  return out;
+}
+
+mcp::ToolResult UnpackResult(const std::string& dir, const UnpackOutcome& o) {
+  std::string text = "Extracted " + std::to_string(o.entries) + " entries (" +
+                     std::to_string(o.bytes) + " bytes of file data) into " + dir;
+  text += o.refused_count ? "; refused " + std::to_string(o.refused_count) + ":\n" : ".\n";
+  for (size_t i = 0; i < o.refused.size() && i < kMaxListedEntries; ++i)
+    text += "  " + o.refused[i].path + ": " + o.refused[i].reason + "\n";
+  if (o.stopped)
+    text +=
+        "Stopped early at the last refusal above; what was extracted before it stays. To "
+        "go on, split the archive or ask for larger limits.archive_* in the policy.\n";
+  const bool cut = o.extracted.size() > kMaxListedEntries || o.refused.size() > kMaxListedEntries;
+  mcp::ToolResult r = o.stopped ? mcp::ToolResult::Error(text) : mcp::ToolResult::Text(text);
+  r.structured_content = {{"path", dir},
+                          {"entries", o.entries},
+                          {"bytes", o.bytes},
+                          {"refused_count", o.refused_count},
+                          {"stopped", o.stopped},
+                          {"extracted", EntriesJson(o.extracted, false)},
+                          {"refused", EntriesJson(o.refused, true)},
+                          {"truncated", cut}};
+  return r;
+}
+
+mcp::ToolResult UploadArchive(const ToolEnv& env, mcp::Context& ctx, const UploadArchiveArgs& args,
+                              std::string& note) {
+  LeaseOrError acquired = AcquireCell(env, ctx);
+  if (!acquired.lease) return acquired.error;
+  note = acquired.lease->replaced_reason();
+  const CellToolsConfig& c = *acquired.config;
+  const std::string dir = AbsoluteCellPath(args.path);
+  const size_t input = args.archive.size();
+  HelperRun run = RunHelper(
+      acquired, ctx, "upload_archive",
+      {kHelper, "unpack", dir, std::to_string(c.archive_bytes), std::to_string(c.archive_ratio),
+       std::to_string(c.archive_entries), std::to_string(input)},
+      args.archive, kMaxReportBytes);
+  if (!run.exec) return run.error;
+  auto outcome = ParseUnpackReport(run.exec->out.data);
+  if (!outcome)
+    return mcp::ToolResult::Error(
+        "upload_archive " + dir + ": " + outcome.error().message +
+        ". Send a tar, tar.gz, tar.bz2, tar.xz, tar.zst or zip archive, base64-encoded, in "
+        "arguments.data, and a directory you may write (under /workspace or /tmp) as path.");
+  return UnpackResult(dir, *outcome);
+}
+
+mcp::ToolResult DownloadArchive(const ToolEnv& env, mcp::Context& ctx,
+                                const DownloadArchiveArgs& args, std::string& note) {
+  LeaseOrError acquired = AcquireCell(env, ctx);
+  if (!acquired.lease) return acquired.error;
+  note = acquired.lease->replaced_reason();
+  const std::string dir = AbsoluteCellPath(args.path);
+  const uint64_t cap = env.config.max_read_bytes;
+  HelperRun run = RunHelper(acquired, ctx, "download_archive",
+                            {kHelper, "pack", dir, std::to_string(cap)}, "", cap + 1);
+  if (!run.exec) return run.error;
+  auto outcome = ParsePackReport(run.exec->err.data);
+  if (!outcome) {
+    std::string hint = outcome.error().message.find("passes") != std::string::npos
+                           ? "the tar.gz is over the " + MiB(cap) +
+                                 " cap for embedded resources; pack a subdirectory, or remove "
+                                 "build outputs first"
+                           : "name an existing directory (list_files shows them)";
+    return mcp::ToolResult::Error("download_archive " + dir + ": " + outcome.error().message +
+                                  "; " + hint + ".");
+  }
+  const std::string& tgz = run.exec->out.data;
+  if (tgz.size() != outcome->bytes || run.exec->out.truncated())
+    return mcp::ToolResult::Error("download_archive " + dir + ": the helper reported " +
+                                  std::to_string(outcome->bytes) + " bytes but sent " +
+                                  std::to_string(run.exec->out.total) + "; try again.");
+  std::string text = "Packed " + std::to_string(outcome->entries) + " entries of " + dir +
+                     " as tar.gz (" + std::to_string(tgz.size()) + " bytes)";
+  if (outcome->skipped_count)
+    text += "; skipped " + std::to_string(outcome->skipped_count) +
+            " special files (FIFOs, sockets, devices)";
+  mcp::ToolResult r = mcp::ToolResult::Text(text + ".");
+  r.content.push_back({{"type", "resource"},
+                       {"resource",
+                        {{"uri", "cell://" + dir},
+                         {"mimeType", "application/gzip"},
+                         {"blob", Base64Encode(tgz)}}}});
+  r.structured_content = {{"path", dir},
+                          {"entries", outcome->entries},
+                          {"bytes", tgz.size()},
+                          {"skipped", outcome->skipped}};
+  return r;
+}
+
+mcp::Json PathSchema() {
+  return {{"type", "string"},
+          {"minLength", 1},
+          {"maxLength", 4096},
+          {"description", "a directory of the cell (default /workspace; relative to it)"}};
+}
+
+}  // namespace
+
+mcp::Tool MakeUploadArchiveTool(const ToolEnv& env) {
+  mcp::Tool tool;
+  tool.name = "upload_archive";
+  tool.title = "Unpack an archive into the sandbox";
+  tool.description =
+      "Extracts a tar (plain, .gz, .bz2, .xz, .zst) or zip archive, given base64-encoded in "
+      "`data`, into a directory of this session's sandbox (`path`, made if missing). Entries "
+      "that would leave the directory (absolute paths, '..', links out, paths through "
+      "symlinks), device nodes, FIFOs and setuid/setgid files are refused and listed; an "
+      "archive that expands past the policy's limits stops early.";
+  tool.input_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"data", {{"type", "string"}, {"minLength", 1}, {"description", "the archive, base64"}}},
+        {"path", PathSchema()}}},
+      {"required", {"data"}},
+      {"additionalProperties", false}};
+  const mcp::Json entry = {{"type", "object"},
+                           {"properties",
+                            {{"path", {{"type", "string"}}},
+                             {"kind", {{"type", "string"}}},
+                             {"size", {{"type", "integer"}}},
+                             {"reason", {{"type", "string"}}}}},
+                           {"required", {"path"}}};
+  tool.output_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"path", {{"type", "string"}}},
+        {"entries", {{"type", "integer"}}},
+        {"bytes", {{"type", "integer"}}},
+        {"refused_count", {{"type", "integer"}}},
+        {"stopped", {{"type", "boolean"}}},
+        {"extracted", {{"type", "array"}, {"items", entry}}},
+        {"refused", {{"type", "array"}, {"items", entry}}},
+        {"truncated", {{"type", "boolean"}}}}},
+      {"required",
+       {"path", "entries", "bytes", "refused_count", "stopped", "extracted", "refused"}}};
+  tool.annotations = {{"title", tool.title},
+                      {"readOnlyHint", false},
+                      {"destructiveHint", true},
+                      {"openWorldHint", false}};
+  tool.handler = WithCellNote(
+      [&env](const mcp::Json& json, mcp::Context& ctx, std::string& note) -> mcp::ToolResult {
+        auto args = ParseUploadArchiveArgs(json, env.config.max_write_bytes);
+        if (!args) return mcp::ToolResult::Error(args.error().message);
+        mcp::ToolResult result = UploadArchive(env, ctx, *args, note);
+        AuditFileCall(env, ctx, "upload_archive", args->path, result, "bytes");
+        return result;
+      });
+  return tool;
+}
+
+mcp::Tool MakeDownloadArchiveTool(const ToolEnv& env) {
+  mcp::Tool tool;
+  tool.name = "download_archive";
+  tool.title = "Pack a sandbox directory as tar.gz";
+  tool.description =
+      "Packs a directory of this session's sandbox (`path`, default /workspace) as tar.gz and "
+      "returns it as an embedded resource (application/gzip, base64 blob). Symlinks are kept "
+      "as symlinks; FIFOs, sockets and devices are skipped. Up to " +
+      MiB(env.config.max_read_bytes) + " of tar.gz.";
+  tool.input_schema = {{"type", "object"},
+                       {"properties", {{"path", PathSchema()}}},
+                       {"additionalProperties", false}};
+  tool.output_schema = {{"type", "object"},
+                        {"properties",
+                         {{"path", {{"type", "string"}}},
+                          {"entries", {{"type", "integer"}}},
+                          {"bytes", {{"type", "integer"}}},
+                          {"skipped", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
+                        {"required", {"path", "entries", "bytes", "skipped"}}};
+  tool.annotations = {{"title", tool.title}, {"readOnlyHint", true}, {"openWorldHint", false}};
+  tool.handler = WithCellNote(
+      [&env](const mcp::Json& json, mcp::Context& ctx, std::string& note) -> mcp::ToolResult {
+        auto args = ParseDownloadArchiveArgs(json);
+        if (!args) return mcp::ToolResult::Error(args.error().message);
+        mcp::ToolResult result = DownloadArchive(env, ctx, *args, note);
+        AuditFileCall(env, ctx, "download_archive", args->path, result, "bytes");
+        return result;
+      });
+  return tool;
+}
+
+}  // namespace mcpcell::tools
