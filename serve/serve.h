@@ -53,6 +53,8 @@ struct ServeOptions {
   std::string package_ca_file;
   // --egress-ca-file: extra CAs the egress proxy trusts for intercepted upstreams (secrets).
   std::string egress_ca_file;
+  // --resume ID (stdio): the hibernated session whose files the session starts over.
+  std::string resume_session;
 };
 
 // Serves until EOF (stdio), SIGTERM or SIGINT; returns the process exit status (2 when
