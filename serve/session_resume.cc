@@ -90,7 +90,8 @@ Status SessionResume::PrepareStdio(const std::string& resume_id) {
   const std::string how = "; `mcpcell session list --state-dir " + options_.state_dir +
                           "` lists the hibernated sessions";
   auto record = records_.Read(resume_id);
-  if (!record) return record.error().Wrap("--resume " + resume_id).Wrap("mcpcell serve");
+  if (!record)
+    return Error::Msg("mcpcell serve: --resume " + resume_id + ": " + record.error().message + how);
   // Another tenant's session is not this server's own: the same answer as an unknown id.
   if (!record->tenant.empty())
     return Error::Msg("mcpcell serve: --resume " + resume_id + ": no hibernated session \"" +

@@ -7,6 +7,7 @@
 // the id and how to list them.
 #include "serve/session_records.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -122,7 +123,8 @@ TEST_F(SessionRecordsTest, ARecordUnderAnotherNameIsRefused) {
 
 TEST_F(SessionRecordsTest, IdsThatAreNotHexNeverReachTheFilesystem) {
   SessionRecords records(state_ + "/sessions");
-  for (const std::string bad : {"../x", std::string(31, 'a'), std::string(32, 'A'), ""}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"../x", std::string(31, 'a'), std::string(32, 'A'), ""}) {
     auto r = records.Read(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_THAT(r.error().message, HasSubstr("not a session id"));
@@ -156,9 +158,8 @@ class SessionResumeTest : public SessionRecordsTest {
         .state_dir = state_, .server_policy = &server_policy_, .tenant_policies = &tenants_});
     fs::create_directories(state_ + "/files");
     std::ofstream(state_ + "/files/keep.txt") << "kept";
-    auto captured =
-        state_obj_->store().Capture("alice", "", {{.layer = "workspace", .dir = state_ + "/files"}},
-                                    {}, "", sandbox::kSnapshotKindHibernation);
+    auto captured = state_obj_->store().Capture("alice", "", {Files()}, {}, "",
+                                                sandbox::kSnapshotKindHibernation);
     ASSERT_TRUE(captured.ok()) << captured.error().message;
     snapshot_ = captured->info.id;
     resume_ = std::make_unique<SessionResume>(SessionResumeOptions{.state_dir = state_,
@@ -171,6 +172,13 @@ class SessionResumeTest : public SessionRecordsTest {
     resume_.reset();
     state_obj_.reset();
     SessionRecordsTest::TearDown();
+  }
+  sandbox::LayerSource Files() const {
+    return {.layer = "workspace",
+            .dir = state_ + "/files",
+            .uid_base = 0,
+            .gid_base = 0,
+            .exclude = {}};
   }
   void Record(const std::string& id, const std::string& tenant, const std::string& snapshot) {
     SessionRecord r = Sample(id, tenant);
@@ -232,9 +240,8 @@ TEST_F(SessionResumeTest, StdioResumeOfAnUnknownOrTenantsSessionNamesTheIdAndThe
 
 TEST_F(SessionResumeTest, SweepKeepsRecordedFilesAndDeletesUnrecordedOnes) {
   Record(id_, "alice", snapshot_);
-  auto stray =
-      state_obj_->store().Capture("alice", "", {{.layer = "workspace", .dir = state_ + "/files"}},
-                                  {}, "", sandbox::kSnapshotKindHibernation);
+  auto stray = state_obj_->store().Capture("alice", "", {Files()}, {}, "",
+                                           sandbox::kSnapshotKindHibernation);
   ASSERT_TRUE(stray.ok()) << stray.error().message;
   resume_->Sweep();
   EXPECT_TRUE(state_obj_->store().Get("alice", snapshot_).ok());
