@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -194,5 +194,31 @@ describe('stdio sessions survive a server restart with serve --resume', () => {
     const bad = spawnSync(binary('mcpcell'), [...args, '--resume', 'f'.repeat(32)], { input: '' });
     assert.equal(bad.status, 2);
     assert.match(bad.stderr.toString(), new RegExp(`${'f'.repeat(32)}.*mcpcell session list`, 's'));
+  });
+
+  it('session_info describes a hibernated session without making a cell', async () => {
+    const s = await connect({ binaryName: 'mcpcell',
+      args: ['serve', '--state-dir', stateDir, '--warm-cells', '0', '--idle-timeout', '2'] });
+    try {
+      await run(s, 'head -c 50000 /dev/urandom > /workspace/blob');
+      const id = (await s.client.callTool({ name: 'session_info', arguments: {} })).structuredContent.resume_id;
+      await waitFor(() => existsSync(path.join(stateDir, 'sessions', `${id}.json`)),
+        { timeoutMs: 15000, intervalMs: 200, what: 'the session to hibernate' });
+      const cellsBefore = readdirSync(path.join(stateDir, 'cells')).length;
+      const r = await s.client.callTool({ name: 'session_info', arguments: {} });
+      assert.notEqual(r.isError, true, text(r));
+      const info = r.structuredContent;
+      assert.equal(info.state, 'hibernated', text(r));
+      assert.equal(info.cell_id, '');
+      assert.equal(info.resume_id, id);
+      assert.ok(info.hibernation.files >= 1 && info.hibernation.stored_bytes >= 50000, JSON.stringify(info));
+      assert.match(text(r), /its programs were stopped, its files kept/);
+      assert.equal(readdirSync(path.join(stateDir, 'cells')).length, cellsBefore, 'no cell was made');
+      const next = await s.client.callTool({ name: 'run_command', arguments: { command: 'wc -c < /workspace/blob' } });
+      assert.equal(next.structuredContent.stdout, '50000\n');
+      assert.match(text(next), /hibernated after 2 s of idle/);
+    } finally {
+      await s.close();
+    }
   });
 });
