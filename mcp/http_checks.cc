@@ -169,7 +169,10 @@ std::shared_ptr<HttpSessionEntry> HttpServer::Impl::FindSession(const httplib::R
   const std::string version = req.get_header_value("MCP-Protocol-Version");
   const bool version_ok = version.empty() || IsSupportedVersion(version);
   // An id the server does not hold may name a session the application kept (revive_session).
-  if (!entry && version_ok) entry = Revive(id, req, tenant);
+  if (!entry && version_ok) {
+    entry = Revive(id, req, res, tenant);
+    if (!entry && res.status == 429) return nullptr;
+  }
   if (!entry || entry->session->closed()) {
     JsonError(res, 404, "Not Found: session not found or expired; initialize a new session",
               -32001);

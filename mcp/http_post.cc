@@ -245,6 +245,7 @@ std::string HttpServer::Impl::ConnectInitialized(const std::shared_ptr<HttpSessi
 
 std::shared_ptr<HttpSessionEntry> HttpServer::Impl::Revive(const std::string& http_id,
                                                            const httplib::Request& req,
+                                                           httplib::Response& res,
                                                            const HttpTenant& tenant) {
   if (!opts.revive_session) return nullptr;
   std::lock_guard revive_lock(revive_mu);  // one revival at a time: never two for one id
@@ -253,10 +254,17 @@ std::shared_ptr<HttpSessionEntry> HttpServer::Impl::Revive(const std::string& ht
     if (auto it = sessions.find(http_id); it != sessions.end())  // revived meanwhile
       return it->second->tenant == tenant.name ? it->second : nullptr;
   }
-  if (tenant.max_sessions && TenantSessions(tenant.name) >= tenant.max_sessions) return nullptr;
   auto entry = NewEntry(http_id, tenant);
   auto revived = opts.revive_session(http_id, SessionTenant(*entry));
   if (!revived) return nullptr;
+  if (tenant.max_sessions && TenantSessions(tenant.name) >= tenant.max_sessions) {
+    res.set_header("Retry-After", "60");
+    JsonError(res, 429,
+              "Too Many Requests: tenant " + tenant.name + " has reached its limit of " +
+                  std::to_string(tenant.max_sessions) +
+                  " live sessions; end one (DELETE) or retry to resume this one later");
+    return nullptr;
+  }
   std::string version = req.get_header_value("MCP-Protocol-Version");
   if (version.empty()) version = revived->protocol_version;
   const Json id = "mcp-revive";

@@ -130,6 +130,7 @@ struct HttpOptions {
   // MCP-Protocol-Version, else `protocol_version`, then notifications/initialized, both
   // answered inside the server), on_session_opened is called, and the request is served in
   // it as in any session. A DELETE of such an id thus ends it for good (on_session_closed).
+  // A tenant at its max_sessions gets 429 for it (asked after the hook said yes).
   struct RevivedSession {
     std::string protocol_version;
     Json client_info = Json::object();

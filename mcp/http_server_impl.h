@@ -116,9 +116,10 @@ struct HttpServer::Impl {
   std::string ConnectInitialized(const std::shared_ptr<HttpSessionEntry>& entry, const Json& id,
                                  const std::string& initialize);
   // A session the application keeps beyond its HTTP session (HttpOptions::revive_session),
-  // connected again under `http_id`; nullptr when there is none for this tenant.
+  // connected again under `http_id`; nullptr when there is none for this tenant, or after
+  // answering 429 (the tenant's live sessions at their limit).
   std::shared_ptr<HttpSessionEntry> Revive(const std::string& http_id, const httplib::Request& req,
-                                           const HttpTenant& tenant);
+                                           httplib::Response& res, const HttpTenant& tenant);
 
   // ---- SSE writing ----
   // Writes `stream` from seq `from` until it is finished (POST) or the connection or

@@ -291,26 +291,6 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
   return cells;
 }
 
-// ---- hibernated sessions ----
-
-// Records of hibernated sessions checked (bad ones named, ended ones removed); a stdio
-// `--resume ID` checked before the transport starts; session_info sees each session's id.
-Status StartResume(const ServeOptions& opts, SessionState& state, SessionResume& resume) {
-  state.SetHibernationListener([&resume](const std::string& key, const std::string& tenant,
-                                         const sandbox::SnapshotInfo& snapshot) {
-    resume.Hibernated(key, tenant, snapshot);
-  });
-  state.SetResumeFacts([&resume](const std::string& key) { return resume.Facts(key); });
-  resume.Sweep();
-  if (opts.resume_session.empty()) return Ok();
-  if (!opts.http.empty()) {
-    return Error::Msg(
-        "mcpcell serve: --resume is for stdio; an HTTP client resumes its "
-        "session by sending its Mcp-Session-Id");
-  }
-  return resume.PrepareStdio(opts.resume_session);
-}
-
 // ---- tools ----
 
 // What the tools use: the cells, the proxy, the server's limits and each tenant's (whose
@@ -610,7 +590,9 @@ int RunServe(const ServeOptions& opts) {
                         .tenant_policies = &opts.tenant_policies,
                         .state = &state});
   auto cells = MakeCells(opts, *skeleton, **egress, **audit, workspaces, state, resume);
-  if (Status st = StartResume(opts, state, resume); !st) return Refuse(st.error());
+  // Records checked (bad ones named, ended ones removed), a stdio --resume ID checked.
+  if (Status st = resume.Start(opts.resume_session, !opts.http.empty()); !st)
+    return Refuse(st.error());
   auto env = MakeToolEnv(opts, *skeleton, *cells, **egress, **audit, workspaces);
   if (!env) return Refuse(env.error());
   env->snapshots = &state;

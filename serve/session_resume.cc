@@ -86,6 +86,21 @@ void SessionResume::Sweep() {
   }
 }
 
+Status SessionResume::Start(const std::string& resume_id, bool http) {
+  options_.state->SetHibernationListener(
+      [this](const std::string& key, const std::string& tenant,
+             const sandbox::SnapshotInfo& snapshot) { Hibernated(key, tenant, snapshot); });
+  options_.state->SetResumeFacts([this](const std::string& key) { return Facts(key); });
+  Sweep();
+  if (resume_id.empty()) return Ok();
+  if (http) {
+    return Error::Msg(
+        "mcpcell serve: --resume is for stdio; an HTTP client resumes its "
+        "session by sending its Mcp-Session-Id");
+  }
+  return PrepareStdio(resume_id);
+}
+
 Status SessionResume::PrepareStdio(const std::string& resume_id) {
   const std::string how = "; `mcpcell session list --state-dir " + options_.state_dir +
                           "` lists the hibernated sessions";

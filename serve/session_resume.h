@@ -65,6 +65,10 @@ class SessionResume {
   // Sets the HTTP transport's revive_session and on_session_opened to Revive and Opened.
   void ConnectHttp(mcp::HttpOptions& http);
 
+  // At start: connects to the SessionState (its hibernations write records, session_info
+  // sees the resume ids), Sweep(), then PrepareStdio(resume_id) when one is given (refused
+  // over HTTP, whose clients resume by their Mcp-Session-Id).
+  Status Start(const std::string& resume_id, bool http);
   // At start: warns about every unreadable or foreign record (naming its file) and removes
   // the records (and snapshots) of sessions past their session_max.
   void Sweep();
