@@ -132,5 +132,27 @@ TEST_F(HttpReviveTest, DeleteOfAKeptIdEndsIt) {
   EXPECT_EQ(closed_, std::vector<std::string>{"deleted by the client"});
 }
 
+TEST_F(HttpReviveTest, ATenantAtItsSessionLimitGets429NotTheSession) {
+  HttpOptions o;
+  o.authenticate = [](const std::string& token) -> std::optional<HttpTenant> {
+    return HttpTenant{.name = token, .max_sessions = 1};
+  };
+  Start(o);
+  kept_tenant_ = "alice";
+  auto init = Post({{"jsonrpc", "2.0"},
+                    {"id", 1},
+                    {"method", "initialize"},
+                    {"params",
+                     {{"protocolVersion", "2025-06-18"},
+                      {"capabilities", Json::object()},
+                      {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}},
+                   {{"Authorization", "Bearer alice"}});
+  ASSERT_EQ(init->status, 200) << init->body;
+  auto r = Post(EchoCall(5), {{"Authorization", "Bearer alice"}, {"Mcp-Session-Id", kKept}});
+  EXPECT_EQ(r->status, 429) << r->body;
+  EXPECT_NE(r->body.find("limit of 1 live sessions"), std::string::npos) << r->body;
+  EXPECT_EQ(http_->live_sessions(), 1u);
+}
+
 }  // namespace
 }  // namespace mcp::testing
