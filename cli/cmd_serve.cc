@@ -90,8 +90,8 @@ bool LoadTenants(ServeFlags& flags) {
     return false;
   }
   o.http_settings = std::move(*loaded);
-  auto tenants = serve::ResolveTenantPolicies(o.http_settings, flags.tenant_base,
-                                              serve::HostDirOverrides(flags.overrides), o.state_dir);
+  auto tenants = serve::ResolveTenantPolicies(
+      o.http_settings, flags.tenant_base, serve::HostDirOverrides(flags.overrides), o.state_dir);
   if (!tenants) {
     std::fprintf(stderr, "mcpcell serve: --http-config %s: %s\n", o.http_config.c_str(),
                  tenants.error().message.c_str());
@@ -117,6 +117,10 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
       "Serve Streamable HTTP at http://[ADDR:]PORT/mcp (ADDR defaults to 127.0.0.1) instead of "
       "stdio");
   cmd->add_flag("--stdio", opts->stdio, "Serve over stdin/stdout (the default; for Claude Desktop)")
+      ->excludes(http_opt);
+  cmd->add_option("--resume", opts->run.resume_session,
+                  "stdio: start over the files of this hibernated session (its id is in "
+                  "session_info; `mcpcell session list` lists them)")
       ->excludes(http_opt);
   cmd->add_option("--http-resume-grace", opts->run.resume_grace_s,
                   "Seconds a client whose connection dropped mid-call has to resume its stream "

@@ -166,17 +166,21 @@ std::shared_ptr<HttpSessionEntry> HttpServer::Impl::FindSession(const httplib::R
     auto it = sessions.find(id);
     if (it != sessions.end() && it->second->tenant == tenant.name) entry = it->second;
   }
+  const std::string version = req.get_header_value("MCP-Protocol-Version");
+  const bool version_ok = version.empty() || IsSupportedVersion(version);
+  // An id the server does not hold may name a session the application kept (revive_session).
+  if (!entry && version_ok) {
+    entry = Revive(id, req, res, tenant);
+    if (!entry && res.status == 429) return nullptr;
+  }
   if (!entry || entry->session->closed()) {
     JsonError(res, 404, "Not Found: session not found or expired; initialize a new session",
               -32001);
     return nullptr;
   }
-  if (req.has_header("MCP-Protocol-Version")) {
-    std::string v = req.get_header_value("MCP-Protocol-Version");
-    if (!IsSupportedVersion(v)) {
-      JsonError(res, 400, "Bad Request: unsupported MCP-Protocol-Version \"" + v + "\"");
-      return nullptr;
-    }
+  if (!version_ok) {
+    JsonError(res, 400, "Bad Request: unsupported MCP-Protocol-Version \"" + version + "\"");
+    return nullptr;
   }
   entry->last_used_ms = NowMs();
   return entry;

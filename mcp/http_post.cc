@@ -185,32 +185,8 @@ void HttpServer::Impl::Initialize(const httplib::Request& req, httplib::Response
                   " live sessions; end one (DELETE) or retry after one expires");
     return;
   }
-  auto entry = std::make_shared<HttpSessionEntry>();
-  entry->http_id = RandomHex(16);
-  entry->tenant = tenant.name;
-  entry->quotas = tenant;
-  entry->channel = std::make_shared<HttpChannel>();
-  entry->last_used_ms = NowMs();
-  std::string key = jsonrpc::IdKey(body["id"]);
-  std::shared_ptr<Stream> st;
-  {
-    std::lock_guard lock(entry->channel->mu);
-    st = entry->channel->NewStream(false);
-    st->pending[key] = body["id"];
-    entry->channel->by_request[key] = st->id;
-  }
-  entry->session =
-      server.Connect(std::make_unique<HttpSessionTransport>(entry->channel), SessionTenant(*entry));
-  Deliver(*entry->channel, req.body);
-  std::string answer;
-  {
-    std::unique_lock lock(entry->channel->mu);
-    entry->channel->cv.wait_for(lock, kInitTimeout,
-                                [&] { return !st->events.empty() || entry->channel->closed; });
-    if (!st->events.empty()) answer = st->events.front().second;
-    entry->channel->streams.erase(st->id);
-    entry->channel->Retire(st->id);
-  }
+  auto entry = NewEntry(RandomHex(16), tenant);
+  std::string answer = ConnectInitialized(entry, body["id"], req.body);
   Json reply = Json::parse(answer, nullptr, false);
   if (answer.empty() || reply.is_discarded() || !reply.contains("result")) {
     entry->session->Close();
@@ -227,9 +203,95 @@ void HttpServer::Impl::Initialize(const httplib::Request& req, httplib::Response
     sessions[entry->http_id] = entry;
   }
   log::Info("http: session " + entry->session->id() + " opened for tenant " + tenant.name);
+  if (opts.on_session_opened) opts.on_session_opened(entry->http_id, *entry->session);
   res.status = 200;
   res.set_header("Mcp-Session-Id", entry->http_id);
   res.set_content(answer, "application/json");
+}
+
+std::shared_ptr<HttpSessionEntry> HttpServer::Impl::NewEntry(const std::string& http_id,
+                                                             const HttpTenant& tenant) {
+  auto entry = std::make_shared<HttpSessionEntry>();
+  entry->http_id = http_id;
+  entry->tenant = tenant.name;
+  entry->quotas = tenant;
+  entry->channel = std::make_shared<HttpChannel>();
+  entry->last_used_ms = NowMs();
+  return entry;
+}
+
+std::string HttpServer::Impl::ConnectInitialized(const std::shared_ptr<HttpSessionEntry>& entry,
+                                                 const Json& id, const std::string& initialize) {
+  std::string key = jsonrpc::IdKey(id);
+  std::shared_ptr<Stream> st;
+  {
+    std::lock_guard lock(entry->channel->mu);
+    st = entry->channel->NewStream(false);
+    st->pending[key] = id;
+    entry->channel->by_request[key] = st->id;
+  }
+  entry->session =
+      server.Connect(std::make_unique<HttpSessionTransport>(entry->channel), SessionTenant(*entry));
+  Deliver(*entry->channel, initialize);
+  std::string answer;
+  std::unique_lock lock(entry->channel->mu);
+  entry->channel->cv.wait_for(lock, kInitTimeout,
+                              [&] { return !st->events.empty() || entry->channel->closed; });
+  if (!st->events.empty()) answer = st->events.front().second;
+  entry->channel->streams.erase(st->id);
+  entry->channel->Retire(st->id);
+  return answer;
+}
+
+std::shared_ptr<HttpSessionEntry> HttpServer::Impl::Revive(const std::string& http_id,
+                                                           const httplib::Request& req,
+                                                           httplib::Response& res,
+                                                           const HttpTenant& tenant) {
+  if (!opts.revive_session) return nullptr;
+  std::lock_guard revive_lock(revive_mu);  // one revival at a time: never two for one id
+  {
+    std::lock_guard lock(mu);
+    if (auto it = sessions.find(http_id); it != sessions.end())  // revived meanwhile
+      return it->second->tenant == tenant.name ? it->second : nullptr;
+  }
+  auto entry = NewEntry(http_id, tenant);
+  auto revived = opts.revive_session(http_id, SessionTenant(*entry));
+  if (!revived) return nullptr;
+  if (tenant.max_sessions && TenantSessions(tenant.name) >= tenant.max_sessions) {
+    res.set_header("Retry-After", "60");
+    JsonError(res, 429,
+              "Too Many Requests: tenant " + tenant.name + " has reached its limit of " +
+                  std::to_string(tenant.max_sessions) +
+                  " live sessions; end one (DELETE) or retry to resume this one later");
+    return nullptr;
+  }
+  std::string version = req.get_header_value("MCP-Protocol-Version");
+  if (version.empty()) version = revived->protocol_version;
+  const Json id = "mcp-revive";
+  Json init = {{"jsonrpc", "2.0"},
+               {"id", id},
+               {"method", "initialize"},
+               {"params",
+                {{"protocolVersion", version},
+                 {"capabilities", revived->client_capabilities},
+                 {"clientInfo", revived->client_info}}}};
+  std::string answer = ConnectInitialized(entry, id, init.dump());
+  Json reply = Json::parse(answer, nullptr, false);
+  if (reply.is_discarded() || !reply.contains("result")) {
+    entry->session->Close();
+    log::Warn("http: session " + http_id + " could not be revived: " +
+              (answer.empty() ? std::string("initialize was not answered") : answer));
+    return nullptr;
+  }
+  Deliver(*entry->channel, R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+  {
+    std::lock_guard lock(mu);
+    sessions[http_id] = entry;
+  }
+  log::Info("http: session " + entry->session->id() + " revived as " + http_id + " for tenant " +
+            tenant.name);
+  if (opts.on_session_opened) opts.on_session_opened(http_id, *entry->session);
+  return entry;
 }
 
 }  // namespace mcp

@@ -40,6 +40,7 @@
 namespace mcp {
 
 class Server;
+class Session;
 
 // An extra route beside MCP (e.g. an admin API of the application): requests whose path is
 // `prefix` or under `prefix/` pass the same Host/Origin checks as MCP, then go to `handler`
@@ -131,6 +132,28 @@ struct HttpOptions {
   std::function<void(const std::string& session_id, const std::string& tenant,
                      const std::string& reason)>
       on_session_closed;
+  // Sessions that outlive their HTTP session (e.g. hibernated across a server restart).
+  // Called with the Mcp-Session-Id of a request (POST, GET or DELETE) that names no live
+  // session, and the tenant the session would have (Session::tenant(): "" without
+  // authentication), once per id at a time. nullopt (or unset): 404 as for any unknown id;
+  // it must also be nullopt for another tenant's id, so a foreign id cannot be told from an
+  // unknown one. Otherwise a new Session is connected under the SAME id, initialized with
+  // the answer (an initialize with its client info and capabilities and the request's
+  // MCP-Protocol-Version, else `protocol_version`, then notifications/initialized, both
+  // answered inside the server), on_session_opened is called, and the request is served in
+  // it as in any session. A DELETE of such an id thus ends it for good (on_session_closed).
+  // A tenant at its max_sessions gets 429 for it (asked after the hook said yes).
+  struct RevivedSession {
+    std::string protocol_version;
+    Json client_info = Json::object();
+    Json client_capabilities = Json::object();
+  };
+  std::function<std::optional<RevivedSession>(const std::string& http_id,
+                                              const std::string& tenant)>
+      revive_session;
+  // Called once per session made (initialize answered, or revived), with its Mcp-Session-Id,
+  // before any other request of the session is served.
+  std::function<void(const std::string& http_id, const Session& session)> on_session_opened;
   // Extra routes (see HttpRoute), matched before the 404 of unknown paths.
   std::vector<HttpRoute> routes;
   // Called on the request's thread for every 401/403 answered by MCP or by a route; must be

@@ -72,6 +72,7 @@ struct HttpServer::Impl {
   int bound_port = 0;
   mutable std::mutex mu;
   std::map<std::string, std::shared_ptr<HttpSessionEntry>> sessions;
+  std::mutex revive_mu;  // Revive: one at a time (taken before mu)
   std::atomic<bool> stopping{false};
   std::thread housekeeper;
   std::mutex hk_mu;
@@ -107,6 +108,18 @@ struct HttpServer::Impl {
                                                 const HttpTenant& tenant);
 
   size_t TenantSessions(const std::string& tenant);
+
+  // ---- sessions made (http_post.cc) ----
+  std::shared_ptr<HttpSessionEntry> NewEntry(const std::string& http_id, const HttpTenant& tenant);
+  // Connects entry's Session and delivers `initialize` (a request with id `id`); returns its
+  // answer, "" when none came within kInitTimeout.
+  std::string ConnectInitialized(const std::shared_ptr<HttpSessionEntry>& entry, const Json& id,
+                                 const std::string& initialize);
+  // A session the application keeps beyond its HTTP session (HttpOptions::revive_session),
+  // connected again under `http_id`; nullptr when there is none for this tenant, or after
+  // answering 429 (the tenant's live sessions at their limit).
+  std::shared_ptr<HttpSessionEntry> Revive(const std::string& http_id, const httplib::Request& req,
+                                           httplib::Response& res, const HttpTenant& tenant);
 
   // ---- SSE writing ----
   // Writes `stream` from seq `from` until it is finished (POST) or the connection or

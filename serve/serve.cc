@@ -30,6 +30,7 @@
 #include "serve/metrics_wiring.h"
 #include "serve/serve_audit.h"
 #include "serve/serve_packages.h"
+#include "serve/session_resume.h"
 #include "serve/session_secrets.h"
 #include "serve/session_state.h"
 #include "serve/tenant_policies.h"
@@ -232,7 +233,7 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
                                                        const std::string& skeleton,
                                                        EgressRegistry& egress, ServeAudit& audit,
                                                        WorkspaceLeases& workspaces,
-                                                       SessionState& state) {
+                                                       SessionState& state, SessionResume& resume) {
   sandbox::CellSessionOptions session_options;
   const policies::Policy& policy = opts.effective;
   session_options.idle_timeout = policy.time.session_idle;
@@ -244,8 +245,8 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
       PolicySpecFactory(policy, opts.state_dir, skeleton, &workspaces), session_options);
   sandbox::CellHooks hooks;
   hooks.on_bound = [&egress, &audit, &workspaces](sandbox::CellInstance& cell,
-                                                 const std::string& key,
-                                                 const std::string& profile) {
+                                                  const std::string& key,
+                                                  const std::string& profile) {
     Status bound = egress.Bind(cell, key, profile);
     if (bound) audit.CellBound(cell, key, profile);
     if (bound) workspaces.NoteSession(cell.id(), key);
@@ -276,17 +277,21 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
                              bool frozen) {
     return state.Hibernate(cell, key, profile, base, frozen);
   };
-  hooks.on_base_released = [&state](const std::string& key, const std::string& profile,
-                                    const sandbox::SessionBase& base) {
+  hooks.on_base_released = [&state, &resume](const std::string& key, const std::string& profile,
+                                             const sandbox::SessionBase& base) {
+    resume.BaseReleased(key, base);  // its record goes with the files it names
     state.BaseReleased(key, profile, base);
   };
   cells->SetCellHooks(std::move(hooks));
   state.Attach(cells.get());
+  resume.Attach(cells.get());
   // At its maximum lifetime a session's cell is gone and its later calls are refused: its
   // session.end is written then (the MCP session's own close later writes nothing).
   cells->SetExpiryListener(
-      [&audit](const std::string& key, sandbox::SessionExpiry kind, const std::string&) {
-        if (kind == sandbox::SessionExpiry::kMaxLifetime) audit.SessionEnded(key, "max lifetime");
+      [&audit, &resume](const std::string& key, sandbox::SessionExpiry kind, const std::string&) {
+        if (kind != sandbox::SessionExpiry::kMaxLifetime) return;
+        audit.SessionEnded(key, "max lifetime");
+        resume.Ended(key, "maximum lifetime");  // never resumable
       });
   return cells;
 }
@@ -305,7 +310,7 @@ Result<ToolEnv> MakeToolEnv(const ServeOptions& opts, const std::string& skeleto
   env.usage = audit.usage();
   env.config = ToolsConfigFromPolicy(opts.effective);
   if (Status st = InstallTenantProfiles(opts.tenant_policies, opts.state_dir, skeleton, cells, env,
-                                       &workspaces);
+                                        &workspaces);
       !st) {
     return st.error().Wrap("mcpcell serve: --http-config " + opts.http_config);
   }
@@ -356,8 +361,8 @@ void SetAuditHooks(mcp::ServerOptions& o, ServeAudit& audit, bool stdio) {
 // The MCP server's definition: each session sees its tenant's tools and is told about its
 // tenant's mounts; tools/list leaves out the tools its policy turns off (a call by name
 // gets their refusal).
-mcp::ServerOptions McpServerOptions(const ServeOptions& opts, const ToolEnv& env,
-                                    ServeAudit& audit) {
+mcp::ServerOptions McpServerOptions(const ServeOptions& opts, const ToolEnv& env, ServeAudit& audit,
+                                    SessionResume& resume) {
   mcp::ServerOptions server_options;
   server_options.name = "mcpcell";
   server_options.title = "mcpcell sandbox";
@@ -377,6 +382,7 @@ mcp::ServerOptions McpServerOptions(const ServeOptions& opts, const ToolEnv& env
       };
   server_options.max_message_bytes = opts.max_message_bytes;
   SetAuditHooks(server_options, audit, /*stdio=*/opts.http.empty());
+  resume.ConnectServer(server_options);
   return server_options;
 }
 
@@ -407,7 +413,7 @@ int ServeOverStdio(mcp::Server& server, const ServeOptions& opts, int stop_fd) {
 // destroyed.
 Result<mcp::HttpOptions> HttpOptionsFor(const ServeOptions& opts,
                                         std::shared_ptr<const HttpConfig> config,
-                                        sandbox::CellSessionManager& cells, ServeAudit& audit) {
+                                        SessionResume& resume, ServeAudit& audit) {
   mcp::HttpOptions http;
   std::string port = opts.http;
   if (size_t colon = port.rfind(':'); colon != std::string::npos) {
@@ -443,14 +449,17 @@ Result<mcp::HttpOptions> HttpOptionsFor(const ServeOptions& opts,
       return tenant->quotas;
     };
   }
-  http.on_session_closed = [&cells, &audit](const std::string& id, const std::string& tenant,
-                                            const std::string& reason) {
+  // An expired HTTP session hibernates (its id revives it); at shutdown every session does,
+  // after the transport stopped (RunServe); any other end is final (docs/lifecycle.md).
+  http.on_session_closed = [&resume, &audit](const std::string& id, const std::string& tenant,
+                                             const std::string& reason) {
     const std::string why = HttpEndReason(reason);
     audit.SessionEnded(id, why);
-    // At shutdown a hibernated session's files are kept (docs/lifecycle.md, "Hibernated").
-    (void)cells.Close(id, "HTTP session of tenant " + tenant + " ended: " + reason,
-                      /*keep_base=*/why == "server shutdown");
+    if (why == "server shutdown") return;
+    if (why == "idle") return resume.ParkLater(id);
+    resume.Ended(id, "HTTP session of tenant " + tenant + " ended: " + reason);
   };
+  resume.ConnectHttp(http);
   return http;
 }
 
@@ -475,15 +484,15 @@ void PrintHttpGuidance(const mcp::HttpServer& s, const ServeOptions& opts,
 }
 
 // Streamable HTTP at /mcp on --http.
-int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const ServeOptions& opts,
-                  int stop_fd, ServeAudit& audit, const OpsEndpoints& ops) {
+int ServeOverHttp(mcp::Server& server, SessionResume& resume, const ServeOptions& opts, int stop_fd,
+                  ServeAudit& audit, const OpsEndpoints& ops) {
   auto config = std::make_shared<HttpConfig>(opts.http_settings);
   // A tenant's HTTP session expires after its own policy's idle time.
   for (auto& [name, tenant] : config->tenants) {
     tenant.quotas.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
         opts.tenant_policies.at(name).time.session_idle);
   }
-  auto http = HttpOptionsFor(opts, config, cells, audit);
+  auto http = HttpOptionsFor(opts, config, resume, audit);
   if (!http) return Refuse(http.error());
   AddAdminApi(*http, config, audit::AuditDir(opts.state_dir), audit.trail());
   AddOpsRoutes(*http, ops, config);
@@ -493,13 +502,13 @@ int ServeOverHttp(mcp::Server& server, sandbox::CellSessionManager& cells, const
 
 // Serves stdio or HTTP until EOF, SIGTERM or SIGINT; the stop signals are handled only
 // while the transport serves (their old dispositions are back for the shutdown).
-int ServeUntilStopped(mcp::Server& server, sandbox::CellSessionManager& cells,
-                      const ServeOptions& opts, ServeAudit& audit, const OpsEndpoints& ops) {
+int ServeUntilStopped(mcp::Server& server, SessionResume& resume, const ServeOptions& opts,
+                      ServeAudit& audit, const OpsEndpoints& ops) {
   auto stop_signals = StopSignals::Install();
   if (!stop_signals) return Refuse(stop_signals.error().Wrap("mcpcell serve"));
   const int stop_fd = (*stop_signals)->fd();
   int rc = opts.http.empty() ? ServeOverStdio(server, opts, stop_fd)
-                             : ServeOverHttp(server, cells, opts, stop_fd, audit, ops);
+                             : ServeOverHttp(server, resume, opts, stop_fd, audit, ops);
   // A stdio session still draining when stdin closed ends as the client's doing; one cut by
   // SIGTERM or SIGINT ends by the server's shutdown.
   pollfd stop{.fd = stop_fd, .events = POLLIN, .revents = 0};
@@ -510,15 +519,15 @@ int ServeUntilStopped(mcp::Server& server, sandbox::CellSessionManager& cells,
 // The MCP server with the cell tools, serving until stopped; its handlers are done when
 // this returns, before the cells go.
 int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& client_log,
-               sandbox::CellSessionManager& cells, ServeAudit& audit, const OpsEndpoints& ops) {
-  mcp::Server server(McpServerOptions(opts, env, audit));
+               SessionResume& resume, ServeAudit& audit, const OpsEndpoints& ops) {
+  mcp::Server server(McpServerOptions(opts, env, audit, resume));
   client_log.Attach(&server);
   SessionLogRouter::DetachGuard detach_client_log{client_log};
   if (mcp::Status st = RegisterCellTools(server, env); !st) {
     std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
     return 2;
   }
-  int rc = ServeUntilStopped(server, cells, opts, audit, ops);
+  int rc = ServeUntilStopped(server, resume, opts, audit, ops);
   server.Shutdown();
   // Its sessions have ended: recorded now, before their cells are destroyed (the MCP
   // server may report a stdio session's close later, from its reader thread).
@@ -531,7 +540,7 @@ int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& c
 // holds (tools/redaction.h), and a block_and_end_session refusal closes the session's cell.
 // RunServe clears the end-session hook before the cells go.
 void ConnectSecrets(ToolEnv& env, SessionLogRouter& client_log, SessionSecrets& secrets,
-                    sandbox::CellSessionManager& cells) {
+                    SessionResume& resume) {
   env.secrets = &secrets;
   const tools::SecretValuesFn secret_values = [&secrets](const std::string& session_key) {
     tools::SecretValues values;
@@ -542,9 +551,8 @@ void ConnectSecrets(ToolEnv& env, SessionLogRouter& client_log, SessionSecrets& 
   };
   env.secret_values = secret_values;
   client_log.SetSecretValues(secret_values);
-  secrets.SetEndSession([&cells](const std::string& key, const std::string& reason) {
-    (void)cells.Close(key, reason);
-  });
+  secrets.SetEndSession(
+      [&resume](const std::string& key, const std::string& reason) { resume.Ended(key, reason); });
 }
 
 }  // namespace
@@ -583,20 +591,35 @@ int RunServe(const ServeOptions& opts) {
   WorkspaceJanitor janitor(
       workspaces.store(), RetentionByOwner(opts.effective, opts.tenant_policies),
       [&audit](const WorkspaceInfo& w) { (*audit)->WorkspaceRemoved(w, "retention"); });
-  auto cells = MakeCells(opts, *skeleton, **egress, **audit, workspaces, state);
+  // Hibernated sessions: their records, revival, parking (outlives nothing it is given).
+  SessionResume resume({.state_dir = opts.state_dir,
+                        .transport = opts.http.empty() ? "stdio" : "http",
+                        .server_policy = &opts.effective,
+                        .tenant_policies = &opts.tenant_policies,
+                        .state = &state});
+  auto cells = MakeCells(opts, *skeleton, **egress, **audit, workspaces, state, resume);
+  // Records checked (bad ones named, ended ones removed), a stdio --resume ID checked.
+  if (Status st = resume.Start(opts.resume_session, !opts.http.empty()); !st)
+    return Refuse(st.error());
   auto env = MakeToolEnv(opts, *skeleton, *cells, **egress, **audit, workspaces);
   if (!env) return Refuse(env.error());
   env->snapshots = &state;
-  ConnectSecrets(*env, client_log, secrets, *cells);
+  ConnectSecrets(*env, client_log, secrets, resume);
   ConnectOps(ops, opts, **audit, *cells, *env);
   auto admin = StartAdminListener(opts, ops, **audit);
   if (!admin) return Refuse(admin.error());
-  int rc = ServeTools(opts, *env, client_log, *cells, **audit, ops);
+  int rc = ServeTools(opts, *env, client_log, resume, **audit, ops);
   if (*admin) (*admin)->Stop();    // before the cells its routes read
   secrets.SetEndSession(nullptr);  // ConnectSecrets' hook holds the cells
-  // Stopped (a signal): hibernated files are kept for a restart. A stdio client that closed
-  // its input ended its session: they go.
-  cells->CloseAll(/*keep_bases=*/(*audit)->shutting_down());
+  // Stopped (a signal): every session hibernates, kept for a restart. A stdio client that
+  // closed its input ended its session: its files go.
+  const bool stopped = (*audit)->shutting_down();
+  if (stopped) {
+    resume.ParkAll();
+  } else {
+    resume.EndAll("client closed");
+  }
+  cells->CloseAll(/*keep_bases=*/stopped);
   // `audit` (declared before the package service, the proxy and the cells) goes after
   // them, once their last events are written: it ends any open session and writes the
   // final checkpoint.

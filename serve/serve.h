@@ -10,8 +10,11 @@
 // to the proxy when bound, removed before it is destroyed; the warm pool of --warm-cells)
 // → the tools, each session seeing its tenant's → the transport (stdio or HTTP; one line
 // on stderr saying how to connect) until EOF, SIGTERM or SIGINT → shutdown: handlers done,
-// every cell destroyed, then the proxy stopped, then the package service, then the trail
-// closed (open sessions ended, final checkpoint).
+// every live session hibernated for a restart (SIGTERM/SIGINT; serve/session_resume.h) or
+// ended (a stdio client closed its input), every cell destroyed, then the proxy stopped,
+// then the package service, then the trail closed (open sessions ended, final checkpoint).
+// Before the transport: the hibernated sessions' records checked, `--resume ID` (stdio)
+// checked.
 // stdout carries MCP messages only; guidance and logs go to stderr (or --log-file).
 // Threading: RunServe runs on the main thread and returns when the server has stopped.
 #pragma once
@@ -54,6 +57,8 @@ struct ServeOptions {
   std::string package_ca_file;
   // --egress-ca-file: extra CAs the egress proxy trusts for intercepted upstreams (secrets).
   std::string egress_ca_file;
+  // --resume ID (stdio): the hibernated session whose files the session starts over.
+  std::string resume_session;
 };
 
 // Serves until EOF (stdio), SIGTERM or SIGINT; returns the process exit status (2 when

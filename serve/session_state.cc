@@ -77,29 +77,40 @@ Result<std::vector<sandbox::LayerSource>> SessionState::Sources(
     }
   }
   if (!cell.spec().workspace_host_dir.empty()) {
-    notes->push_back("the persistent workspace is not in the snapshot: it is kept apart, and a "
-                     "restore leaves it as it is");
+    notes->push_back(
+        "the persistent workspace is not in the snapshot: it is kept apart, and a "
+        "restore leaves it as it is");
   } else if (!layers.workspace.empty()) {
     out.push_back(source("workspace", layers.workspace));
   }
   return out;
 }
 
-Result<sandbox::CaptureReport> SessionState::CaptureCell(sandbox::CellInstance& cell,
-                                                         const std::string& tenant,
-                                                         const std::string& name,
-                                                         const sandbox::SessionBase* base,
-                                                         const std::string& kind,
-                                                         std::vector<std::string>* notes) {
+Result<sandbox::CaptureReport> SessionState::CaptureCell(
+    sandbox::CellInstance& cell, const std::string& tenant, const std::string& name,
+    const sandbox::SessionBase* base, const std::string& kind, std::vector<std::string>* notes) {
   const policies::Policy* policy = PolicyOf(tenant);
   if (!policy) return Error::Msg("tenant \"" + tenant + "\" has no policy");
   Result<sandbox::CellWritableLayers> layers = cell.WritableLayers();
   if (!layers) return layers.error();
   auto sources = Sources(cell, *layers, notes);
   if (!sources) return sources.error();
+  // The store counts every snapshot of the tenant; each kind is bounded apart, so the
+  // bound handed to it is the quota plus what the other kind uses.
+  const bool hibernation = kind == sandbox::kSnapshotKindHibernation;
   sandbox::SnapshotLimits limits{.storage_bytes = policy->limits.snapshot_storage_bytes};
-  return store_.Capture(StoreTenant(tenant), name, *sources, limits,
-                        base ? base->snapshot_id : "", kind);
+  if (limits.storage_bytes > 0) {
+    auto other = UsedBytes(tenant, !hibernation);
+    if (!other) return other.error();
+    limits.storage_bytes += *other;
+  }
+  auto report = store_.Capture(StoreTenant(tenant), name, *sources, limits,
+                               base ? base->snapshot_id : "", kind);
+  if (!report && hibernation && report.error().message.find("quota") != std::string::npos)
+    return report.error().Wrap(
+        "the tenant's hibernated sessions together exceed [limits] "
+        "snapshot_storage (counted apart from its snapshots)");
+  return report;
 }
 
 Result<sandbox::SessionBase> SessionState::BaseOf(const std::string& id, bool hibernation) {
@@ -123,12 +134,35 @@ Result<sandbox::SnapshotInfo> SessionState::Visible(const std::string& tenant,
   return info;
 }
 
-Result<uint64_t> SessionState::UsedBytes(const std::string& tenant) {
+Result<uint64_t> SessionState::UsedBytes(const std::string& tenant, bool hibernation) {
   auto all = store_.List(StoreTenant(tenant));
   if (!all) return all.error();
   uint64_t used = 0;
-  for (const sandbox::SnapshotInfo& s : *all) used += s.stored_bytes;
+  for (const sandbox::SnapshotInfo& s : *all)
+    if ((s.kind == sandbox::kSnapshotKindHibernation) == hibernation) used += s.stored_bytes;
   return used;
+}
+
+Result<uint64_t> SessionState::HibernationBytes(const std::string& tenant) {
+  return UsedBytes(tenant, true);
+}
+
+uint64_t SessionState::QuotaBytes(const std::string& tenant) const {
+  const policies::Policy* policy = PolicyOf(tenant);
+  return policy ? policy->limits.snapshot_storage_bytes : 0;
+}
+
+SessionState::SnapshotLock::SnapshotLock(SessionState& state, std::string id)
+    : state_(state), id_(std::move(id)) {
+  std::unique_lock lock(state_.mu_);
+  state_.unlocked_.wait(lock, [&] { return !state_.busy_.count(id_); });
+  state_.busy_.insert(id_);
+}
+
+SessionState::SnapshotLock::~SnapshotLock() {
+  std::lock_guard lock(state_.mu_);
+  state_.busy_.erase(id_);
+  state_.unlocked_.notify_all();
 }
 
 Result<tools::SnapshotCreated> SessionState::Create(const std::string& session_key,
@@ -143,8 +177,9 @@ Result<tools::SnapshotCreated> SessionState::Create(const std::string& session_k
   Status st = (*session)->WithFrozenCell(
       [&](sandbox::CellInstance& cell, const sandbox::SessionBase* base, bool frozen) -> Status {
         if (!frozen)
-          out.notes.push_back("the cell could not be paused for the capture: files changed by "
-                              "running programs meanwhile may be caught half-written");
+          out.notes.push_back(
+              "the cell could not be paused for the capture: files changed by "
+              "running programs meanwhile may be caught half-written");
         report = CaptureCell(cell, tenant, name, base, "", &out.notes);
         if (!report) return report.error();
         return Ok();
@@ -175,9 +210,9 @@ Result<tools::SnapshotRestored> SessionState::Restore(const std::string& session
                                                       const std::string& id_or_name) {
   auto session = SessionOf(session_key, tenant);
   if (!session) return session.error();
-  std::lock_guard lock(mu_);
   auto info = Visible(tenant, id_or_name);
   if (!info) return info.error();
+  SnapshotLock held(*this, info->id);  // not deleted while it becomes the session's base
   if (Status ok = store_.Verify(info->id); !ok)
     return ok.error().Wrap("snapshot " + info->id + " is damaged and was not restored");
   auto base = BaseOf(info->id, false);
@@ -189,17 +224,18 @@ Result<tools::SnapshotRestored> SessionState::Restore(const std::string& session
   out.snapshot = Summary(*info);
   out.programs_ended = restarted->programs_ended;
   if (!restarted->counted)
-    out.notes.push_back("how many programs were running is not known (the cell was paused or "
-                        "did not answer); any that ran were ended");
+    out.notes.push_back(
+        "how many programs were running is not known (the cell was paused or "
+        "did not answer); any that ran were ended");
   if (options_.audit)
     options_.audit->SnapshotRestored(tenant, session_key, *info, out.programs_ended);
   return out;
 }
 
 Status SessionState::Delete(const std::string& tenant, const std::string& id_or_name) {
-  std::lock_guard lock(mu_);
   auto info = Visible(tenant, id_or_name);
   if (!info) return info.error();
+  SnapshotLock held(*this, info->id);  // after a Restore of it: BaseInUse then says so
   if (cells_ && cells_->BaseInUse(info->id)) {
     return Error::Msg("snapshot " + info->id +
                       " is in use: a live session runs over it (its files are that session's "
@@ -213,7 +249,8 @@ Status SessionState::Delete(const std::string& tenant, const std::string& id_or_
 Result<sandbox::SessionBase> SessionState::Hibernate(sandbox::CellInstance& cell,
                                                      const std::string& key,
                                                      const std::string& tenant,
-                                                     const sandbox::SessionBase* base, bool frozen) {
+                                                     const sandbox::SessionBase* base,
+                                                     bool frozen) {
   std::vector<std::string> notes;
   auto report = CaptureCell(cell, tenant, "", base, sandbox::kSnapshotKindHibernation, &notes);
   if (!report) return report.error().Wrap("hibernate");
@@ -224,7 +261,47 @@ Result<sandbox::SessionBase> SessionState::Hibernate(sandbox::CellInstance& cell
   }
   if (options_.audit)
     options_.audit->SessionHibernated(tenant, key, cell.id(), report->info, frozen);
+  if (on_hibernated_) on_hibernated_(key, tenant, report->info);
   return kept;
+}
+
+Result<std::string> SessionState::Park(const std::string& key, const std::string& tenant) {
+  auto session = SessionOf(key, tenant);
+  if (!session) return session.error();
+  const sandbox::CellSessionInfo info = (*session)->Info();
+  std::optional<sandbox::SessionBase> base = (*session)->base();
+  if (info.cell_id.empty() && base && base->hibernation) return base->snapshot_id;
+  if (info.cell_id.empty() && !base) return std::string();  // nothing was ever written
+  // A cell (or a base of the tenant's own, which a cell made now shows): captured frozen.
+  std::optional<sandbox::SessionBase> kept;
+  Status st = (*session)->WithFrozenCell(
+      [&](sandbox::CellInstance& cell, const sandbox::SessionBase* over, bool frozen) -> Status {
+        auto made = Hibernate(cell, key, tenant, over, frozen);
+        if (!made) return made.error();
+        kept = std::move(*made);
+        return Ok();
+      });
+  if (!st) return st.error().Wrap("keep the files of session " + key);
+  const std::string id = kept->snapshot_id;
+  // Ends the cell; the base it replaces is released (a previous hibernation's is deleted).
+  auto restarted = (*session)->RestartOver(std::move(*kept));
+  if (!restarted) return restarted.error().Wrap("keep the files of session " + key);
+  return id;
+}
+
+Status SessionState::ResumeOver(const std::string& key, const std::string& tenant,
+                                const std::string& snapshot_id, const std::string& note) {
+  auto session = SessionOf(key, tenant);
+  if (!session) return session.error();
+  auto info = store_.Get(StoreTenant(tenant), snapshot_id);
+  if (!info) return info.error();
+  if (info->kind != sandbox::kSnapshotKindHibernation)
+    return Error::Msg("snapshot " + snapshot_id + " is not a hibernated session's");
+  auto base = BaseOf(snapshot_id, true);
+  if (!base) return base.error();
+  auto restarted = (*session)->RestartOver(std::move(*base), note);
+  if (!restarted) return restarted.error();
+  return Ok();
 }
 
 void SessionState::BaseReleased(const std::string& key, const std::string& tenant,
@@ -234,6 +311,32 @@ void SessionState::BaseReleased(const std::string& key, const std::string& tenan
     mcp::log::Warn("session " + key + ": hibernation snapshot " + base.snapshot_id +
                    " not deleted: " + st.error().message);
   }
+}
+
+tools::SessionKept SessionState::Kept(const std::string& session_key, const std::string& tenant) {
+  tools::SessionKept kept;
+  if (resume_facts_) {
+    if (auto facts = resume_facts_(session_key)) {
+      kept.resume_id = facts->resume_id;
+      kept.resume_hint = facts->transport == "stdio"
+                             ? "mcpcell serve --resume " + facts->resume_id
+                             : "reconnect with Mcp-Session-Id " + facts->resume_id;
+      kept.hibernated_at = facts->hibernated_at;
+    }
+  }
+  kept.quota_bytes = QuotaBytes(tenant);
+  if (auto used = HibernationBytes(tenant); used) kept.tenant_hibernation_bytes = *used;
+  auto session = SessionOf(session_key, tenant);
+  if (!session) return kept;
+  kept.hibernated = (*session)->Info().hibernated;
+  std::optional<sandbox::SessionBase> base = (*session)->base();
+  if (!base || !base->hibernation) return kept;
+  kept.snapshot_id = base->snapshot_id;
+  if (auto info = store_.Get(StoreTenant(tenant), base->snapshot_id); info) {
+    kept.files = info->files;
+    kept.stored_bytes = info->stored_bytes;
+  }
+  return kept;
 }
 
 }  // namespace mcpcell::serve

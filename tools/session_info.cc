@@ -63,8 +63,22 @@ mcp::Json SessionInfoOutputSchema() {
         {"session_wall_time_s", integer},
         {"state",
          {{"type", "string"},
-          {"enum", mcp::Json::array({"running", "paused"})},
-          {"description", "the cell's state (a call resumes a paused cell first)"}}},
+          {"enum", mcp::Json::array({"running", "paused", "hibernated"})},
+          {"description",
+           "the session's state: running or paused (a call resumes a paused cell first), or "
+           "hibernated (no cell: its programs were stopped, its files kept; the next call "
+           "other than session_info starts a cell over them)"}}},
+        {"resume_id",
+         {{"type", "string"},
+          {"description",
+           "names this session after a server restart: `mcpcell serve --resume ID` (stdio) or "
+           "the same Mcp-Session-Id (HTTP)"}}},
+        {"hibernation",
+         {{"type", "object"},
+          {"description",
+           "the session's kept files: hibernated_at (last hibernation), snapshot_id, files and "
+           "stored_bytes of the hidden snapshot the session's cells run over, and the tenant's "
+           "hidden snapshots together (tenant_bytes) beside their bound (quota_bytes, 0: none)"}}},
         {"paused_s",
          {{"type", "number"},
           {"description", "seconds the session's cell spent paused (frozen when idle)"}}},
@@ -116,6 +130,7 @@ mcp::Json SessionInfoOutputSchema() {
 // What session_info reports, gathered once for both of its forms.
 struct SessionFacts {
   const CellToolsConfig& config;
+  SessionKept kept;
   const sandbox::CellLease& cell;
   sandbox::CellSessionInfo info;
   int64_t wall_time_s = 0;
@@ -126,6 +141,33 @@ struct SessionFacts {
 };
 
 int64_t Seconds(auto d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); }
+
+// The session's kept files (structured), when it ever hibernated or runs over them.
+void AddKept(const SessionKept& k, mcp::Json& s) {
+  if (!k.resume_id.empty()) s["resume_id"] = k.resume_id;
+  if (k.hibernated_at.empty() && k.snapshot_id.empty()) return;
+  s["hibernation"] = {{"hibernated_at", k.hibernated_at},
+                      {"snapshot_id", k.snapshot_id},
+                      {"files", k.files},
+                      {"stored_bytes", k.stored_bytes},
+                      {"tenant_bytes", k.tenant_hibernation_bytes},
+                      {"quota_bytes", k.quota_bytes}};
+}
+
+// Its text: how to resume, and what is kept.
+std::string KeptLines(const SessionKept& k) {
+  std::string text;
+  if (!k.resume_id.empty()) text += "resume after a server restart: " + k.resume_hint + "\n";
+  if (!k.snapshot_id.empty()) {
+    text += "kept files: " + std::to_string(k.files) + " in hidden snapshot " + k.snapshot_id +
+            " (" + std::to_string(k.stored_bytes) + " bytes" +
+            (k.hibernated_at.empty() ? "" : ", hibernated at " + k.hibernated_at) +
+            "); the tenant's hibernated sessions use " +
+            std::to_string(k.tenant_hibernation_bytes) + " bytes" +
+            (k.quota_bytes ? " of " + std::to_string(k.quota_bytes) : std::string()) + "\n";
+  }
+  return text;
+}
 
 mcp::Json StructuredReport(const SessionFacts& f) {
   const sandbox::CellSpec& spec = f.cell.spec();
@@ -155,6 +197,7 @@ mcp::Json StructuredReport(const SessionFacts& f) {
       {"warnings", f.cell.warnings()},
   };
   s["tools_off"] = DescribeToolsOff(f.config, f.snapshot_store).first;
+  AddKept(f.kept, s);
   if (f.metered) s["usage"] = f.metered->ToJson();
   if (f.usage) {
     s["cpu_time_ms"] = f.usage->cpu_usage_ns / 1000000;
@@ -211,7 +254,8 @@ std::string TextReport(const SessionFacts& f) {
           std::to_string(Seconds(f.info.lifetime_left)) + " s\nexec timeout: default " +
           std::to_string(config.default_timeout.count()) + " s, at most " +
           std::to_string(config.max_timeout.count()) + " s\nnetwork: " + config.network_summary +
-          "\npackages: " + config.packages_summary + "\n" + DescribeToolsOff(config, f.snapshot_store).second;
+          "\npackages: " + config.packages_summary + "\n" +
+          DescribeToolsOff(config, f.snapshot_store).second;
   if (f.egress) {
     const CellEgressReport& st = *f.egress;
     text += "egress: " + std::to_string(st.bytes_up) + " bytes up, " +
@@ -234,8 +278,40 @@ std::string TextReport(const SessionFacts& f) {
                   static_cast<unsigned long long>(u.storage_bytes));
     text += line;
   }
+  text += KeptLines(f.kept);
   for (const auto& w : f.cell.warnings()) text += "warning: " + w + "\n";
   return text;
+}
+
+// A hibernated session, described without making a cell for it (a cell would end the
+// hibernation): what is kept, since when, and what is left of the session.
+mcp::ToolResult HibernatedReport(const CellToolsConfig& config, const SessionKept& kept,
+                                 const sandbox::CellSessionInfo& info) {
+  const int64_t wall_time_s = Seconds(std::chrono::system_clock::now() - info.started_at);
+  mcp::Json s = {{"cell_id", ""},
+                 {"policy", config.policy_name},
+                 {"template", config.template_name},
+                 {"state", "hibernated"},
+                 {"paused_s", std::chrono::duration<double>(info.paused_total).count()},
+                 {"session_wall_time_s", wall_time_s},
+                 {"lifetime_left_s", Seconds(info.lifetime_left)},
+                 {"calls", info.calls},
+                 {"cells_created", info.cells_created},
+                 {"network", config.network_summary},
+                 {"packages", config.packages_summary},
+                 {"warnings", mcp::Json::array()}};
+  AddKept(kept, s);
+  std::string text =
+      "session hibernated" + (kept.hibernated_at.empty() ? "" : " at " + kept.hibernated_at) +
+      ": no cell now; its programs were stopped, its files kept (/, /usr and /workspace as "
+      "the cell left them; not /tmp, processes or connections). The next call other than "
+      "session_info starts a fresh cell over them.\n" +
+      "session: " + std::to_string(info.calls) + " calls, " + std::to_string(wall_time_s) +
+      " s old; lifetime left " + std::to_string(Seconds(info.lifetime_left)) + " s\n" + "policy " +
+      config.policy_name + ", template " + config.template_name + "\n" + KeptLines(kept);
+  mcp::ToolResult r = mcp::ToolResult::Text(text);
+  r.structured_content = std::move(s);
+  return r;
 }
 
 // The session's granted secrets: a line each in the text, an array in the structure; never
@@ -268,10 +344,14 @@ std::pair<std::string, mcp::Json> DescribeSecrets(const ToolEnv& env, const mcp:
 Status ParseSessionInfoArgs(const mcp::Json& json) { return ArgReader(json, {}).Finish(); }
 
 mcp::ToolResult SessionInfo(const ToolEnv& env, mcp::Context& ctx) {
-  LeaseOrError acquired = AcquireCell(env, ctx);
-  if (!acquired.lease) return acquired.error;
   auto session = SessionCells(env, ctx);
   if (!session) return mcp::ToolResult::Error(session.error().message);
+  SessionKept kept;
+  if (env.snapshots) kept = env.snapshots->Kept(ctx.session().id(), ctx.session().tenant());
+  if (const CellToolsConfig* config = SessionConfig(env, ctx); config && kept.hibernated)
+    return HibernatedReport(*config, kept, (*session)->Info());
+  LeaseOrError acquired = AcquireCell(env, ctx);
+  if (!acquired.lease) return acquired.error;
   const sandbox::CellLease& cell = *acquired.lease;
   sandbox::CellSessionInfo info = (*session)->Info();
   const int64_t wall_time_s = Seconds(std::chrono::system_clock::now() - info.started_at);
@@ -282,8 +362,10 @@ mcp::ToolResult SessionInfo(const ToolEnv& env, mcp::Context& ctx) {
       metered = meter->Snapshot(std::chrono::steady_clock::now());
     }
   }
+  kept.hibernated = false;  // the call took a cell: running now
   const SessionFacts facts{
       .config = *acquired.config,
+      .kept = std::move(kept),
       .cell = cell,
       .info = info,
       .wall_time_s = wall_time_s,
@@ -309,8 +391,9 @@ mcp::Tool MakeSessionInfoTool(const ToolEnv& env) {
       "Shows this session's sandbox: cell id, policy, limits, usage so far (CPU time, peak "
       "memory, wall time), time left before idle expiry and the session's maximum lifetime, "
       "the network policy with the traffic through the egress proxy so far, what "
-      "pip_install/npm_install may install, and which tools the policy turns off and why. "
-      "Creates the sandbox if it does not exist yet.";
+      "pip_install/npm_install may install, which tools the policy turns off and why, and "
+      "the id that resumes the session after a server restart. Creates the sandbox if it does "
+      "not exist yet, except for a hibernated session (it says what is kept instead).";
   tool.input_schema = {
       {"type", "object"}, {"properties", mcp::Json::object()}, {"additionalProperties", false}};
   tool.output_schema = SessionInfoOutputSchema();

@@ -27,10 +27,10 @@ struct SnapshotSummary {
 
 struct SnapshotCreated {
   SnapshotSummary snapshot;
-  uint64_t files_hashed = 0;      // read now (the rest were unchanged since the last one)
-  uint64_t new_object_bytes = 0;  // storage this snapshot added
-  uint64_t quota_used_bytes = 0;  // the tenant's snapshots together, after this one
-  uint64_t quota_bytes = 0;       // 0: no quota
+  uint64_t files_hashed = 0;       // read now (the rest were unchanged since the last one)
+  uint64_t new_object_bytes = 0;   // storage this snapshot added
+  uint64_t quota_used_bytes = 0;   // the tenant's snapshots together, after this one
+  uint64_t quota_bytes = 0;        // 0: no quota
   std::vector<std::string> notes;  // setuid bits stripped, special files skipped, ...
 };
 
@@ -39,6 +39,19 @@ struct SnapshotRestored {
   // The session's programs that were running and were ended (0 when none).
   uint64_t programs_ended = 0;
   std::vector<std::string> notes;
+};
+
+// What session_info shows of the session's kept files (hibernation, docs/lifecycle.md).
+struct SessionKept {
+  std::string resume_id;      // names the session after a restart ("" = not resumable)
+  std::string resume_hint;    // how: "mcpcell serve --resume ID" or the HTTP session id
+  std::string hibernated_at;  // its last hibernation (RFC 3339 UTC), "" = never
+  bool hibernated = false;    // no cell now: the next call's cell starts over the kept files
+  std::string snapshot_id;    // the hidden snapshot the session's cells run over ("" = none)
+  uint64_t files = 0;         // in it
+  uint64_t stored_bytes = 0;  // its storage
+  uint64_t tenant_hibernation_bytes = 0;  // every hidden snapshot of the tenant
+  uint64_t quota_bytes = 0;  // their bound, apart from the tenant's snapshots (0: none)
 };
 
 class SnapshotsView {
@@ -56,6 +69,12 @@ class SnapshotsView {
                                            const std::string& tenant,
                                            const std::string& id_or_name) = 0;
   virtual Status Delete(const std::string& tenant, const std::string& id_or_name) = 0;
+  // The session's kept files and how to resume it; never makes a cell.
+  virtual SessionKept Kept(const std::string& session_key, const std::string& tenant) {
+    (void)session_key;
+    (void)tenant;
+    return {};
+  }
 };
 
 }  // namespace mcpcell::tools
