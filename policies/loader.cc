@@ -94,7 +94,8 @@ const std::vector<std::string>& KnownToolNames() {
                                                   "write_file",   "edit_file",   "list_files",
                                                   "session_info", "pip_install", "npm_install",
                                                   "snapshot_create", "snapshot_list",
-                                                  "snapshot_restore", "snapshot_delete"};
+                                                  "snapshot_restore", "snapshot_delete",
+                                                  "python",       "process"};
   return kTools;
 }
 
