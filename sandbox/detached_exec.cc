@@ -30,8 +30,9 @@ void DetachedExec::TakeEventLocked() {
   Result<control::Received> received = control::ReceiveMessage(events_.get());
   if (!received.ok()) {
     lost_ = received.error().err == 0
-                ? Error::Msg("the cell ended before the program's exit was reported (session "
-                             "closed, cell hibernated, restored or replaced)")
+                ? Error::Msg(
+                      "the cell ended before the program's exit was reported (session "
+                      "closed, cell hibernated, restored or replaced)")
                 : received.error().Wrap("the exec's event socket");
     events_.Reset();
     return;

@@ -34,8 +34,8 @@ struct ProcessArgs {
 
 Result<int> ParseSignal(const std::string& name) {
   std::string bare = name.rfind("SIG", 0) == 0 ? name.substr(3) : name;
-  for (const char* allowed : {"TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2", "STOP",
-                              "CONT"}) {
+  for (const char* allowed :
+       {"TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2", "STOP", "CONT"}) {
     if (bare != allowed) continue;
     for (int signo = 1; signo < NSIG; ++signo) {
       const char* abbrev = sigabbrev_np(signo);
@@ -106,12 +106,9 @@ Result<ProcessArgs> ParseProcessArgs(const mcp::Json& json) {
 }
 
 mcp::Json StateJson(const BackgroundProcess& p, const ProcessState& s) {
-  mcp::Json j = {{"id", p.id},
-                 {"kind", p.kind},
-                 {"command", ToValidUtf8(p.command.substr(0, 200))},
-                 {"state", s.state},
-                 {"detail", s.detail},
-                 {"output_path", p.output_path}};
+  mcp::Json j = {
+      {"id", p.id},       {"kind", p.kind},     {"command", ToValidUtf8(p.command.substr(0, 200))},
+      {"state", s.state}, {"detail", s.detail}, {"output_path", p.output_path}};
   if (s.state == "exited") j["exit_code"] = s.exit_code;
   if (s.state == "killed") j["signal"] = s.signal;
   return j;
@@ -129,7 +126,8 @@ mcp::ToolResult List(const std::string& key, const sandbox::CellLease& lease) {
   for (const auto& p : ProcessTable::Instance().List(key)) {
     ProcessState s = InspectProcess(*p, lease.id());
     items.push_back(StateJson(*p, s));
-    text += p->id + " [" + p->kind + "] " + s.detail + ": " + ToValidUtf8(p->command.substr(0, 200)) + "\n";
+    text += p->id + " [" + p->kind + "] " + s.detail + ": " +
+            ToValidUtf8(p->command.substr(0, 200)) + "\n";
   }
   if (text.empty()) text = "no background processes (start one with run_command background=true)\n";
   mcp::ToolResult result = mcp::ToolResult::Text(std::move(text));
@@ -186,7 +184,8 @@ mcp::ToolResult Write(const Target& t, const ProcessArgs& args) {
           "process write " + t.process->id + ": " + std::to_string(written) + " of " +
           std::to_string(args.data->size()) +
           " bytes were written; its stdin pipe is full (the process is not reading it). Send "
-          "the rest later, starting at byte " + std::to_string(written) + " of your data");
+          "the rest later, starting at byte " +
+          std::to_string(written) + " of your data");
   }
   if (args.eof) exec.CloseStdin();
   mcp::ToolResult result = mcp::ToolResult::Text(
@@ -201,8 +200,8 @@ mcp::ToolResult Signal(const Target& t, const ProcessArgs& args, const sandbox::
                        const ProcessState& s) {
   const std::string name = std::string("SIG") + sigabbrev_np(args.signo);
   if (s.state != "running")
-    return mcp::ToolResult::Error("process signal " + t.process->id + ": not running (" +
-                                  s.detail + "); nothing to signal");
+    return mcp::ToolResult::Error("process signal " + t.process->id + ": not running (" + s.detail +
+                                  "); nothing to signal");
   Status st = lease.SignalExec(t.process->exec->exec_id(), args.signo);
   if (!st) {
     return mcp::ToolResult::Error(
@@ -210,8 +209,8 @@ mcp::ToolResult Signal(const Target& t, const ProcessArgs& args, const sandbox::
         (st.error().err == ESRCH ? " (it has just exited; action=wait shows how)" : ""));
   }
   mcp::ToolResult result = mcp::ToolResult::Text(
-      "sent " + name + " to " + t.process->id + "'s process group. Next: action=wait id=" +
-      t.process->id + " to see it end.");
+      "sent " + name + " to " + t.process->id +
+      "'s process group. Next: action=wait id=" + t.process->id + " to see it end.");
   result.structured_content = {{"id", t.process->id}, {"signal", name}};
   return result;
 }
@@ -237,8 +236,8 @@ mcp::ToolResult Process(const ToolEnv& env, mcp::Context& ctx, const ProcessArgs
     return OutputResult(env, ctx, t, InspectProcess(*t.process, t.cell_id), lease, args.cursor);
   // wait: until it ends, the timeout, a cancellation or the session's end.
   const CellToolsConfig& config = *acquired.config;
-  int64_t seconds = args.timeout_s.value_or(std::min<int64_t>(kDefaultWaitSeconds,
-                                                              config.max_timeout.count()));
+  int64_t seconds =
+      args.timeout_s.value_or(std::min<int64_t>(kDefaultWaitSeconds, config.max_timeout.count()));
   if (seconds > config.max_timeout.count())
     return mcp::ToolResult::Error("arguments.timeout_s: " + std::to_string(seconds) +
                                   " is over this session's maximum of " +
@@ -246,8 +245,8 @@ mcp::ToolResult Process(const ToolEnv& env, mcp::Context& ctx, const ProcessArgs
   auto stop = std::make_shared<std::stop_source>();
   ctx.OnCancel([stop] { stop->request_stop(); });
   std::stop_callback on_close(lease.stop_token(), [stop] { stop->request_stop(); });
-  ProcessState s = InspectProcess(*t.process, t.cell_id, std::chrono::seconds(seconds),
-                                  stop->get_token());
+  ProcessState s =
+      InspectProcess(*t.process, t.cell_id, std::chrono::seconds(seconds), stop->get_token());
   if (s.state == "running" && stop->stop_requested())
     return mcp::ToolResult::Error("process wait " + t.process->id +
                                   ": cancelled; the process still runs");

@@ -9,9 +9,11 @@ size_t IncompleteUtf8Tail(std::string_view bytes) {
   for (size_t back = 1; back <= 4 && back <= bytes.size(); ++back) {
     unsigned char c = static_cast<unsigned char>(bytes[bytes.size() - back]);
     if ((c & 0xC0) == 0x80) continue;  // continuation byte
-    size_t need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
-                             : (c & 0xF8) == 0xF0   ? 4
-                                                    : 1;  // invalid lead: leave it
+    size_t need = c < 0x80             ? 1
+                  : (c & 0xE0) == 0xC0 ? 2
+                  : (c & 0xF0) == 0xE0 ? 3
+                  : (c & 0xF8) == 0xF0 ? 4
+                                       : 1;  // invalid lead: leave it
     return back < need ? back : 0;
   }
   return 0;
@@ -26,8 +28,8 @@ Result<OutputWindow> ReadProcessOutput(const sandbox::CellLease& lease, const st
   OutputWindow w;
   w.file_size = stat->size;
   if (cursor > w.file_size)
-    return Error::Msg("arguments.cursor: " + std::to_string(cursor) +
-                      " is past the end of " + id + "'s output (" + std::to_string(w.file_size) +
+    return Error::Msg("arguments.cursor: " + std::to_string(cursor) + " is past the end of " + id +
+                      "'s output (" + std::to_string(w.file_size) +
                       " bytes so far); pass a next_cursor from an earlier result, or 0 to read "
                       "from the start");
   const uint64_t fresh = w.file_size - cursor;

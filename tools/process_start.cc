@@ -21,8 +21,8 @@ std::variant<std::shared_ptr<BackgroundProcess>, mcp::ToolResult> StartBackgroun
   auto session = SessionCells(env, ctx);
   if (!session) return SandboxError(call.tool, session.error());
   if (Status st = lease.Mkdir(kProcessOutputDir, 0755, /*parents=*/true); !st)
-    return SandboxError(call.tool, st.error(), "Could not make the output directory. " +
-                                                   WriteHint(st.error()));
+    return SandboxError(call.tool, st.error(),
+                        "Could not make the output directory. " + WriteHint(st.error()));
   auto process = std::make_shared<BackgroundProcess>();
   process->id = table.NextId(key);
   process->kind = kind;

@@ -107,8 +107,8 @@ ProcessState InspectProcess(BackgroundProcess& p, const std::string& cell_id,
     s.state = "stopped";
     s.detail =
         "stopped: the cell it ran in ended (the session's cell was hibernated, restored from "
-        "a snapshot or replaced); its output up to then is in " + p.output_path +
-        " when the workspace was kept";
+        "a snapshot or replaced); its output up to then is in " +
+        p.output_path + " when the workspace was kept";
     return s;
   }
   auto r = p.exec->Poll(wait, stop);

@@ -58,7 +58,7 @@ class ProcessTable {
   std::string NextId(const std::string& key);
   // Adds a started process (the caller checked Running against kMaxBackgroundProcesses).
   void Add(const std::string& key, std::weak_ptr<sandbox::CellSession> session,
-             std::shared_ptr<BackgroundProcess> process);
+           std::shared_ptr<BackgroundProcess> process);
   // How many of session `key`'s processes may still be running (checked before a start).
   size_t Running(const std::string& key);
   std::shared_ptr<BackgroundProcess> Find(const std::string& key, const std::string& id);

@@ -91,12 +91,12 @@ std::variant<std::shared_ptr<BackgroundProcess>, mcp::ToolResult> EnsureRunning(
     if (s.state == "running") (void)lease.SignalExec(p->exec->exec_id(), SIGKILL);
     if (reset) {
       note = "started a new interpreter (reset=true): earlier variables are gone";
+    } else if (!interp.restart_note.empty()) {
+      note = interp.restart_note;
     } else {
-      note = "the previous interpreter " + s.detail + "; a new one started and earlier variables "
-             "are gone";
+      note = "the previous interpreter ended (" + s.detail +
+             "); a new one started and earlier variables are gone";
     }
-  } else if (!interp.restart_note.empty()) {
-    note = interp.restart_note;
   }
   interp.restart_note.clear();
   if (Status st = lease.Mkdir(kPythonDir, 0700, /*parents=*/true); !st)
@@ -108,7 +108,8 @@ std::variant<std::shared_ptr<BackgroundProcess>, mcp::ToolResult> EnsureRunning(
   call.tool = "python";
   call.argv = {"python3", "-u", driver};
   call.options.env = {{"MPLBACKEND", "Agg"}, {"PYTHONUNBUFFERED", "1"}};
-  auto started = StartBackgroundProcess(env, ctx, lease, config, "python", call, "python3 (the python tool's interpreter)");
+  auto started = StartBackgroundProcess(env, ctx, lease, config, "python", call,
+                                        "python3 (the python tool's interpreter)");
   if (auto* error = std::get_if<mcp::ToolResult>(&started)) return std::move(*error);
   p = std::get<std::shared_ptr<BackgroundProcess>>(started);
   interp.process_id = p->id;
@@ -196,20 +197,25 @@ mcp::ToolResult BuildAnswer(const sandbox::CellLease& lease, const CallFiles& fi
   if (!raw) return SandboxError("python", raw.error(), "The interpreter's answer was lost.");
   mcp::Json answer = mcp::Json::parse(*raw, nullptr, /*allow_exceptions=*/false);
   if (!answer.is_object())
-    return mcp::ToolResult::Error("python: the interpreter's answer is not JSON (was "
-                                  "/tmp/.mcpcell/python changed by the code?)");
+    return mcp::ToolResult::Error(
+        "python: the interpreter's answer is not JSON (was "
+        "/tmp/.mcpcell/python changed by the code?)");
   std::string out = StreamText(lease, files.out, keep, "stdout");
   std::string err = StreamText(lease, files.err, keep, "stderr");
-  const std::string result = answer.value("result", mcp::Json()).is_string()
-                                 ? answer["result"].get<std::string>() : "";
-  const std::string error = answer.value("error", mcp::Json()).is_string()
-                                ? answer["error"].get<std::string>() : "";
+  const std::string result =
+      answer.value("result", mcp::Json()).is_string() ? answer["result"].get<std::string>() : "";
+  const std::string error =
+      answer.value("error", mcp::Json()).is_string() ? answer["error"].get<std::string>() : "";
   std::string text;
   if (!note.empty()) text += "note: " + note + "\n";
-  if (w.timed_out) text += "timed out: the code was interrupted (KeyboardInterrupt); variables "
-                           "and imports are kept\n";
-  if (w.cancelled) text += "cancelled: the code was interrupted (KeyboardInterrupt); variables "
-                           "and imports are kept\n";
+  if (w.timed_out)
+    text +=
+        "timed out: the code was interrupted (KeyboardInterrupt); variables "
+        "and imports are kept\n";
+  if (w.cancelled)
+    text +=
+        "cancelled: the code was interrupted (KeyboardInterrupt); variables "
+        "and imports are kept\n";
   if (!out.empty()) text += "--- stdout ---\n" + out + (out.back() == '\n' ? "" : "\n");
   if (!err.empty()) text += "--- stderr ---\n" + err + (err.back() == '\n' ? "" : "\n");
   if (!error.empty()) text += "--- error ---\n" + error;
@@ -222,9 +228,13 @@ mcp::ToolResult BuildAnswer(const sandbox::CellLease& lease, const CallFiles& fi
       r.content.push_back({{"type", "image"}, {"data", image}, {"mimeType", "image/png"}});
   for (const auto& n : answer.value("notes", mcp::Json::array()))
     if (n.is_string()) r.AddText("note: " + n.get<std::string>());
-  r.structured_content = {{"stdout", out}, {"stderr", err}, {"result", result},
-                          {"error", error}, {"interrupted", answer.value("interrupted", false)},
-                          {"timed_out", w.timed_out}, {"images", images.size()}};
+  r.structured_content = {{"stdout", out},
+                          {"stderr", err},
+                          {"result", result},
+                          {"error", error},
+                          {"interrupted", answer.value("interrupted", false)},
+                          {"timed_out", w.timed_out},
+                          {"images", images.size()}};
   r.is_error = !error.empty();
   return r;
 }
@@ -249,32 +259,40 @@ mcp::ToolResult RunPython(const ToolEnv& env, mcp::Context& ctx, const PythonArg
   BackgroundProcess& p = *std::get<std::shared_ptr<BackgroundProcess>>(running);
   if (args.code.empty())
     return mcp::ToolResult::Text((note.empty() ? "started a new interpreter" : note) + "\n");
-  const std::string base = std::string(kPythonDir) + "/call-" + std::to_string(interp->next_request);
+  const std::string base =
+      std::string(kPythonDir) + "/call-" + std::to_string(interp->next_request);
   CallFiles files{base + ".stdout", base + ".stderr", base + ".json"};
-  mcp::Json request = {{"id", interp->next_request++}, {"code", args.code},
-                       {"stdout", files.out}, {"stderr", files.err}, {"response", files.answer}};
+  mcp::Json request = {{"id", interp->next_request++},
+                       {"code", args.code},
+                       {"stdout", files.out},
+                       {"stderr", files.err},
+                       {"response", files.answer}};
   if (Status st = SendRequest(p, Frame(request), stop->get_token()); !st)
-    return SandboxError("python", st.error(), "The interpreter is not reading; call again "
+    return SandboxError("python", st.error(),
+                        "The interpreter is not reading; call again "
                         "with reset=true.");
-  Waited w = AwaitAnswer(lease, p, files, args.timeout_s ? std::chrono::seconds(*args.timeout_s)
-                                                         : config.default_timeout,
-                         stop->get_token());
+  Waited w =
+      AwaitAnswer(lease, p, files,
+                  args.timeout_s ? std::chrono::seconds(*args.timeout_s) : config.default_timeout,
+                  stop->get_token());
   mcp::ToolResult result;
   if (w.outcome == Outcome::kAnswered) {
     result = BuildAnswer(lease, files, w, config.keep_bytes_per_stream, note);
   } else if (w.outcome == Outcome::kDied) {
     result = mcp::ToolResult::Error(
-        "python: the interpreter " + w.detail + " while running this code (out of memory, "
+        "python: the interpreter " + w.detail +
+        " while running this code (out of memory, "
         "os._exit or a crash?); its variables are gone, and the next call starts a new one.\n" +
         StreamText(lease, files.err, config.keep_bytes_per_stream, "stderr"));
   } else {
-    interp->restart_note = "the interpreter was restarted: the previous call's code did not "
-                           "stop on KeyboardInterrupt; earlier variables are gone";
-    result = mcp::ToolResult::Error(
-        std::string(w.timed_out ? "timed out" : "cancelled") +
-        ": the code did not stop on KeyboardInterrupt within " +
-        std::to_string(kInterruptGrace.count()) + " s, so the interpreter was killed; the next "
-        "call starts a new one (earlier variables are gone).");
+    interp->restart_note =
+        "the interpreter was restarted: the previous call's code did not "
+        "stop on KeyboardInterrupt; earlier variables are gone";
+    result = mcp::ToolResult::Error(std::string(w.timed_out ? "timed out" : "cancelled") +
+                                    ": the code did not stop on KeyboardInterrupt within " +
+                                    std::to_string(kInterruptGrace.count()) +
+                                    " s, so the interpreter was killed; the next "
+                                    "call starts a new one (earlier variables are gone).");
   }
   for (const std::string& f : {files.out, files.err, files.answer}) (void)lease.Remove(f);
   if (w.timed_out || w.cancelled) result.is_error = true;

@@ -163,8 +163,29 @@ def _serve(request):
     os.rename(temporary, request["response"])
 
 
+def _find_matplotlibrc():
+    """Debian's matplotlib reads its defaults from /etc/matplotlibrc, which a cell's own /etc
+    does not have: point MATPLOTLIBRC at the copy in matplotlib's data directory instead."""
+    if "MATPLOTLIBRC" in os.environ or os.path.exists("/etc/matplotlibrc"):
+        return
+    import importlib.util
+    candidates = ["/usr/share/matplotlib/mpl-data/matplotlibrc"]
+    try:
+        spec = importlib.util.find_spec("matplotlib")
+        if spec is not None and spec.origin:
+            candidates.insert(0, os.path.join(os.path.dirname(spec.origin), "mpl-data",
+                                              "matplotlibrc"))
+    except (ImportError, ValueError):
+        return
+    for candidate in candidates:
+        if os.path.exists(candidate):
+            os.environ["MATPLOTLIBRC"] = candidate
+            return
+
+
 def main():
     os.environ.setdefault("MPLBACKEND", "Agg")
+    _find_matplotlibrc()
     while True:
         try:
             request = _read_request()

@@ -58,7 +58,8 @@ mcp::ToolResult RunInBackground(const ToolEnv& env, mcp::Context& ctx, const Exe
   mcp::ToolResult result = mcp::ToolResult::Text(
       "started in the background as process " + p.id + " (pid " + std::to_string(p.exec->pid()) +
       " in the cell); its stdout and stderr go to " + p.output_path +
-      ".\nNext: process action=output id=" + p.id + " reads new output, action=write sends "
+      ".\nNext: process action=output id=" + p.id +
+      " reads new output, action=write sends "
       "stdin, action=signal stops it, action=wait waits for its exit.");
   result.structured_content = {{"background", true},
                                {"process_id", p.id},

@@ -280,13 +280,13 @@ void Fields(V& v, StatsReply& m) {
   v.Num(m.init_max_rss_bytes, "init_max_rss_bytes");
 }
 
-constexpr const char* kNames[] = {
-    "Ready",           "SetupFailed",      "ExecRequest",    "SignalRequest",
-    "ReadFileRequest", "WriteFileRequest", "ListDirRequest", "StatRequest",
-    "MkdirRequest",    "RemoveRequest",    "StatsRequest",   "ErrorReply",
-    "OkReply",         "ExecStarted",      "ExecExited",     "ReadFileReply",
-    "StatReply",       "ListDirReply",     "StatsReply",     "RenameRequest",
-    "DetachedExecRequest"};
+constexpr const char* kNames[] = {"Ready",          "SetupFailed",     "ExecRequest",
+                                  "SignalRequest",  "ReadFileRequest", "WriteFileRequest",
+                                  "ListDirRequest", "StatRequest",     "MkdirRequest",
+                                  "RemoveRequest",  "StatsRequest",    "ErrorReply",
+                                  "OkReply",        "ExecStarted",     "ExecExited",
+                                  "ReadFileReply",  "StatReply",       "ListDirReply",
+                                  "StatsReply",     "RenameRequest",   "DetachedExecRequest"};
 static_assert(std::size(kNames) == std::variant_size_v<Message>);
 
 // Semantic checks that a cap alone does not express (flags are 0/1, names are sane).
