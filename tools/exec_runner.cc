@@ -127,7 +127,8 @@ mcp::ToolResult BuildResult(const ExecCall& call, const sandbox::ExecResult& r,
     is_error = true;
     head += "timed out after " + std::to_string(timeout.count()) +
             " s: the whole process group was killed. Run it with a larger timeout_s, in "
-            "the background (nohup ... &) with output to a file, or make it faster.\n";
+            "the background (run_command background=true, then the process tool), or make it "
+            "faster.\n";
   } else if (r.oom_killed) {
     is_error = true;
     head +=

@@ -289,6 +289,18 @@ mcp::Json ProcessInputSchema(const ToolEnv& env) {
 
 }  // namespace
 
+std::pair<std::string, nlohmann::json> DescribeBackgroundProcesses(const std::string& key,
+                                                                   const std::string& cell_id) {
+  std::string text;
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& p : ProcessTable::Instance().List(key)) {
+    ProcessState s = InspectProcess(*p, cell_id);
+    items.push_back(StateJson(*p, s));
+    text += "background process " + p->id + " [" + p->kind + "]: " + s.detail + "\n";
+  }
+  return {std::move(text), std::move(items)};
+}
+
 mcp::Tool MakeProcessTool(const ToolEnv& env) {
   mcp::Tool tool;
   tool.name = "process";

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -94,5 +95,10 @@ struct ProcessState {
 // `cell_id`: the session's cell now ("" when it has none).
 ProcessState InspectProcess(BackgroundProcess& p, const std::string& cell_id,
                             std::chrono::milliseconds wait = {}, const std::stop_token& stop = {});
+
+// session_info's lines and structured list of session `key`'s background processes (each
+// with its state: "stopped" once its cell ended, e.g. hibernated); ("", []) when none.
+std::pair<std::string, nlohmann::json> DescribeBackgroundProcesses(const std::string& key,
+                                                                   const std::string& cell_id);
 
 }  // namespace mcpcell::tools

@@ -155,7 +155,7 @@ Waited AwaitAnswer(const sandbox::CellLease& lease, BackgroundProcess& p, const 
   using Clock = std::chrono::steady_clock;
   Waited w;
   const auto deadline = Clock::now() + timeout;
-  std::optional<Clock::time_point> interrupted_at;
+  std::optional<Clock::time_point> interrupted_at, last_sigint;
   auto pause = std::chrono::milliseconds(5);
   for (;;) {
     if (lease.Stat(files.answer)) return w;
@@ -171,6 +171,11 @@ Waited AwaitAnswer(const sandbox::CellLease& lease, BackgroundProcess& p, const 
       w.timed_out = now >= deadline;
       w.cancelled = !w.timed_out;
       interrupted_at = now;
+    }
+    // SIGINT again each second of the grace: one that came before the driver entered the
+    // code (it ignores SIGINT outside the code) must not cost the interpreter.
+    if (interrupted_at && (!last_sigint || now - *last_sigint >= std::chrono::seconds(1))) {
+      last_sigint = now;
       (void)lease.SignalExec(p.exec->exec_id(), SIGINT);
     }
     if (interrupted_at && now - *interrupted_at > kInterruptGrace) {

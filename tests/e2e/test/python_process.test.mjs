@@ -194,6 +194,8 @@ describe('background processes over HTTP: a web server survives a reconnect', ()
       const waited = await processTool(b, { action: 'wait', id, timeout_s: 20 });
       assert.equal(waited.structuredContent.state, 'killed', text(waited));
       assert.equal(waited.structuredContent.signal, 'SIGTERM');
+      const info = await b.callTool({ name: 'session_info', arguments: {} });
+      assert.match(text(info), new RegExp(`background process ${id} \\[command\\]: killed by SIGTERM`));
       const again = await processTool(b, { action: 'signal', id });
       assert.equal(again.isError, true);
       assert.match(text(again), /not running/);
