@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-dev llvm  # the fuzz build: libFuzzer and sanitizer runtimes, llvm-symbolizer
   python3 python3-pip python3-venv python3-setuptools python3-wheel
+  python3-matplotlib  # the python tool's figures (e2e: tests/e2e/test/python_process.test.mjs)
   bubblewrap iproute2 curl openssl util-linux procps ca-certificates
 )
 
