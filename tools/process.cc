@@ -254,6 +254,34 @@ mcp::ToolResult Process(const ToolEnv& env, mcp::Context& ctx, const ProcessArgs
   return OutputResult(env, ctx, t, s, lease, args.cursor);
 }
 
+// One schema for every action's result (each fills the fields of its own).
+mcp::Json ProcessOutputSchema() {
+  auto string = [](const char* d) { return mcp::Json{{"type", "string"}, {"description", d}}; };
+  auto integer = [](const char* d) { return mcp::Json{{"type", "integer"}, {"description", d}}; };
+  auto boolean = [](const char* d) { return mcp::Json{{"type", "boolean"}, {"description", d}}; };
+  return {{"type", "object"},
+          {"properties",
+           {{"processes",
+             {{"type", "array"},
+              {"items", {{"type", "object"}}},
+              {"description", "list: the session's processes, each as the fields below"}}},
+            {"id", string("the process id")},
+            {"kind", string("command (run_command) or python (the python tool)")},
+            {"command", string("what was started (first 200 bytes)")},
+            {"state", string("running, exited, killed or stopped (its cell ended)")},
+            {"detail", string("the state in words")},
+            {"exit_code", integer("exited: its exit status")},
+            {"signal", string("killed: the signal; signal: the signal sent")},
+            {"output_path", string("the cell file with its stdout and stderr")},
+            {"output", string("output/wait: the output from cursor on (head and tail when long)")},
+            {"cursor", integer("output/wait: where this read started")},
+            {"next_cursor", integer("output/wait: where the next read starts")},
+            {"output_bytes", integer("output/wait: the output's size so far")},
+            {"truncated", boolean("output/wait: the middle of the new output was left out")},
+            {"bytes_written", integer("write: bytes that went to its stdin")},
+            {"stdin_open", boolean("write: its stdin is still open")}}}};
+}
+
 mcp::Json ProcessInputSchema(const ToolEnv& env) {
   mcp::Json actions = mcp::Json::array();
   for (const char* a : kActions) actions.push_back(a);
@@ -311,6 +339,7 @@ mcp::Tool MakeProcessTool(const ToolEnv& env) {
       "new output (stdout and stderr interleaved, kept in the cell, so it can be read after a "
       "reconnect), write to their stdin, send a signal, or wait for the exit.";
   tool.input_schema = ProcessInputSchema(env);
+  tool.output_schema = ProcessOutputSchema();
   tool.annotations = {{"title", tool.title},
                       {"readOnlyHint", false},
                       {"destructiveHint", true},

@@ -262,8 +262,12 @@ mcp::ToolResult RunPython(const ToolEnv& env, mcp::Context& ctx, const PythonArg
   auto running = EnsureRunning(env, ctx, lease, config, *interp, args.reset, note);
   if (auto* error = std::get_if<mcp::ToolResult>(&running)) return std::move(*error);
   BackgroundProcess& p = *std::get<std::shared_ptr<BackgroundProcess>>(running);
-  if (args.code.empty())
-    return mcp::ToolResult::Text((note.empty() ? "started a new interpreter" : note) + "\n");
+  if (args.code.empty()) {
+    mcp::ToolResult r =
+        mcp::ToolResult::Text((note.empty() ? "started a new interpreter" : note) + "\n");
+    r.structured_content = {{"note", note.empty() ? "started a new interpreter" : note}};
+    return r;
+  }
   const std::string base =
       std::string(kPythonDir) + "/call-" + std::to_string(interp->next_request);
   CallFiles files{base + ".stdout", base + ".stderr", base + ".json"};
@@ -304,6 +308,23 @@ mcp::ToolResult RunPython(const ToolEnv& env, mcp::Context& ctx, const PythonArg
   return result;
 }
 
+mcp::Json PythonOutputSchema() {
+  auto string = [](const char* d) { return mcp::Json{{"type", "string"}, {"description", d}}; };
+  auto boolean = [](const char* d) { return mcp::Json{{"type", "boolean"}, {"description", d}}; };
+  return {{"type", "object"},
+          {"properties",
+           {{"note", string("a new interpreter started, and why (earlier state is gone)")},
+            {"stdout", string("what the code wrote to stdout (head and tail when long)")},
+            {"stderr", string("what the code wrote to stderr (head and tail when long)")},
+            {"result", string("repr of the final expression's value; empty when none")},
+            {"error", string("the exception's traceback; empty when none")},
+            {"interrupted", boolean("KeyboardInterrupt stopped the code")},
+            {"timed_out", boolean("timeout_s passed and the code was interrupted")},
+            {"images",
+             {{"type", "integer"}, {"description", "matplotlib figures returned as images"}}}}},
+          {"additionalProperties", false}};
+}
+
 mcp::Json PythonInputSchema(const ToolEnv& env) {
   return {{"type", "object"},
           {"properties",
@@ -331,6 +352,7 @@ mcp::Tool MakePythonTool(const ToolEnv& env) {
       "or a cancellation interrupts the code (KeyboardInterrupt) and keeps the state; "
       "reset=true starts afresh. cwd is /workspace.";
   tool.input_schema = PythonInputSchema(env);
+  tool.output_schema = PythonOutputSchema();
   tool.annotations = {{"title", tool.title},
                       {"readOnlyHint", false},
                       {"destructiveHint", true},

@@ -11,8 +11,9 @@ import { after, before, describe, it } from 'node:test';
 
 import { connect, waitFor } from '../lib/harness.mjs';
 
-const kTools = ['run_code', 'run_command', 'read_file', 'write_file', 'edit_file', 'list_files',
-  'session_info', 'snapshot_create', 'snapshot_list', 'snapshot_restore', 'snapshot_delete'];
+const kTools = ['run_code', 'run_command', 'python', 'process', 'read_file', 'write_file',
+  'edit_file', 'list_files', 'session_info', 'snapshot_create', 'snapshot_list',
+  'snapshot_restore', 'snapshot_delete'];
 
 function text(result) {
   return result.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
