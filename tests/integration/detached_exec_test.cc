@@ -30,7 +30,9 @@ class DetachedExecTest : public ::testing::Test {
     cell_ = std::move(cell).value();
   }
   void TearDown() override {
-    if (cell_) EXPECT_TRUE(cell_->Destroy().ok());
+    if (cell_) {
+      EXPECT_TRUE(cell_->Destroy().ok());
+    }
   }
   Result<ExecResult> Start(const std::string& script, const std::string& output,
                            uint64_t cap = 1 << 20) {
