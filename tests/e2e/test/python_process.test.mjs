@@ -6,12 +6,12 @@
 // on the same HTTP session, then signalled and waited for.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import { Client, connect } from '../lib/harness.mjs';
+import { Client, connect, waitFor } from '../lib/harness.mjs';
 import { StreamableHTTPClientTransport, connectHttp, startHttpServer } from './http_util.mjs';
 
 function text(result) {
@@ -202,6 +202,36 @@ describe('background processes over HTTP: a web server survives a reconnect', ()
     } finally {
       await transport.terminateSession().catch(() => {});
       await b.close();
+    }
+  });
+});
+
+describe('background processes and hibernation', () => {
+  it('a hibernated cell stops its processes: list and session_info say so, the output stays', async () => {
+    const stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-bg-hib-e2e-'));
+    const s = await connect({ binaryName: 'mcpcell',
+      args: ['serve', '--state-dir', stateDir, '--idle-timeout', '2'] });
+    try {
+      await s.client.listTools();
+      const started = await s.client.callTool({ name: 'run_command', arguments: {
+        command: 'echo before-hibernation; exec sleep 1000', background: true } });
+      const id = started.structuredContent.process_id;
+      const info = await s.client.callTool({ name: 'session_info', arguments: {} });
+      const oldDir = path.join(stateDir, 'cells', info.structuredContent.cell_id);
+      assert.match(text(info), new RegExp(`background process ${id} \\[command\\]: running`));
+      // No call for 2 s: the cell hibernates although the process runs (it is not activity).
+      await waitFor(() => !existsSync(oldDir), { timeoutMs: 10000, intervalMs: 100,
+        what: `${oldDir} to be removed` });
+      const list = await processTool(s.client, { action: 'list' });
+      assert.match(text(list), new RegExp(`${id} \\[command\\] stopped: the cell it ran in ended`));
+      assert.equal(list.structuredContent.processes[0].state, 'stopped');
+      const after = await s.client.callTool({ name: 'session_info', arguments: {} });
+      assert.match(text(after), new RegExp(`background process ${id} \\[command\\]: stopped`));
+      const out = await processTool(s.client, { action: 'output', id, cursor: 0 });
+      assert.match(out.structuredContent.output, /before-hibernation/, 'kept with the workspace');
+    } finally {
+      await s.close();
+      rmSync(stateDir, { recursive: true, force: true });
     }
   });
 });
