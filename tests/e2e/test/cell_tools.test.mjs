@@ -749,6 +749,8 @@ enabled = ["run_code", "run_command", "write_file", "edit_file", "list_files", "
       await assert.rejects(call('read_file', { path: 'x' }), (e) => e.code === -32602);
       const info = await call('session_info', {});
       assert.deepEqual(info.structuredContent.tools_off, [
+        { tool: 'python', reason: 'not in tools.enabled' },
+        { tool: 'process', reason: 'not in tools.enabled' },
         { tool: 'read_file', reason: 'not in tools.enabled' },
         { tool: 'npm_install', reason: 'registry "npm" is not in packages.registries' },
         { tool: 'snapshot_create', reason: 'not in tools.enabled' },
