@@ -759,7 +759,7 @@ enabled = ["run_code", "run_command", "write_file", "edit_file", "list_files", "
         { tool: 'snapshot_delete', reason: 'not in tools.enabled' },
       ]);
       assert.match(text(info),
-        /^tools off: read_file, snapshot_create, snapshot_list, snapshot_restore, snapshot_delete \(not in tools\.enabled\); npm_install \(registry "npm" is not in packages\.registries\)$/m);
+        /^tools off: python, process, read_file, snapshot_create, snapshot_list, snapshot_restore, snapshot_delete \(not in tools\.enabled\); npm_install \(registry "npm" is not in packages\.registries\)$/m);
     }));
   });
 });
