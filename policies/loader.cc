@@ -90,10 +90,12 @@ void ReadName(TomlReader& r, const toml::table& root, const std::string& source,
 }  // namespace
 
 const std::vector<std::string>& KnownToolNames() {
-  static const std::vector<std::string> kTools = {
-      "run_code",      "run_command",      "read_file",       "write_file",  "edit_file",
-      "list_files",    "session_info",     "pip_install",     "npm_install", "snapshot_create",
-      "snapshot_list", "snapshot_restore", "snapshot_delete", "python",      "process"};
+  static const std::vector<std::string> kTools = {"run_code",     "run_command", "read_file",
+                                                  "write_file",   "edit_file",   "list_files",
+                                                  "session_info", "pip_install", "npm_install",
+                                                  "snapshot_create", "snapshot_list",
+                                                  "snapshot_restore", "snapshot_delete",
+                                                  "python",       "process"};
   return kTools;
 }
 
