@@ -97,6 +97,8 @@ std::variant<std::shared_ptr<BackgroundProcess>, mcp::ToolResult> EnsureRunning(
       note = "the previous interpreter ended (" + s.detail +
              "); a new one started and earlier variables are gone";
     }
+  } else if (!interp.restart_note.empty()) {
+    note = interp.restart_note;
   }
   interp.restart_note.clear();
   if (Status st = lease.Mkdir(kPythonDir, 0700, /*parents=*/true); !st)
@@ -294,6 +296,9 @@ mcp::ToolResult RunPython(const ToolEnv& env, mcp::Context& ctx, const PythonArg
         "os._exit or a crash?); its variables are gone, and the next call starts a new one.\n" +
         StreamText(lease, files.err, config.keep_bytes_per_stream, "stderr"));
   } else {
+    // The killed interpreter is not used again, also before its exit is reported.
+    (void)p.exec->Poll(kInterruptGrace);
+    interp->process_id.clear();
     interp->restart_note =
         "the interpreter was restarted: the previous call's code did not "
         "stop on KeyboardInterrupt; earlier variables are gone";
