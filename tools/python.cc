@@ -67,9 +67,10 @@ std::shared_ptr<Interpreter> InterpreterOf(const std::string& key) {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<Interpreter>> interpreters;
   std::lock_guard lock(mu);
-  // Sessions the process table has forgotten (ended) are dropped here.
+  // Sessions the process table has forgotten (ended), with no call holding them, go here.
   for (auto it = interpreters.begin(); it != interpreters.end();) {
-    bool gone = it->first != key && ProcessTable::Instance().List(it->first).empty();
+    bool gone = it->first != key && it->second.use_count() == 1 &&
+                ProcessTable::Instance().List(it->first).empty();
     it = gone ? interpreters.erase(it) : std::next(it);
   }
   auto& slot = interpreters[key];
