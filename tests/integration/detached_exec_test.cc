@@ -3,13 +3,13 @@
 // of the cell up to a cap (then one marker line, and the program is not blocked), keeps
 // its stdin a pipe the server writes, reports its exit on the exec's event socket, and a
 // signal reaches it by its exec id; a cell that ends loses it, which Poll says.
-#include <signal.h>
+#include "sandbox/detached_exec.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include "sandbox/cell.h"
-#include "sandbox/detached_exec.h"
 #include "tests/integration/cell_fixture.h"
 
 namespace mcpcell::sandbox {

@@ -117,8 +117,8 @@ TEST(ProtocolCodec, EveryMessageRoundTrips) {
 // A detached exec (issue 32) carries its stdin and event socket, nothing else, and names
 // a non-empty output file with a cap above 0.
 TEST(ProtocolCodec, DetachedExecRequestCarriesTwoFdsAndACappedOutputFile) {
-  DetachedExecRequest request{21, {"/bin/sh", "-c", "sleep 1"}, {"A=1"}, "/workspace",
-                              "/workspace/.mcpcell/processes/p1.log", 1 << 20};
+  DetachedExecRequest request{21,           {"/bin/sh", "-c", "sleep 1"},           {"A=1"},
+                              "/workspace", "/workspace/.mcpcell/processes/p1.log", 1 << 20};
   Result<Message> back = DecodeFrame(EncodeFrame(request, 2), 2);
   ASSERT_TRUE(back.ok()) << back.error().message;
   const auto& got = std::get<DetachedExecRequest>(*back);
