@@ -53,7 +53,15 @@ struct ExecOptions {
   std::stop_token stop;  // a stop request kills the process group (cancellation)
   // Called once the program runs: its exec id (for SignalExec) and pid inside the cell.
   std::function<void(uint64_t exec_id, pid_t pid)> on_started;
+  // Detached (a background program, issue 32): when not empty, cell init supervises the
+  // program and copies its stdout and stderr into this file of the cell, at most
+  // detached_output_cap bytes (control/protocol.h, DetachedExecRequest); Exec returns as
+  // soon as it runs, with ExecResult::detached its handle. Only argv, env and cwd apply.
+  std::string detached_output;
+  uint64_t detached_output_cap = 0;
 };
+
+class DetachedExec;  // sandbox/detached_exec.h
 
 struct StreamCapture {
   std::string data;    // the first keep_bytes bytes
@@ -73,6 +81,8 @@ struct ExecResult {
   std::chrono::microseconds user_cpu{0}, system_cpu{0};  // of the process and its waited children
   uint64_t peak_memory_bytes = 0;                        // max RSS
   StreamCapture out, err;
+  // Set by a detached exec (ExecOptions::detached_output); then nothing above is.
+  std::shared_ptr<DetachedExec> detached;
 };
 
 // A window of a file (ReadFileRange): `file_size` gets the file's size and `eof` whether

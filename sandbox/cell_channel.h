@@ -124,6 +124,9 @@ class CellChannel {
   // Polls the exec's event socket, pipes and wake-up fd until the program has exited and
   // its output is drained, or the exec failed.
   Status PumpExec(ExecRun& run);
+  // Exec of a detached program (ExecOptions::detached_output): DetachedExecRequest, then
+  // waits for ExecStarted and returns the handle (cell_channel_exec.cc).
+  Result<ExecResult> StartDetached(const ExecOptions& options);
 
   UniqueFd fd_;
   Options options_;

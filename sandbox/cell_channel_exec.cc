@@ -11,6 +11,7 @@
 
 #include "sandbox/cell_channel.h"
 #include "sandbox/cell_channel_internal.h"
+#include "sandbox/detached_exec.h"
 
 namespace mcpcell::sandbox {
 namespace {
@@ -203,6 +204,7 @@ Result<ExecResult> CellChannel::Exec(const ExecOptions& options) {
     std::lock_guard lock(mu_);
     return death_->Wrap("exec");
   }
+  if (!options.detached_output.empty()) return StartDetached(options);
   std::optional<uint64_t> oom_before;
   if (options_.oom_kill_count) {
     if (auto n = options_.oom_kill_count(); n.ok()) oom_before = *n;
@@ -423,6 +425,54 @@ void CellChannel::ExecRun::OnExited(const control::ExecExited& e) {
   pipes.events.Reset();  // init sends nothing after ExecExited
   pipes.stdout_hold.Reset();
   pipes.stderr_hold.Reset();
+}
+
+// ---- Detached exec ----
+
+// The program's stdin is a pipe whose write end the handle keeps (non-blocking, so a full
+// pipe never blocks a tool call); init gets the read end and the exec's event socket. The
+// output pipe is init's own (it copies it into the file), so nothing of it is here.
+Result<ExecResult> CellChannel::StartDetached(const ExecOptions& options) {
+  const std::string what = "background exec \"" + options.argv[0] + "\"";
+  auto stdin_pipe = ServerPipe(/*server_reads=*/false, /*blocking_server_end=*/false);
+  if (!stdin_pipe.ok()) return stdin_pipe.error().Wrap(what);
+  auto events = control::CreateExecEventPair();
+  if (!events.ok()) return events.error().Wrap(what);
+  const uint64_t id = NextId();
+  const int fds[2] = {stdin_pipe->first.get(), events->second.get()};
+  Status sent = control::SendMessage(
+      fd_.get(),
+      control::DetachedExecRequest{id, options.argv, options.env, options.cwd,
+                                   options.detached_output, options.detached_output_cap},
+      fds);
+  stdin_pipe->first.Reset();
+  events->second.Reset();
+  if (!sent.ok()) {
+    std::lock_guard lock(mu_);
+    return (death_ ? *death_ : sent.error()).Wrap(what);
+  }
+  const auto deadline = Clock::now() + kStartTimeout;
+  for (;;) {
+    pollfd p{events->first.get(), POLLIN, 0};
+    int ready = ::poll(&p, 1, MillisUntil(std::min(deadline, Clock::now() + kDrainIdle)));
+    if (ready < 0 && errno != EINTR) return Error::Sys("poll(exec events)").Wrap(what);
+    if (ready > 0) break;
+    if (Clock::now() >= deadline)
+      return Error::Msg(what + ": cell init did not start the program within " +
+                        std::to_string(kStartTimeout.count()) + " s");
+    if (dead_.load()) {
+      std::lock_guard lock(mu_);
+      return death_->Wrap(what);
+    }
+  }
+  Result<ExecEvent> event = TakeExecEvent(events->first.get(), id, /*started=*/false,
+                                          /*report_start=*/true);
+  if (!event.ok()) return event.error().Wrap(what);
+  if (options.on_started) options.on_started(id, event->pid);
+  ExecResult result;
+  result.detached = std::make_shared<DetachedExec>(id, event->pid, std::move(events->first),
+                                                   std::move(stdin_pipe->second));
+  return result;
 }
 
 }  // namespace mcpcell::sandbox

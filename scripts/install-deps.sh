@@ -15,6 +15,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-dev llvm  # the fuzz build: libFuzzer and sanitizer runtimes, llvm-symbolizer
   python3 python3-pip python3-venv python3-setuptools python3-wheel
+  python3-matplotlib  # the python tool's figures (e2e: tests/e2e/test/python_process.test.mjs)
   bubblewrap iproute2 curl openssl util-linux procps ca-certificates
   # tests/packaging: systemd-analyze verify, a fresh Debian 12 root for the .deb, the
   # Kubernetes manifests' parser, and (MCPCELL_TEST_CONTAINER) the container image

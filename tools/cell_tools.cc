@@ -15,6 +15,8 @@ struct CellToolMaker {
 };
 constexpr CellToolMaker kCellTools[] = {{"run_code", MakeRunCodeTool},
                                         {"run_command", MakeRunCommandTool},
+                                        {"python", MakePythonTool},
+                                        {"process", MakeProcessTool},
                                         {"read_file", MakeReadFileTool},
                                         {"write_file", MakeWriteFileTool},
                                         {"edit_file", MakeEditFileTool},

@@ -29,6 +29,8 @@ mcp::Tool MakeSnapshotRestoreTool(const ToolEnv& env);
 mcp::Tool MakeSnapshotDeleteTool(const ToolEnv& env);
 mcp::Tool MakeUploadArchiveTool(const ToolEnv& env);
 mcp::Tool MakeDownloadArchiveTool(const ToolEnv& env);
+mcp::Tool MakeProcessTool(const ToolEnv& env);  // process.cc: background processes
+mcp::Tool MakePythonTool(const ToolEnv& env);   // python.cc: a persistent interpreter
 
 // Registers every tool that any of env's configs enables (the union over tenants). Which
 // of them a session sees and may call is ToolEnv::ToolEnabled: install it as the server's

@@ -127,7 +127,8 @@ mcp::ToolResult BuildResult(const ExecCall& call, const sandbox::ExecResult& r,
     is_error = true;
     head += "timed out after " + std::to_string(timeout.count()) +
             " s: the whole process group was killed. Run it with a larger timeout_s, in "
-            "the background (nohup ... &) with output to a file, or make it faster.\n";
+            "the background (run_command background=true, then the process tool), or make it "
+            "faster.\n";
   } else if (r.oom_killed) {
     is_error = true;
     head +=
@@ -200,29 +201,6 @@ std::optional<mcp::ToolResult> WriteCallFiles(const sandbox::CellLease& channel,
   return std::nullopt;
 }
 
-// The session's granted secrets (secrets_view.h) first, then the call's own variables; a
-// call may not set a secret's name (the placeholder or value is the operator's to give).
-std::optional<mcp::ToolResult> AddSecretEnv(const ToolEnv& env, const mcp::Context& ctx,
-                                            const ExecCall& call, std::vector<std::string>& out) {
-  if (!env.secrets) return std::nullopt;
-  const std::string& key = ctx.session().id();
-  for (const std::string& name : env.secrets->Names(key)) {
-    for (const auto& [var, value] : call.options.env) {
-      if (var != name) continue;
-      return mcp::ToolResult::Error("arguments.env." + name + ": " + name +
-                                    " is a secret the operator granted to this session and "
-                                    "cannot be set by a call (session_info lists the secrets)");
-    }
-  }
-  auto granted = env.secrets->ExecEnv(key);
-  if (!granted) {
-    return mcp::ToolResult::Error(granted.error().message +
-                                  "; the program was not run (report this to the operator)");
-  }
-  out.insert(out.begin(), granted->begin(), granted->end());
-  return std::nullopt;
-}
-
 // exec.start's fields: the tool, the program (run_code's interpreter, run_command's shell)
 // and the command text's SHA-256 (the text itself with [audit] commands = "full"). The
 // command text is what the model sent: run_code's code (argv's last element, or the source
@@ -253,6 +231,29 @@ nlohmann::json ExecEndFields(const ExecCall& call, const sandbox::ExecResult& r)
 }
 
 }  // namespace
+
+// The session's granted secrets (secrets_view.h) first, then the call's own variables; a
+// call may not set a secret's name (the placeholder or value is the operator's to give).
+std::optional<mcp::ToolResult> AddSecretEnv(const ToolEnv& env, const mcp::Context& ctx,
+                                            const ExecCall& call, std::vector<std::string>& out) {
+  if (!env.secrets) return std::nullopt;
+  const std::string& key = ctx.session().id();
+  for (const std::string& name : env.secrets->Names(key)) {
+    for (const auto& [var, value] : call.options.env) {
+      if (var != name) continue;
+      return mcp::ToolResult::Error("arguments.env." + name + ": " + name +
+                                    " is a secret the operator granted to this session and "
+                                    "cannot be set by a call (session_info lists the secrets)");
+    }
+  }
+  auto granted = env.secrets->ExecEnv(key);
+  if (!granted) {
+    return mcp::ToolResult::Error(granted.error().message +
+                                  "; the program was not run (report this to the operator)");
+  }
+  out.insert(out.begin(), granted->begin(), granted->end());
+  return std::nullopt;
+}
 
 std::string NewCallId() {
   static std::atomic<uint64_t> counter{0};

@@ -9,6 +9,7 @@
 //   - a text block for the model and structuredContent matching ExecOutputSchema().
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,12 @@ struct ExecCall {
 };
 
 mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall& call);
+
+// Puts the session's granted secrets (secrets_view.h) in front of `out` (the call's own
+// variables); an isError result when the call sets a secret's name or the secrets cannot
+// be read. Shared with the background starts (process_start.h).
+std::optional<mcp::ToolResult> AddSecretEnv(const ToolEnv& env, const mcp::Context& ctx,
+                                            const ExecCall& call, std::vector<std::string>& out);
 
 // A server-unique id for one call (time in ms and a process-wide counter): names its saved
 // output and temporary files in the cell. One counter for every tool, so ids never repeat.

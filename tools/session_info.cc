@@ -7,6 +7,7 @@
 #include "sandbox/cell_channel.h"
 #include "tools/audit_events.h"
 #include "tools/cell_tools.h"
+#include "tools/process_table.h"
 #include "tools/tool_args.h"
 
 namespace mcpcell::tools {
@@ -123,6 +124,12 @@ mcp::Json SessionInfoOutputSchema() {
            "this session's metering so far, over every cell it had (what the audit trail's "
            "session.end records): cpu_s, memory_gib_s, peak_memory_bytes, wall_active_s, "
            "wall_paused_s, egress_up_bytes, egress_down_bytes, calls_by_tool"}}},
+        {"background_processes",
+         {{"type", "array"},
+          {"description",
+           "this session's background processes (the process tool's list): id, kind, state "
+           "(stopped once the cell they ran in ended, e.g. hibernated), detail"},
+          {"items", {{"type", "object"}}}}},
         {"warnings", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
       {"required", {"cell_id", "policy", "network", "warnings"}}};
 }
@@ -375,9 +382,11 @@ mcp::ToolResult SessionInfo(const ToolEnv& env, mcp::Context& ctx) {
       .snapshot_store = env.snapshots != nullptr,
   };
   auto [secrets_text, secrets] = DescribeSecrets(env, ctx);
-  mcp::ToolResult r = mcp::ToolResult::Text(TextReport(facts) + secrets_text);
+  auto [processes_text, processes] = DescribeBackgroundProcesses(ctx.session().id(), cell.id());
+  mcp::ToolResult r = mcp::ToolResult::Text(TextReport(facts) + secrets_text + processes_text);
   r.structured_content = StructuredReport(facts);
   if (!secrets.empty()) r.structured_content["secrets"] = std::move(secrets);
+  if (!processes.empty()) r.structured_content["background_processes"] = std::move(processes);
   return r;
 }
 

@@ -160,6 +160,15 @@ void Fields(V& v, ExecRequest& m) {
   v.Num(m.report_start, "report_start");
 }
 template <typename V>
+void Fields(V& v, DetachedExecRequest& m) {
+  v.Num(m.request_id, "request_id");
+  StrList(v, m.argv, kMaxArgs, "argv");
+  StrList(v, m.env, kMaxEnv, "env");
+  v.Str(m.cwd, kMaxPathBytes, "cwd");
+  v.Str(m.output_path, kMaxPathBytes, "output_path");
+  v.Num(m.output_cap, "output_cap");
+}
+template <typename V>
 void Fields(V& v, SignalRequest& m) {
   v.Num(m.request_id, "request_id");
   v.Num(m.exec_request_id, "exec_request_id");
@@ -271,12 +280,13 @@ void Fields(V& v, StatsReply& m) {
   v.Num(m.init_max_rss_bytes, "init_max_rss_bytes");
 }
 
-constexpr const char* kNames[] = {
-    "Ready",           "SetupFailed",      "ExecRequest",    "SignalRequest",
-    "ReadFileRequest", "WriteFileRequest", "ListDirRequest", "StatRequest",
-    "MkdirRequest",    "RemoveRequest",    "StatsRequest",   "ErrorReply",
-    "OkReply",         "ExecStarted",      "ExecExited",     "ReadFileReply",
-    "StatReply",       "ListDirReply",     "StatsReply",     "RenameRequest"};
+constexpr const char* kNames[] = {"Ready",          "SetupFailed",     "ExecRequest",
+                                  "SignalRequest",  "ReadFileRequest", "WriteFileRequest",
+                                  "ListDirRequest", "StatRequest",     "MkdirRequest",
+                                  "RemoveRequest",  "StatsRequest",    "ErrorReply",
+                                  "OkReply",        "ExecStarted",     "ExecExited",
+                                  "ReadFileReply",  "StatReply",       "ListDirReply",
+                                  "StatsReply",     "RenameRequest",   "DetachedExecRequest"};
 static_assert(std::size(kNames) == std::variant_size_v<Message>);
 
 // Semantic checks that a cap alone does not express (flags are 0/1, names are sane).
@@ -291,6 +301,11 @@ Status ValidateDecoded(const Message& message) {
     return boolean(m->signaled, "ExecExited.signaled");
   if (auto* m = std::get_if<ExecRequest>(&message))
     return boolean(m->report_start, "ExecRequest.report_start");
+  if (auto* m = std::get_if<DetachedExecRequest>(&message)) {
+    if (m->output_path.empty()) return Error::Msg("DetachedExecRequest.output_path: empty");
+    if (m->output_cap == 0) return Error::Msg("DetachedExecRequest.output_cap: must be > 0");
+    return Ok();
+  }
   if (auto* m = std::get_if<ReadFileReply>(&message)) return boolean(m->eof, "ReadFileReply.eof");
   if (auto* m = std::get_if<StatRequest>(&message))
     return boolean(m->follow_symlinks, "StatRequest.follow_symlinks");
@@ -372,6 +387,7 @@ uint64_t RequestIdOf(const Message& message) {
 
 uint32_t RequiredFdCount(const Message& message) {
   if (std::holds_alternative<ExecRequest>(message)) return 4;
+  if (std::holds_alternative<DetachedExecRequest>(message)) return 2;
   if (auto* ready = std::get_if<Ready>(&message)) return ready->egress_listener ? 1 : 0;
   return 0;
 }

@@ -81,6 +81,24 @@ struct ExecRequest {
   // one wake-up less for the server per exec.
   uint8_t report_start = 1;
 };
+// Starts a background program that init supervises (a detached exec, issue 32): like
+// ExecRequest, but its stdout and stderr both go, through one pipe that init reads, into the
+// regular file `output_path` (created or truncated as the sandbox user, resolved like a file
+// operation) up to `output_cap` bytes; past the cap init writes one marker line and discards
+// the rest, so the program never blocks on a full pipe and the file stays bounded. Carries
+// exactly 2 fds: the child's stdin and the exec's event socket. Init answers on the event
+// socket as for an ExecRequest with report_start 1: ErrorReply, or ExecStarted and later
+// ExecExited, sent once the output read so far is in the file. SignalRequest reaches it by
+// its request_id like any exec. New in this protocol as a message of its own (appended to
+// Message), so an ExecRequest's layout and fd count are unchanged.
+struct DetachedExecRequest {
+  uint64_t request_id = 0;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // "KEY=VALUE", overlaid on the cell's defaults
+  std::string cwd;               // empty: the workspace
+  std::string output_path;       // not empty
+  uint64_t output_cap = 0;       // > 0
+};
 // Sends `signo` to the process group of the exec started by `exec_request_id`.
 struct SignalRequest {
   uint64_t request_id = 0;
@@ -213,7 +231,7 @@ using Message =
     std::variant<Ready, SetupFailed, ExecRequest, SignalRequest, ReadFileRequest, WriteFileRequest,
                  ListDirRequest, StatRequest, MkdirRequest, RemoveRequest, StatsRequest, ErrorReply,
                  OkReply, ExecStarted, ExecExited, ReadFileReply, StatReply, ListDirReply,
-                 StatsReply, RenameRequest>;
+                 StatsReply, RenameRequest, DetachedExecRequest>;
 
 // Wire type tag of a message ("ExecRequest"), for errors and logs.
 const char* MessageName(const Message& message);

@@ -20,6 +20,7 @@
 #include "sandbox/control/protocol.h"
 #include "sandbox/init/exec.h"
 #include "sandbox/init/file_ops.h"
+#include "sandbox/init/output_pump.h"
 
 namespace mcpcell::sandbox {
 namespace {
@@ -45,6 +46,10 @@ class ControlLoop {
   void HandleFrame();
   void Dispatch(Received& received);
   void HandleExec(const ExecRequest& request, std::vector<UniqueFd>& fds);
+  // A background program (DetachedExecRequest): its output goes through a pipe init
+  // reads (an OutputPump) into the file the request names.
+  void HandleDetachedExec(const DetachedExecRequest& request, std::vector<UniqueFd>& fds);
+  void ServePumps(const std::vector<pollfd>& fds);
   // An event of one exec, on its own event socket. A failure (the server gave up on the
   // exec and closed its end: EPIPE) concerns that exec alone: the event is dropped.
   static void SendEvent(int events_fd, const Message& message);
@@ -81,6 +86,9 @@ class ControlLoop {
     UniqueFd events;  // the exec's event socket: ExecExited goes here
   };
   std::map<pid_t, RunningExec> execs_;  // by the running exec leader's pid
+  // Detached execs' output, by request id (a pump may outlive its leader while another
+  // process of the exec still holds the pipe).
+  std::map<uint64_t, OutputPump> pumps_;
   uint64_t children_reaped_ = 0;
 };
 
@@ -114,6 +122,43 @@ void ControlLoop::HandleExec(const ExecRequest& request, std::vector<UniqueFd>& 
   // only after the exit is reported, however the server's thread and init are scheduled).
   execs_[*pid] = RunningExec{request.request_id, std::move(events)};
   fds.clear();
+}
+
+void ControlLoop::HandleDetachedExec(const DetachedExecRequest& request,
+                                     std::vector<UniqueFd>& fds) {
+  UniqueFd events = std::move(fds[1]);
+  auto fail = [&](const Error& e) {
+    fds.clear();
+    SendEvent(events.get(), ErrorReply{request.request_id, e.err, e.message});
+  };
+  Result<UniqueFd> file = CreateOutputFile(files_, request.output_path);
+  if (!file.ok()) return fail(file.error().Wrap("output file"));
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return fail(Error::Sys("pipe2(output)"));
+  UniqueFd read_end(p[0]), write_end(p[1]);
+  if (::fcntl(read_end.get(), F_SETFL, O_NONBLOCK) != 0)
+    return fail(Error::Sys("fcntl(output pipe, O_NONBLOCK)"));
+  const ExecRequest exec{request.request_id, request.argv, request.env, request.cwd, 1};
+  const int stdio[3] = {fds[0].get(), write_end.get(), write_end.get()};
+  Result<pid_t> pid = StartExec(exec, stdio, ctx_);
+  if (!pid.ok() && pid.error().err == EAGAIN) pid = StartExecAtTheLimit(exec, stdio);
+  if (!pid.ok()) return fail(pid.error());
+  SendEvent(events.get(), ExecStarted{request.request_id, *pid});
+  execs_[*pid] = RunningExec{request.request_id, std::move(events)};
+  pumps_.emplace(request.request_id,
+                 OutputPump(std::move(read_end), std::move(*file), request.output_cap));
+  fds.clear();  // init's copy of stdin; write_end closes here: the child has its own
+}
+
+void ControlLoop::ServePumps(const std::vector<pollfd>& fds) {
+  for (const pollfd& p : fds) {
+    if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    for (auto it = pumps_.begin(); it != pumps_.end(); ++it) {
+      if (it->second.fd() != p.fd) continue;
+      if (!it->second.Drain()) pumps_.erase(it);
+      break;
+    }
+  }
 }
 
 // Sends signo to every process of the cell that belongs to no exec in progress: processes
@@ -210,6 +255,7 @@ void ControlLoop::HandleSignal(const SignalRequest& request) {
 void ControlLoop::Dispatch(Received& received) {
   Message& m = received.message;
   if (auto* r = std::get_if<ExecRequest>(&m)) return HandleExec(*r, received.fds);
+  if (auto* r = std::get_if<DetachedExecRequest>(&m)) return HandleDetachedExec(*r, received.fds);
   if (auto* r = std::get_if<SignalRequest>(&m)) return HandleSignal(*r);
   if (auto* r = std::get_if<ReadFileRequest>(&m)) return Reply(r->request_id, ReadFile(files_, *r));
   if (auto* r = std::get_if<WriteFileRequest>(&m))
@@ -265,6 +311,11 @@ void ControlLoop::ReapChildren() {
     exited.user_cpu_us = usage.ru_utime.tv_sec * 1000000ull + usage.ru_utime.tv_usec;
     exited.system_cpu_us = usage.ru_stime.tv_sec * 1000000ull + usage.ru_stime.tv_usec;
     exited.max_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+    // A detached exec's output written before its exit is in the file before the exit is
+    // reported, so a reader that saw the exit finds the output too.
+    if (auto pump = pumps_.find(exited.request_id); pump != pumps_.end()) {
+      if (!pump->second.Drain()) pumps_.erase(pump);
+    }
     SendEvent(it->second.events.get(), exited);
     execs_.erase(it);  // closes the event socket: the exec's last event was sent
   }
@@ -278,9 +329,11 @@ void ControlLoop::Shutdown(int status) {
 }
 
 void ControlLoop::Run(int signal_fd) {
+  std::vector<pollfd> fds;
   for (;;) {
-    pollfd fds[2] = {{fd_, POLLIN, 0}, {signal_fd, POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
+    fds.assign({{fd_, POLLIN, 0}, {signal_fd, POLLIN, 0}});
+    for (const auto& [id, pump] : pumps_) fds.push_back({pump.fd(), POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       Log(Error::Sys("poll").message);
       Shutdown(1);
@@ -291,6 +344,7 @@ void ControlLoop::Run(int signal_fd) {
       (void)ignored;
       ReapChildren();
     }
+    if (fds.size() > 2) ServePumps({fds.begin() + 2, fds.end()});
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) HandleFrame();
   }
 }

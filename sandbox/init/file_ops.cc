@@ -359,6 +359,21 @@ Status WriteFile(const FileOpContext& ctx, const control::WriteFileRequest& requ
   return Ok();
 }
 
+Result<UniqueFd> CreateOutputFile(const FileOpContext& ctx, const std::string& request_path) {
+  Result<std::string> path = NormalizeCellPath(ctx, request_path);
+  if (!path.ok()) return path.error();
+  FileOpIdentity identity(ctx);
+  if (!identity.status().ok()) return identity.status().error();
+  const uint64_t flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
+  Result<UniqueFd> fd = OpenInRoot(ctx.root_fd, *path, flags, kResolveCell, 0600);
+  if (!fd.ok()) return fd.error();
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return PathError("fstat", *path);
+  if (!S_ISREG(st.st_mode)) return Error::Msg(Quoted(*path) + ": not a regular file, refused");
+  if (::ftruncate(fd->get(), 0) != 0) return PathError("ftruncate", *path);
+  return fd;
+}
+
 Result<control::ListDirReply> ListDir(const FileOpContext& ctx,
                                       const control::ListDirRequest& request) {
   Result<std::string> path = NormalizeCellPath(ctx, request.path);

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "sandbox/control/protocol.h"
 
 namespace mcpcell::sandbox {
@@ -73,6 +74,10 @@ Result<control::ListDirReply> ListDir(const FileOpContext& ctx,
 Result<control::StatReply> StatPath(const FileOpContext& ctx, const control::StatRequest& request);
 Status MakeDirectory(const FileOpContext& ctx, const control::MkdirRequest& request);
 Status RemovePath(const FileOpContext& ctx, const control::RemoveRequest& request);
+// Creates (or truncates) the regular file `path` as the sandbox user, mode 0600, and returns
+// it open for writing: a detached exec's output file (DetachedExecRequest). Its parent
+// directory must exist; a symlink as the last component is not followed.
+Result<UniqueFd> CreateOutputFile(const FileOpContext& ctx, const std::string& path);
 // renameat2 within the cell: both parents resolved like every other path, the last
 // components never followed (a symlink is renamed, not its target).
 Status RenamePath(const FileOpContext& ctx, const control::RenameRequest& request);

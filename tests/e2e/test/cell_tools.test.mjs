@@ -12,8 +12,8 @@ import { after, before, describe, it } from 'node:test';
 import { connect, waitFor } from '../lib/harness.mjs';
 
 // The default policy's toolset is "core": no snapshot_* or archive tools (toolset "full").
-const kTools = ['run_code', 'run_command', 'read_file', 'write_file', 'edit_file', 'list_files',
-  'session_info'];
+const kTools = ['run_code', 'run_command', 'python', 'process', 'read_file', 'write_file',
+  'edit_file', 'list_files', 'session_info'];
 const kFullOnly = ['snapshot_create', 'snapshot_list', 'snapshot_restore', 'snapshot_delete',
   'upload_archive', 'download_archive'];
 
@@ -753,12 +753,14 @@ enabled = ["run_code", "run_command", "write_file", "edit_file", "list_files", "
       await assert.rejects(call('read_file', { path: 'x' }), (e) => e.code === -32602);
       const info = await call('session_info', {});
       assert.deepEqual(info.structuredContent.tools_off, [
+        { tool: 'python', reason: 'not in tools.enabled' },
+        { tool: 'process', reason: 'not in tools.enabled' },
         { tool: 'read_file', reason: 'not in tools.enabled' },
         { tool: 'npm_install', reason: 'registry "npm" is not in packages.registries' },
         ...kFullOnly.map((tool) => ({ tool, reason: 'tools.toolset = "core"' })),
       ]);
-      assert.match(text(info), new RegExp('^tools off: read_file \\(not in tools\\.enabled\\); npm_install ' +
-        '\\(registry "npm" is not in packages\\.registries\\); ' +
+      assert.match(text(info), new RegExp('^tools off: python, process, read_file \\(not in tools\\.enabled\\); ' +
+        'npm_install \\(registry "npm" is not in packages\\.registries\\); ' +
         `${kFullOnly.join(', ')} \\(tools\\.toolset = "core"\\)$`, 'm'));
     }));
   });

@@ -285,6 +285,39 @@ TEST_F(FileOps, NonRegularFilesAreRefusedWithoutBlocking) {
   EXPECT_THAT(big.error().message, HasSubstr("max_bytes"));
 }
 
+// A detached exec's output file (issue 32): made or emptied as the sandbox user, never
+// through a symlink, never a FIFO (init would block on it) or a directory.
+TEST_F(FileOps, OutputFileIsARegularFileEmptiedAndNeverFollowed) {
+  Put("/workspace/old.log", "stale output");
+  ChownTree(root_ + "/workspace");
+  auto fd = CreateOutputFile(ctx_, "old.log");
+  ASSERT_TRUE(fd.ok()) << fd.error().message;
+  ASSERT_EQ(write(fd->get(), "new", 3), 3);
+  EXPECT_EQ(ReadOk("old.log"), "new");
+  auto made = CreateOutputFile(ctx_, "new.log");
+  ASSERT_TRUE(made.ok()) << made.error().message;
+  struct stat st;
+  ASSERT_EQ(stat((root_ + "/workspace/new.log").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, ctx_.uid);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(symlink("/etc/passwd", (root_ + "/workspace/link.log").c_str()), 0);
+  auto via_link = CreateOutputFile(ctx_, "link.log");
+  ASSERT_FALSE(via_link.ok());
+  EXPECT_EQ(via_link.error().err, ELOOP);
+  ASSERT_EQ(mkfifo((root_ + "/workspace/fifo.log").c_str(), 0666), 0);
+  ChownTree(root_ + "/workspace");
+  // Without a reader the non-blocking open fails (ENXIO); with one, fstat refuses it.
+  EXPECT_FALSE(CreateOutputFile(ctx_, "fifo.log").ok());  // a blocking open would hang here
+  int reader = open((root_ + "/workspace/fifo.log").c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  auto fifo = CreateOutputFile(ctx_, "fifo.log");
+  close(reader);
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_THAT(fifo.error().message, HasSubstr("not a regular file"));
+  EXPECT_FALSE(CreateOutputFile(ctx_, "/workspace").ok());
+  EXPECT_FALSE(CreateOutputFile(ctx_, "no/such/dir.log").ok());
+}
+
 TEST_F(FileOps, ListDirPagesThroughLargeDirectories) {
   fs::create_directories(root_ + "/workspace/many");
   for (int i = 0; i < 2500; ++i) Put("/workspace/many/f" + std::to_string(i), "");

@@ -114,6 +114,31 @@ TEST(ProtocolCodec, EveryMessageRoundTrips) {
   EXPECT_EQ(RequestIdOf(*exec), 42u);
 }
 
+// A detached exec (issue 32) carries its stdin and event socket, nothing else, and names
+// a non-empty output file with a cap above 0.
+TEST(ProtocolCodec, DetachedExecRequestCarriesTwoFdsAndACappedOutputFile) {
+  DetachedExecRequest request{21,           {"/bin/sh", "-c", "sleep 1"},           {"A=1"},
+                              "/workspace", "/workspace/.mcpcell/processes/p1.log", 1 << 20};
+  Result<Message> back = DecodeFrame(EncodeFrame(request, 2), 2);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  const auto& got = std::get<DetachedExecRequest>(*back);
+  EXPECT_EQ(got.argv, request.argv);
+  EXPECT_EQ(got.output_path, request.output_path);
+  EXPECT_EQ(got.output_cap, 1u << 20);
+  EXPECT_EQ(RequiredFdCount(*back), 2u);
+  EXPECT_EQ(RequestIdOf(*back), 21u);
+  EXPECT_STREQ(MessageName(*back), "DetachedExecRequest");
+  EXPECT_THAT(DecodeFrame(EncodeFrame(request, 4), 4).error().message, HasSubstr("needs 2 fds"));
+  DetachedExecRequest no_path = request;
+  no_path.output_path.clear();
+  EXPECT_THAT(DecodeFrame(EncodeFrame(no_path, 2), 2).error().message,
+              HasSubstr("DetachedExecRequest.output_path: empty"));
+  DetachedExecRequest no_cap = request;
+  no_cap.output_cap = 0;
+  EXPECT_THAT(DecodeFrame(EncodeFrame(no_cap, 2), 2).error().message,
+              HasSubstr("DetachedExecRequest.output_cap: must be > 0"));
+}
+
 // ExecExited carries no fds (the server keeps its own copies of the output pipes): a
 // hostile init cannot slip one in with it.
 TEST(ProtocolCodec, ExecExitedCarriesNoFds) {
