@@ -215,8 +215,10 @@ std::string CellSession::TakeLifetimeNoticeLocked() {
 
 Result<std::unique_ptr<CellInstance>> CellSession::MakeCell(const std::string& id,
                                                             const std::vector<CellLayer>& layers) {
-  // The warm pool's cells have no layers: a session over a snapshot makes its own.
-  std::unique_ptr<CellInstance> cell = pool_ && layers.empty() ? pool_->Take() : nullptr;
+  // Over a snapshot: a parked pool cell finished with the layers (the pool's ready cells
+  // have their filesystem already, without layers).
+  std::unique_ptr<CellInstance> cell;
+  if (pool_) cell = layers.empty() ? pool_->Take() : pool_->TakeOver(layers);
   if (!cell) {
     Result<CellSpec> spec = factory_(id);
     if (!spec) return spec.error().Wrap("cell spec");
@@ -354,7 +356,8 @@ std::shared_ptr<WarmPool> CellSessionManager::PoolLocked(const std::string& prof
   if (options_.warm_cells == 0 || stopped_pools_) return nullptr;
   auto it = pools_.find(profile);
   if (it != pools_.end()) return it->second;
-  auto pool = std::make_shared<WarmPool>(factory, options_.backend, options_.warm_cells);
+  auto pool = std::make_shared<WarmPool>(factory, options_.backend, options_.warm_cells,
+                                         WarmPool::Prepare{}, options_.warm_parked_cells);
   pools_.emplace(profile, pool);
   return pool;
 }
@@ -378,6 +381,12 @@ size_t CellSessionManager::warm_ready(const std::string& profile) const {
   std::lock_guard lock(mu_);
   auto it = pools_.find(profile);
   return it == pools_.end() ? 0 : it->second->ready();
+}
+
+size_t CellSessionManager::warm_parked(const std::string& profile) const {
+  std::lock_guard lock(mu_);
+  auto it = pools_.find(profile);
+  return it == pools_.end() ? 0 : it->second->parked();
 }
 
 std::string CellSessionManager::warm_status(const std::string& profile) const {

@@ -92,13 +92,13 @@ mcpcell::Result<sb::SessionBase> BaseOf(sb::SnapshotStore& store, const std::str
 // parked one too), so each round starts from a full pool.
 void WaitForPool(sb::CellSessionManager& manager) {
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(30);
-  while (manager.warm_ready() == 0 && Clock::now() < deadline)
+  while ((manager.warm_ready() == 0 || manager.warm_parked() == 0) && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the refill's cleanup settles
 }
 
 struct Rows {
-  std::vector<double> warm, cold, fork, verify, restore;
+  std::vector<double> warm, cold, fork, fork_cold, verify, restore;
 };
 
 void Print(const Rows& rows, uint64_t bytes) {
@@ -110,6 +110,7 @@ void Print(const Rows& rows, uint64_t bytes) {
   row("warm pool first call", rows.warm);
   row("cold first call", rows.cold);
   row("fork first call", rows.fork);
+  row("fork, cold cell", rows.fork_cold);
   row("verify", rows.verify);
   row("restore", rows.restore);
   const double warm = Percentile(rows.warm, 0.5), fork = Percentile(rows.fork, 0.5);
@@ -135,12 +136,18 @@ bool ForkRound(sb::CellSessionManager& manager, const sb::SessionBase& base,
       !lease || !Run(*lease, "test -f /workspace/f0 && grep -q parent /workspace/marker"))
     return false;
   (void)manager.Close("fork-" + std::to_string(round));
-  double c = -1;
+  double c = -1, fc = -1;
   {
     sb::CellSession cold("cold", factory, cold_options);
     c = FirstCall(cold);
   }
-  if (w < 0 || fork < 0 || c < 0) return false;
+  {
+    sb::CellSession cold("cold-fork", factory, cold_options);  // no pool: the cell is made now
+    const Clock::time_point t2 = Clock::now();
+    if (cold.RestartOver(base) && FirstCall(cold) >= 0) fc = MsSince(t2);
+  }
+  if (w < 0 || fork < 0 || c < 0 || fc < 0) return false;
+  rows.fork_cold.push_back(fc);
   rows.warm.push_back(w);
   rows.fork.push_back(fork);
   rows.cold.push_back(c);
@@ -168,33 +175,44 @@ bool RestoreRound(sb::CellSession& parent, sb::SnapshotStore& store, const sb::S
   return true;
 }
 
-// Cold cells over the snapshot's layers, made directly: the mean of each setup step.
+// Cells over the snapshot's layers made directly, cold (Create) or parked then unparked
+// (what a fork from the warm pool waits for): the mean of each setup step.
 void PrintBreakdown(const sb::CellSpecFactory& factory, const sb::SessionBase& base,
-                    const ForkOptions& options) {
+                    const ForkOptions& options, bool parked) {
   std::map<std::string, double> sum;
   std::vector<std::string> order;
   double total = 0;
   int n = 0;
+  sb::CellCreateOptions create;
+  create.init_path = options.init_path;
   for (int i = 0; i < options.rounds; ++i) {
     auto spec = factory(sb::GenerateCellId());
     if (!spec) return;
-    spec->layers = base.layers;
-    sb::CellCreateOptions create;
-    create.init_path = options.init_path;
-    auto cell = sb::Cell::Create(*spec, create);
+    if (!parked) spec->layers = base.layers;
+    auto cell = parked ? sb::Cell::CreateParked(*spec, create) : sb::Cell::Create(*spec, create);
     if (!cell) {
       std::fprintf(stderr, "create: %s\n", cell.error().message.c_str());
       return;
     }
-    for (const auto& [step, us] : (*cell)->timings().steps_us) {
-      if (!sum.count(step)) order.push_back(step);
-      sum[step] += static_cast<double>(us) / 1000;
+    const size_t made_steps = (*cell)->timings().steps_us.size();
+    if (parked) {
+      if (mcpcell::Status s = (*cell)->Unpark(base.layers); !s) {
+        std::fprintf(stderr, "unpark: %s\n", s.error().message.c_str());
+        return;
+      }
     }
-    total += static_cast<double>((*cell)->timings().total_us) / 1000;
+    const auto& steps = (*cell)->timings().steps_us;
+    for (size_t k = parked ? made_steps : 0; k < steps.size(); ++k) {
+      if (!sum.count(steps[k].first)) order.push_back(steps[k].first);
+      sum[steps[k].first] += static_cast<double>(steps[k].second) / 1000;
+    }
+    const auto& t = (*cell)->timings();
+    total += static_cast<double>(parked ? t.unpark_us : t.total_us) / 1000;
     ++n;
     (void)(*cell)->Destroy();
   }
-  std::printf("\ncold cell over %zu layers, mean of %d (ms):", base.layers.size(), n);
+  std::printf("\n%s over %zu layers, mean of %d (ms):", parked ? "unpark" : "cold cell",
+              base.layers.size(), n);
   for (const std::string& step : order) std::printf(" %s %.2f,", step.c_str(), sum[step] / n);
   std::printf(" total %.2f\n", total / n);
 }
@@ -242,7 +260,10 @@ bool RunForkRows(const ForkOptions& options) {
     if (!RestoreRound(**parent, store, *base, rows)) return false;
   }
   Print(rows, options.workspace_bytes);
-  if (options.breakdown) PrintBreakdown(factory, *base, options);
+  if (options.breakdown) {
+    PrintBreakdown(factory, *base, options, false);
+    PrintBreakdown(factory, *base, options, true);
+  }
   manager.CloseAll(false);
   (void)store.Delete("bench", *id);
   return true;
