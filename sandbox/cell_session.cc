@@ -256,9 +256,30 @@ void CellSession::Release() {
   released_.notify_all();
 }
 
+CellSession::TakenCell CellSession::StopLeasesAndTakeCellLocked(std::unique_lock<std::mutex>& lock,
+                                                                bool wait_for_change) {
+  stop_.request_stop();  // running programs of this session are killed
+  released_.wait(lock, [&] { return leases_ == 0 && (!wait_for_change || !changing_); });
+  TakenCell taken;
+  taken.cell = std::move(cell_);
+  taken.paused_for = DropPauseLocked();
+  return taken;
+}
+
+Status CellSession::EndTakenCell(const TakenCell& taken, const std::optional<SessionBase>& released,
+                                 const std::string& what) {
+  Status st = Ok();
+  if (taken.cell) {
+    NotifyUnpaused(*taken.cell, taken.paused_for, false);
+    st = Retire(taken.cell);
+  }
+  ReleaseBase(released);
+  if (!st) return st.error().Wrap(what + " " + taken.cell->id());
+  return Ok();
+}
+
 Status CellSession::Close(const std::string& reason, bool keep_base) {
-  std::shared_ptr<CellInstance> cell;
-  std::chrono::milliseconds paused_for{-1};
+  TakenCell taken;
   std::optional<SessionBase> released;
   {
     std::unique_lock lock(mu_);
@@ -266,22 +287,12 @@ Status CellSession::Close(const std::string& reason, bool keep_base) {
       closed_ = true;
       closed_reason_ = reason;
     }
-    stop_.request_stop();  // running programs of this session are killed
-    released_.wait(lock, [&] { return leases_ == 0 && !changing_; });
-    cell = std::move(cell_);
-    paused_for = DropPauseLocked();
+    taken = StopLeasesAndTakeCellLocked(lock, /*wait_for_change=*/true);
     // Forgotten either way, so that a later Close (the destructor's) releases nothing.
     released = std::exchange(base_, std::nullopt);
     if (keep_base) released.reset();
   }
-  Status st = Ok();
-  if (cell) {
-    NotifyUnpaused(*cell, paused_for, false);
-    st = Retire(cell);
-  }
-  ReleaseBase(released);
-  if (!st) return st.error().Wrap("destroy cell " + cell->id());
-  return Ok();
+  return EndTakenCell(taken, released, "destroy cell");
 }
 
 bool CellSession::Expired(Clock::time_point now, std::string* why, SessionExpiry* kind) const {

@@ -279,6 +279,19 @@ class CellSession {
   void ReleaseBase(const std::optional<SessionBase>& base);
   // on_destroying, Destroy, on_destroyed. Outside mu_.
   Status Retire(const std::shared_ptr<CellInstance>& cell);
+  // The cell taken from the session to be ended, and how long it had been paused (-1: not).
+  struct TakenCell {
+    std::shared_ptr<CellInstance> cell;
+    std::chrono::milliseconds paused_for{-1};
+  };
+  // Close's and RestartOver's sequence, under mu_: asks the leases to stop (their stop
+  // tokens fire, running programs are killed), waits until none is held (and, with
+  // `wait_for_change`, no change runs), then takes cell_ and ends its pause.
+  TakenCell StopLeasesAndTakeCellLocked(std::unique_lock<std::mutex>& lock, bool wait_for_change);
+  // Outside mu_: on_unpaused(resumed=false) and Retire for the taken cell, then releases
+  // `released`. The error (the cell's destruction) is wrapped with `what` and its id.
+  Status EndTakenCell(const TakenCell& taken, const std::optional<SessionBase>& released,
+                      const std::string& what);
   // CellLease::lifetime_notice for a lease made now. Under mu_.
   std::string TakeLifetimeNoticeLocked();
   // Thaws the paused cell_, releasing `lock` meanwhile (changing_ holds others off).

@@ -1,15 +1,19 @@
-// lifecycle_bench: what pausing and resuming a session's cell costs (issue 28).
+// lifecycle_bench: what pausing, resuming, restoring and forking a session costs (issue 28).
 //
-// One CellSession (the namespace backend, as `mcpcell serve` makes it) whose cell holds 50
-// processes and about 200 MiB resident: one python3 holding 200 MiB of touched memory and
-// 49 `sleep`s, started by the first call. Each round, in this order:
+// `--rows pause` (the default): one CellSession (the namespace backend, as `mcpcell serve`
+// makes it) whose cell holds 50 processes and about 200 MiB resident: one python3 holding
+// 200 MiB of touched memory and 49 `sleep`s, started by the first call. Each round, in
+// this order:
 //   `call running`  Acquire + Exec /bin/true on the running session (the baseline),
 //   `pause`         PauseIdleCell: the freeze of the cgroup, as the reaper does it,
 //   `resume`        Acquire on the paused session: the thaw, before any request,
 //   `call paused`   a second pause, then Acquire + Exec /bin/true: what a client waits for
 //                   when its call arrives at a paused session.
 // Prints p50 and p95 per row, the processes and memory of the cell, and the difference and
-// ratio of `call paused` to `call running` (targets and figures: bench/lifecycle/README.md).
+// ratio of `call paused` to `call running`.
+// `--rows fork` (fork_rows.h): restore and fork from a snapshot of a 1 MiB and a 1 GiB
+// workspace beside a warm-pool session's first call; `--rows all` runs both. Targets and
+// figures: bench/lifecycle/README.md.
 #include <unistd.h>
 
 #include <algorithm>
