@@ -29,51 +29,14 @@
 namespace mcpcell::sandbox {
 namespace {
 
+using cgroup_test::CpuSecondsOfSpin;
 using cgroup_test::Exists;
+using cgroup_test::HeldChild;
 using cgroup_test::Slurp;
 using cgroup_test::Spit;
 using cgroup_test::UniqueId;
 
 // ---- the real cgroupfs of this host ------------------------------------------------------
-
-// A forked child that waits until released, so the parent can move it into a cgroup first.
-template <typename Fn>
-class HeldChild {
- public:
-  explicit HeldChild(Fn fn) {
-    if (pipe(gate_) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      close(gate_[1]);
-      char c;
-      if (read(gate_[0], &c, 1) != 1) _exit(99);
-      _exit(fn());
-    }
-    close(gate_[0]);
-  }
-  ~HeldChild() {
-    if (pid_ > 0 && !waited_) {
-      kill(pid_, SIGKILL);
-      Wait();
-    }
-  }
-  pid_t pid() const { return pid_; }
-  void Release() {
-    if (write(gate_[1], "g", 1) != 1) ADD_FAILURE() << "release";
-    close(gate_[1]);
-  }
-  int Wait() {
-    waitpid(pid_, &status_, 0);
-    waited_ = true;
-    return status_;
-  }
-
- private:
-  int gate_[2] = {-1, -1};
-  pid_t pid_ = -1;
-  int status_ = 0;
-  bool waited_ = false;
-};
 
 class RealCgroup : public ::testing::Test {
  protected:
@@ -196,17 +159,6 @@ TEST_F(RealCgroup, ForkBombStopsAtPidsMax) {
   ASSERT_TRUE(u.ok()) << u.error().message;
   EXPECT_GE(u->pids_limit_hits, 1u);
   ASSERT_TRUE((*cg)->Destroy().ok());  // kills the 15 paused children
-}
-
-double CpuSecondsOfSpin(double wall_seconds) {
-  timespec start{}, now{};
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  volatile uint64_t x = 0;
-  do {
-    for (int i = 0; i < 100000; ++i) x = x + i;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-  } while ((now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9 < wall_seconds);
-  return 0;
 }
 
 TEST_F(RealCgroup, CpuQuotaHolds) {

@@ -28,7 +28,9 @@
 namespace mcpcell::sandbox {
 namespace {
 
+using cgroup_test::CpuSecondsOfSpin;
 using cgroup_test::Exists;
+using cgroup_test::HeldChild;
 using cgroup_test::Slurp;
 using cgroup_test::Spit;
 using cgroup_test::UniqueId;
