@@ -134,12 +134,12 @@ Status CellSession::DestroyIdleCell() {
 std::optional<SessionBase> CellSession::Hibernate(const std::shared_ptr<CellInstance>& cell,
                                                   bool frozen) {
   std::optional<SessionBase> current = base();  // only this thread changes it now
-  Result<SessionBase> kept = hooks_->hibernate(*cell, key_, profile_,
-                                               current ? &*current : nullptr, frozen);
-  const std::string idle = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                              options_.idle_timeout)
-                                              .count()) +
-                           " s";
+  Result<SessionBase> kept =
+      hooks_->hibernate(*cell, key_, profile_, current ? &*current : nullptr, frozen);
+  const std::string idle =
+      std::to_string(
+          std::chrono::duration_cast<std::chrono::seconds>(options_.idle_timeout).count()) +
+      " s";
   std::lock_guard lock(mu_);
   if (!kept) {
     // Today's behaviour: the files go with the cell. A later cell still runs over the base
