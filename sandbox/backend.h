@@ -149,6 +149,17 @@ class CellInstance {
   // trusted to run again: the caller replaces it.
   virtual Status Thaw() { return Ok(); }
 
+  // ---- Parked cells (CellBackend::CreateParked) ----
+  // Finishes a parked cell with `layers` as its snapshot layers (CellSpec::layers): the
+  // cell is then as if made by Create from its spec plus the layers. An error leaves the
+  // cell unusable: destroy it.
+  virtual Status Unpark(const std::vector<CellLayer>& layers) {
+    (void)layers;
+    return Error::Msg("cell " + id() + " is not parked");
+  }
+  // True from CreateParked until Unpark.
+  virtual bool parked() const { return false; }
+
   // An error means the program could not run; a program that ran and failed is a result.
   virtual Result<ExecResult> Exec(const ExecOptions& options) = 0;
   virtual Status SignalExec(uint64_t exec_id, int signo) = 0;
@@ -176,6 +187,16 @@ class CellBackend {
  public:
   virtual ~CellBackend() = default;
   virtual Result<std::unique_ptr<CellInstance>> Create(const CellSpec& spec) const = 0;
+  // A parked cell: made as far as it can be without its filesystem (the costly namespace,
+  // cgroup and process work), finished by CellInstance::Unpark with the snapshot layers a
+  // session needs, so that a warm pool serves sessions over snapshots (restore, fork,
+  // hibernation) too. `spec` has no layers.
+  virtual Result<std::unique_ptr<CellInstance>> CreateParked(const CellSpec& spec) const {
+    (void)spec;
+    return Error::Msg("this cell backend cannot park cells");
+  }
+  // Whether CreateParked cells can take layers here (a warm pool makes none otherwise).
+  virtual bool ParksCells() const { return false; }
 };
 
 }  // namespace mcpcell::sandbox

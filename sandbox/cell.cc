@@ -36,9 +36,24 @@ Status Cell::Impl::MakeDirs(Cell& c, const CellCreateOptions&) {
 }
 
 Result<std::unique_ptr<Cell>> Cell::Create(const CellSpec& spec, const CellCreateOptions& options) {
+  return Impl::Make(spec, options, /*park=*/false);
+}
+
+Result<std::unique_ptr<Cell>> Cell::CreateParked(const CellSpec& spec,
+                                                 const CellCreateOptions& options) {
+  if (!spec.layers.empty()) {
+    return Error::Msg("create cell " + spec.id + ": a parked cell takes its layers when unparked");
+  }
+  return Impl::Make(spec, options, /*park=*/true);
+}
+
+Result<std::unique_ptr<Cell>> Cell::Impl::Make(const CellSpec& spec,
+                                               const CellCreateOptions& options, bool park) {
   const Clock::time_point start = Clock::now();
   std::unique_ptr<Cell> c(new Cell());
   c->spec_ = spec;
+  c->parked_ = park;
+  c->ready_timeout_ = options.ready_timeout;
   ServerSteps steps(c->timings_);
   auto fail = [&](const Error& e, const char* step) -> Result<std::unique_ptr<Cell>> {
     Error wrapped = e.Wrap(std::string("create cell ") + spec.id + ": " + step);
@@ -68,16 +83,15 @@ Result<std::unique_ptr<Cell>> Cell::Create(const CellSpec& spec, const CellCreat
   UniqueFd control;
   if (Status s = Impl::StartInit(*c, options, steps, control); !s) return fail(s.error(), "start");
   const Clock::time_point ready_start = Clock::now();
-  if (Status s = Impl::WaitReady(*c, options, control.get()); !s) return fail(s.error(), "setup");
-  c->timings_.steps_us.emplace_back("ready", MicrosSince(ready_start));
-  CellChannel::Options channel_options;
-  Cgroup* cgroup = c->cgroup_.get();
-  if (cgroup) {
-    channel_options.oom_kill_count = [cgroup]() -> Result<uint64_t> {
-      return cgroup->OomKillCount();
-    };
+  if (Status s = Impl::WaitReady(*c, options.ready_timeout, control.get()); !s) {
+    return fail(s.error(), "setup");
   }
-  c->channel_ = std::make_unique<CellChannel>(std::move(control), std::move(channel_options));
+  c->timings_.steps_us.emplace_back(park ? "parked" : "ready", MicrosSince(ready_start));
+  if (park) {
+    c->parked_control_ = std::move(control);
+  } else {
+    Impl::OpenChannel(*c, std::move(control));
+  }
   if (!spec.seccomp) c->warnings_.push_back("seccomp disabled by the spec");
   if (c->id_map_.single) {
     c->warnings_.push_back(
@@ -87,6 +101,17 @@ Result<std::unique_ptr<Cell>> Cell::Create(const CellSpec& spec, const CellCreat
   if (!dev_warning.empty()) c->warnings_.push_back(dev_warning);
   c->timings_.total_us = MicrosSince(start);
   return c;
+}
+
+void Cell::Impl::OpenChannel(Cell& c, UniqueFd control) {
+  CellChannel::Options channel_options;
+  Cgroup* cgroup = c.cgroup_.get();
+  if (cgroup) {
+    channel_options.oom_kill_count = [cgroup]() -> Result<uint64_t> {
+      return cgroup->OomKillCount();
+    };
+  }
+  c.channel_ = std::make_unique<CellChannel>(std::move(control), std::move(channel_options));
 }
 
 Status Cell::Impl::ClaimIds(Cell& c) {

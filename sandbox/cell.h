@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "sandbox/backend.h"
 #include "sandbox/cell_spec.h"
 #include "sandbox/linux/cgroup.h"
@@ -43,9 +44,12 @@ class CellChannel;
 // Per-step setup latency, in order: the server's steps ("cell_dir", "cgroup", "clone",
 // "id_maps", ...) then cell init's (from Ready: "spec", "mounts", "pivot_root", ...) and
 // "ready" (clone to Ready as seen by the server). Microseconds.
+// A parked cell's Unpark appends its own steps ("claim_layers", init's "rootfs" ...
+// "caps", "claim_ready").
 struct SetupTimings {
   std::vector<std::pair<std::string, uint64_t>> steps_us;
-  uint64_t total_us = 0;  // Create's wall time
+  uint64_t total_us = 0;   // Create's wall time
+  uint64_t unpark_us = 0;  // Unpark's wall time (0: not parked)
 };
 
 struct CellCreateOptions {
@@ -75,6 +79,12 @@ class Cell final : public CellInstance {
  public:
   static Result<std::unique_ptr<Cell>> Create(const CellSpec& spec,
                                               const CellCreateOptions& options = {});
+  // A parked cell (a warm pool's, for cells over snapshot layers): every step of Create
+  // but the filesystem's is done (namespaces, id maps, cgroup, cell init exec'd and in its
+  // network namespace), and init waits for Unpark to bring the layers. `spec` has none.
+  // Takes no request until Unpark succeeds (usable() is false); Destroy works as ever.
+  static Result<std::unique_ptr<Cell>> CreateParked(const CellSpec& spec,
+                                                    const CellCreateOptions& options = {});
   ~Cell() override;
   Cell(const Cell&) = delete;
   Cell& operator=(const Cell&) = delete;
@@ -89,6 +99,12 @@ class Cell final : public CellInstance {
   Status Freeze() override;
   Status Thaw() override;
   bool frozen() const { return frozen_.load(); }
+
+  // Finishes a parked cell over `layers` (sandbox/backend.h): the idmapped layer mounts,
+  // then cell init builds the root and sends Ready as in Create. The cell's spec() gets
+  // the layers. An error leaves the cell unusable (destroy it). cell_park.cc.
+  Status Unpark(const std::vector<CellLayer>& layers) override;
+  bool parked() const override { return parked_; }
 
   // Requests into the cell (exec, signal, files). After Destroy (or if init died) every
   // call fails with an error; the object stays valid until the Cell is deleted.
@@ -144,6 +160,9 @@ class Cell final : public CellInstance {
 
  private:
   Cell() = default;
+  // `request` on the channel, or an error when there is none (cell_requests.cc).
+  template <typename F>
+  auto OnChannel(F&& request) -> decltype(request(std::declval<CellChannel&>()));
   struct Impl;
   friend struct Impl;
 
@@ -161,6 +180,12 @@ class Cell final : public CellInstance {
   std::vector<std::string> warnings_;
   bool destroyed_ = false;
   std::atomic<bool> frozen_{false};  // Freeze succeeded and no Thaw since
+  // Parked (CreateParked, until Unpark): init waits for the claim on claim_fd_ (the sync
+  // socket) and its control socket is parked_control_ (no channel yet).
+  bool parked_ = false;
+  UniqueFd claim_fd_;
+  UniqueFd parked_control_;
+  std::chrono::milliseconds ready_timeout_{0};
 };
 
 // The Linux namespace backend: makes Cells with `options` (sandbox/cell_requests.cc).
@@ -168,6 +193,9 @@ class NamespaceBackend final : public CellBackend {
  public:
   explicit NamespaceBackend(CellCreateOptions options) : options_(std::move(options)) {}
   Result<std::unique_ptr<CellInstance>> Create(const CellSpec& spec) const override;
+  Result<std::unique_ptr<CellInstance>> CreateParked(const CellSpec& spec) const override;
+  // Parked cells serve layers, which need per-cell id ranges (a root server).
+  bool ParksCells() const override;
 
  private:
   const CellCreateOptions options_;

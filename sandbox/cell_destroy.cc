@@ -69,6 +69,8 @@ Status Cell::Destroy() {
   // 2. Close the channel: pending calls on other threads fail with a clear error. The object
   //    itself lives until ~Cell, so a call racing Destroy never touches freed memory.
   if (channel_) channel_->Close();
+  claim_fd_.Reset();  // a parked cell's
+  parked_control_.Reset();
   steps.Mark("close_channel");
   // 3. Reap init. Its exit completes only after every process of its namespace is gone.
   if (pidfd_ >= 0) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sandbox/cell.h"
 
@@ -38,6 +39,9 @@ class ServerSteps {
 }  // namespace cell_internal
 
 struct Cell::Impl {
+  // Create and CreateParked.
+  static Result<std::unique_ptr<Cell>> Make(const CellSpec& spec, const CellCreateOptions& options,
+                                            bool park);
   static Status MakeDirs(Cell& c, const CellCreateOptions& options);
   static Status ClaimIds(Cell& c);
   static Status PrepareWorkspace(Cell& c);
@@ -48,12 +52,17 @@ struct Cell::Impl {
   struct Launch;
   static Status PrepareLaunch(Cell& c, const CellCreateOptions& options, Launch& l);
   static Status CloneChild(Cell& c, const CellCreateOptions& options, const Launch& l);
-  static Status SendLayerMounts(Cell& c, Launch& l);
+  static Result<std::vector<UniqueFd>> OpenLayerMounts(Cell& c,
+                                                       const std::vector<CellLayer>& layers);
+  static Status SendOrder(int sock, char tag, int first, const std::vector<UniqueFd>& mounts);
+  static Status SendRootOrder(Cell& c, Launch& l);
   static Status HandOver(Cell& c, Launch& l, cell_internal::ServerSteps& steps);
   static Status WaitExec(Launch& l);
   static Status StartInit(Cell& c, const CellCreateOptions& options,
                           cell_internal::ServerSteps& steps, UniqueFd& control);
-  static Status WaitReady(Cell& c, const CellCreateOptions& options, int control_fd);
+  static Status WaitReady(Cell& c, std::chrono::milliseconds timeout, int control_fd);
+  static void OpenChannel(Cell& c, UniqueFd control);
+  static Result<UniqueFd> SpecMemfd(const CellSpec& spec);
 };
 
 }  // namespace mcpcell::sandbox

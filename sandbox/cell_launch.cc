@@ -108,7 +108,9 @@ int PlaceFd(int from, int to) {
   ChildFail(b, kStepExec, errno);
 }
 
-Result<UniqueFd> SpecMemfd(const CellSpec& spec) {
+}  // namespace
+
+Result<UniqueFd> Cell::Impl::SpecMemfd(const CellSpec& spec) {
   int fd = ::memfd_create("mcpcell-spec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return Error::Sys("memfd_create(\"mcpcell-spec\")");
   UniqueFd owned(fd);
@@ -122,6 +124,8 @@ Result<UniqueFd> SpecMemfd(const CellSpec& spec) {
   }
   return owned;
 }
+
+namespace {
 
 // Sends the hand-over of setup.h on the sync socket: the tag, the seccomp program, and the
 // cgroup join fds (SCM_RIGHTS, attached to the first byte).
@@ -193,7 +197,7 @@ Status Cell::Impl::PrepareLaunch(Cell& c, const CellCreateOptions& options, Laun
     if (!found) return found.error();
     l.init_path = *found;
   }
-  Result<UniqueFd> spec_fd = SpecMemfd(c.spec_);
+  Result<UniqueFd> spec_fd = Impl::SpecMemfd(c.spec_);
   if (!spec_fd) return spec_fd.error();
   l.spec = std::move(spec_fd).value();
   auto pair = control::CreateControlSocketPair();
@@ -287,37 +291,56 @@ Status Cell::Impl::HandOver(Cell& c, Launch& l, ServerSteps& steps) {
   Status sent = SendHandover(l.sync_server.get(), join, seccomp);
   // EPIPE means init already died; its exec error or SetupFailed says why.
   if (!sent && sent.error().err != EPIPE) return sent;
+  // A parked cell's init waits on the socket for its claim (Cell::Unpark).
+  if (c.parked_) c.claim_fd_ = std::move(l.sync_server);
   l.sync_server.Reset();
   return Ok();
 }
 
-// The layers' idmapped mounts (setup.h, kLayersTag). They map ids through the cell's user
-// namespace, so they are made once the id maps are written, while cell init execs.
-Status Cell::Impl::SendLayerMounts(Cell& c, Launch& l) {
-  if (c.spec_.layers.empty()) return Ok();
+// The idmapped, read-only, detached mounts of `layers` for cell `c` (idmap_mount.h). They
+// map ids through the cell's user namespace, so they are made once the id maps are written.
+Result<std::vector<UniqueFd>> Cell::Impl::OpenLayerMounts(Cell& c,
+                                                          const std::vector<CellLayer>& layers) {
+  std::vector<UniqueFd> mounts;
+  if (layers.empty()) return mounts;
   if (c.id_map_.single) {
     return Error::Msg("snapshot layers need a server running as root (idmapped mounts)");
   }
   Result<UniqueFd> userns = OpenUserNamespace(c.init_pid_);
   if (!userns) return userns.error();
-  std::vector<UniqueFd> mounts;
-  std::vector<int> raw;
-  for (size_t i = 0; i < c.spec_.layers.size(); ++i) {
-    Result<UniqueFd> mount = OpenIdmappedLayer(c.spec_.layers[i].host_dir, userns->get());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    Result<UniqueFd> mount = OpenIdmappedLayer(layers[i].host_dir, userns->get());
     if (!mount) return mount.error().Wrap("layers[" + std::to_string(i) + "]");
-    raw.push_back(mount->get());
     mounts.push_back(std::move(mount).value());
   }
+  return mounts;
+}
+
+// Sends an order of setup.h on the sync socket: `tag`, the count of `mounts`, and `first`
+// (when >= 0) then `mounts` attached.
+Status Cell::Impl::SendOrder(int sock, char tag, int first, const std::vector<UniqueFd>& mounts) {
+  std::vector<int> raw;
+  if (first >= 0) raw.push_back(first);
+  for (const UniqueFd& m : mounts) raw.push_back(m.get());
   const uint32_t count = static_cast<uint32_t>(mounts.size());
-  char head[1 + sizeof count] = {kLayersTag};
+  char head[1 + sizeof count] = {tag};
   std::memcpy(head + 1, &count, sizeof count);
-  Result<size_t> sent = SendWithFds(
-      l.sync_server.get(), std::span<const uint8_t>(reinterpret_cast<uint8_t*>(head), sizeof head),
-      std::span<const int>(raw), "sync socket, layers");
+  const std::string what = std::string("sync socket, order '") + tag + "'";
+  Result<size_t> sent =
+      SendWithFds(sock, std::span<const uint8_t>(reinterpret_cast<uint8_t*>(head), sizeof head),
+                  std::span<const int>(raw), what.c_str());
   // EPIPE means init already died; its exec error or SetupFailed says why.
   if (!sent && sent.error().err != EPIPE) return sent.error();
-  if (sent && *sent != sizeof head) return Error::Msg("sync socket, layers: short send");
+  if (sent && *sent != sizeof head) return Error::Msg(what + ": short send");
   return Ok();
+}
+
+// The root order (setup.h): park, or build now over the spec's layers.
+Status Cell::Impl::SendRootOrder(Cell& c, Launch& l) {
+  if (c.parked_) return SendOrder(l.sync_server.get(), kParkTag, -1, {});
+  Result<std::vector<UniqueFd>> mounts = OpenLayerMounts(c, c.spec_.layers);
+  if (!mounts) return mounts.error();
+  return SendOrder(l.sync_server.get(), kLayersTag, -1, *mounts);
 }
 
 // Returns once cell init's execve succeeded (EOF on the CLOEXEC error pipe), or the step of
@@ -356,7 +379,7 @@ Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSt
   if (::send(launch.sync_server.get(), "g", 1, MSG_NOSIGNAL) != 1) {
     return Error::Sys("send(sync socket, 'g')");
   }
-  if (Status s = SendLayerMounts(c, launch); !s) return s.error().Wrap("layers");
+  if (Status s = SendRootOrder(c, launch); !s) return s.error().Wrap("layers");
   if (!c.spec_.layers.empty()) steps.Mark("layers");
   if (!CgroupBeforeClone(options)) {
     if (Status s = CreateCgroupFor(c, options.skip_cgroup); !s) return s.error().Wrap("cgroup");
@@ -369,9 +392,9 @@ Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSt
   return Ok();
 }
 
-Status Cell::Impl::WaitReady(Cell& c, const CellCreateOptions& options, int control_fd) {
+Status Cell::Impl::WaitReady(Cell& c, std::chrono::milliseconds timeout, int control_fd) {
   struct pollfd pfd = {control_fd, POLLIN, 0};
-  int timeout_ms = static_cast<int>(options.ready_timeout.count());
+  int timeout_ms = static_cast<int>(timeout.count());
   int r;
   do {
     r = ::poll(&pfd, 1, timeout_ms);
@@ -391,7 +414,8 @@ Status Cell::Impl::WaitReady(Cell& c, const CellCreateOptions& options, int cont
                       " instead of Ready");
   }
   for (auto& step : ready->step_timings_us) c.timings_.steps_us.push_back(std::move(step));
-  const bool want_listener = c.spec_.egress_proxy_port != 0;
+  // A parked cell's first Ready has none: init listens once it is claimed.
+  const bool want_listener = c.spec_.egress_proxy_port != 0 && !c.parked_;
   if (ready->egress_listener != (want_listener ? 1 : 0)) {
     return Error::Msg(want_listener ? "cell init sent no egress proxy listener"
                                     : "cell init sent an egress proxy listener nobody asked for");

@@ -13,46 +13,62 @@ Result<std::unique_ptr<CellInstance>> NamespaceBackend::Create(const CellSpec& s
 
 bool Cell::usable() const { return alive() && channel_ && channel_->alive(); }
 
-Result<ExecResult> Cell::Exec(const ExecOptions& options) { return channel().Exec(options); }
-Status Cell::SignalExec(uint64_t exec_id, int signo) {
-  return channel().SignalExec(exec_id, signo);
+// A parked cell (or one whose Unpark failed) has no channel: its requests fail, naming why.
+template <typename F>
+auto Cell::OnChannel(F&& request) -> decltype(request(std::declval<CellChannel&>())) {
+  if (!channel_) {
+    return Error::Msg("cell " + spec_.id +
+                      (parked_ ? " is parked: it takes requests once unparked"
+                               : " has no control channel (its set-up did not finish)"));
+  }
+  return request(*channel_);
 }
-Result<control::StatsReply> Cell::Stats() { return channel().Stats(); }
+
+Result<ExecResult> Cell::Exec(const ExecOptions& options) {
+  return OnChannel([&](CellChannel& ch) { return ch.Exec(options); });
+}
+Status Cell::SignalExec(uint64_t exec_id, int signo) {
+  return OnChannel([&](CellChannel& ch) { return ch.SignalExec(exec_id, signo); });
+}
+Result<control::StatsReply> Cell::Stats() {
+  return OnChannel([&](CellChannel& ch) { return ch.Stats(); });
+}
 
 Result<std::string> Cell::ReadFile(const std::string& path, uint64_t max_bytes) {
-  return channel().ReadFile(path, max_bytes);
+  return OnChannel([&](CellChannel& ch) { return ch.ReadFile(path, max_bytes); });
 }
 Result<FileWindow> Cell::ReadFileRange(const std::string& path, uint64_t offset,
                                        uint64_t max_bytes) {
-  return channel().ReadFileRange(path, offset, max_bytes);
+  return OnChannel([&](CellChannel& ch) { return ch.ReadFileRange(path, offset, max_bytes); });
 }
 Status Cell::WriteFile(const std::string& path, std::string_view data, uint32_t mode) {
-  return channel().WriteFile(path, data, mode);
+  return OnChannel([&](CellChannel& ch) { return ch.WriteFile(path, data, mode); });
 }
 Status Cell::WriteFileAt(const std::string& path, uint64_t offset, std::string_view data,
                          bool truncate, uint32_t mode) {
-  return channel().WriteFileAt(path, offset, data, truncate, mode);
+  return OnChannel(
+      [&](CellChannel& ch) { return ch.WriteFileAt(path, offset, data, truncate, mode); });
 }
 Status Cell::AppendFile(const std::string& path, std::string_view data, uint32_t mode) {
-  return channel().AppendFile(path, data, mode);
+  return OnChannel([&](CellChannel& ch) { return ch.AppendFile(path, data, mode); });
 }
 Status Cell::WriteNewFile(const std::string& path, std::string_view data, uint32_t mode) {
-  return channel().WriteNewFile(path, data, mode);
+  return OnChannel([&](CellChannel& ch) { return ch.WriteNewFile(path, data, mode); });
 }
 Result<std::vector<control::DirEntry>> Cell::ListDir(const std::string& path, size_t max_entries) {
-  return channel().ListDir(path, max_entries);
+  return OnChannel([&](CellChannel& ch) { return ch.ListDir(path, max_entries); });
 }
 Result<control::FileStat> Cell::Stat(const std::string& path, bool follow_symlinks) {
-  return channel().Stat(path, follow_symlinks);
+  return OnChannel([&](CellChannel& ch) { return ch.Stat(path, follow_symlinks); });
 }
 Status Cell::Mkdir(const std::string& path, uint32_t mode, bool parents) {
-  return channel().Mkdir(path, mode, parents);
+  return OnChannel([&](CellChannel& ch) { return ch.Mkdir(path, mode, parents); });
 }
 Status Cell::Remove(const std::string& path, bool recursive) {
-  return channel().Remove(path, recursive);
+  return OnChannel([&](CellChannel& ch) { return ch.Remove(path, recursive); });
 }
 Status Cell::Rename(const std::string& from, const std::string& to, bool no_replace) {
-  return channel().Rename(from, to, no_replace);
+  return OnChannel([&](CellChannel& ch) { return ch.Rename(from, to, no_replace); });
 }
 
 }  // namespace mcpcell::sandbox

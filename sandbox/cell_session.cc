@@ -215,8 +215,10 @@ std::string CellSession::TakeLifetimeNoticeLocked() {
 
 Result<std::unique_ptr<CellInstance>> CellSession::MakeCell(const std::string& id,
                                                             const std::vector<CellLayer>& layers) {
-  // The warm pool's cells have no layers: a session over a snapshot makes its own.
-  std::unique_ptr<CellInstance> cell = pool_ && layers.empty() ? pool_->Take() : nullptr;
+  // Over a snapshot: a parked pool cell finished with the layers (the pool's ready cells
+  // have their filesystem already, without layers).
+  std::unique_ptr<CellInstance> cell;
+  if (pool_) cell = layers.empty() ? pool_->Take() : pool_->TakeOver(layers);
   if (!cell) {
     Result<CellSpec> spec = factory_(id);
     if (!spec) return spec.error().Wrap("cell spec");
@@ -254,9 +256,30 @@ void CellSession::Release() {
   released_.notify_all();
 }
 
+CellSession::TakenCell CellSession::StopLeasesAndTakeCellLocked(std::unique_lock<std::mutex>& lock,
+                                                                bool wait_for_change) {
+  stop_.request_stop();  // running programs of this session are killed
+  released_.wait(lock, [&] { return leases_ == 0 && (!wait_for_change || !changing_); });
+  TakenCell taken;
+  taken.cell = std::move(cell_);
+  taken.paused_for = DropPauseLocked();
+  return taken;
+}
+
+Status CellSession::EndTakenCell(const TakenCell& taken, const std::optional<SessionBase>& released,
+                                 const std::string& what) {
+  Status st = Ok();
+  if (taken.cell) {
+    NotifyUnpaused(*taken.cell, taken.paused_for, false);
+    st = Retire(taken.cell);
+  }
+  ReleaseBase(released);
+  if (!st) return st.error().Wrap(what + " " + taken.cell->id());
+  return Ok();
+}
+
 Status CellSession::Close(const std::string& reason, bool keep_base) {
-  std::shared_ptr<CellInstance> cell;
-  std::chrono::milliseconds paused_for{-1};
+  TakenCell taken;
   std::optional<SessionBase> released;
   {
     std::unique_lock lock(mu_);
@@ -264,22 +287,12 @@ Status CellSession::Close(const std::string& reason, bool keep_base) {
       closed_ = true;
       closed_reason_ = reason;
     }
-    stop_.request_stop();  // running programs of this session are killed
-    released_.wait(lock, [&] { return leases_ == 0 && !changing_; });
-    cell = std::move(cell_);
-    paused_for = DropPauseLocked();
+    taken = StopLeasesAndTakeCellLocked(lock, /*wait_for_change=*/true);
     // Forgotten either way, so that a later Close (the destructor's) releases nothing.
     released = std::exchange(base_, std::nullopt);
     if (keep_base) released.reset();
   }
-  Status st = Ok();
-  if (cell) {
-    NotifyUnpaused(*cell, paused_for, false);
-    st = Retire(cell);
-  }
-  ReleaseBase(released);
-  if (!st) return st.error().Wrap("destroy cell " + cell->id());
-  return Ok();
+  return EndTakenCell(taken, released, "destroy cell");
 }
 
 bool CellSession::Expired(Clock::time_point now, std::string* why, SessionExpiry* kind) const {
@@ -354,7 +367,8 @@ std::shared_ptr<WarmPool> CellSessionManager::PoolLocked(const std::string& prof
   if (options_.warm_cells == 0 || stopped_pools_) return nullptr;
   auto it = pools_.find(profile);
   if (it != pools_.end()) return it->second;
-  auto pool = std::make_shared<WarmPool>(factory, options_.backend, options_.warm_cells);
+  auto pool = std::make_shared<WarmPool>(factory, options_.backend, options_.warm_cells,
+                                         WarmPool::Prepare{}, options_.warm_parked_cells);
   pools_.emplace(profile, pool);
   return pool;
 }
@@ -378,6 +392,12 @@ size_t CellSessionManager::warm_ready(const std::string& profile) const {
   std::lock_guard lock(mu_);
   auto it = pools_.find(profile);
   return it == pools_.end() ? 0 : it->second->ready();
+}
+
+size_t CellSessionManager::warm_parked(const std::string& profile) const {
+  std::lock_guard lock(mu_);
+  auto it = pools_.find(profile);
+  return it == pools_.end() ? 0 : it->second->parked();
 }
 
 std::string CellSessionManager::warm_status(const std::string& profile) const {

@@ -18,10 +18,10 @@
 // again. docs/lifecycle.md tells the states; cell_session_pause.cc holds this part.
 //
 // Base: a session may run over a snapshot (restore, fork, hibernation: SessionBase): every
-// new cell of the session is then made with the snapshot's layers as its lowers, never
-// from the warm pool (its cells have none). RestartOver ends the cell and sets the base;
-// at idle expiry the hibernate hook may keep the cell's files as the base instead of
-// losing them (cell_session_state.cc holds this part).
+// new cell of the session is then made with the snapshot's layers as its lowers: a parked
+// cell of the warm pool finished over them (WarmPool::TakeOver), else a cell made now. RestartOver
+// ends the cell and sets the base; at idle expiry the hibernate hook may keep the cell's files as
+// the base instead of losing them (cell_session_state.cc holds this part).
 //
 // Threading: every method is thread-safe. The manager runs one reaper thread that checks
 // idle and lifetime deadlines once a second; cells are destroyed on that thread or on the
@@ -62,6 +62,9 @@ struct CellSessionOptions {
   // wait for one to be made. The default profile's pool starts filling when the manager is
   // made, a named profile's at its first session. 0: every cell is made on demand.
   size_t warm_cells = 0;
+  // Parked cells kept besides them (with warm_cells > 0, where the backend parks cells), for
+  // sessions over a snapshot (restore, fork, hibernation), which ready cells cannot serve.
+  size_t warm_parked_cells = 1;
 };
 
 // The snapshot a session's cells are made over (CellSession::RestartOver, hibernation).
@@ -206,8 +209,8 @@ struct CellSessionInfo {
   bool paused = false;                         // the cell is frozen now
   std::chrono::milliseconds paused_total{0};   // all pauses of the session, the current too
   std::vector<std::string> warnings;           // from the cell: what is not enforced
-  std::string base_snapshot;  // the snapshot new cells are made over ("" = none)
-  bool hibernated = false;    // no cell now; the next one gets the hibernated files
+  std::string base_snapshot;                   // the snapshot new cells are made over ("" = none)
+  bool hibernated = false;  // no cell now; the next one gets the hibernated files
 };
 
 // What RestartOver ended.
@@ -267,7 +270,7 @@ class CellSession {
   friend class CellLease;
   void Release();
   std::string NextCellId();
-  // A new cell; over `layers` (never from the warm pool) when there are some.
+  // A new cell (from the warm pool when it has one), over `layers` when there are some.
   Result<std::unique_ptr<CellInstance>> MakeCell(const std::string& id,
                                                  const std::vector<CellLayer>& layers);
   // The hibernate hook on `cell` (taken from the session, changing_ set); sets base_ and the
@@ -276,6 +279,19 @@ class CellSession {
   void ReleaseBase(const std::optional<SessionBase>& base);
   // on_destroying, Destroy, on_destroyed. Outside mu_.
   Status Retire(const std::shared_ptr<CellInstance>& cell);
+  // The cell taken from the session to be ended, and how long it had been paused (-1: not).
+  struct TakenCell {
+    std::shared_ptr<CellInstance> cell;
+    std::chrono::milliseconds paused_for{-1};
+  };
+  // Close's and RestartOver's sequence, under mu_: asks the leases to stop (their stop
+  // tokens fire, running programs are killed), waits until none is held (and, with
+  // `wait_for_change`, no change runs), then takes cell_ and ends its pause.
+  TakenCell StopLeasesAndTakeCellLocked(std::unique_lock<std::mutex>& lock, bool wait_for_change);
+  // Outside mu_: on_unpaused(resumed=false) and Retire for the taken cell, then releases
+  // `released`. The error (the cell's destruction) is wrapped with `what` and its id.
+  Status EndTakenCell(const TakenCell& taken, const std::optional<SessionBase>& released,
+                      const std::string& what);
   // CellLease::lifetime_notice for a lease made now. Under mu_.
   std::string TakeLifetimeNoticeLocked();
   // Thaws the paused cell_, releasing `lock` meanwhile (changing_ holds others off).
@@ -338,6 +354,7 @@ class CellSessionManager {
   // Ready cells of `profile`'s warm pool right now ("" = the manager's own), and its status
   // (why it is not making cells, "" while it works or has none).
   size_t warm_ready(const std::string& profile = "") const;
+  size_t warm_parked(const std::string& profile = "") const;  // parked cells ready
   std::string warm_status(const std::string& profile = "") const;
 
   // The session for `key`, made on first use with `profile` ("" = the manager's own

@@ -47,11 +47,9 @@ Result<RestartResult> CellSession::RestartOver(SessionBase base, std::string not
     }
   }
   lock.lock();
-  stop_.request_stop();  // the running calls' programs are killed
-  released_.wait(lock, [&] { return leases_ == 0; });
+  // changing_ is ours here: wait for the leases only.
+  const TakenCell taken = StopLeasesAndTakeCellLocked(lock, /*wait_for_change=*/false);
   stop_ = std::stop_source();  // later leases get a fresh token
-  cell = std::move(cell_);
-  const std::chrono::milliseconds paused_for = DropPauseLocked();
   std::optional<SessionBase> released = std::exchange(base_, std::move(base));
   if (released && released->snapshot_id == base_->snapshot_id) released.reset();
   next_note_ = std::move(note);
@@ -59,13 +57,7 @@ Result<RestartResult> CellSession::RestartOver(SessionBase base, std::string not
   changing_ = false;
   released_.notify_all();
   lock.unlock();
-  Status st = Ok();
-  if (cell) {
-    NotifyUnpaused(*cell, paused_for, false);
-    st = Retire(cell);
-  }
-  ReleaseBase(released);
-  if (!st) return st.error().Wrap("destroy cell " + cell->id());
+  if (Status st = EndTakenCell(taken, released, "destroy cell"); !st) return st.error();
   return result;
 }
 
@@ -136,22 +128,18 @@ Status CellSession::DestroyIdleCell() {
     changing_ = false;
     released_.notify_all();
   }
-  NotifyUnpaused(*cell, paused_for, false);
-  Status st = Retire(cell);
-  ReleaseBase(replaced);
-  if (!st) return st.error().Wrap("destroy idle cell " + cell->id());
-  return Ok();
+  return EndTakenCell({cell, paused_for}, replaced, "destroy idle cell");
 }
 
 std::optional<SessionBase> CellSession::Hibernate(const std::shared_ptr<CellInstance>& cell,
                                                   bool frozen) {
   std::optional<SessionBase> current = base();  // only this thread changes it now
-  Result<SessionBase> kept = hooks_->hibernate(*cell, key_, profile_,
-                                               current ? &*current : nullptr, frozen);
-  const std::string idle = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                              options_.idle_timeout)
-                                              .count()) +
-                           " s";
+  Result<SessionBase> kept =
+      hooks_->hibernate(*cell, key_, profile_, current ? &*current : nullptr, frozen);
+  const std::string idle =
+      std::to_string(
+          std::chrono::duration_cast<std::chrono::seconds>(options_.idle_timeout).count()) +
+      " s";
   std::lock_guard lock(mu_);
   if (!kept) {
     // Today's behaviour: the files go with the cell. A later cell still runs over the base

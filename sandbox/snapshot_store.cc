@@ -264,7 +264,7 @@ Result<std::map<std::string, std::string>> SnapshotStore::LayerDirs(const std::s
   return dirs;
 }
 
-Status SnapshotStore::Verify(const std::string& id) {
+Status SnapshotStore::Verify(const std::string& id, bool rehash_all) {
   if (!IsSnapshotId(id)) return Error::Msg("snapshot id \"" + id + "\": not 32 hex digits");
   auto lock = StoreLock::Acquire(root_, false);
   if (!lock) return lock.error();
@@ -277,7 +277,7 @@ Status SnapshotStore::Verify(const std::string& id) {
       summary->stored_bytes != StoredBytes(info->layers))
     return Error::Msg("snapshot " + id + ": info.json does not agree with manifest.json");
   return VerifyLayers(ObjectStore(root_ + "/objects"), info->layers,
-                      root_ + "/snaps/" + id + "/layers");
+                      root_ + "/snaps/" + id + "/layers", root_ + "/verified.json", rehash_all);
 }
 
 }  // namespace mcpcell::sandbox

@@ -12,6 +12,8 @@
 //   <root>/cache.json                           (source path, dev, ino, size, mtime, ctime)
 //                                               -> sha256, so unchanged files are not
 //                                               re-read by the next capture
+//   <root>/verified.json                        object -> its stat stamp when a Verify
+//                                               last hashed it (see Verify)
 //
 // Ownership on disk is canonical: the in-cell uid/gid raw (a cell's host uid minus its base;
 // ids outside the cell's 65536 range become nobody, counted in the report). The cell that
@@ -121,9 +123,12 @@ class SnapshotStore {
   Result<SnapshotInfo> Get(const std::string& tenant, const std::string& id_or_name);
   // Removes the snapshot, then every object no snapshot links any more.
   Status Delete(const std::string& tenant, const std::string& id_or_name);
-  // Re-hashes every object the manifest names and checks the layer trees against it; the
-  // error names the first bad path.
-  Status Verify(const std::string& id);
+  // Checks the layer trees against the manifest and every object's content against its
+  // sha256; the error names the first bad path. An object an earlier Verify hashed and that
+  // was not written since (same inode, size, mtime and ctime: <root>/verified.json) is not
+  // read again, so a restore or fork costs the same for 1 MiB and 1 GiB; `rehash_all`
+  // reads every byte (damage below the filesystem changes no stamp).
+  Status Verify(const std::string& id, bool rehash_all = false);
   // layer name -> absolute dir, for a cell's lower layers.
   Result<std::map<std::string, std::string>> LayerDirs(const std::string& id);
 

@@ -157,8 +157,10 @@ std::vector<SnapshotLayer> MergeOnto(const std::vector<SnapshotLayer>& parent,
 
 // --- checks (snapshot_store_verify.cc) ---
 // The trees under layers_dir match the entries (types, modes, owners, targets, opaque
-// xattrs, no extra paths) and every file's content hashes to its sha256.
+// xattrs, no extra paths) and every file's content hashes to its sha256; objects whose
+// stamp in `verified_path` still matches are not re-read unless `rehash_all`.
 Status VerifyLayers(const ObjectStore& objects, const std::vector<SnapshotLayer>& layers,
-                    const std::string& layers_dir);
+                    const std::string& layers_dir, const std::string& verified_path,
+                    bool rehash_all);
 
 }  // namespace mcpcell::sandbox::snapshot

@@ -1,5 +1,7 @@
 // Verify: a snapshot's layer trees against its manifest, and every content against its
 // sha256. The error names the first bad path in manifest order (then the first extra one).
+// Objects a Verify hashed are recorded in <root>/verified.json with their stat stamp; a
+// later Verify re-reads only the objects whose stamp changed (unless asked to re-hash all).
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,7 +9,9 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "sandbox/snapshot_store_internal.h"
@@ -31,16 +35,69 @@ bool TypeMatches(const SnapshotEntry& e, const struct stat& st) {
   return false;
 }
 
-// Hashes each object once (the layer's files are links to it), and a file that is not a
-// link on its own.
+// Objects an earlier Verify hashed: name -> the object's stat stamp then (dev, inode, size,
+// mtime, ctime). Every write to a file changes its mtime and ctime, and objects are never
+// written after they are stored (root-only dir, mode 0444), so a stamp that still matches
+// means the bytes hashed then are the bytes now: a restore reads each file's metadata, not
+// every byte. What a stamp cannot show is damage below the filesystem (a bad disk block):
+// Verify(id, rehash_all = true) reads everything.
+class VerifiedObjects {
+ public:
+  void Load(const std::string& path) {
+    auto text = ReadSmallFile(path, 256u << 20);
+    if (!text) return;
+    nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return;
+    for (auto& [name, stamp] : j.items())
+      if (stamp.is_string()) stamps_[name] = stamp.get<std::string>();
+  }
+  bool Matches(const std::string& name, const std::string& stamp) const {
+    auto it = stamps_.find(name);
+    return it != stamps_.end() && it->second == stamp;
+  }
+  void Remember(const std::string& name, const std::string& stamp) {
+    stamps_[name] = stamp;
+    changed_ = true;
+  }
+  // Keeps the records of objects that still exist (a deleted snapshot's go).
+  Status SaveIfChanged(const std::string& path, const std::string& objects_dir) const {
+    if (!changed_) return Ok();
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [name, stamp] : stamps_) {
+      struct stat st;
+      if (lstat((objects_dir + "/" + name).c_str(), &st) == 0) j[name] = stamp;
+    }
+    return WriteFileAtomic(path, j.dump());
+  }
+
+ private:
+  std::map<std::string, std::string> stamps_;
+  bool changed_ = false;
+};
+
+std::string Stamp(const struct stat& st) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%ju:%ju:%jd:%jd.%09ld:%jd.%09ld",
+                static_cast<uintmax_t>(st.st_dev), static_cast<uintmax_t>(st.st_ino),
+                static_cast<intmax_t>(st.st_size), static_cast<intmax_t>(st.st_mtim.tv_sec),
+                st.st_mtim.tv_nsec, static_cast<intmax_t>(st.st_ctim.tv_sec), st.st_ctim.tv_nsec);
+  return buf;
+}
+
+// Hashes each object once (the layer's files are links to it), unless an earlier Verify
+// did and its stamp still matches, and a file that is not a link on its own.
 class ContentCheck {
  public:
-  explicit ContentCheck(const ObjectStore& objects) : objects_(objects) {}
+  ContentCheck(const ObjectStore& objects, VerifiedObjects* verified)
+      : objects_(objects), verified_(verified) {}
   Status Check(const SnapshotEntry& e, const std::string& path, const struct stat& st) {
-    const std::string object = objects_.dir() + "/" + ObjectName(e.sha256, e.mode, e.uid, e.gid);
+    const std::string name = ObjectName(e.sha256, e.mode, e.uid, e.gid);
+    const std::string object = objects_.dir() + "/" + name;
     struct stat ost;
     bool linked =
         lstat(object.c_str(), &ost) == 0 && ost.st_ino == st.st_ino && ost.st_dev == st.st_dev;
+    // The object's name is its sha256: an unchanged, earlier hashed object matches it.
+    if (linked && verified_ && verified_->Matches(name, Stamp(ost))) return Ok();
     auto it = linked ? hashed_.find(object) : hashed_.end();
     std::string sha;
     if (it != hashed_.end()) {
@@ -55,11 +112,13 @@ class ContentCheck {
     }
     if (sha != e.sha256)
       return Error::Msg("content has sha256 " + sha + ", the manifest says " + e.sha256);
+    if (linked && verified_) verified_->Remember(name, Stamp(ost));
     return Ok();  // a copy (not a link) when the object had too many links: fine if equal
   }
 
  private:
   const ObjectStore& objects_;
+  VerifiedObjects* verified_;
   std::map<std::string, std::string> hashed_;
 };
 
@@ -116,8 +175,11 @@ Status FindExtra(const std::string& top, const std::string& rel,
 }  // namespace
 
 Status VerifyLayers(const ObjectStore& objects, const std::vector<SnapshotLayer>& layers,
-                    const std::string& layers_dir) {
-  ContentCheck content(objects);
+                    const std::string& layers_dir, const std::string& verified_path,
+                    bool rehash_all) {
+  VerifiedObjects verified;
+  if (!rehash_all) verified.Load(verified_path);
+  ContentCheck content(objects, &verified);
   for (const SnapshotLayer& layer : layers) {
     const std::string top = layers_dir + "/" + layer.name;
     std::set<std::string> listed;
@@ -128,6 +190,8 @@ Status VerifyLayers(const ObjectStore& objects, const std::vector<SnapshotLayer>
     }
     if (Status s = FindExtra(top, "", listed); !s) return s.error().Wrap("layer " + layer.name);
   }
+  // A record that cannot be written costs the next Verify time, not this one's result.
+  (void)verified.SaveIfChanged(verified_path, objects.dir());
   return Ok();
 }
 

@@ -8,6 +8,12 @@
 // nullptr and the caller makes its own cell, so a pool that cannot make cells never makes
 // a session fail differently. Every Take starts a refill on the pool's own thread.
 //
+// Parked cells: besides its `target` ready cells, a pool may keep `parked_target` parked
+// ones (CellBackend::CreateParked: made but for their filesystem) for sessions over
+// snapshot layers (restore, fork, hibernation), which a ready cell cannot serve: TakeOver
+// finishes one with the session's layers (CellInstance::Unpark) on the caller's thread.
+// Ready cells are made first; parked ones only when the backend can park (ParksCells).
+//
 // A pool may prepare each cell it makes before handing it out (`Prepare`, on the pool's
 // thread, after the cell is ready): `mcpcell pool` runs warm-up commands in it. A cell
 // whose preparation fails is destroyed, as one that could not be made.
@@ -29,6 +35,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "base/status.h"
 #include "sandbox/backend.h"
@@ -45,7 +52,7 @@ class WarmPool {
   // Starts making cells with `backend` at once (target 0: never makes any; Take returns
   // nullptr).
   WarmPool(SpecFactory factory, std::shared_ptr<const CellBackend> backend, size_t target,
-           Prepare prepare = {});
+           Prepare prepare = {}, size_t parked_target = 0);
   ~WarmPool();  // Stop()
   WarmPool(const WarmPool&) = delete;
   WarmPool& operator=(const WarmPool&) = delete;
@@ -53,6 +60,12 @@ class WarmPool {
   // A ready, live cell; or the one being made, once ready (waits at most `max_wait`);
   // nullptr when neither (the caller makes its own).
   std::unique_ptr<CellInstance> Take(std::chrono::milliseconds max_wait = std::chrono::seconds(30));
+  // A parked cell (or the one being parked, as Take waits) finished over `layers`; nullptr
+  // when there is none or Unpark failed (that cell is destroyed, status() says why): the
+  // caller makes its own, which reports any error that is the layers' own.
+  std::unique_ptr<CellInstance> TakeOver(
+      const std::vector<CellLayer>& layers,
+      std::chrono::milliseconds max_wait = std::chrono::seconds(30));
 
   // While at least one pause is held, the pool starts making no cell (one being made is
   // finished) unless none is ready: work that waits on a cell's program, on a host with
@@ -66,24 +79,36 @@ class WarmPool {
   void Stop();
 
   size_t ready() const;
+  size_t parked() const;
   // Why the pool stopped making cells on its own ("" while it works): a spec with a
   // persistent workspace, or the last creation error while it backs off.
   std::string status() const;
 
  private:
   void Loop(std::stop_token stop);
+  // What the pool lacks now, ready cells first (under mu_): 0 none, 1 ready, 2 parked.
+  int LackingLocked() const;
+  // A cell of `parked` kind made with a fresh spec (and prepared when ready); outside mu_.
+  // `persistent` is set when the spec names a persistent workspace (nothing is made).
+  Result<std::unique_ptr<CellInstance>> Make(bool parked, std::stop_token stop,
+                                             std::string& persistent);
+  // The first live cell of `queue`, or the one of that kind being made once ready.
+  std::unique_ptr<CellInstance> TakeFrom(bool parked, std::chrono::milliseconds max_wait);
 
   const SpecFactory factory_;
   const std::shared_ptr<const CellBackend> backend_;
   const size_t target_;
   const Prepare prepare_;
+  const size_t parked_target_;  // 0 when the backend cannot park
   mutable std::mutex mu_;
   std::condition_variable_any changed_;
-  std::deque<std::unique_ptr<CellInstance>> ready_;  // under mu_
-  bool making_ = false;                              // under mu_
-  bool disabled_ = false;                            // under mu_: never again
-  size_t pauses_ = 0;                                // under mu_
-  std::string status_;                               // under mu_
+  std::deque<std::unique_ptr<CellInstance>> ready_;   // under mu_
+  std::deque<std::unique_ptr<CellInstance>> parked_;  // under mu_
+  bool making_ = false;                               // under mu_
+  bool making_parked_ = false;                        // under mu_: the one being made parks
+  bool disabled_ = false;                             // under mu_: never again
+  size_t pauses_ = 0;                                 // under mu_
+  std::string status_;                                // under mu_
   std::jthread thread_;
 };
 

@@ -1,15 +1,19 @@
-// lifecycle_bench: what pausing and resuming a session's cell costs (issue 28).
+// lifecycle_bench: what pausing, resuming, restoring and forking a session costs (issue 28).
 //
-// One CellSession (the namespace backend, as `mcpcell serve` makes it) whose cell holds 50
-// processes and about 200 MiB resident: one python3 holding 200 MiB of touched memory and
-// 49 `sleep`s, started by the first call. Each round, in this order:
+// `--rows pause` (the default): one CellSession (the namespace backend, as `mcpcell serve`
+// makes it) whose cell holds 50 processes and about 200 MiB resident: one python3 holding
+// 200 MiB of touched memory and 49 `sleep`s, started by the first call. Each round, in
+// this order:
 //   `call running`  Acquire + Exec /bin/true on the running session (the baseline),
 //   `pause`         PauseIdleCell: the freeze of the cgroup, as the reaper does it,
 //   `resume`        Acquire on the paused session: the thaw, before any request,
 //   `call paused`   a second pause, then Acquire + Exec /bin/true: what a client waits for
 //                   when its call arrives at a paused session.
 // Prints p50 and p95 per row, the processes and memory of the cell, and the difference and
-// ratio of `call paused` to `call running` (targets and figures: bench/lifecycle/README.md).
+// ratio of `call paused` to `call running`.
+// `--rows fork` (fork_rows.h): restore and fork from a snapshot of a 1 MiB and a 1 GiB
+// workspace beside a warm-pool session's first call; `--rows all` runs both. Targets and
+// figures: bench/lifecycle/README.md.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,10 +22,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/lifecycle/fork_rows.h"
 #include "sandbox/cell.h"
 #include "sandbox/cell_session.h"
 #include "sandbox/state_dir.h"
@@ -110,12 +116,43 @@ bool Round(sb::CellSession& session, Rows& rows) {
 
 int main(int argc, char** argv) {
   int rounds = 50;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[++i]);
+  std::string which = "pause";
+  std::vector<uint64_t> fork_mib = {1, 1024};
+  bool breakdown = false;
+  for (int i = 1; i < argc; ++i) {
+    const bool has_value = i + 1 < argc;
+    if (std::strcmp(argv[i], "--rounds") == 0 && has_value) {
+      rounds = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--rows") == 0 && has_value) {
+      which = argv[++i];
+    } else if (std::strcmp(argv[i], "--fork-mib") == 0 && has_value) {
+      fork_mib = {std::strtoull(argv[++i], nullptr, 10)};
+    } else if (std::strcmp(argv[i], "--breakdown") == 0) {
+      breakdown = true;
+    } else {
+      std::fprintf(stderr,
+                   "usage: lifecycle_bench [--rounds N] [--rows pause|fork|all] "
+                   "[--fork-mib MIB] [--breakdown]\n");
+      return 2;
+    }
   }
   char tmpl[] = "/tmp/mcpcell-lifecycle-XXXXXX";
   if (!mkdtemp(tmpl)) return 1;
   const std::string state = tmpl;
+  int status = 0;
+  if (which == "fork" || which == "all") {
+    for (uint64_t mib : fork_mib) {
+      lifecycle_bench::ForkOptions f{SelfDir() + "/mcpcell-init", state, rounds, mib << 20,
+                                     breakdown};
+      if (!lifecycle_bench::RunForkRows(f)) status = 1;
+    }
+    (void)sb::ReapOrphans(state);
+    if (which == "fork") {
+      (void)sb::RemoveCellDir(state);
+      std::filesystem::remove_all(state);
+      return status;
+    }
+  }
   sb::CellSessionOptions o;
   o.create.init_path = SelfDir() + "/mcpcell-init";
   o.pause_idle = std::chrono::milliseconds(1);
@@ -126,7 +163,6 @@ int main(int argc, char** argv) {
     spec.limits.pids_max = 256;
     return spec;
   };
-  int status = 0;
   {
     sb::CellSession session("bench", factory, o);
     {
@@ -161,5 +197,6 @@ int main(int argc, char** argv) {
   }
   (void)sb::ReapOrphans(state);
   (void)sb::RemoveCellDir(state);
+  std::filesystem::remove_all(state);
   return status;
 }

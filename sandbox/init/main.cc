@@ -2,7 +2,8 @@
 // of the multi-threaded server), single-threaded, built without exceptions.
 //
 // It starts the child that makes its network namespace (net.h), reads the CellSpec from
-// fd 3, builds the cell (setup.h), takes the seccomp program the
+// fd 3, builds the cell (setup.h; a warm pool's cell parks first and builds its root when
+// claimed), takes the seccomp program the
 // server compiled and the cell's cgroup (the hand-over), tells the server Ready{timings} or
 // SetupFailed{message} on the control socket (fd 4), and then serves the server's requests
 // (control_loop.h) until the server closes the socket. If init exits, the kernel kills every
@@ -33,6 +34,51 @@ namespace {
   _exit(1);
 }
 
+// Sends Ready: the cell is parked (no listener) or ready to serve.
+void SendReady(StepTimer& timer, int egress_listener) {
+  control::Ready ready;
+  ready.step_timings_us = std::move(timer.steps());
+  ready.egress_listener = egress_listener >= 0 ? 1 : 0;
+  std::span<const int> fds;
+  if (egress_listener >= 0) fds = std::span<const int>(&egress_listener, 1);
+  if (Status s = control::SendMessage(kInitControlFd, ready, fds); !s) {
+    std::fprintf(stderr, "mcpcell-init: sending Ready: %s\n", s.error().message.c_str());
+    _exit(1);
+  }
+}
+
+// Builds the cell's filesystem and takes the hand-over, in the order the root order asks
+// (setup.h): at once, or after parking until a claim brings the spec's layers (`spec` is
+// then the claimed one and `timer` has started again).
+CellRoot BuildCell(CellSpec& spec, LoopbackNamespaceChild& net, StepTimer& timer,
+                   ServerHandover& handover) {
+  if (Status s = MakeCellMountsPrivate(timer); !s) FailSetup(s.error().message);
+  Result<RootOrder> order = ReceiveRootOrder(spec, timer);
+  if (!order) FailSetup(order.error().message);
+  if (!order->park) {
+    Result<CellRoot> root = BuildCellRoot(spec, order->layer_mounts, timer);
+    if (!root) FailSetup(root.error().message);
+    // Last: the later init joins, the likelier the child is done.
+    if (Status s = JoinCellNetwork(net, timer); !s) FailSetup(s.error().message);
+    Result<ServerHandover> got = ReceiveHandover(timer);
+    if (!got) FailSetup(got.error().Wrap("hand-over").message);
+    handover = std::move(got).value();
+    return std::move(root).value();
+  }
+  if (Status s = JoinCellNetwork(net, timer); !s) FailSetup(s.error().message);
+  Result<ServerHandover> got = ReceiveHandover(timer, /*keep_sync_open=*/true);
+  if (!got) FailSetup(got.error().Wrap("hand-over").message);
+  handover = std::move(got).value();
+  SendReady(timer, -1);  // parked
+  Result<CellClaim> claim = ReceiveClaim(spec);
+  if (!claim) FailSetup(claim.error().message);
+  timer = StepTimer();
+  spec = std::move(claim->spec);
+  Result<CellRoot> root = BuildCellRoot(spec, claim->layer_mounts, timer);
+  if (!root) FailSetup(root.error().message);
+  return std::move(root).value();
+}
+
 [[noreturn]] void Run() {
   StepTimer timer;
   // A session of our own and no controlling terminal: /dev/tty in the cell cannot reach
@@ -46,20 +92,17 @@ namespace {
   Result<CellSpec> spec = ReadSpecFromFd(kInitSpecFd);
   if (!spec) FailSetup(spec.error().Wrap("spec").message);
   timer.Mark("spec");
-  Result<CellRoot> root = SetupCell(*spec, *net, timer);
-  if (!root) FailSetup(root.error().message);
-
   // The cell's cgroup and the seccomp program, which the server made while init built the
   // filesystem (setup.h). The program is installed on init below and inherited by every exec.
-  Result<ServerHandover> handover = ReceiveHandover(timer);
-  if (!handover) FailSetup(handover.error().Wrap("hand-over").message);
-  if (spec->seccomp == handover->seccomp.filter.empty()) {
+  ServerHandover handover;
+  CellRoot root = BuildCell(*spec, *net, timer, handover);
+  if (spec->seccomp == handover.seccomp.filter.empty()) {
     FailSetup(spec->seccomp ? "hand-over: no seccomp program, but the spec enables seccomp"
                             : "hand-over: a seccomp program, but the spec disables seccomp");
   }
   static SeccompProgram seccomp;
-  seccomp = std::move(handover->seccomp);
-  if (Status s = EnterCellCgroup(*handover, timer); !s) FailSetup(s.error().message);
+  seccomp = std::move(handover.seccomp);
+  if (Status s = EnterCellCgroup(handover, timer); !s) FailSetup(s.error().message);
   // Once for every process the cell will run, which inherit it through fork: default
   // signal dispositions (an ignored signal survives execve, and the server's are unknown),
   // empty bounding and ambient capability sets and locked securebits (caps.h). Init keeps
@@ -77,7 +120,7 @@ namespace {
   ctx.workspace = "/workspace";
   ctx.rlimits = spec->rlimits;
   ctx.seccomp = spec->seccomp ? &seccomp : nullptr;
-  ctx.root_fd = root->root_fd.Release();
+  ctx.root_fd = root.root_fd.Release();
   // Once, on init itself: every exec inherits it through fork (exec.h).
   if (Status s = ApplySeccompToInit(ctx); !s) FailSetup(s.error().message);
 
@@ -91,15 +134,7 @@ namespace {
     timer.Mark("egress_listener");
   }
 
-  control::Ready ready;
-  ready.step_timings_us = std::move(timer.steps());
-  ready.egress_listener = egress_listener >= 0 ? 1 : 0;
-  std::span<const int> fds;
-  if (egress_listener >= 0) fds = std::span<const int>(&egress_listener, 1);
-  if (Status s = control::SendMessage(kInitControlFd, ready, fds); !s) {
-    std::fprintf(stderr, "mcpcell-init: sending Ready: %s\n", s.error().message.c_str());
-    _exit(1);
-  }
+  SendReady(timer, egress_listener);
   if (egress_listener >= 0) ::close(egress_listener);
   ServeControl(kInitControlFd, ctx);
 }

@@ -121,25 +121,30 @@ Status BindCellMounts(const CellSpec& spec, const std::string& scratch, const st
   return Ok();
 }
 
-// Receives the layer mounts of setup.h (kLayersTag) when the spec has layers.
-Result<std::vector<UniqueFd>> ReceiveLayerMounts(const CellSpec& spec) {
-  if (spec.layers.empty()) return std::vector<UniqueFd>();
+// Receives one order of setup.h (`tag`, a uint32 count, fds attached to the first byte);
+// at most `max_fds` fds. Returns the fds; `count` gets the count.
+Result<std::vector<UniqueFd>> ReceiveOrder(char tag, size_t max_fds, uint32_t& count,
+                                           const char* what) {
   char head[1 + sizeof(uint32_t)];
   Result<ReceivedWithFds> got =
       ReceiveWithFds(kInitSyncFd, std::span<uint8_t>(reinterpret_cast<uint8_t*>(head), sizeof head),
-                     kMaxCellLayers, MSG_WAITALL, "sync socket, layers");
+                     max_fds, MSG_WAITALL, what);
   if (!got) return got.error();
-  uint32_t count = 0;
-  if (got->size >= sizeof head) std::memcpy(&count, head + 1, sizeof count);
-  if (got->size != sizeof head || head[0] != kLayersTag) {
-    return Error::Msg("the server sent no layer mounts (" + std::to_string(got->size) + " bytes)");
+  if (got->size != sizeof head || head[0] != tag) {
+    return Error::Msg(std::string(what) + ": expected '" + tag + "', got " +
+                      std::to_string(got->size) + " bytes" +
+                      (got->size > 0 ? std::string(" starting '") + head[0] + "'" : ""));
   }
-  if (got->fds_truncated || count != spec.layers.size() || got->fds.size() != count) {
-    return Error::Msg("the server sent " + std::to_string(got->fds.size()) + " layer mounts (" +
-                      std::to_string(count) + " announced) for " +
-                      std::to_string(spec.layers.size()) + " layers");
-  }
+  std::memcpy(&count, head + 1, sizeof count);
+  if (got->fds_truncated) return Error::Msg(std::string(what) + ": too many fds");
   return std::move(got->fds);
+}
+
+Status CheckLayerMountCount(const CellSpec& spec, uint32_t count, size_t fds) {
+  if (count == spec.layers.size() && fds == count) return Ok();
+  return Error::Msg("the server sent " + std::to_string(fds) + " layer mounts (" +
+                    std::to_string(count) + " announced) for " +
+                    std::to_string(spec.layers.size()) + " layers");
 }
 
 // O_PATH fds on the scratch `layers` dir and the workspace's tmpfs at the numbers of
@@ -214,18 +219,73 @@ Result<CellSpec> ReadSpecFromFd(int fd) {
   return DecodeCellSpec(bytes);
 }
 
-Result<CellRoot> SetupCell(const CellSpec& spec, LoopbackNamespaceChild& net, StepTimer& timer) {
+Status MakeCellMountsPrivate(StepTimer& timer) {
+  return Step("mount_ns", MakeMountsPrivate(), timer);
+}
+
+Result<RootOrder> ReceiveRootOrder(const CellSpec& spec, StepTimer& timer) {
+  char head[1 + sizeof(uint32_t)];
+  Result<ReceivedWithFds> got =
+      ReceiveWithFds(kInitSyncFd, std::span<uint8_t>(reinterpret_cast<uint8_t*>(head), sizeof head),
+                     kMaxCellLayers, MSG_WAITALL, "sync socket, root order");
+  if (!got) return got.error().Wrap("layers");
+  RootOrder order;
+  uint32_t count = 0;
+  if (got->size == sizeof head) std::memcpy(&count, head + 1, sizeof count);
+  if (got->size == sizeof head && head[0] == kParkTag) {
+    if (!spec.layers.empty() || count != 0 || !got->fds.empty()) {
+      return Error::Msg("layers: a parked cell takes its layers when claimed, not before");
+    }
+    order.park = true;
+  } else if (got->size != sizeof head || head[0] != kLayersTag) {
+    return Error::Msg("layers: the server sent no root order (" + std::to_string(got->size) +
+                      " bytes)");
+  } else if (got->fds_truncated) {
+    return Error::Msg("layers: more layer mounts than " + std::to_string(kMaxCellLayers));
+  } else if (Status s = CheckLayerMountCount(spec, count, got->fds.size()); !s) {
+    return s.error().Wrap("layers");
+  } else {
+    order.layer_mounts = std::move(got->fds);
+  }
+  if (!spec.layers.empty() || order.park) timer.Mark(order.park ? "park_order" : "layers_wait");
+  return order;
+}
+
+Result<CellClaim> ReceiveClaim(const CellSpec& parked) {
+  uint32_t count = 0;
+  Result<std::vector<UniqueFd>> fds = ReceiveOrder(kClaimTag, 1, count, "sync socket, claim");
+  if (fds && (count != 0 || fds->size() != 1)) fds = Error::Msg("claim: no spec memfd");
+  Result<std::vector<UniqueFd>> mounts = Error::Msg("claim: not received");
+  if (fds) mounts = ReceiveOrder(kLayersTag, kMaxCellLayers, count, "sync socket, claim layers");
+  ::close(kInitSyncFd);
+  if (!fds) return fds.error();
+  if (!mounts) return mounts.error();
+  Result<CellSpec> spec = ReadSpecFromFd((*fds)[0].Release());
+  if (!spec) return spec.error().Wrap("claim");
+  // Only the layers are the claimer's: everything else stays what the cell was made with.
+  CellSpec without_layers = *spec;
+  without_layers.layers.clear();
+  if (EncodeCellSpec(without_layers) != EncodeCellSpec(parked)) {
+    return Error::Msg("claim: the spec differs from the parked cell's in more than its layers");
+  }
+  if (Status s = CheckLayerMountCount(*spec, count, mounts->size()); !s) {
+    return s.error().Wrap("claim");
+  }
+  CellClaim claim;
+  claim.spec = std::move(spec).value();
+  claim.layer_mounts = std::move(mounts).value();
+  return claim;
+}
+
+Result<CellRoot> BuildCellRoot(const CellSpec& spec, std::vector<UniqueFd>& layer_mounts,
+                               StepTimer& timer) {
   // Every cell mounts its scratch tmpfs on the same host directory, each in its own mount
   // namespace. The host never removes a directory another namespace has mounts on, which
   // would cost an RCU grace period per mount point at destroy.
   const std::string scratch = spec.state_dir + "/mnt";
   const std::string root = scratch + "/newroot";
   const std::string hostname = CellHostname(spec);
-  if (Status s = Step("mount_ns", MakeMountsPrivate(), timer); !s) return s.error();
-  Result<std::vector<UniqueFd>> layer_mounts = ReceiveLayerMounts(spec);
-  if (!layer_mounts) return layer_mounts.error().Wrap("layers");
-  if (!spec.layers.empty()) timer.Mark("layers_wait");
-  Status rootfs = MountCellRoot(spec, hostname, scratch, root, *layer_mounts);
+  Status rootfs = MountCellRoot(spec, hostname, scratch, root, layer_mounts);
   if (Status s = Step("rootfs", rootfs, timer); !s) return s.error();
   if (Status s = Step("binds", BindCellMounts(spec, scratch, root), timer); !s) return s.error();
   Status reachable = KeepWritableLayersReachable(spec, scratch);
@@ -238,16 +298,18 @@ Result<CellRoot> SetupCell(const CellSpec& spec, LoopbackNamespaceChild& net, St
   if (Status s = Step("hostname", SetHostname(hostname), timer); !s) return s.error();
   if (Status s = Step("pivot_root", PivotRoot(root), timer); !s) return s.error();
   if (::chdir("/workspace") != 0) return Error::Sys("chdir(\"/workspace\")").Wrap("pivot_root");
-  // Last: the later init joins, the likelier the child is done. setns takes its pidfd, so
-  // pivot_root changes nothing for it.
-  if (Status s = Step("net", JoinLoopbackNamespace(net), timer); !s) return s.error();
   CellRoot result;
   result.root_fd = UniqueFd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!result.root_fd) return Error::Sys("open(\"/\", O_PATH)");
   return result;
 }
 
-Result<ServerHandover> ReceiveHandover(StepTimer& timer) {
+Status JoinCellNetwork(LoopbackNamespaceChild& net, StepTimer& timer) {
+  // setns takes the child's pidfd, so where init stands in the mount tree changes nothing.
+  return Step("net", JoinLoopbackNamespace(net), timer);
+}
+
+Result<ServerHandover> ReceiveHandover(StepTimer& timer, bool keep_sync_open) {
   ServerHandover handover;
   char head[1 + sizeof(uint32_t)];
   Result<ReceivedWithFds> got =
@@ -272,7 +334,7 @@ Result<ServerHandover> ReceiveHandover(StepTimer& timer) {
     handover.seccomp.filter.resize(count);
     result = ReadFully(kInitSyncFd, handover.seccomp.filter.data(), count * sizeof(sock_filter));
   }
-  ::close(kInitSyncFd);
+  if (!keep_sync_open) ::close(kInitSyncFd);
   if (!result) return result.error();
   return handover;
 }

@@ -3,8 +3,8 @@
 //
 // The server's child has already entered new user, mount, pid, ipc and uts namespaces, and
 // received its uid/gid maps (sandbox/cell.cc). Init first starts the child that makes the
-// cell's network namespace in parallel (net.h), then runs SetupCell, an ordered list of
-// small steps, each one timed:
+// cell's network namespace in parallel (net.h), then runs an ordered list of small steps,
+// each one timed (main.cc calls the functions below in this order):
 //   mount_ns   make every mount private, so nothing propagates back to the host;
 //   rootfs     tmpfs for the per-cell uppers, the snapshot layers the server sent attached,
 //              overlay "/" on them and the skeleton, overlays on the system dirs (/usr),
@@ -20,7 +20,8 @@
 //              and reap the child: it made the namespace while the steps above ran.
 // Then ReceiveHandover waits for what the server made in parallel with the steps above (the
 // cell's cgroup, the seccomp program; "cgroup_wait" is how long init waited), and
-// EnterCellCgroup:
+// EnterCellCgroup (a parked cell takes the hand-over before it parks, and builds its root
+// from rootfs on when it is claimed: see the root order below):
 //   cgroupns   with v1, init moves itself into the cgroup through the `tasks` fds of the
 //              hand-over (with v2 it was born there); then unshare CLONE_NEWCGROUP so that
 //              cgroup is "/" for every process of the cell;
@@ -57,11 +58,21 @@ inline constexpr int kInitControlFd = 4;  // the cell's end of the control socke
 inline constexpr int kInitSyncFd = 5;
 inline constexpr size_t kMaxCgroupJoinFds = 8;
 inline constexpr char kHandoverTag = 'c';
-// With spec.layers, the server first sends the layers on the same socket, as soon as it
-// wrote the id maps (the mounts are idmapped through the cell's user namespace): 'L', a
-// uint32 count, and that many detached mount fds (idmap_mount.h) attached to the first
-// byte, in the order of spec.layers. Init waits for them at the start of the rootfs step.
+// Before the hand-over, as soon as it wrote the id maps, the server sends the root order on
+// the same socket (init reads it after the mount_ns step):
+//   'L', a uint32 count, and that many detached mount fds (idmap_mount.h) attached to the
+//        first byte, in the order of spec.layers (0 without layers): build the root now.
+//        The mounts are idmapped through the cell's user namespace, hence after the maps.
+//   'P', a uint32 0: park (a warm pool's cell, which takes its layers when claimed). Init
+//        joins its network namespace, takes the hand-over (the socket stays open), sends
+//        Ready with no egress listener and waits for the claim:
+//   'C', a uint32 0, and attached a sealed memfd of the claimed spec (the parked spec plus
+//        its layers; nothing else may differ), then an 'L' order for those layers. Init
+//        then builds the root, enters the cgroup and sends the final Ready, as unparked.
+// Nothing of the cell runs while it is parked: init is its only process.
 inline constexpr char kLayersTag = 'L';
+inline constexpr char kParkTag = 'P';
+inline constexpr char kClaimTag = 'C';
 // Where cell init keeps O_PATH fds (CLOEXEC; init is not dumpable, so no process of the
 // cell can reach them) for the server to reach the cell's writable state through
 // /proc/<init pid>/fd/<n>: the scratch `layers` dir (root/upper, sys<i>/upper) and, with a
@@ -85,15 +96,37 @@ class StepTimer {
 // Reads and decodes the spec from the memfd at `fd` (closes it).
 Result<CellSpec> ReadSpecFromFd(int fd);
 
-// What SetupCell leaves for the control loop.
+// What BuildCellRoot leaves for the control loop.
 struct CellRoot {
   UniqueFd root_fd;  // O_PATH fd of "/" after pivot_root
 };
 
-// Runs the steps up to pivot_root; the error names the step ("rootfs: mount(\"overlay\",
-// ...): ..."). The scratch tmpfs is mounted on <state_dir>/mnt (see state_dir.h), the new
-// root inside it.
-Result<CellRoot> SetupCell(const CellSpec& spec, LoopbackNamespaceChild& net, StepTimer& timer);
+// The mount_ns step: every mount private, so nothing propagates back to the host.
+Status MakeCellMountsPrivate(StepTimer& timer);
+
+// What the root order (above) asks for.
+struct RootOrder {
+  bool park = false;
+  std::vector<UniqueFd> layer_mounts;  // 'L': one per spec.layers
+};
+Result<RootOrder> ReceiveRootOrder(const CellSpec& spec, StepTimer& timer);
+
+// A parked cell's claim: the spec to build (the parked one with layers) and their mounts.
+// Closes kInitSyncFd.
+struct CellClaim {
+  CellSpec spec;
+  std::vector<UniqueFd> layer_mounts;
+};
+Result<CellClaim> ReceiveClaim(const CellSpec& parked);
+
+// The steps from rootfs to pivot_root over `layer_mounts` (consumed); the error names the
+// step ("rootfs: mount(\"overlay\", ...): ..."). The scratch tmpfs is mounted on
+// <state_dir>/mnt (see state_dir.h), the new root inside it.
+Result<CellRoot> BuildCellRoot(const CellSpec& spec, std::vector<UniqueFd>& layer_mounts,
+                               StepTimer& timer);
+
+// The net step: join the namespace the child made, `lo` up, reap the child.
+Status JoinCellNetwork(LoopbackNamespaceChild& net, StepTimer& timer);
 
 // What the server hands over (above).
 struct ServerHandover {
@@ -101,11 +134,12 @@ struct ServerHandover {
   SeccompProgram seccomp;                 // compiled by the server; empty: seccomp disabled
 };
 
-// Waits for the hand-over on kInitSyncFd (closes it). Checks the framing and sizes; the
-// server is trusted, but a truncated or oversized message is an error, not a filter.
-Result<ServerHandover> ReceiveHandover(StepTimer& timer);
+// Waits for the hand-over on kInitSyncFd (closes it unless `keep_sync_open`: a parked cell
+// waits there for its claim). Checks the framing and sizes; the server is trusted, but a
+// truncated or oversized message is an error, not a filter.
+Result<ServerHandover> ReceiveHandover(StepTimer& timer, bool keep_sync_open = false);
 
-// cgroupns and harden (above): call after SetupCell, before anything of the cell runs.
+// cgroupns and harden (above): call after BuildCellRoot, before anything of the cell runs.
 // Consumes the hand-over's cgroup fds.
 Status EnterCellCgroup(ServerHandover& handover, StepTimer& timer);
 

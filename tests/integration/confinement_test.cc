@@ -38,7 +38,9 @@ std::map<std::string, std::string> FactMap(const std::string& out) {
   return m;
 }
 
-class ConfinementTest : public ::testing::Test {
+// Every test runs on a cell made at once and on one parked then unparked (a warm pool's
+// cell claimed for a session, Cell::CreateParked): both must be confined the same way.
+class ConfinementTest : public ::testing::TestWithParam<bool> {
  protected:
   static TempStateDir& SharedState() {
     static TempStateDir state;
@@ -49,9 +51,16 @@ class ConfinementTest : public ::testing::Test {
   std::unique_ptr<Cell> NewCell(const CgroupLimits& limits = {}) {
     CellSpec spec = ProbeSpec(state_);
     if (limits.memory_max_bytes || limits.pids_max || limits.cpu_millicores) spec.limits = limits;
-    Result<std::unique_ptr<Cell>> cell = Cell::Create(spec, TestCreateOptions());
+    const bool parked = GetParam();
+    Result<std::unique_ptr<Cell>> cell = parked ? Cell::CreateParked(spec, TestCreateOptions())
+                                                : Cell::Create(spec, TestCreateOptions());
     EXPECT_TRUE(cell.ok()) << cell.error().message;
     if (!cell) return nullptr;
+    if (parked) {
+      Status unparked = (*cell)->Unpark({});
+      EXPECT_TRUE(unparked.ok()) << unparked.error().message;
+      if (!unparked) return nullptr;
+    }
     return std::move(cell).value();
   }
 
@@ -77,7 +86,7 @@ class ConfinementTest : public ::testing::Test {
   TempStateDir& state_ = SharedState();
 };
 
-TEST_F(ConfinementTest, EveryDeniedSyscallReturnsItsErrnoInsideACell) {
+TEST_P(ConfinementTest, EveryDeniedSyscallReturnsItsErrnoInsideACell) {
   auto cell = NewCell();
   ASSERT_TRUE(cell);
   ProbeRun r = Probe(*cell, {"denied"});
@@ -97,7 +106,7 @@ TEST_F(ConfinementTest, EveryDeniedSyscallReturnsItsErrnoInsideACell) {
   }
 }
 
-TEST_F(ConfinementTest, OrdinaryCallsStillWorkInsideACell) {
+TEST_P(ConfinementTest, OrdinaryCallsStillWorkInsideACell) {
   auto cell = NewCell();
   ASSERT_TRUE(cell);
   ProbeRun r = Probe(*cell, {"allowed"});
@@ -108,7 +117,7 @@ TEST_F(ConfinementTest, OrdinaryCallsStillWorkInsideACell) {
   for (const auto& [what, result] : facts) EXPECT_NE(result, "EPERM") << what;
 }
 
-TEST_F(ConfinementTest, OtherAbisAreKilled) {
+TEST_P(ConfinementTest, OtherAbisAreKilled) {
   auto cell = NewCell();
   ASSERT_TRUE(cell);
 #if defined(__x86_64__)
@@ -124,7 +133,7 @@ TEST_F(ConfinementTest, OtherAbisAreKilled) {
   EXPECT_EQ(after.exit_code, 0) << after.error << after.err;
 }
 
-TEST_F(ConfinementTest, NoCapabilitiesNoNewPrivsSeccompAndOwnProcessGroup) {
+TEST_P(ConfinementTest, NoCapabilitiesNoNewPrivsSeccompAndOwnProcessGroup) {
   auto cell = NewCell();
   ASSERT_TRUE(cell);
   ProbeRun r = Probe(*cell, {"status"});
@@ -141,7 +150,7 @@ TEST_F(ConfinementTest, NoCapabilitiesNoNewPrivsSeccompAndOwnProcessGroup) {
   EXPECT_EQ(f["pgid_is_pid"], "yes");
 }
 
-TEST_F(ConfinementTest, RlimitsOfTheSpecApply) {
+TEST_P(ConfinementTest, RlimitsOfTheSpecApply) {
   auto cell = NewCell();
   ASSERT_TRUE(cell);
   ProbeRun r = Probe(*cell, {"rlimits"});
@@ -155,7 +164,7 @@ TEST_F(ConfinementTest, RlimitsOfTheSpecApply) {
   EXPECT_EQ(f["core_hard"], "0");
 }
 
-TEST_F(ConfinementTest, MemoryHogIsOomKilledInsideItsCellOnlyAndReported) {
+TEST_P(ConfinementTest, MemoryHogIsOomKilledInsideItsCellOnlyAndReported) {
   auto cell = NewCell(CgroupLimits{64ull << 20, 256, 0});
   ASSERT_TRUE(cell);
   if (!HasCgroupOrReportsWhy(*cell)) GTEST_SKIP() << "no cgroup: limits not enforced (reported)";
@@ -178,7 +187,7 @@ TEST_F(ConfinementTest, MemoryHogIsOomKilledInsideItsCellOnlyAndReported) {
   EXPECT_EQ(Probe(*bystander, {"rlimits"}).exit_code, 0);
 }
 
-TEST_F(ConfinementTest, ForkBombStopsAtThePidsLimit) {
+TEST_P(ConfinementTest, ForkBombStopsAtThePidsLimit) {
   auto cell = NewCell(CgroupLimits{256ull << 20, 32, 0});
   ASSERT_TRUE(cell);
   if (!HasCgroupOrReportsWhy(*cell)) GTEST_SKIP() << "no cgroup: limits not enforced (reported)";
@@ -199,7 +208,7 @@ TEST_F(ConfinementTest, ForkBombStopsAtThePidsLimit) {
 // A fork bomb that puts itself in the background outlives its call and keeps the cell at
 // pids.max. The next exec's fork fails; init then kills what calls that have ended left
 // running (never a running call's processes) and the exec goes ahead.
-TEST_F(ConfinementTest, LeftoversFillingThePidsLimitAreKilledForTheNextExec) {
+TEST_P(ConfinementTest, LeftoversFillingThePidsLimitAreKilledForTheNextExec) {
   auto cell = NewCell(CgroupLimits{256ull << 20, 32, 0});
   ASSERT_TRUE(cell);
   if (!HasCgroupOrReportsWhy(*cell)) GTEST_SKIP() << "no cgroup: limits not enforced (reported)";
@@ -233,7 +242,7 @@ TEST_F(ConfinementTest, LeftoversFillingThePidsLimitAreKilledForTheNextExec) {
   EXPECT_THAT(after.out, Not(HasSubstr("sleep"))) << "the bomb's processes are gone";
 }
 
-TEST_F(ConfinementTest, CpuQuotaHolds) {
+TEST_P(ConfinementTest, CpuQuotaHolds) {
   auto cell = NewCell(CgroupLimits{256ull << 20, 64, 200});  // a fifth of a CPU
   ASSERT_TRUE(cell);
   if (!HasCgroupOrReportsWhy(*cell)) GTEST_SKIP() << "no cgroup: limits not enforced (reported)";
@@ -247,7 +256,7 @@ TEST_F(ConfinementTest, CpuQuotaHolds) {
 // The cell's processes see their cgroup as "/" in every hierarchy: pid 1 joined the cell's
 // cgroup before it created its cgroup namespace (a late join would show a path like
 // "/../mcpcell/<id>"). No cgroupfs is mounted inside, so nothing can move itself out.
-TEST_F(ConfinementTest, CgroupNamespaceRootIsTheCellsCgroupAndNoCgroupfsInside) {
+TEST_P(ConfinementTest, CgroupNamespaceRootIsTheCellsCgroupAndNoCgroupfsInside) {
   auto cell = NewCell();
   ASSERT_TRUE(cell);
   ProbeRun r = Probe(*cell, {"cgroup"});
@@ -263,7 +272,7 @@ TEST_F(ConfinementTest, CgroupNamespaceRootIsTheCellsCgroupAndNoCgroupfsInside) 
   }
 }
 
-TEST_F(ConfinementTest, WithoutACgroupTheCellSaysLimitsAreNotEnforced) {
+TEST_P(ConfinementTest, WithoutACgroupTheCellSaysLimitsAreNotEnforced) {
   CellSpec spec = ProbeSpec(state_);
   CellCreateOptions options = TestCreateOptions();
   options.skip_cgroup = true;
@@ -272,6 +281,11 @@ TEST_F(ConfinementTest, WithoutACgroupTheCellSaysLimitsAreNotEnforced) {
   EXPECT_EQ((*cell)->cgroup(), nullptr);
   EXPECT_FALSE(HasCgroupOrReportsWhy(**cell));
 }
+
+INSTANTIATE_TEST_SUITE_P(Cells, ConfinementTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? "Unparked" : "Made";
+                         });
 
 }  // namespace
 }  // namespace mcpcell::sandbox

@@ -344,6 +344,80 @@ TEST_F(LayersTest, WritableLayersReachASizedTmpfsWorkspaceInsideTheCell) {
   EXPECT_FALSE(fs::exists(cell->dir() + "/workspace"));
 }
 
+// The fd numbers cell init holds (as root, from the host: init is not dumpable).
+std::string InitFds(const Cell& cell) {
+  std::vector<int> fds;
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(cell.init_pid()) + "/fd"))
+    fds.push_back(std::stoi(e.path().filename().string()));
+  std::sort(fds.begin(), fds.end());
+  std::string out;
+  for (int fd : fds) out += std::to_string(fd) + " ";
+  return out;
+}
+
+TEST_F(LayersTest, AParkedCellTakesNoRequestUntilUnparkedOverTheLayers) {
+  REQUIRE_ROOT();
+  const std::string before = TreeFingerprint(snap_);
+  Result<std::unique_ptr<Cell>> parked = Cell::CreateParked(ProbeSpec(state_), TestCreateOptions());
+  ASSERT_TRUE(parked.ok()) << parked.error().message;
+  Cell& cell = **parked;
+  EXPECT_TRUE(cell.parked());
+  EXPECT_FALSE(cell.usable());
+  ExecOptions run_true;
+  run_true.argv = {"/bin/true"};
+  Result<ExecResult> early = cell.Exec(run_true);
+  ASSERT_FALSE(early.ok());
+  EXPECT_THAT(early.error().message, HasSubstr("is parked"));
+
+  const CellSpec layered = LayeredSpec();
+  Status unparked = cell.Unpark(layered.layers);
+  ASSERT_TRUE(unparked.ok()) << unparked.error().message;
+  EXPECT_FALSE(cell.parked());
+  EXPECT_TRUE(cell.usable());
+  EXPECT_EQ(cell.spec().layers.size(), 3u);
+  EXPECT_EQ(Sh(cell, "cat /etc/snapfile /usr/local/share/snap/data.txt /workspace/proj/main.py"),
+            "from the snapshot\nusr data\nprint(1)\n");
+  EXPECT_EQ(Sh(cell, "test -e /etc/nsswitch.conf && echo present || echo absent"), "absent\n");
+  Sh(cell, "echo changed > /workspace/proj/main.py");
+  EXPECT_EQ(TreeFingerprint(snap_), before);
+  // Its writable layers are where a made cell's are: a snapshot of it works the same.
+  Result<CellWritableLayers> layers = cell.WritableLayers();
+  ASSERT_TRUE(layers.ok()) << layers.error().message;
+  EXPECT_TRUE(layers->workspace_is_upper);
+  EXPECT_EQ(ReadHostFile(layers->workspace + "/proj/main.py"), "changed\n");
+  // A second Unpark is refused; the cell keeps working.
+  Status again = cell.Unpark({});
+  ASSERT_FALSE(again.ok());
+  EXPECT_THAT(again.error().message, HasSubstr("is not parked"));
+  EXPECT_EQ(Sh(cell, "cat /workspace/proj/main.py"), "changed\n");
+  ASSERT_TRUE(cell.Destroy().ok());
+  EXPECT_FALSE(fs::exists(cell.dir()));
+}
+
+TEST_F(LayersTest, AnUnparkedCellHoldsTheSameFdsAsAMadeOneAndLeaksNoneToPrograms) {
+  REQUIRE_ROOT();
+  const CellSpec layered = LayeredSpec();
+  auto made = NewCell(layered);
+  ASSERT_TRUE(made);
+  Result<std::unique_ptr<Cell>> parked = Cell::CreateParked(ProbeSpec(state_), TestCreateOptions());
+  ASSERT_TRUE(parked.ok()) << parked.error().message;
+  ASSERT_TRUE((*parked)->Unpark(layered.layers).ok());
+  EXPECT_EQ(InitFds(**parked), InitFds(*made));
+  EXPECT_EQ(Sh(**parked, "ls /proc/self/fd"), "0\n1\n2\n3\n");
+  EXPECT_EQ(Sh(**parked, "hostname"), CellHostname((*parked)->spec()) + "\n");
+}
+
+TEST_F(LayersTest, AParkedCellRefusesLayersThatAreNotDirectoriesAndStaysUnusable) {
+  REQUIRE_ROOT();
+  Result<std::unique_ptr<Cell>> parked = Cell::CreateParked(ProbeSpec(state_), TestCreateOptions());
+  ASSERT_TRUE(parked.ok()) << parked.error().message;
+  Status bad = (*parked)->Unpark({{"/", state_.path() + "/no-such-layer"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message, HasSubstr("no-such-layer"));
+  EXPECT_FALSE((*parked)->usable());
+  EXPECT_TRUE((*parked)->Destroy().ok());
+}
+
 TEST_F(LayersTest, AnUnprivilegedServerRefusesLayersWithTheReason) {
   if (::geteuid() == 0) GTEST_SKIP() << "checks the single-mapping refusal";
   CellSpec spec = ProbeSpec(state_);

@@ -1,7 +1,8 @@
 // WarmPool with real cells: a ready cell is handed out at once and works, the pool refills,
 // a pooled cell that died is never handed out, a persistent workspace turns the pool off,
 // a failing factory makes Take return nullptr (the caller makes its own), a cell is
-// prepared before it is handed out, and Stop leaves nothing behind.
+// prepared before it is handed out, parked cells are finished over a session's layers
+// (TakeOver), and Stop leaves nothing behind.
 #include "sandbox/warm_pool.h"
 
 #include <dirent.h>
@@ -182,6 +183,46 @@ TEST(WarmPool, PrepareRunsBeforeACellIsHandedOutAndAFailureDestroysIt) {
   EXPECT_EQ(failing.Take(100ms), nullptr);
   failing.Stop();
   EXPECT_EQ(CellDirs(state.path()), 0u) << "the cell prepare failed on was destroyed";
+}
+
+// A layer dir as the snapshot store keeps one: a file of the sandbox user (1000 on disk).
+std::string WorkspaceLayer(const TempStateDir& state) {
+  const std::string dir = state.path() + "/layer-ws";
+  EXPECT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  std::ofstream(dir + "/from-layer") << "layered\n";
+  EXPECT_EQ(::chown(dir.c_str(), 1000, 1000), 0);
+  EXPECT_EQ(::chown((dir + "/from-layer").c_str(), 1000, 1000), 0);
+  return dir;
+}
+
+TEST(WarmPool, AParkedCellIsFinishedOverTheSessionsLayersAndRefilled) {
+  TempStateDir state;
+  ASSERT_FALSE(state.path().empty());
+  WarmPool pool(ProbeFactory(state), TestBackend(), 1, {}, 1);
+  if (::geteuid() != 0) {
+    // Layers need per-cell id ranges: an unprivileged pool parks nothing.
+    ASSERT_TRUE(Eventually([&] { return pool.ready() == 1; })) << pool.status();
+    EXPECT_EQ(pool.parked(), 0u);
+    EXPECT_EQ(pool.TakeOver({{"/workspace", state.path()}}, 0ms), nullptr);
+    return;
+  }
+  const std::string layer = WorkspaceLayer(state);
+  ASSERT_TRUE(Eventually([&] { return pool.ready() == 1 && pool.parked() == 1; })) << pool.status();
+  std::unique_ptr<CellInstance> cell = pool.TakeOver({{"/workspace", layer}});
+  ASSERT_NE(cell, nullptr) << pool.status();
+  EXPECT_FALSE(cell->parked());
+  auto r = celltest::RunInCell(*cell, {"/bin/sh", "-c", "cat /workspace/from-layer; id -u"});
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.out, "layered\n1000\n");
+  EXPECT_EQ(pool.ready(), 1u) << "the ready cell stays for sessions without layers";
+  EXPECT_TRUE(Eventually([&] { return pool.parked() == 1; })) << "refill: " << pool.status();
+  // Layers a cell cannot take: nullptr (the caller makes its own and reports the error),
+  // the parked cell is destroyed and the status says why.
+  EXPECT_EQ(pool.TakeOver({{"/workspace", state.path() + "/missing"}}), nullptr);
+  EXPECT_THAT(pool.status(), HasSubstr("missing"));
+  EXPECT_TRUE(cell->Destroy().ok());
+  pool.Stop();
+  EXPECT_EQ(CellDirs(state.path()), 0u);
 }
 
 TEST(WarmPool, TargetZeroMakesNothing) {

@@ -16,6 +16,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "sandbox/snapshot_store_internal.h"
 
@@ -336,6 +337,35 @@ TEST_F(SnapshotStoreTest, VerifyNamesTheCorruptedPath) {
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.error().message, HasSubstr("\"dir/victim\""));
   EXPECT_THAT(s.error().message, HasSubstr("layer workspace"));
+}
+
+// A Verify records the objects it hashed with their stat stamps, so the next one (a
+// restore, a fork) reads only what changed since; a written object has a new stamp and is
+// hashed again (above), and rehash_all reads every byte whatever the record says.
+TEST_F(SnapshotStoreTest, VerifyRecordsWhatItHashedAndRehashAllReadsEverything) {
+  Put(ws_ + "/a", "alpha");
+  Put(ws_ + "/b", "bravo");
+  CaptureReport r = Capture("v");
+  ASSERT_TRUE(store_->Verify(r.info.id).ok());
+  std::ifstream in(tmp_ + "/store/verified.json");
+  std::stringstream record;
+  record << in.rdbuf();
+  Result<SnapshotInfo> info = store_->Get("acme", r.info.id);
+  ASSERT_TRUE(info.ok()) << info.error().message;
+  int files = 0;
+  for (const SnapshotLayer& layer : info->layers) {
+    for (const SnapshotEntry& e : layer.entries) {
+      if (e.type != SnapshotEntry::Type::kFile) continue;
+      EXPECT_THAT(record.str(), HasSubstr(e.sha256));
+      ++files;
+    }
+  }
+  EXPECT_EQ(files, 2);
+  EXPECT_TRUE(store_->Verify(r.info.id).ok());
+  std::ofstream(Layer(r.info.id, "workspace") + "/b", std::ios::binary) << "BRAVO";
+  Status s = store_->Verify(r.info.id, /*rehash_all=*/true);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message, HasSubstr("\"b\""));
 }
 
 TEST_F(SnapshotStoreTest, VerifyFindsAPathAddedToALayer) {
