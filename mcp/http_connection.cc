@@ -24,11 +24,11 @@ using error_code = boost::system::error_code;
 
 constexpr size_t kMaxHeaderBytes = 64 * 1024;
 
-// "%41b" -> "Ab"; "+" is a space in a query.
-std::string UrlDecode(std::string_view s) {
+// "%41b" -> "Ab"; `query`: "+" is a space too.
+std::string UrlDecode(std::string_view s, bool query) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
+    if (query && s[i] == '+') {
       out.push_back(' ');
     } else if (s[i] == '%' && i + 2 < s.size() &&
                std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
@@ -44,7 +44,7 @@ std::string UrlDecode(std::string_view s) {
 
 void SplitTarget(std::string_view target, HttpRequest& req) {
   size_t q = target.find('?');
-  req.path = UrlDecode(target.substr(0, q));
+  req.path = UrlDecode(target.substr(0, q), false);
   if (q == std::string_view::npos) return;
   std::string_view query = target.substr(q + 1);
   while (!query.empty()) {
@@ -52,8 +52,9 @@ void SplitTarget(std::string_view target, HttpRequest& req) {
     std::string_view pair = query.substr(0, amp);
     if (!pair.empty()) {
       size_t eq = pair.find('=');
-      req.params.emplace_back(UrlDecode(pair.substr(0, eq)),
-                              eq == std::string_view::npos ? "" : UrlDecode(pair.substr(eq + 1)));
+      req.params.emplace_back(
+          UrlDecode(pair.substr(0, eq), true),
+          eq == std::string_view::npos ? "" : UrlDecode(pair.substr(eq + 1), true));
     }
     if (amp == std::string_view::npos) break;
     query.remove_prefix(amp + 1);
