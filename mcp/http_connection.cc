@@ -8,6 +8,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <cstdio>
 #include <type_traits>
 
 #include "mcp/http_listener.h"
@@ -216,62 +217,63 @@ class HttpConnection : public HttpConnectionBase,
   }
 
   // ---- SSE ----
+  // The answer is written by hand in chunked encoding so that whatever is ready goes out
+  // in one write: the head, the preamble and the first events, and the last chunk when
+  // the stream is already finished (a quick call's whole answer is one write).
 
   void StartSse(HttpResponse res) {
     sse_ = std::move(*res.sse);
     sse_next_ = sse_->from;
-    pending_ = sse_->preamble;
-    auto head = std::make_shared<http::response<http::empty_body>>(http::status::ok, 11);
-    for (const auto& [name, value] : res.headers) head->insert(name, value);
-    head->set(http::field::content_type, "text/event-stream");
-    head->keep_alive(keep_alive_);
-    head->chunked(true);
-    auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*head);
-    Lowest().expires_after(impl_.opts.request_timeout);
-    http::async_write_header(stream_, *sr, [self = Self(), head, sr](error_code ec, size_t) {
-      if (ec) return self->Close();
-      self->PumpSse();
-    });
+    head_ = "HTTP/1.1 200 OK\r\n";
+    for (const auto& [name, value] : res.headers) head_ += name + ": " + value + "\r\n";
+    head_ += "Content-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n";
+    if (!keep_alive_) head_ += "Connection: close\r\n";
+    head_ += "\r\n";
+    chunk_ = sse_->preamble;
+    PumpSse();
   }
 
   void PumpSse() {
     if (closed_ || !sse_) return;
     std::weak_ptr<HttpConnection> weak = Self();
     auto ex = stream_.get_executor();
-    SseStep step = impl_.NextSse(*sse_, sse_next_, [weak, ex] {
+    auto waker = [weak, ex] {
       net::post(ex, [weak] {
         if (auto self = weak.lock()) self->OnWake();
       });
-    });
-    switch (step.kind) {
-      case SseStep::kWrite:
-        pending_ += step.frames;
-        return WriteChunk();
-      case SseStep::kWait:
-        if (!pending_.empty()) return WriteChunk();
-        waiting_ = true;
-        Lowest().expires_never();
-        probe_.expires_after(step.probe);
-        probe_.async_wait([self = Self()](error_code ec) { self->OnProbe(ec); });
-        return;
-      case SseStep::kEnd:
-        return EndSse();
-      case SseStep::kDisplaced:
-        return Close();
+    };
+    SseStep step = impl_.NextSse(*sse_, sse_next_, waker);
+    while (step.kind == SseStep::kWrite) {  // then: finished already, or wait
+      chunk_ += step.frames;
+      step = impl_.NextSse(*sse_, sse_next_, waker);
     }
-  }
-
-  void WriteChunk() {
-    out_ = std::move(pending_);
-    pending_.clear();
+    if (step.kind == SseStep::kDisplaced) return Close();
+    const bool end = step.kind == SseStep::kEnd;
+    out_ = std::move(head_);
+    head_.clear();
+    if (!chunk_.empty()) {
+      char size[32];
+      std::snprintf(size, sizeof size, "%zx\r\n", chunk_.size());
+      out_ += size + chunk_ + "\r\n";
+      chunk_.clear();
+    }
+    if (end) out_ += "0\r\n\r\n";
+    if (out_.empty()) {
+      waiting_ = true;
+      Lowest().expires_never();
+      probe_.expires_after(step.probe);
+      probe_.async_wait([self = Self()](error_code ec) { self->OnProbe(ec); });
+      return;
+    }
     // A client that stops reading is dropped after this bound; meanwhile the stream
     // keeps only its newest events (kMaxEventsPerStream), so memory stays bounded.
     Lowest().expires_after(impl_.opts.request_timeout);
-    net::async_write(stream_, http::make_chunk(net::buffer(out_)),
-                     [self = Self()](error_code ec, size_t) {
-                       if (ec) return self->Close();
-                       self->PumpSse();
-                     });
+    net::async_write(stream_, net::buffer(out_), [self = Self(), end](error_code ec, size_t) {
+      if (ec) return self->Close();
+      if (!end) return self->PumpSse();
+      self->sse_.reset();  // releases the lease: the stream is left
+      self->AfterAnswer(ec);
+    });
   }
 
   void OnWake() {
@@ -286,16 +288,8 @@ class HttpConnection : public HttpConnectionBase,
   void OnProbe(error_code ec) {
     if (ec == net::error::operation_aborted || !waiting_ || closed_) return;
     waiting_ = false;
-    pending_ += ": keep-alive\n\n";
-    WriteChunk();
-  }
-
-  void EndSse() {
-    Lowest().expires_after(impl_.opts.request_timeout);
-    net::async_write(stream_, http::make_chunk_last(), [self = Self()](error_code ec, size_t) {
-      self->sse_.reset();  // releases the lease: the stream is left
-      self->AfterAnswer(ec);
-    });
+    chunk_ += ": keep-alive\n\n";
+    PumpSse();
   }
 
   void Close() {
@@ -320,11 +314,11 @@ class HttpConnection : public HttpConnectionBase,
   std::string method_, path_;  // of the request being answered
   bool keep_alive_ = true;
   bool closed_ = false;
-  // The SSE answer being written: its attachment, the next seq, what is to be written
-  // next (preamble, frames, keep-alive comments) and what is being written.
+  // The SSE answer being written: its attachment, the next seq, the head not yet written,
+  // the next chunk's data (preamble, frames, keep-alive comments) and what is being written.
   std::optional<SseAttachment> sse_;
   int sse_next_ = 1;
-  std::string pending_, out_;
+  std::string head_, chunk_, out_;
   bool waiting_ = false;  // for events or the probe timer
 };
 

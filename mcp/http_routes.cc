@@ -21,8 +21,24 @@ bool IsRouteMethod(const std::string& m) {
 
 }  // namespace
 
+bool HttpServer::Impl::MayBlock(const HttpRequest& req) const {
+  if (req.path == opts.path) {
+    if (req.method == "GET") return false;
+    // A POST hands its messages to the session, which answers its quick methods at once
+    // and runs the rest on mcp::Server's pool; initialize makes a session (the
+    // application's hooks run) and waits for its answer.
+    if (req.method == "POST") return req.body.find("\"initialize\"") != std::string::npos;
+    return true;  // DELETE closes the session: on_session_closed runs
+  }
+  // A legacy message is delivered like a POST; opening a legacy stream makes a session,
+  // and the extra routes are the application's.
+  return !(req.method == "POST" && !opts.legacy_sse_path.empty() &&
+           req.path == opts.legacy_messages_path &&
+           req.body.find("\"initialize\"") == std::string::npos);
+}
+
 void HttpServer::Impl::Handle(HttpRequest req, std::function<void(HttpResponse)> done) {
-  handlers.enqueue([this, req = std::move(req), done = std::move(done)] {
+  auto run = [this, req = std::move(req), done = std::move(done)] {
     HttpResponse res;
     try {
       Dispatch(req, res);
@@ -34,7 +50,12 @@ void HttpServer::Impl::Handle(HttpRequest req, std::function<void(HttpResponse)>
       JsonError(res, 500, "Internal error: the request was not answered", kInternalError);
     }
     done(std::move(res));
-  });
+  };
+  if (MayBlock(req)) {
+    handlers.enqueue(std::move(run));
+  } else {
+    run();  // on the connection's I/O thread: no hand-off for the common calls
+  }
 }
 
 void HttpServer::Impl::Dispatch(const HttpRequest& req, HttpResponse& res) {

@@ -122,8 +122,10 @@ struct HttpServer::Impl {
   void ReportRefusal(const HttpRequest& req, int status, const std::string& reason) const;
 
   // ---- routing (http_routes.cc) ----
-  // Runs the request's handler on `handlers`, then `done` with the answer (on that thread).
+  // Runs the request's handler, then `done` with the answer (on that thread): on
+  // `handlers` when it may wait (MayBlock), else right away on the calling I/O thread.
   void Handle(HttpRequest req, std::function<void(HttpResponse)> done);
+  bool MayBlock(const HttpRequest& req) const;
   // Which handler answers: MCP, legacy SSE, an extra route, or 404/405.
   void Dispatch(const HttpRequest& req, HttpResponse& res);
   // Called once for every answer the server gives (handlers' and the connection's own: 400,
