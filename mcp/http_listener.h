@@ -4,7 +4,8 @@
 // Event-driven (Boost.Asio / Beast): a fixed number of I/O threads run one io_context;
 // every connection lives on its own strand and never blocks. A connection reads a request
 // (header within keep_alive_timeout of going idle, body within request_timeout), hands it
-// to HttpServer::Impl::Handle (the handler pool) and writes the answer when it comes back;
+// to HttpServer::Impl::Handle (at once, or on the handler pool when it may wait) and writes
+// the answer when it comes back;
 // SSE answers are written as their events come, each write bounded by request_timeout
 // (a client that stops reading is dropped; the stream keeps only its newest events).
 // Requests of one connection are answered one after another, in order (pipelining).

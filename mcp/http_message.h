@@ -1,7 +1,7 @@
 // One HTTP request as the HttpServer's handlers see it, and the answer they build (internal
 // to mcp/). The connection (http_connection.cc) fills an HttpRequest from the wire and
-// writes the HttpResponse back; the handlers never see the socket, so they run on the
-// handler pool while the connection stays on its I/O strand.
+// writes the HttpResponse back; the handlers never see the socket, so a handler that may
+// wait runs on the handler pool while the connection stays on its I/O strand.
 // An answer is either a whole body (status, headers, body) or an SSE stream (`sse` set):
 // the connection then writes the stream's events asynchronously as they come.
 #pragma once

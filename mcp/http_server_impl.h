@@ -9,11 +9,12 @@
 //   http_routes.cc    which handler answers a request; the extra routes (HttpRoute)
 // The network side (sockets, TLS, the event loop) is http_listener.h; the per-session
 // streams and message routing are http_channel.h.
-// Threading: connections live on the listener's I/O threads and never block. Each request
-// is handed to `handlers` (a bounded pool that grows on demand), whose answer goes back to
-// the connection's strand; an SSE answer is then written by the I/O threads as events come
-// (NextSse). Tool calls run on mcp::Server's own worker pool. `mu` guards `sessions`; the
-// housekeeper thread expires sessions and reaps dropped streams.
+// Threading: connections live on the listener's I/O threads and never block. A quick
+// request is handled right there; one that may wait (MayBlock: initialize, DELETE, the
+// routes) goes to `handlers` (a bounded pool that grows on demand), whose answer is posted
+// back to the connection's strand. An SSE answer is then written by the I/O threads as
+// events come (NextSse). Tool calls run on mcp::Server's own worker pool. `mu` guards `sessions`;
+// the housekeeper thread expires sessions and reaps dropped streams.
 #pragma once
 
 #include <fcntl.h>
