@@ -243,8 +243,11 @@ class HttpConnection : public HttpConnectionBase,
       });
     };
     SseStep step = impl_.NextSse(*sse_, sse_next_, waker);
-    while (step.kind == SseStep::kWrite) {  // then: finished already, or wait
+    // Then: finished already, or wait. A stream flooded faster than it is written goes
+    // out in pieces of at most a stream's worth of events.
+    while (step.kind == SseStep::kWrite) {
       chunk_ += step.frames;
+      if (chunk_.size() >= kMaxBytesPerStream) break;
       step = impl_.NextSse(*sse_, sse_next_, waker);
     }
     if (step.kind == SseStep::kDisplaced) return Close();
