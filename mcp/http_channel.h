@@ -2,8 +2,9 @@
 // POST's own, and the standalone GET stream), the routing of the session's outgoing
 // messages to them (HttpChannel::Send), and the mcp::Transport the session's
 // mcp::Session talks to (HttpSessionTransport).
-// Threading: HttpChannel's state is guarded by its `mu`; HTTP request threads, the
-// session's handlers and the housekeeper use it concurrently. Shared (shared_ptr) so
+// Threading: HttpChannel's state is guarded by its `mu`; the HTTP handler pool, the I/O
+// threads writing its streams, the session's handlers and the housekeeper use it
+// concurrently. Shared (shared_ptr) so
 // callbacks and HTTP threads may outlive the transport object.
 #pragma once
 
@@ -13,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,7 +52,17 @@ struct Stream {
   // (0 = attached), and whether its unanswered requests were cancelled.
   int64_t unattached_since_ms = 0;
   bool cancelled = false;
+  // Set by the connection writing this stream while it waits for events; called once
+  // (under the channel's mu: it only posts to the connection's strand) when there is
+  // something new: an event, the stream finished, the session closed, or a resumption.
+  std::function<void()> wake;
   bool finished() const { return !standalone && pending.empty(); }
+  void Wake() {
+    if (!wake) return;
+    std::function<void()> fn = std::move(wake);
+    wake = nullptr;
+    fn();
+  }
 };
 
 // The Transport of one HTTP session; shared state so callbacks and HTTP threads may
@@ -98,6 +110,10 @@ struct HttpChannel {
       s.first_seq = s.events.front().first;
     }
     cv.notify_all();
+    s.Wake();
+  }
+  void WakeAll() {
+    for (auto& [id, s] : streams) s->Wake();
   }
   void Retire(int stream_id) {
     post_order.erase(std::remove(post_order.begin(), post_order.end(), stream_id),
@@ -136,6 +152,7 @@ struct HttpChannel {
       }
     }
     cv.notify_all();
+    WakeAll();
   }
 
   size_t InFlight() {
@@ -149,6 +166,7 @@ struct HttpChannel {
       if (closed) return;
       closed = true;
       cv.notify_all();
+      WakeAll();
     }
   }
 };

@@ -41,13 +41,39 @@ bool IsSupportedVersion(const std::string& v) {
   return false;
 }
 
-std::string PeerAddress(const httplib::Request& req) {
+bool HeaderNameEquals(const std::string& a, const std::string& b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
+           return std::tolower(x) == std::tolower(y);
+         });
+}
+
+bool HttpRequest::has_header(const std::string& name) const {
+  return std::any_of(headers.begin(), headers.end(),
+                     [&](const auto& h) { return HeaderNameEquals(h.first, name); });
+}
+
+std::string HttpRequest::get_header_value(const std::string& name) const {
+  for (const auto& [key, value] : headers) {
+    if (HeaderNameEquals(key, name)) return value;
+  }
+  return "";
+}
+
+std::string HttpRequest::get_param_value(const std::string& name) const {
+  for (const auto& [key, value] : params) {
+    if (key == name) return value;
+  }
+  return "";
+}
+
+std::string PeerAddress(const HttpRequest& req) {
   const std::string port = std::to_string(req.remote_port);
   return req.remote_addr.find(':') != std::string::npos ? "[" + req.remote_addr + "]:" + port
                                                         : req.remote_addr + ":" + port;
 }
 
-void JsonError(httplib::Response& res, int status, const std::string& message, int code) {
+void JsonError(HttpResponse& res, int status, const std::string& message, int code) {
   res.status = status;
   Json body = {
       {"jsonrpc", "2.0"}, {"id", nullptr}, {"error", {{"code", code}, {"message", message}}}};
@@ -55,8 +81,7 @@ void JsonError(httplib::Response& res, int status, const std::string& message, i
 }
 
 // 413 naming the tenant's limit when the body is over it; true when refused.
-bool RefuseOversizedBody(const httplib::Request& req, httplib::Response& res,
-                         const HttpTenant& tenant) {
+bool RefuseOversizedBody(const HttpRequest& req, HttpResponse& res, const HttpTenant& tenant) {
   if (tenant.max_body_bytes == 0 || req.body.size() <= tenant.max_body_bytes) return false;
   JsonError(res, 413,
             "Payload Too Large: body of " + std::to_string(req.body.size()) +
@@ -67,7 +92,7 @@ bool RefuseOversizedBody(const httplib::Request& req, httplib::Response& res,
 
 // Nested deeper than jsonrpc::kMaxNestingDepth: refused before it is parsed and copied
 // (each level is a recursion there; 100,000 levels overflow a thread's stack).
-bool RefuseTooDeepBody(const httplib::Request& req, httplib::Response& res) {
+bool RefuseTooDeepBody(const HttpRequest& req, HttpResponse& res) {
   if (!jsonrpc::NestedDeeperThan(req.body)) return false;
   JsonError(res, 400,
             "Invalid Request: JSON nested deeper than " +
@@ -82,7 +107,7 @@ bool IsLoopbackHost(const std::string& host) {
   return h.rfind("127.", 0) == 0;
 }
 
-bool HttpServer::Impl::CheckHostOrigin(const httplib::Request& req, httplib::Response& res) {
+bool HttpServer::Impl::CheckHostOrigin(const HttpRequest& req, HttpResponse& res) {
   bool loopback = IsLoopbackHost(opts.host);
   std::string host = HostPart(req.get_header_value("Host"));
   bool host_ok = (loopback && IsLoopbackHost(host)) ||
@@ -121,12 +146,18 @@ bool HttpServer::Impl::CheckHostOrigin(const httplib::Request& req, httplib::Res
   return true;
 }
 
-std::optional<HttpTenant> HttpServer::Impl::Authenticate(const httplib::Request& req,
-                                                         httplib::Response& res) {
-  if (!opts.authenticate) return opts.default_tenant;
+std::optional<HttpTenant> HttpServer::Impl::Authenticate(const HttpRequest& req,
+                                                         HttpResponse& res) {
+  if (!opts.authenticate) {
+    res.tenant = opts.default_tenant.name;
+    return opts.default_tenant;
+  }
   std::string auth = req.get_header_value("Authorization");
   if (auth.size() > 7 && Lower(auth.substr(0, 7)) == "bearer ") {
-    if (auto tenant = opts.authenticate(auth.substr(7))) return tenant;
+    if (auto tenant = opts.authenticate(auth.substr(7))) {
+      res.tenant = tenant->name;
+      return tenant;
+    }
     ReportRefusal(req, 401, "invalid bearer token");
     res.set_header("WWW-Authenticate",
                    "Bearer realm=\"mcp\", error=\"invalid_token\", "
@@ -140,7 +171,7 @@ std::optional<HttpTenant> HttpServer::Impl::Authenticate(const httplib::Request&
   return std::nullopt;
 }
 
-void HttpServer::Impl::ReportRefusal(const httplib::Request& req, int status,
+void HttpServer::Impl::ReportRefusal(const HttpRequest& req, int status,
                                      const std::string& reason) const {
   if (!opts.on_auth_refused) return;
   HttpRefusal refusal;
@@ -152,8 +183,8 @@ void HttpServer::Impl::ReportRefusal(const httplib::Request& req, int status,
   opts.on_auth_refused(refusal);
 }
 
-std::shared_ptr<HttpSessionEntry> HttpServer::Impl::FindSession(const httplib::Request& req,
-                                                                httplib::Response& res,
+std::shared_ptr<HttpSessionEntry> HttpServer::Impl::FindSession(const HttpRequest& req,
+                                                                HttpResponse& res,
                                                                 const HttpTenant& tenant) {
   if (!req.has_header("Mcp-Session-Id")) {
     JsonError(res, 400, "Bad Request: Mcp-Session-Id header is required (initialize first)");
@@ -173,6 +204,7 @@ std::shared_ptr<HttpSessionEntry> HttpServer::Impl::FindSession(const httplib::R
     entry = Revive(id, req, res, tenant);
     if (!entry && res.status == 429) return nullptr;
   }
+  // The one place an unknown (or another tenant's, or closed) session id is refused.
   if (!entry || entry->session->closed()) {
     JsonError(res, 404, "Not Found: session not found or expired; initialize a new session",
               -32001);

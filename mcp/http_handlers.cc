@@ -4,7 +4,7 @@
 
 namespace mcp {
 
-void HttpServer::Impl::HandleGet(const httplib::Request& req, httplib::Response& res) {
+void HttpServer::Impl::HandleGet(const HttpRequest& req, HttpResponse& res) {
   if (!CheckHostOrigin(req, res)) return;
   auto tenant = Authenticate(req, res);
   if (!tenant) return;
@@ -51,7 +51,7 @@ void HttpServer::Impl::HandleGet(const httplib::Request& req, httplib::Response&
   ServeSse(res, entry, st, from, false);
 }
 
-void HttpServer::Impl::HandleLegacySse(const httplib::Request& req, httplib::Response& res) {
+void HttpServer::Impl::HandleLegacySse(const HttpRequest& req, HttpResponse& res) {
   if (!CheckHostOrigin(req, res)) return;
   auto tenant = Authenticate(req, res);
   if (!tenant) return;
@@ -92,7 +92,7 @@ void HttpServer::Impl::HandleLegacySse(const httplib::Request& req, httplib::Res
   ServeSse(res, entry, st, 1, false);
 }
 
-void HttpServer::Impl::HandleLegacyMessage(const httplib::Request& req, httplib::Response& res) {
+void HttpServer::Impl::HandleLegacyMessage(const HttpRequest& req, HttpResponse& res) {
   if (!CheckHostOrigin(req, res)) return;
   auto tenant = Authenticate(req, res);
   if (!tenant) return;
@@ -127,7 +127,7 @@ void HttpServer::Impl::HandleLegacyMessage(const httplib::Request& req, httplib:
   res.set_content("Accepted", "text/plain");
 }
 
-void HttpServer::Impl::HandleDelete(const httplib::Request& req, httplib::Response& res) {
+void HttpServer::Impl::HandleDelete(const HttpRequest& req, HttpResponse& res) {
   if (!CheckHostOrigin(req, res)) return;
   auto tenant = Authenticate(req, res);
   if (!tenant) return;

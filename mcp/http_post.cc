@@ -4,7 +4,7 @@
 
 namespace mcp {
 
-bool HttpServer::Impl::CheckPostHeaders(const httplib::Request& req, httplib::Response& res) {
+bool HttpServer::Impl::CheckPostHeaders(const HttpRequest& req, HttpResponse& res) {
   std::string ctype = Lower(req.get_header_value("Content-Type"));
   if (ctype.rfind("application/json", 0) != 0) {
     JsonError(
@@ -26,8 +26,8 @@ bool HttpServer::Impl::CheckPostHeaders(const httplib::Request& req, httplib::Re
   return true;
 }
 
-std::optional<std::vector<Json>> HttpServer::Impl::ParsePostBody(const httplib::Request& req,
-                                                                 httplib::Response& res,
+std::optional<std::vector<Json>> HttpServer::Impl::ParsePostBody(const HttpRequest& req,
+                                                                 HttpResponse& res,
                                                                  const HttpTenant& tenant,
                                                                  Json& body) {
   if (RefuseOversizedBody(req, res, tenant) || RefuseTooDeepBody(req, res)) return std::nullopt;
@@ -53,7 +53,7 @@ std::optional<std::vector<Json>> HttpServer::Impl::ParsePostBody(const httplib::
 }
 
 std::optional<std::vector<std::string>> HttpServer::Impl::RequestKeys(
-    HttpChannel& ch, const std::vector<Json>& items, httplib::Response& res) {
+    HttpChannel& ch, const std::vector<Json>& items, HttpResponse& res) {
   std::vector<std::string> keys;
   for (const Json& v : items) {
     if (v.contains("method") && v.contains("id")) {
@@ -89,7 +89,7 @@ std::optional<std::vector<std::string>> HttpServer::Impl::RequestKeys(
 }
 
 bool HttpServer::Impl::RefuseOverCallQuota(HttpSessionEntry& entry, size_t calls,
-                                           httplib::Response& res) {
+                                           HttpResponse& res) {
   size_t limit = entry.quotas.max_concurrent_calls;
   if (limit == 0 || entry.channel->InFlight() + calls <= limit) return false;
   res.set_header("Retry-After", "1");
@@ -120,7 +120,7 @@ std::shared_ptr<Stream> HttpServer::Impl::OpenPostStream(HttpChannel& ch,
   return st;
 }
 
-void HttpServer::Impl::HandlePost(const httplib::Request& req, httplib::Response& res) {
+void HttpServer::Impl::HandlePost(const HttpRequest& req, HttpResponse& res) {
   if (!CheckHostOrigin(req, res)) return;
   auto tenant = Authenticate(req, res);
   if (!tenant || !CheckPostHeaders(req, res)) return;
@@ -163,7 +163,7 @@ void HttpServer::Impl::Deliver(HttpChannel& ch, const std::string& text) {
   if (ch.callbacks.on_message) ch.callbacks.on_message(text);
 }
 
-void HttpServer::Impl::Initialize(const httplib::Request& req, httplib::Response& res,
+void HttpServer::Impl::Initialize(const HttpRequest& req, HttpResponse& res,
                                   const HttpTenant& tenant, const Json& body) {
   if (req.has_header("Mcp-Session-Id")) {
     // Re-initializing within a session is not allowed; a stale id just starts fresh.
@@ -244,8 +244,8 @@ std::string HttpServer::Impl::ConnectInitialized(const std::shared_ptr<HttpSessi
 }
 
 std::shared_ptr<HttpSessionEntry> HttpServer::Impl::Revive(const std::string& http_id,
-                                                           const httplib::Request& req,
-                                                           httplib::Response& res,
+                                                           const HttpRequest& req,
+                                                           HttpResponse& res,
                                                            const HttpTenant& tenant) {
   if (!opts.revive_session) return nullptr;
   std::lock_guard revive_lock(revive_mu);  // one revival at a time: never two for one id

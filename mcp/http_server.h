@@ -22,8 +22,11 @@
 // Every mcp::Session made here carries its tenant's name (Session::tenant(); empty when
 // there is no authentication), so the Server's per-session hooks can tell tenants apart.
 //
-// Threading: HTTP requests run on the server's own pool; sessions idle past their idle
-// timeout (no request and no open stream) are closed by a housekeeping thread.
+// Threading: event-driven (Boost.Asio): `threads` I/O threads serve every connection and
+// stream, and no connection or open stream holds a thread. Request handlers run on a
+// bounded pool that grows on demand (`handler_threads`); tool calls run on mcp::Server's
+// worker pool. Sessions idle past their idle timeout (no request and no open stream) are
+// closed by a housekeeping thread. See docs/architecture.md, "Threading of the HTTP server".
 #pragma once
 
 #include <chrono>
@@ -119,10 +122,19 @@ struct HttpOptions {
   // Optional TLS (PEM files); both empty = plain HTTP.
   std::string tls_cert_file;
   std::string tls_key_file;
-  // Connections served at once: each holds a thread while open (every session's GET stream,
-  // every call in flight, idle keep-alive connections). Threads are made on demand up to
-  // this; connections beyond it wait for one to close.
-  size_t threads = 1024;
+  // I/O threads: every connection and SSE stream is served by these few threads, none of
+  // them held by an open connection. 0 = one per CPU core.
+  size_t threads = 0;
+  // Threads running request handlers (a handler may wait: initialize for its answer,
+  // DELETE and the routes for the application), made on demand up to this; requests
+  // beyond it wait their turn. Tool calls do not count here (mcp::Server's pool runs them).
+  size_t handler_threads = 64;
+  // A request's body must arrive within this of its header, and every write to a client
+  // (an answer, an SSE event) must be taken by it within this; else the connection closes.
+  std::chrono::milliseconds request_timeout{30000};
+  // A connection idle between requests (or whose request header is still incomplete) this
+  // long is closed.
+  std::chrono::milliseconds keep_alive_timeout{60000};
   // A POST stream whose connection dropped before its calls were answered may be resumed
   // (GET with Last-Event-ID) for this long; then its calls are cancelled (a running
   // command is killed) and its events dropped.

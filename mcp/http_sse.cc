@@ -1,101 +1,97 @@
-// HttpServer: writing one SSE stream to a connection, from a sequence number on.
+// HttpServer: SSE answers. ServeSse attaches a connection to a stream; NextSse tells the
+// connection (on its I/O strand) what to write next, never blocking; LeaveSse undoes the
+// attachment when that connection is done with it, however it ended.
 #include "mcp/http_server_impl.h"
 
 namespace mcp {
 
-void HttpServer::Impl::WriteStream(const std::shared_ptr<HttpChannel>& ch,
-                                   const std::shared_ptr<Stream>& st, int from, uint64_t gen,
-                                   const std::string& preamble, httplib::DataSink& sink) {
-  auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-  if (!preamble.empty() && !write(preamble)) return;
-  int next = from;
-  std::unique_lock lock(ch->mu);
-  for (;;) {
-    if (st->attach_gen != gen) return;  // displaced by a resumption
-    bool wrote = false;
-    while (true) {
-      auto it = std::find_if(st->events.begin(), st->events.end(),
-                             [&](const auto& e) { return e.first >= next; });
-      if (it == st->events.end()) break;
-      std::string frame = "id: " + std::to_string(st->id) + "_" + std::to_string(it->first) +
-                          "\nevent: message\ndata: " + it->second + "\n\n";
-      next = it->first + 1;
-      lock.unlock();
-      bool ok = write(frame);
-      lock.lock();
-      if (!ok) {
-        if (st->attach_gen == gen) st->attached = false;
-        return;
-      }
-      wrote = true;
+SseStep HttpServer::Impl::NextSse(const SseAttachment& a, int& next, std::function<void()> waker) {
+  HttpChannel& ch = *a.entry->channel;
+  Stream& st = *a.stream;
+  SseStep step;
+  std::lock_guard lock(ch.mu);
+  if (st.attach_gen != a.gen) {
+    step.kind = SseStep::kDisplaced;
+    return step;
+  }
+  for (const auto& [seq, data] : st.events) {
+    if (seq < next) continue;
+    step.frames += "id: " + std::to_string(st.id) + "_" + std::to_string(seq) +
+                   "\nevent: message\ndata: " + data + "\n\n";
+    next = seq + 1;
+  }
+  if (!step.frames.empty()) {
+    step.kind = SseStep::kWrite;
+    return step;
+  }
+  if (st.finished() || ch.closed || stopping) {
+    st.attached = false;
+    st.wake = nullptr;
+    if (st.finished() && !st.standalone) ch.streams.erase(st.id);
+    step.kind = SseStep::kEnd;
+    return step;
+  }
+  // A legacy session ends with its stream, and a POST stream's calls are cancelled when its
+  // client is gone for good (Housekeep): probe those often so a gone client is noticed; the
+  // standalone GET stream only needs keep-alives.
+  step.kind = SseStep::kWait;
+  step.probe = ch.legacy || !st.standalone ? kPostProbe : kKeepAlive;
+  st.wake = std::move(waker);
+  return step;
+}
+
+void HttpServer::Impl::LeaveSse(const SseAttachment& a) {
+  auto& ch = a.entry->channel;
+  {
+    std::lock_guard lock(ch->mu);
+    if (a.stream->attach_gen == a.gen) {
+      a.stream->attached = false;
+      a.stream->wake = nullptr;
     }
-    (void)wrote;
-    if (st->finished() || ch->closed || stopping) {
-      if (st->attach_gen == gen) st->attached = false;
-      if (st->finished() && !st->standalone) ch->streams.erase(st->id);
-      lock.unlock();
-      sink.done();
-      return;
-    }
-    // A legacy session ends with its stream, and a POST stream's calls are cancelled when
-    // its client is gone for good (Housekeep): probe those often so a gone client is
-    // noticed; the standalone GET stream only needs keep-alives.
-    auto probe = ch->legacy || !st->standalone ? kPostProbe : kKeepAlive;
-    if (!ch->cv.wait_for(lock, probe, [&] {
-          return st->attach_gen != gen || ch->closed || stopping || st->finished() ||
-                 (!st->events.empty() && st->events.back().first >= next);
-        })) {
-      lock.unlock();
-      bool ok = write(": keep-alive\n\n");
-      lock.lock();
-      if (!ok) {
-        if (st->attach_gen == gen) st->attached = false;
-        return;
-      }
-    }
+  }
+  a.entry->last_used_ms = NowMs();
+  --a.entry->active;
+  if (!ch->legacy) return;
+  // A legacy session lives as long as its one GET stream. Closing it calls the
+  // application (on_session_closed), which may take a while: not on an I/O thread.
+  auto entry = a.entry;
+  if (stopping) {
+    CloseSession(entry, "SSE stream closed");
+  } else {
+    handlers.enqueue([this, entry] { CloseSession(entry, "SSE stream closed"); });
   }
 }
 
-void HttpServer::Impl::ServeSse(httplib::Response& res,
-                                const std::shared_ptr<HttpSessionEntry>& entry,
+void HttpServer::Impl::ServeSse(HttpResponse& res, const std::shared_ptr<HttpSessionEntry>& entry,
                                 const std::shared_ptr<Stream>& st, int from, bool priming) {
-  std::string preamble;
-  if (priming) preamble = "id: " + std::to_string(st->id) + "_0\ndata: \n\n";
+  SseAttachment a;
+  a.entry = entry;
+  a.stream = st;
+  a.from = from;
+  if (priming) a.preamble = "id: " + std::to_string(st->id) + "_0\ndata: \n\n";
   if (entry->channel->legacy) {
-    preamble = "event: endpoint\ndata: " + opts.legacy_messages_path +
-               "?sessionId=" + entry->http_id + "\n\n";
+    a.preamble = "event: endpoint\ndata: " + opts.legacy_messages_path +
+                 "?sessionId=" + entry->http_id + "\n\n";
   }
-  uint64_t gen;
   {
     std::lock_guard lock(entry->channel->mu);
-    gen = ++st->attach_gen;
+    a.gen = ++st->attach_gen;
     st->attached = true;
+    st->Wake();  // a connection this one displaces sees its attachment is gone
     entry->channel->cv.notify_all();
   }
+  ++entry->active;
+  // Whatever becomes of the answer (written, dropped with its connection, never sent),
+  // the attachment is undone exactly once, when the last copy of the lease goes.
+  a.lease = std::shared_ptr<void>(nullptr, [this, copy = a](void*) mutable {
+    copy.lease.reset();
+    LeaveSse(copy);
+  });
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("Mcp-Session-Id", entry->http_id);
-  ++entry->active;
-  auto ch = entry->channel;
-  std::weak_ptr<HttpSessionEntry> weak = entry;
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, ch, st, from, gen, preamble](size_t, httplib::DataSink& sink) {
-        WriteStream(ch, st, from, gen, preamble, sink);
-        return true;
-      },
-      [this, weak, ch, st, gen](bool) {
-        {
-          std::lock_guard lock(ch->mu);
-          if (st->attach_gen == gen) st->attached = false;
-        }
-        if (auto e = weak.lock()) {
-          e->last_used_ms = NowMs();
-          --e->active;
-          // A legacy session lives as long as its one GET stream.
-          if (ch->legacy) CloseSession(e, "SSE stream closed");
-        }
-      });
+  res.content_type = "text/event-stream";
+  res.sse = std::move(a);
 }
 
 }  // namespace mcp

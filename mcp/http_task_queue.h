@@ -1,19 +1,15 @@
-// ElasticTaskQueue: the thread pool cpp-httplib serves connections on, grown on demand.
+// ElasticTaskQueue: the pool the HTTP server runs its request handlers on, grown on demand.
 //
-// cpp-httplib runs one connection per task until the connection closes, and an open SSE
-// stream (every MCP client keeps a GET stream, and each call in flight has its POST
-// stream) is a connection that stays open. A fixed pool of N threads therefore stalls every
-// session once N streams are open: connection N+1 waits in the queue, unanswered, until a
-// stream ends. This pool starts `min_threads` threads, adds one whenever a task arrives and
-// no thread is idle (up to `max_threads`), and lets a thread above the minimum exit after
-// `idle_exit` without work. Beyond `max_threads`, tasks wait in the queue (each holds one
-// accepted socket; the process's fd limit bounds them).
+// A handler may block for a while (initialize waits for the session's answer; DELETE and
+// the application's routes call into the application), so handlers do not run on the I/O
+// threads. Streams are not tasks here: an open SSE stream holds no thread. The pool starts
+// `min_threads` threads, adds one whenever a task arrives and no thread is idle (up to
+// `max_threads`), and lets a thread above the minimum exit after `idle_exit` without work.
+// Beyond `max_threads`, tasks wait in the queue.
 //
-// Private to mcp/http_server.cc (includes httplib.h). Threading: enqueue from the listener
-// thread; shutdown once, from the thread that stops the server; it waits for every worker.
+// Private to mcp/http_*. Threading: enqueue from any thread; shutdown from the thread that
+// ends the server; it waits for every worker. A task enqueued after shutdown still runs.
 #pragma once
-
-#include <httplib.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -25,14 +21,14 @@
 
 namespace mcp {
 
-class ElasticTaskQueue : public httplib::TaskQueue {
+class ElasticTaskQueue {
  public:
   ElasticTaskQueue(size_t min_threads, size_t max_threads, std::chrono::milliseconds idle_exit);
-  ~ElasticTaskQueue() override;  // shutdown()
+  ~ElasticTaskQueue();  // shutdown()
 
-  void enqueue(std::function<void()> fn) override;
+  void enqueue(std::function<void()> fn);
   // Runs what is queued, then ends every thread and waits for them.
-  void shutdown() override;
+  void shutdown();
 
   size_t threads() const;
 
