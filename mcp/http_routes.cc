@@ -118,6 +118,10 @@ void HttpServer::Impl::HandleRoute(const HttpRoute& route, const HttpRequest& re
   std::string auth = req.get_header_value("Authorization");
   if (auth.size() > 7 && Lower(auth.substr(0, 7)) == "bearer ") in.bearer_token = auth.substr(7);
   in.peer = PeerAddress(req);
+  // The route authenticates for itself; the tenant is only for on_request_done.
+  if (opts.on_request_done && opts.authenticate && !in.bearer_token.empty()) {
+    if (auto tenant = opts.authenticate(in.bearer_token)) res.tenant = tenant->name;
+  }
   HttpRouteResponse out = route.handler(in);
   if (out.status == 401 || out.status == 403) {
     ReportRefusal(req, out.status,

@@ -75,7 +75,7 @@ Status SetFrozenV1(const std::string& freezer_dir, bool frozen, int timeout_ms) 
   // went through the list (a fork in flight, a vfork parent): writing FROZEN again sweeps
   // the tasks once more, and now and then a short thaw lets such a task move on first.
   auto nudge = [&](int round) {
-    if (!frozen || last != "FREEZING") return;
+    if (!frozen || last == want) return;
     if (round % 250 == 0) {
       (void)WriteFile(freezer_dir, "freezer.state", "THAWED");
       timespec settle{0, 2000000};

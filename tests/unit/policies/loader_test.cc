@@ -292,7 +292,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{
             "[tools]\nenabled = [\"run_code\", \"rm_rf\"]\n",
             "p.toml:2:24: tools.enabled[1]: unknown tool \"rm_rf\" (known: run_code, "
-            "run_command, read_file, write_file, edit_file, list_files, session_info, pip_install, "
+            "run_command, python, process, read_file, write_file, edit_file, list_files, session_info, pip_install, "
             "npm_install, snapshot_create, snapshot_list, snapshot_restore, snapshot_delete, "
             "upload_archive, download_archive)"},
         BadCase{"[tools]\ntoolset = \"medium\"\n",
