@@ -341,8 +341,8 @@ print('\\n'.join(sorted(rows)))
     const core = await startServer(coreState);
     try {
       const names = (await core.client.listTools()).tools.map((t) => t.name);
-      assert.deepEqual(names, ['run_code', 'run_command', 'read_file', 'write_file', 'edit_file',
-        'list_files', 'session_info']);
+      assert.deepEqual(names, ['run_code', 'run_command', 'python', 'process', 'read_file',
+        'write_file', 'edit_file', 'list_files', 'session_info']);
       await assert.rejects(core.client.callTool({ name: 'upload_archive', arguments: { data: 'AAAA' } }),
         (e) => e.code === -32602);
       const info = await core.client.callTool({ name: 'session_info', arguments: {} });
