@@ -153,7 +153,6 @@ struct HttpServer::Impl {
   std::shared_ptr<HttpSessionEntry> Revive(const std::string& http_id, const HttpRequest& req,
                                            HttpResponse& res, const HttpTenant& tenant);
 
-
   // ---- SSE (http_sse.cc) ----
   // The frames of `a`'s stream from seq `next` on (advancing it), or what to do instead.
   // On kWait, `waker` is registered with the stream: called (under the channel's lock, so

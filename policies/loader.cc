@@ -101,10 +101,10 @@ void ReadName(TomlReader& r, const toml::table& root, const std::string& source,
 
 const std::vector<std::string>& KnownToolNames() {
   static const std::vector<std::string> kTools = {
-      "run_code",        "run_command",   "python",           "process",         "read_file",
-      "write_file",      "edit_file",     "list_files",       "session_info",    "pip_install",
-      "npm_install",     "snapshot_create", "snapshot_list",  "snapshot_restore", "snapshot_delete",
-      "upload_archive",  "download_archive"};
+      "run_code",       "run_command",     "python",        "process",          "read_file",
+      "write_file",     "edit_file",       "list_files",    "session_info",     "pip_install",
+      "npm_install",    "snapshot_create", "snapshot_list", "snapshot_restore", "snapshot_delete",
+      "upload_archive", "download_archive"};
   return kTools;
 }
 
@@ -117,8 +117,8 @@ const std::vector<std::string>& ToolsetTools(const std::string& toolset) {
   // `process` goes with `python` and run_command's `background`: without it a background
   // program could be started but never read or stopped.
   static const std::vector<std::string> kCore = {
-      "run_code",   "run_command",  "python",      "process",     "read_file", "write_file",
-      "edit_file",  "list_files",   "session_info", "pip_install", "npm_install"};
+      "run_code",  "run_command", "python",       "process",     "read_file",  "write_file",
+      "edit_file", "list_files",  "session_info", "pip_install", "npm_install"};
   return toolset == "full" ? KnownToolNames() : kCore;
 }
 

@@ -5,8 +5,8 @@
 //                 {"status": "not ready", "failing": ["state_dir", ...]}.
 //
 // Readiness runs named checks (state dir writable, audit trail writable when [audit]
-// required, cell init present, no warm pool failing to make cells) and keeps the result for `max_age`, so a
-// probe every second costs one round of checks per max_age at most. Both routes are
+// required, cell init present, no warm pool failing to make cells) and keeps the result for
+// `max_age`, so a probe every second costs one round of checks per max_age at most. Both routes are
 // unauthenticated and say nothing beyond ok/not-ok and the failing checks' names; the
 // reasons go to the log when the readiness changes.
 // Threading: Readiness::Check may be called from any thread; checks run one round at a time.

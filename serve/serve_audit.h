@@ -37,8 +37,8 @@
 #include "mcp/session.h"
 #include "policies/policy.h"
 #include "sandbox/backend.h"
-#include "serve/workspaces.h"
 #include "sandbox/snapshot_store.h"
+#include "serve/workspaces.h"
 #include "tools/usage_meter.h"
 
 namespace mcpcell::serve {

@@ -53,7 +53,8 @@ Status SetFrozenV2(const std::string& dir, bool frozen, int timeout_ms) {
     if (!v) return v.error();
     return std::to_string(*v);
   };
-  Status waited = WaitForState(read_frozen, [](int) {}, value, timeout_ms, &last);
+  Status waited = WaitForState(
+      read_frozen, [](int) {}, value, timeout_ms, &last);
   if (waited) return Ok();
   Error e = Error::Msg(dir + "/cgroup.events: still \"frozen " + last + "\" " +
                        std::to_string(timeout_ms) + " ms after writing " + value +

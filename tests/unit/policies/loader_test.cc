@@ -289,12 +289,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "pypi_index, npm_registry, wheelhouse, npm_offline_dir, allow, deny, "
                 "allow_sdist, allow_install_scripts, max_artifact_size, "
                 "allow_direct_registry_access)"},
-        BadCase{
-            "[tools]\nenabled = [\"run_code\", \"rm_rf\"]\n",
-            "p.toml:2:24: tools.enabled[1]: unknown tool \"rm_rf\" (known: run_code, "
-            "run_command, python, process, read_file, write_file, edit_file, list_files, session_info, pip_install, "
-            "npm_install, snapshot_create, snapshot_list, snapshot_restore, snapshot_delete, "
-            "upload_archive, download_archive)"},
+        BadCase{"[tools]\nenabled = [\"run_code\", \"rm_rf\"]\n",
+                "p.toml:2:24: tools.enabled[1]: unknown tool \"rm_rf\" (known: run_code, "
+                "run_command, python, process, read_file, write_file, edit_file, list_files, "
+                "session_info, pip_install, "
+                "npm_install, snapshot_create, snapshot_list, snapshot_restore, snapshot_delete, "
+                "upload_archive, download_archive)"},
         BadCase{"[tools]\ntoolset = \"medium\"\n",
                 "p.toml:2:11: tools.toolset: expected one of \"core\", \"full\", got \"medium\""},
         BadCase{"[tools]\nenabled = [\"run_code\", \"upload_archive\"]\n",

@@ -244,8 +244,12 @@ TEST_F(ServeAuditTest, ARemovedWorkspaceIsRecordedForItsTenant) {
   {
     auto a = Open();
     ASSERT_TRUE(a) << a.error().message;
-    WorkspaceInfo alice{.owner = "alice", .name = "proj", .dir = "/x", .last_used = {},
-                        .bytes = 1024, .holder = {}};
+    WorkspaceInfo alice{.owner = "alice",
+                        .name = "proj",
+                        .dir = "/x",
+                        .last_used = {},
+                        .bytes = 1024,
+                        .holder = {}};
     alice.last_used = WallClock::from_time_t(1767322800);
     (*a)->WorkspaceRemoved(alice, "retention");
     WorkspaceInfo own;
