@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "sandbox/linux/hostname.h"
 #include "tests/integration/cell_fixture.h"
@@ -406,7 +408,15 @@ TEST_F(LayersTest, AnUnparkedCellHoldsTheSameFdsAsAMadeOneAndLeaksNoneToPrograms
   // (which opens its signalfd after reporting ready) is running in both.
   EXPECT_EQ(Sh(**parked, "ls /proc/self/fd"), "0\n1\n2\n3\n");
   EXPECT_EQ(Sh(*made, "ls /proc/self/fd"), "0\n1\n2\n3\n");
-  EXPECT_EQ(InitFds(**parked), InitFds(*made));
+  // Init sends an exec's exit on the exec's event socket and closes that socket just after,
+  // so a fd may linger for a moment after Sh returns: wait (bounded) for both to settle.
+  std::string parked_fds = InitFds(**parked), made_fds = InitFds(*made);
+  for (int i = 0; i < 200 && parked_fds != made_fds; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    parked_fds = InitFds(**parked);
+    made_fds = InitFds(*made);
+  }
+  EXPECT_EQ(parked_fds, made_fds);
   EXPECT_EQ(Sh(**parked, "hostname"), CellHostname((*parked)->spec()) + "\n");
 }
 
