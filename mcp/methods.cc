@@ -3,6 +3,7 @@
 // or throws RpcException; session_dispatch.cc turns that into the one response.
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
 #include "base/base64.h"
 #include "mcp/log.h"
@@ -236,13 +237,40 @@ Json Session::Impl::CallTool(const Json& params, Context& ctx) {
 
 // ---- resources ----
 
-Json Session::Impl::ListResources(const Json& params, Context&) {
-  std::vector<Json> items;
-  {
-    std::shared_lock lock(server->registry_mu);
-    for (const auto& r : server->resources) items.push_back(r->ToJson());
+Json Session::Impl::ListResources(const Json& params, Context& ctx) {
+  // The registered resources come first (cursor "resources:N"), then the session's own from
+  // the session_resources hook (cursor "session:" + the hook's cursor).
+  const auto& session_resources = server->options.session_resources;
+  const size_t page_size = std::max<size_t>(server->options.page_size, 1);
+  std::optional<std::string> session_cursor;
+  if (auto c = params.find("cursor"); session_resources && c != params.end() && c->is_string()) {
+    auto decoded = mcpcell::Base64Decode(c->get<std::string>());
+    if (decoded && decoded->rfind("session:", 0) == 0) session_cursor = decoded->substr(8);
   }
-  return Paginate(std::move(items), params, "resources", "resources", server->options.page_size);
+  Json result;
+  if (session_cursor) {
+    result = {{"resources", Json::array()}};
+  } else {
+    std::vector<Json> items;
+    {
+      std::shared_lock lock(server->registry_mu);
+      for (const auto& r : server->resources) items.push_back(r->ToJson());
+    }
+    result = Paginate(std::move(items), params, "resources", "resources", page_size);
+    if (!session_resources || result.contains("nextCursor")) return result;
+    session_cursor = "";
+  }
+  const size_t room = page_size - std::min(page_size, result["resources"].size());
+  if (room == 0) {  // the registered ones filled this page: the session's start on the next
+    result["nextCursor"] = mcpcell::Base64Encode("session:");
+    return result;
+  }
+  ServerOptions::SessionResourcePage page = session_resources(ctx, *session_cursor, room);
+  for (size_t i = 0; i < page.resources.size() && i < room; ++i)
+    result["resources"].push_back(page.resources[i].ToJson());
+  if (!page.next_cursor.empty())
+    result["nextCursor"] = mcpcell::Base64Encode("session:" + page.next_cursor);
+  return result;
 }
 
 Json Session::Impl::ListResourceTemplates(const Json& params, Context&) {

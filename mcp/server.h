@@ -71,6 +71,19 @@ struct ServerOptions {
   // Optional, per session: the initialize result's instructions (instead of
   // `instructions`); empty = none. Same threading rules as tool_filter.
   std::function<std::string(const Session& session)> session_instructions{};
+  // Optional, per session: resources that belong to one session (e.g. the files of its
+  // sandbox), which resources/list pages through after the registered ones. Called with the
+  // hook's own cursor ("" for its first page) and how many items the page has room for (at
+  // least 1); returns those items and the hook's cursor for the next page ("" = no more).
+  // The cursor is opaque to the client (wrapped in the list's own). May throw RpcException
+  // (kInvalidParams for a cursor it did not make). Runs on a handler thread; may block
+  // briefly (it reads the session's files).
+  struct SessionResourcePage {
+    std::vector<Resource> resources{};
+    std::string next_cursor{};
+  };
+  std::function<SessionResourcePage(Context& ctx, const std::string& cursor, size_t limit)>
+      session_resources{};
   // Optional lifecycle hooks (e.g. an audit trail). on_session_started runs once the
   // client's initialize is accepted, before it is answered (client_info() is set); a
   // non-empty return refuses the initialize with that message and the session stays

@@ -331,6 +331,49 @@ ResourceReader TextReader(std::string text) {
   };
 }
 
+TEST(Resources, SessionResourcesFollowTheRegisteredOnesAcrossPages) {
+  ServerOptions o = TestOptions();
+  o.page_size = 2;
+  std::vector<std::string> seen_cursors;
+  // Five per-session files, two to a page at most; the hook's cursor is the next index.
+  o.session_resources = [&](Context& ctx, const std::string& cursor, size_t limit) {
+    seen_cursors.push_back(cursor);
+    size_t start = cursor.empty() ? 0 : std::stoul(cursor);
+    ServerOptions::SessionResourcePage page;
+    for (size_t i = start; i < 5 && page.resources.size() < limit; ++i)
+      page.resources.push_back({.uri = "cell:///f" + std::to_string(i) + "?" + ctx.session().id(),
+                                .name = "f" + std::to_string(i)});
+    size_t next = start + page.resources.size();
+    if (next < 5) page.next_cursor = std::to_string(next);
+    return page;
+  };
+  Server server(o);
+  for (int i = 0; i < 3; ++i) {
+    std::string n = std::to_string(i);
+    ASSERT_TRUE(
+        server.AddResource({.uri = "mem://doc/" + n, .name = "doc" + n, .read = TextReader("")})
+            .ok());
+  }
+  MemoryClient client(server);
+  client.Initialize();
+  std::vector<std::string> names;
+  Json cursor;
+  for (int pages = 0; pages < 10; ++pages) {
+    Json params = cursor.is_null() ? Json::object() : Json{{"cursor", cursor}};
+    Json page = client.Request("resources/list", params)["result"];
+    ASSERT_LE(page["resources"].size(), 2u);
+    for (const auto& r : page["resources"]) names.push_back(r["name"]);
+    if (!page.contains("nextCursor")) break;
+    cursor = page["nextCursor"];
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"doc0", "doc1", "doc2", "f0", "f1", "f2", "f3", "f4"}));
+  // The hook was first asked with one slot left (beside doc2), then with its own cursors.
+  EXPECT_EQ(seen_cursors, (std::vector<std::string>{"", "1", "3"}));
+  // A cursor the list did not make is still refused.
+  Json bad = client.Request("resources/list", {{"cursor", "bm9wZQ=="}});  // "nope"
+  EXPECT_EQ(ErrorCode(bad), kInvalidParams);
+}
+
 TEST(Resources, ListReadTemplatesAndNotFound) {
   ServerOptions o = TestOptions();
   o.page_size = 2;
