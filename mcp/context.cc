@@ -19,7 +19,44 @@ bool Context::cancelled() const { return request_->cancelled.load(); }
 void Context::OnCancel(std::function<void()> fn) { request_->OnCancel(std::move(fn)); }
 
 void Context::Log(LogLevel level, Json data, const std::string& logger) const {
-  session_->LogRelated(level, std::move(data), logger, &request_->id);
+  if (!request_->era_meta) {
+    session_->LogRelated(level, std::move(data), logger, &request_->id);
+    return;
+  }
+  // New era: no log level in _meta, no log messages.
+  const auto& wanted = request_->era_meta->log_level;
+  Session::Impl& impl = *session_->impl_;
+  if (!impl.server->options.enable_logging || !wanted || level == LogLevel::kOff ||
+      level < *wanted) {
+    return;
+  }
+  Json params = {{"level", LogLevelName(level)}, {"data", std::move(data)}};
+  if (!logger.empty()) params["logger"] = logger;
+  impl.NotifyRelated("notifications/message", std::move(params), request_->id);
+}
+
+const Json& Context::input_responses() const { return request_->input_responses; }
+const Json& Context::request_state() const { return request_->request_state; }
+
+void Context::RequireInput(Json input_requests, Json state) const {
+  if (!request_->era_meta) {
+    throw RpcException(kInternalError,
+                       "a handler asked for client input with an input_required result, which "
+                       "only protocol version 2026-07-28 has; this session speaks " +
+                           session_->protocol_version());
+  }
+  throw InputRequired{std::move(input_requests), std::move(state)};
+}
+
+Json Context::client_capabilities() const {
+  if (request_->era_meta) return request_->era_meta->client_capabilities;
+  return session_->client_capabilities();
+}
+
+void Context::RequireClientCapability(const std::string& name, const std::string& why) const {
+  Json caps = client_capabilities();
+  if (caps.is_object() && caps.contains(name)) return;
+  throw RpcException(era2026::MissingCapability(name, why));
 }
 
 bool Context::Progress(double progress, double total, const std::string& message) const {
@@ -29,6 +66,10 @@ bool Context::Progress(double progress, double total, const std::string& message
   Json params = {{"progressToken", *token}, {"progress", progress}};
   if (total > 0) params["total"] = total;
   if (!message.empty()) params["message"] = message;
+  if (request_->era_meta) {
+    return session_->impl_->NotifyRelated("notifications/progress", std::move(params),
+                                          request_->id);
+  }
   return session_->Notify("notifications/progress", std::move(params));
 }
 

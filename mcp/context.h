@@ -7,7 +7,11 @@
 //   Log(level, data)            notifications/message, if the session's level lets it through.
 //   Progress(p, total, msg)     notifications/progress, if the request had a progressToken.
 //   SendRequest(...)            a server->client request (sampling/createMessage,
-//                               elicitation/create, roots/list, ...).
+//                               elicitation/create, roots/list, ...); today's era only.
+//
+// In the 2026-07-28 era (era2026.h) the same calls follow that era's rules: Log sends only
+// when the request's _meta asked for a log level, at or above it; Progress and Log travel
+// with the request; SendRequest fails at once (the era has no server->client requests).
 #pragma once
 
 #include <chrono>
@@ -30,6 +34,13 @@ struct ClientResponse {
   bool ok() const { return !error.has_value(); }
 };
 using ResponseCallback = std::function<void(ClientResponse)>;
+
+// What Context::RequireInput throws: the handler's input requests and the state it wants
+// back. Not a std::exception, so handlers' catch-alls let it through to the session.
+struct InputRequired {
+  Json input_requests;
+  Json state;
+};
 
 inline constexpr std::chrono::milliseconds kDefaultRequestTimeout{60'000};
 
@@ -56,6 +67,23 @@ class Context {
   // notifications/progress for this request's progressToken; false (nothing sent) if the
   // request had none. `total` <= 0 and an empty message are omitted.
   bool Progress(double progress, double total = 0, const std::string& message = "") const;
+
+  // The client capabilities that hold for this request: its _meta's in the 2026-07-28 era,
+  // the initialize's otherwise.
+  Json client_capabilities() const;
+  // Throws RpcException with the missing-capability error (-32021, data.requiredCapabilities
+  // {name: {}}) when client_capabilities() lacks `name`; `why` says what needed it.
+  void RequireClientCapability(const std::string& name, const std::string& why) const;
+
+  // Multi-round requests (2026-07-28; tools/call, prompts/get, resources/read). A handler
+  // that needs the client (an elicitation, a sampling, its roots) calls RequireInput with
+  // {key: {method, params}} and any state it wants back; the client answers with a retry
+  // carrying input_responses() {key: result} and that state, request_state(), which the
+  // server sealed (RequestStateMac) and has verified. Both are null on a first call.
+  // RequireInput does not return; in today's era it throws RpcException (use SendRequest).
+  const Json& input_responses() const;
+  const Json& request_state() const;
+  [[noreturn]] void RequireInput(Json input_requests, Json state = nullptr) const;
 
   // A server->client request. `done` runs exactly once: with the client's response, or an
   // error on timeout (the client is then sent notifications/cancelled), on session close,

@@ -74,7 +74,8 @@ struct HttpChannel {
   TransportCallbacks callbacks;
   bool closed = false;
   bool close_notified = false;
-  bool legacy = false;  // HTTP+SSE (2024-11-05): everything goes to the one GET stream
+  bool legacy = false;     // HTTP+SSE (2024-11-05): everything goes to the one GET stream
+  bool ephemeral = false;  // one 2026-07-28 request: its session ends with the answer
   std::map<int, std::shared_ptr<Stream>> streams;
   int next_stream = 1;
   int standalone_id = 0;

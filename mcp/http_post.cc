@@ -131,6 +131,10 @@ void HttpServer::Impl::HandlePost(const HttpRequest& req, HttpResponse& res) {
     Initialize(req, res, *tenant, body);
     return;
   }
+  if (IsNewEraPost(req, body)) {
+    HandleNewEraPost(req, res, *tenant, body);
+    return;
+  }
   auto entry = FindSession(req, res, *tenant);
   if (!entry) return;
   ++entry->active;

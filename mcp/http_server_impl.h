@@ -189,6 +189,15 @@ struct HttpServer::Impl {
 
   void HandlePost(const HttpRequest& req, HttpResponse& res);
 
+  // ---- 2026-07-28 requests (http_era2026.cc) ----
+  // A POST without a session that speaks 2026-07-28 (by MCP-Protocol-Version, else by body).
+  bool IsNewEraPost(const HttpRequest& req, const Json& body) const;
+  // The header and _meta checks of a new-era request; the error to answer, or nullopt.
+  std::optional<RpcError> CheckNewEraRequest(const HttpRequest& req, const Json& body) const;
+  // Serves it with a Session of its own, closed once the answer is out.
+  void HandleNewEraPost(const HttpRequest& req, HttpResponse& res, const HttpTenant& tenant,
+                        const Json& body);
+
   void Deliver(HttpChannel& ch, const std::string& text);
 
   void Initialize(const HttpRequest& req, HttpResponse& res, const HttpTenant& tenant,

@@ -51,6 +51,17 @@ void HttpServer::Impl::LeaveSse(const SseAttachment& a) {
   }
   a.entry->last_used_ms = NowMs();
   --a.entry->active;
+  if (ch->ephemeral) {
+    // A new-era request's session ends with its stream, answered or not (a client that goes
+    // away cancels its request). Close waits for handlers: not on an I/O thread.
+    auto session = a.entry->session;
+    if (stopping) {
+      session->Close();
+    } else {
+      handlers.enqueue([session] { session->Close(); });
+    }
+    return;
+  }
   if (!ch->legacy) return;
   // A legacy session lives as long as its one GET stream. Closing it calls the
   // application (on_session_closed), which may take a while: not on an I/O thread.
@@ -89,7 +100,7 @@ void HttpServer::Impl::ServeSse(HttpResponse& res, const std::shared_ptr<HttpSes
   });
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
-  res.set_header("Mcp-Session-Id", entry->http_id);
+  if (!entry->channel->ephemeral) res.set_header("Mcp-Session-Id", entry->http_id);
   res.content_type = "text/event-stream";
   res.sse = std::move(a);
 }

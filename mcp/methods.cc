@@ -97,6 +97,7 @@ const std::map<std::string, Session::Impl::Builtin, std::less<>>& Session::Impl:
       {"prompts/list", {&Impl::ListPrompts, false}},
       {"prompts/get", {&Impl::GetPrompt, false}},
       {"completion/complete", {&Impl::Complete, false}},
+      {"server/discover", {&Impl::Discover, true}},
   };
   return *table;
 }

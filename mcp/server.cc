@@ -381,4 +381,9 @@ std::vector<std::string> Server::ValidateToolOutput(const std::string& tool_name
   return ValidateJson(tool->output_schema, structured_content, "structuredContent");
 }
 
+Json Server::ToolInputSchema(const std::string& tool_name) const {
+  auto tool = impl_->FindTool(tool_name);
+  return tool ? tool->input_schema : Json();
+}
+
 }  // namespace mcp

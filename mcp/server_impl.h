@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "mcp/request_state_mac.h"
 #include "mcp/server.h"
 
 namespace mcp {
@@ -22,6 +23,7 @@ struct Server::Impl {
   explicit Impl(ServerOptions opts);
 
   const ServerOptions options;
+  const RequestStateMac state_mac;  // seals input_required request states (2026-07-28)
 
   // Registries. Handlers are copied out as shared_ptr under the lock and run without it.
   mutable std::shared_mutex registry_mu;

@@ -134,6 +134,14 @@ bool Session::Notify(const std::string& method, Json params) {
   return impl_->Send(jsonrpc::MakeNotification(method, std::move(params)));
 }
 
+bool Session::Impl::NotifyRelated(const std::string& method, Json params, const Json& related_id) {
+  {
+    std::lock_guard lock(mu);
+    if (phase != Phase::kInitialized && phase != Phase::kStateless) return false;
+  }
+  return transport->SendRelated(jsonrpc::MakeNotification(method, std::move(params)), related_id);
+}
+
 void Session::Log(LogLevel level, Json data, const std::string& logger) {
   LogRelated(level, std::move(data), logger, nullptr);
 }

@@ -4,6 +4,11 @@
 // requests in flight (for duplicate ids and cancellation) and the server->client requests
 // awaiting an answer.
 //
+// Two eras (era2026.h): a session that received initialize speaks one of today's versions;
+// one whose first request carried a 2026-07-28 `_meta` (or asked server/discover) speaks
+// 2026-07-28: protocol_version() says which, initialized() stays false, and its client
+// capabilities and info are those of the request being served.
+//
 // Threading: the transport's reader thread parses, validates and routes messages;
 // lifecycle methods (initialize, ping, logging/setLevel, cancellation) are answered on it
 // directly, everything else runs on the server's worker pool. Writes are serialized.
@@ -31,7 +36,7 @@ class Session : public std::enable_shared_from_this<Session> {
   const std::string& tenant() const;
   bool initialized() const;  // initialize has been answered
   bool closed() const;
-  std::string protocol_version() const;  // "" before initialize
+  std::string protocol_version() const;  // "" before initialize; "2026-07-28": new era
   Json client_info() const;              // initialize params.clientInfo
   Json client_capabilities() const;      // initialize params.capabilities
   LogLevel log_level() const;

@@ -20,6 +20,12 @@ void RunBuiltin(Session::Impl& impl, Session::Impl::Method method, const Json& p
       throw RpcException(kInvalidParams, "Invalid params: \"params\" must be an object");
     }
     reply.Ok((impl.*method)(params.is_null() ? Json::object() : params, ctx));
+  } catch (const InputRequired& need) {
+    try {
+      reply.Ok(impl.InputRequiredResult(ctx.method(), params, need));
+    } catch (const RpcException& e) {
+      reply.Fail(e.error());
+    }
   } catch (const RpcException& e) {
     reply.Fail(e.error());
   } catch (const std::exception& e) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "mcp/era2026.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/reply.h"
 #include "mcp/server.h"
@@ -29,6 +30,12 @@ struct RequestState {
   std::string key;  // jsonrpc::IdKey(id)
   std::string method;
   Json meta;  // params._meta or null
+  // Set for a 2026-07-28 request: what its _meta says (capabilities, log level).
+  std::optional<era2026::RequestMeta> era_meta;
+  // A new-era retry of an input_required result: params.inputResponses (an object) and the
+  // handler's state, opened and verified; null when the request carried none.
+  Json input_responses;
+  Json request_state;
   std::atomic<bool> cancelled{false};
   std::mutex mu;
   std::vector<std::function<void()>> on_cancel;  // guarded by mu
@@ -54,7 +61,8 @@ struct Session::Impl {
   const std::string id;
   const std::string tenant;  // Server::Connect's tenant; "" when none
 
-  enum class Phase { kNew, kInitialized, kClosed };
+  // kStateless: the connection speaks 2026-07-28 (era2026.h), chosen by its first request.
+  enum class Phase { kNew, kInitialized, kStateless, kClosed };
   mutable std::mutex mu;
   std::condition_variable idle_cv;
   Phase phase = Phase::kNew;
@@ -91,6 +99,16 @@ struct Session::Impl {
   void CloseIfDrained();
   void HandleValue(const Json& value, const std::shared_ptr<Batch>& batch);
   void HandleRequest(jsonrpc::Request request, const ResponseOut& out);
+  // The era checks of a request that arrives before initialize or on a new-era connection;
+  // an error to answer, or nullopt to serve it. Takes mu.
+  std::optional<RpcError> AdmitNewEra(const jsonrpc::Request& request, RequestState& state);
+  // ---- input_required rounds (input_required.cc) ----
+  // Checks and opens a retry's inputResponses and requestState into `state`.
+  std::optional<RpcError> AdmitInputRound(const Json& params, RequestState& state) const;
+  // The input_required result a handler asked for with Context::RequireInput.
+  // (RequireInput throws it for new-era requests only.)
+  Json InputRequiredResult(const std::string& method, const Json& params,
+                           const InputRequired& need) const;
   void HandleNotification(const jsonrpc::Notification& notification);
   void HandleResponse(const jsonrpc::Response& response);
   void Dispatch(const std::shared_ptr<RequestState>& state, const Json& params, Reply reply);
@@ -98,6 +116,9 @@ struct Session::Impl {
                  const std::shared_ptr<Reply>& reply);
   void Finish(const std::shared_ptr<RequestState>& state, Json response, const ResponseOut& out);
   bool Send(const Json& message);
+  // A notification that belongs to the client's request `related_id` (progress, log),
+  // sent with it (Transport::SendRelated) in either era; false when not sent.
+  bool NotifyRelated(const std::string& method, Json params, const Json& related_id);
   void TaskDone();
   void PostTask(std::function<void()> task);  // through the session's share of the worker pool
   void RunOnPool(std::function<void()> task, bool offer_to_transport = false);
@@ -128,6 +149,7 @@ struct Session::Impl {
   Json ListPrompts(const Json& params, Context& ctx);
   Json GetPrompt(const Json& params, Context& ctx);
   Json Complete(const Json& params, Context& ctx);
+  Json Discover(const Json& params, Context& ctx);  // server/discover (discover.cc)
 };
 
 }  // namespace mcp

@@ -179,6 +179,10 @@ void Session::Impl::HandleRequest(jsonrpc::Request request, const ResponseOut& o
   if (request.params.is_object()) {
     if (auto m = request.params.find("_meta"); m != request.params.end()) state->meta = *m;
   }
+  if (auto refused = AdmitNewEra(request, *state)) {
+    out(jsonrpc::MakeError(request.id, *refused));
+    return;
+  }
   {
     std::lock_guard lock(mu);
     if (phase == Phase::kClosed) return;
@@ -206,8 +210,41 @@ void Session::Impl::HandleRequest(jsonrpc::Request request, const ResponseOut& o
   Dispatch(state, request.params, std::move(reply));
 }
 
+std::optional<RpcError> Session::Impl::AdmitNewEra(const jsonrpc::Request& request,
+                                                   RequestState& state) {
+  {
+    std::lock_guard lock(mu);
+    if (phase == Phase::kNew && request.method != "initialize" &&
+        era2026::StartsNewEra(request.method, request.params)) {
+      phase = Phase::kStateless;  // one connection, one era
+      version = era2026::kVersion;
+    }
+    if (phase != Phase::kStateless) return std::nullopt;
+  }
+  if (era2026::IsRemovedMethod(request.method)) {
+    return RpcError{kMethodNotFound,
+                    "Method not found: " + request.method + " (not part of protocol version " +
+                        era2026::kVersion + ", which needs no initialize; per-request _meta " +
+                        "replaces it)",
+                    nullptr};
+  }
+  auto parsed = era2026::ParseRequestMeta(request.params);
+  if (auto* error = std::get_if<RpcError>(&parsed)) return *error;
+  auto& meta = std::get<era2026::RequestMeta>(parsed);
+  {
+    std::lock_guard lock(mu);
+    client_capabilities = meta.client_capabilities;
+    client_info = meta.client_info;
+  }
+  state.era_meta = std::move(meta);
+  return AdmitInputRound(request.params, state);
+}
+
 void Session::Impl::Finish(const std::shared_ptr<RequestState>& state, Json response,
                            const ResponseOut& out) {
+  if (state->era_meta && response.contains("result")) {
+    era2026::DecorateResult(state->method, response["result"]);
+  }
   bool drop;
   {
     std::lock_guard lock(mu);

@@ -19,6 +19,17 @@ int64_t Session::Impl::StartOutgoing(const std::string& method, Json params, Res
       done(ClientResponse{nullptr, RpcError{kConnectionClosed, "session is closed", nullptr}});
       return 0;
     }
+    if (phase == Phase::kStateless) {
+      // 2026-07-28 has no server->client requests: a handler asks the client through an
+      // input_required result instead.
+      lock.unlock();
+      done(ClientResponse{nullptr,
+                          RpcError{kMethodNotFound,
+                                   "request " + method + " cannot be sent: protocol version " +
+                                       era2026::kVersion + " has no server-to-client requests",
+                                   nullptr}});
+      return 0;
+    }
     oid = next_outgoing_id++;
     auto timer = std::make_shared<boost::asio::steady_timer>(server->io, timeout);
     outgoing[oid] = Outgoing{method, std::move(done), timer};
