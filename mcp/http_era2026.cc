@@ -26,8 +26,9 @@ void AnswerError(HttpResponse& res, const Json& id, const RpcError& error) {
 
 bool HttpServer::Impl::IsNewEraPost(const HttpRequest& req, const Json& body) const {
   if (req.has_header("Mcp-Session-Id")) return false;
-  if (body.is_object() && body.value("method", "") == "initialize") return false;
-  // Today's versions need a session: without one they get today's answer (400).
+  // Today's versions need a session: without one they get today's answer (400). Today's
+  // clients send no version header with initialize; a new-era client's initialize is
+  // answered as the removed method it is (404).
   if (std::string v = req.get_header_value("MCP-Protocol-Version"); !v.empty()) {
     return !IsSupportedVersion(v);
   }

@@ -127,12 +127,12 @@ void HttpServer::Impl::HandlePost(const HttpRequest& req, HttpResponse& res) {
   Json body;
   auto items = ParsePostBody(req, res, *tenant, body);
   if (!items) return;
-  if (body.is_object() && body.value("method", "") == "initialize" && body.contains("id")) {
-    Initialize(req, res, *tenant, body);
-    return;
-  }
   if (IsNewEraPost(req, body)) {
     HandleNewEraPost(req, res, *tenant, body);
+    return;
+  }
+  if (body.is_object() && body.value("method", "") == "initialize" && body.contains("id")) {
+    Initialize(req, res, *tenant, body);
     return;
   }
   auto entry = FindSession(req, res, *tenant);

@@ -7,6 +7,22 @@
 namespace mcp {
 namespace {
 
+// `x-mcp-header` (2026-07-28) names the Mcp-Param-{Name} header an argument is mirrored to:
+// a header name's token characters, on a primitive argument. "" when fine, else why not.
+std::string CheckMcpHeader(const Json& name, const Json& type) {
+  static const std::string kTokenChars =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~";
+  if (!name.is_string() || name.get<std::string>().empty() ||
+      name.get<std::string>().find_first_not_of(kTokenChars) != std::string::npos) {
+    return "\"x-mcp-header\" must be a non-empty HTTP header name token, got " + name.dump();
+  }
+  if (!type.is_string() ||
+      (type != "string" && type != "integer" && type != "number" && type != "boolean")) {
+    return "\"x-mcp-header\" marks a string, integer, number or boolean argument only";
+  }
+  return "";
+}
+
 const std::set<std::string, std::less<>> kTypes = {"object",  "string", "integer", "number",
                                                    "boolean", "array",  "null"};
 const std::set<std::string, std::less<>> kKnownKeywords = {"type",
@@ -32,7 +48,8 @@ const std::set<std::string, std::less<>> kKnownKeywords = {"type",
                                                            "format",
                                                            "$schema",
                                                            "$comment",
-                                                           "$id"};
+                                                           "$id",
+                                                           "x-mcp-header"};
 const std::set<std::string, std::less<>> kCompositeKeywords = {"$ref",
                                                                "anyOf",
                                                                "oneOf",
@@ -247,6 +264,11 @@ class FlatChecker {
                     "\"type\" must be one of object, string, integer, number, boolean, "
                     "array, null; got " +
                         Short(*type));
+      }
+    }
+    if (auto h = s.find("x-mcp-header"); h != s.end()) {
+      if (std::string why = CheckMcpHeader(*h, type == s.end() ? Json() : *type); !why.empty()) {
+        return Fail(path, why);
       }
     }
     if (auto e = s.find("enum"); e != s.end() && (!e->is_array() || e->empty())) {

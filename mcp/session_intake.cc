@@ -214,8 +214,8 @@ std::optional<RpcError> Session::Impl::AdmitNewEra(const jsonrpc::Request& reque
                                                    RequestState& state) {
   {
     std::lock_guard lock(mu);
-    if (phase == Phase::kNew && request.method != "initialize" &&
-        era2026::StartsNewEra(request.method, request.params)) {
+    // Even an initialize: today's clients never put a protocol version in _meta.
+    if (phase == Phase::kNew && era2026::StartsNewEra(request.method, request.params)) {
       phase = Phase::kStateless;  // one connection, one era
       version = era2026::kVersion;
     }

@@ -56,9 +56,9 @@ Json PngImage() {
   return {{"type", "image"}, {"data", kRedPixelPngBase64}, {"mimeType", "image/png"}};
 }
 
-// True when the client declared `capability` in initialize (sampling, elicitation, ...).
+// True when the client declared `capability` (in initialize, or in a 2026-07-28 request).
 bool ClientHas(const Context& ctx, const std::string& capability) {
-  Json caps = ctx.session().client_capabilities();
+  Json caps = ctx.client_capabilities();
   return caps.is_object() && caps.contains(capability);
 }
 

@@ -25,6 +25,10 @@ struct FixtureState {
 void AddFixtureTools(mcp::Server& server, FixtureState& state);
 void AddFixtureResources(mcp::Server& server, FixtureState& state);
 void AddFixturePrompts(mcp::Server& server);
+// The 2026-07-28 suite's own tools (fixture_era2026.cc).
+void AddEra2026Tools(mcp::Server& server);
+// Tools and a prompt that answer input_required (fixture_input_required.cc).
+void AddInputRequiredFixtures(mcp::Server& server);
 
 // Registration is startup code: a refusal is a bug in this program, so it stops startup.
 inline void Require(const mcp::Status& status, const std::string& what) {

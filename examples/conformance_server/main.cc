@@ -186,6 +186,8 @@ int Run(const std::vector<std::string_view>& args) {
   AddFixtureTools(server, state);
   AddFixtureResources(server, state);
   AddFixturePrompts(server);
+  AddEra2026Tools(server);
+  AddInputRequiredFixtures(server);
   return Serve(server, *flags);
 }
 
