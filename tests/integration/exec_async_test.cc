@@ -93,7 +93,9 @@ class ExecAsyncTest : public ::testing::Test {
   }
   void TearDown() override {
     for (auto& c : cells_) {
-      if (c) EXPECT_TRUE(c->Destroy().ok());
+      if (c) {
+        EXPECT_TRUE(c->Destroy().ok());
+      }
     }
     cells_.clear();  // before the reactor (declared first, destroyed last)
   }
@@ -245,7 +247,9 @@ TEST_F(ExecAsyncTest, ADestroyedCellCompletesEachCallbackOnceNamingIt) {
     const auto deadline = Clock::now() + 20s;
     while (started.load() < kExecs && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
     ASSERT_EQ(started.load(), kExecs);
-    if (which == 0) EXPECT_TRUE(cells_[which]->Destroy().ok());
+    if (which == 0) {
+      EXPECT_TRUE(cells_[which]->Destroy().ok());
+    }
     cells_[which].reset();
     ASSERT_TRUE(outcomes.WaitAll(10s)) << outcomes.done() << " of " << kExecs;
     std::this_thread::sleep_for(200ms);  // a second call would come by now
