@@ -43,8 +43,8 @@ CellChannel::ExecHandle Cell::ExecAsync(ExecOptions options, CellChannel::ExecCa
     return {};
   }
   if (!channel_) {
-    Error why = Error::Msg(parked_ ? "is parked: it takes requests once unparked"
-                                   : "has no control channel (its set-up did not finish)");
+    Error why = Error::Msg(parked_ ? "parked: it takes requests once unparked"
+                                   : "no control channel (its set-up did not finish)");
     CellChannel::ExecHandle none;
     boost::asio::post(reactor_->context(), [named, why] { named(why); });
     return none;

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -154,6 +155,13 @@ TEST_F(ExecAsyncTest, AThousandWaitingExecsHoldNoThread) {
   }
   EXPECT_EQ(started.load(), kExecs);
   EXPECT_EQ(outcomes.off_reactor(), 0);
+  std::printf(
+      "%d execs over %d cells in %lld ms: threads %d before, at most %d while %d ran at "
+      "once, %d after\n",
+      kExecs, kCells,
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()),
+      before, most_threads, peak_in_flight, ThreadCount());
   // Many ran at once (else the test proves nothing), on no thread more than before.
   EXPECT_GE(peak_in_flight, 100);
   EXPECT_EQ(threads_after_start, before);
