@@ -54,6 +54,7 @@ Result<std::unique_ptr<Cell>> Cell::Impl::Make(const CellSpec& spec,
   c->spec_ = spec;
   c->parked_ = park;
   c->ready_timeout_ = options.ready_timeout;
+  c->reactor_ = options.reactor;
   ServerSteps steps(c->timings_);
   auto fail = [&](const Error& e, const char* step) -> Result<std::unique_ptr<Cell>> {
     Error wrapped = e.Wrap(std::string("create cell ") + spec.id + ": " + step);

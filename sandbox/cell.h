@@ -19,6 +19,7 @@
 //
 // Files: cell.cc (Create and the host-side preparation), cell_launch.cc (clone, cell init
 // up to Ready), cell_destroy.cc (Destroy, ReapOrphans), cell_requests.cc (the requests).
+// ExecAsync's steps and `done` run on the CellReactor the cell was made with.
 #pragma once
 
 #include <sys/types.h>
@@ -34,12 +35,14 @@
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "sandbox/backend.h"
+#include "sandbox/cell_channel.h"
 #include "sandbox/cell_spec.h"
 #include "sandbox/linux/cgroup.h"
 
 namespace mcpcell::sandbox {
 
 class CellChannel;
+class CellReactor;
 
 // Per-step setup latency, in order: the server's steps ("cell_dir", "cgroup", "clone",
 // "id_maps", ...) then cell init's (from Ready: "spec", "mounts", "pivot_root", ...) and
@@ -61,6 +64,9 @@ struct CellCreateOptions {
   bool skip_cgroup = false;
   // Where cell init's stderr goes; -1: the server's stderr.
   int init_stderr_fd = -1;
+  // Where the cells' asynchronous execs (Cell::ExecAsync) wait; owned by the caller and
+  // outliving every cell made with these options. Null: ExecAsync fails, Exec works.
+  CellReactor* reactor = nullptr;
 };
 
 // How the cell's ids map to the host: a per-cell range when the server is root, else the
@@ -141,6 +147,12 @@ class Cell final : public CellInstance {
 
   // CellInstance's requests, through channel() (sandbox/cell_requests.cc).
   Result<ExecResult> Exec(const ExecOptions& options) override;
+  // Exec without a waiting thread: the exec waits on the reactor of CellCreateOptions and
+  // `done` runs once on one of its threads, with Exec's result or an error that names this
+  // cell (destroyed meanwhile, init gone, parked). Cancel through the handle or
+  // options.stop. A cell made without a reactor calls `done` at once, on this thread, with
+  // an error saying so. See CellChannel::ExecAsync.
+  CellChannel::ExecHandle ExecAsync(ExecOptions options, CellChannel::ExecCallback done);
   Status SignalExec(uint64_t exec_id, int signo) override;
   Result<control::StatsReply> Stats() override;
   Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes) override;
@@ -186,6 +198,7 @@ class Cell final : public CellInstance {
   UniqueFd claim_fd_;
   UniqueFd parked_control_;
   std::chrono::milliseconds ready_timeout_{0};
+  CellReactor* reactor_ = nullptr;  // CellCreateOptions::reactor
 };
 
 // The Linux namespace backend: makes Cells with `options` (sandbox/cell_requests.cc).

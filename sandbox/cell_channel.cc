@@ -3,7 +3,6 @@
 // cell_channel_exec.cc. See cell_channel.h.
 #include "sandbox/cell_channel.h"
 
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,7 +13,6 @@ namespace {
 
 using cell_channel_internal::As;
 using cell_channel_internal::Clock;
-using cell_channel_internal::ThreadWakeFd;
 using control::Message;
 
 constexpr auto kCallTimeout = std::chrono::seconds(60);  // a file op or signal
@@ -33,19 +31,6 @@ bool IsReplyOrEvent(const Message& m) {
 
 }  // namespace
 
-namespace cell_channel_internal {
-// One eventfd per thread that runs execs, made on its first exec and kept until the thread
-// ends: an exec's poll also waits on it for stop requests and the channel's death. A wake
-// meant for an earlier exec on this thread (written after that exec had stopped reading,
-// never after its Exec returned: the stop callback and the pending entry are gone by then)
-// only makes the next poll return once.
-int ThreadWakeFd() {
-  thread_local UniqueFd fd;
-  if (!fd) fd.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));  // tried again after EMFILE
-  return fd.get();
-}
-}  // namespace cell_channel_internal
-
 CellChannel::CellChannel(UniqueFd control_fd, Options options)
     : fd_(std::move(control_fd)), options_(std::move(options)) {
   reader_ = std::thread([this] { ReaderLoop(); });
@@ -53,6 +38,19 @@ CellChannel::CellChannel(UniqueFd control_fd, Options options)
 
 CellChannel::~CellChannel() {
   Close();
+  // Close nudged every exec in flight, but their steps run on io_contexts this thread may
+  // not be running (or that are busy): end them here, so none touches the channel after
+  // the destructor. Taken out of pending_ first: Abort takes the exec's lock, and an exec's
+  // step takes mu_ under it.
+  std::vector<std::function<void(const Error&)>> aborts;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, p] : pending_) {
+      if (p->is_exec()) aborts.push_back(p->abort);
+    }
+  }
+  const Error gone = Error::Msg("cell channel destroyed (the cell is gone)");
+  for (auto& abort : aborts) abort(gone);
   if (reader_.joinable()) {
     if (reader_.get_id() == std::this_thread::get_id()) {
       reader_.detach();  // destroyed from on_closed: the loop has already returned
@@ -112,8 +110,9 @@ void CellChannel::ReaderLoop() {
     {
       std::lock_guard lock(mu_);
       auto it = pending_.find(id);
-      if (it == pending_.end()) continue;  // a late answer to a call that gave up waiting
-      for_exec = it->second->event >= 0;
+      // A late answer to a call that gave up waiting, or to an exec's SignalRequest.
+      if (it == pending_.end()) continue;
+      for_exec = it->second->is_exec();
       if (!for_exec) {
         it->second->inbox.push_back(std::move(received->message));
         it->second->Wake();
@@ -127,9 +126,11 @@ void CellChannel::ReaderLoop() {
   }
 }
 
-std::shared_ptr<CellChannel::Pending> CellChannel::Register(uint64_t id, bool is_exec) {
+std::shared_ptr<CellChannel::Pending> CellChannel::Register(
+    uint64_t id, std::function<void()> nudge, std::function<void(const Error&)> abort) {
   auto p = std::make_shared<Pending>();
-  if (is_exec) p->event = ThreadWakeFd();
+  p->nudge = std::move(nudge);
+  p->abort = std::move(abort);
   std::lock_guard lock(mu_);
   pending_[id] = p;
   return p;
@@ -158,7 +159,7 @@ Result<Message> CellChannel::Call(const Message& request, std::span<const int> f
     if (death_) return death_->Wrap(control::MessageName(request));  // fail fast, send nothing
   }
   const uint64_t id = control::RequestIdOf(request);
-  auto p = Register(id, false);
+  auto p = Register(id);
   Result<Message> reply = Error::Msg("");
   if (Status s = control::SendMessage(fd_.get(), request, fds); !s.ok()) {
     std::lock_guard lock(mu_);
@@ -169,6 +170,18 @@ Result<Message> CellChannel::Call(const Message& request, std::span<const int> f
   Unregister(id);
   if (!reply.ok()) return reply.error().Wrap(control::MessageName(request));
   return reply;
+}
+
+Error CellChannel::DeathOr(const Error& otherwise) {
+  std::lock_guard lock(mu_);
+  return death_ ? *death_ : otherwise;
+}
+
+void CellChannel::SendSignal(uint64_t exec_id, int signo) {
+  // ESRCH (the exec ended, or never started, meanwhile) or a dead channel: nothing to do,
+  // the exec's own steps see its end or the death.
+  Status s = control::SendMessage(fd_.get(), control::SignalRequest{NextId(), exec_id, signo});
+  (void)s;
 }
 
 Status CellChannel::ExpectOk(const Message& request) {

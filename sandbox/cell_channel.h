@@ -8,22 +8,28 @@
 //
 // Exec: the server creates the stdio pipes itself and passes the child's ends to init, so
 // output flows from the program to the server directly, never through init. Init reports
-// the exec's start and exit on a socket of that exec alone (protocol.h, "Exec events"),
-// so the calling thread polls that socket and the read ends together and nothing else is
-// on the path: init's ExecStarted and ExecExited wake the calling thread directly, not
-// through the reader thread. Each output chunk goes to `on_output` as it comes and at most
-// `keep_bytes` per stream are kept; the rest is counted and dropped, so a program writing
-// gigabytes cannot grow the server's memory. A wall-clock timeout or a stop request sends
-// SIGKILL to the whole process group. Passthrough mode (mcpcell run) hands the caller's
-// own fds to the program instead.
+// the exec's start and exit on a socket of that exec alone (protocol.h, "Exec events").
+// ExecAsync waits on that socket, the output pipes, the program's stdin and the exec's
+// clock on an io_context (a CellReactor's, cell_reactor.h): no thread is held while the
+// program runs, and the callback gets the result once. Exec is the same path on an
+// io_context of its own, run by the calling thread until the result is there. Each output
+// chunk goes to `on_output` as it comes and at most `keep_bytes` per stream are kept; the
+// rest is counted and dropped, so a program writing gigabytes cannot grow the server's
+// memory. A wall-clock timeout, a stop request or ExecHandle::Cancel sends SIGKILL to the
+// whole process group. Passthrough mode (mcpcell run) hands the caller's own fds to the
+// program instead.
 //
 // Death of init: when the socket closes or a frame from init is malformed (on the control
 // socket or an exec's event socket), the channel becomes dead: every pending and future
 // call fails with an error that says so (never a hang), and `on_closed` (if set) is called
-// once, from the thread that found out (the reader, or an exec's calling thread).
+// once, from the thread that found out (the reader, or the thread running an exec's step).
+// Destroying the channel with asynchronous execs in flight completes each of them with an
+// error (posted to its io_context) before the destructor returns.
 //
 // Files: cell_channel.cc (the socket, reader thread, Call), cell_channel_files.cc (file
-// requests), cell_channel_exec.cc (Exec); cell_channel_internal.h is what they share.
+// requests), cell_channel_exec.cc (Exec, ExecAsync's start, detached execs),
+// cell_channel_exec_run.cc (an exec in flight on the io_context); cell_channel_internal.h
+// is what they share.
 #pragma once
 
 #include <sys/types.h>
@@ -48,6 +54,10 @@
 #include "sandbox/backend.h"
 #include "sandbox/control/protocol.h"
 
+namespace boost::asio {
+class io_context;  // boost/asio/io_context.hpp; kept out of this widely included header
+}  // namespace boost::asio
+
 namespace mcpcell::sandbox {
 
 class CellChannel {
@@ -56,19 +66,51 @@ class CellChannel {
     // Returns the cell cgroup's OOM-kill counter; used to set ExecResult::oom_killed.
     std::function<Result<uint64_t>()> oom_kill_count;
     // Called once when the channel dies (init exited, bad frame), from the thread that saw
-    // it: the reader thread or an exec's calling thread. It must not destroy the channel.
+    // it: the reader thread or the thread running an exec's step. It must not destroy the
+    // channel.
     std::function<void(const Error&)> on_closed;
+  };
+
+  // The outcome of an asynchronous exec: what Exec would have returned.
+  using ExecCallback = std::function<void(Result<ExecResult>)>;
+  struct AsyncExec;  // an exec in flight (cell_channel_exec_run.cc)
+
+  // The caller's hold on an asynchronous exec. Cancel kills its process group, as a stop
+  // request does (the result then has `cancelled`); after the end it does nothing. It
+  // does not keep the exec alive. Copyable, thread-safe.
+  class ExecHandle {
+   public:
+    ExecHandle() = default;
+    void Cancel() const;
+    // The exec's request id (SignalExec's exec_id); 0 when it failed before being sent.
+    uint64_t exec_id() const { return exec_id_; }
+
+   private:
+    friend class CellChannel;
+    std::weak_ptr<AsyncExec> run_;
+    uint64_t exec_id_ = 0;
   };
 
   // Takes ownership of the control socket (init has already sent Ready on it).
   CellChannel(UniqueFd control_fd, Options options);
-  ~CellChannel();  // closes the socket (init then kills its processes) and joins the reader
+  // Closes the socket (init then kills its processes), completes the execs in flight with
+  // an error and joins the reader.
+  ~CellChannel();
   CellChannel(const CellChannel&) = delete;
   CellChannel& operator=(const CellChannel&) = delete;
 
   // Runs one program to completion. An error means it could not run (bad argv, cell dead);
-  // a program that ran and failed is a result.
+  // a program that ran and failed is a result. The calling thread runs the exec's steps
+  // (ExecAsync's, on an io_context of its own): on_output and on_started run on it.
   Result<ExecResult> Exec(const ExecOptions& options);
+
+  // Starts one program and returns at once; `done` gets what Exec would have returned,
+  // exactly once, on a thread running `io` (also when the exec fails to start, or the
+  // channel dies or is destroyed meanwhile). on_output and on_started run on `io`'s threads
+  // under the exec's lock: they must not block for long, and must not destroy the channel
+  // (`done` may). `io` must outlive the exec. Detached execs (detached_output) are not
+  // taken here: use Exec, which returns as soon as they run.
+  ExecHandle ExecAsync(boost::asio::io_context& io, ExecOptions options, ExecCallback done);
 
   // Sends `signo` to the process group of the running exec `exec_id` (see Exec's
   // on_started). Mostly for tests; Exec handles timeouts and stop requests itself.
@@ -111,19 +153,23 @@ class CellChannel {
   Status ExpectOk(const control::Message& request);
   void ReaderLoop();
   void Fail(const Error& error);
-  std::shared_ptr<Pending> Register(uint64_t id, bool is_exec);
+  // An exec's entry has `nudge` and `abort` (Pending); a call's has neither.
+  std::shared_ptr<Pending> Register(uint64_t id, std::function<void()> nudge = {},
+                                    std::function<void(const Error&)> abort = {});
   void Unregister(uint64_t id);
   Result<control::Message> Wait(const std::shared_ptr<Pending>& pending,
                                 std::chrono::steady_clock::time_point deadline);
+  // The death as an error (under mu_), or `otherwise` while the channel lives.
+  Error DeathOr(const Error& otherwise);
+  // Sends SignalRequest and does not wait for its answer (the reader drops it): for an
+  // exec's steps, which must not block their thread.
+  void SendSignal(uint64_t exec_id, int signo);
   struct ExecEvent;
   // Receives the next frame of an exec's event socket. An error: the exec could not start
   // (init's ErrorReply), or init is gone or broke the protocol (then the channel is dead).
   Result<ExecEvent> TakeExecEvent(int events_fd, uint64_t id, bool started, bool report_start);
-  // One exec in flight: its fds, its clock (start, deadline, kill) and its result.
-  struct ExecRun;
-  // Polls the exec's event socket, pipes and wake-up fd until the program has exited and
-  // its output is drained, or the exec failed.
-  Status PumpExec(ExecRun& run);
+  // Starts `run` (Exec's or ExecAsync's): the pipes, the event socket, ExecRequest.
+  ExecHandle StartExec(std::shared_ptr<AsyncExec> run);
   // Exec of a detached program (ExecOptions::detached_output): DetachedExecRequest, then
   // waits for ExecStarted and returns the handle (cell_channel_exec.cc).
   Result<ExecResult> StartDetached(const ExecOptions& options);

@@ -1,7 +1,10 @@
 // Cell's half of the backend seam (sandbox/backend.h): NamespaceBackend makes Cells, and a
 // Cell's requests go to its cell init through its CellChannel.
+#include <boost/asio/post.hpp>
+
 #include "sandbox/cell.h"
 #include "sandbox/cell_channel.h"
+#include "sandbox/cell_reactor.h"
 
 namespace mcpcell::sandbox {
 
@@ -26,6 +29,27 @@ auto Cell::OnChannel(F&& request) -> decltype(request(std::declval<CellChannel&>
 
 Result<ExecResult> Cell::Exec(const ExecOptions& options) {
   return OnChannel([&](CellChannel& ch) { return ch.Exec(options); });
+}
+// Errors name the cell: a caller holding many execs over many cells learns which one ended.
+CellChannel::ExecHandle Cell::ExecAsync(ExecOptions options, CellChannel::ExecCallback done) {
+  const std::string cell = "cell " + spec_.id;
+  auto named = [cell, done = std::move(done)](Result<ExecResult> r) {
+    if (!r.ok()) return done(r.error().Wrap(cell));
+    done(std::move(r));
+  };
+  if (reactor_ == nullptr) {
+    // No context to post to: the only answer that cannot wait for one.
+    named(Error::Msg("no reactor to run asynchronous execs on (CellCreateOptions::reactor)"));
+    return {};
+  }
+  if (!channel_) {
+    Error why = Error::Msg(parked_ ? "parked: it takes requests once unparked"
+                                   : "no control channel (its set-up did not finish)");
+    CellChannel::ExecHandle none;
+    boost::asio::post(reactor_->context(), [named, why] { named(why); });
+    return none;
+  }
+  return channel_->ExecAsync(reactor_->context(), std::move(options), std::move(named));
 }
 Status Cell::SignalExec(uint64_t exec_id, int signo) {
   return OnChannel([&](CellChannel& ch) { return ch.SignalExec(exec_id, signo); });

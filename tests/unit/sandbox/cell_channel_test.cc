@@ -13,10 +13,15 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/asio/post.hpp>
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <map>
+#include <mutex>
 #include <thread>
+
+#include "sandbox/cell_reactor.h"
 
 namespace mcpcell::sandbox {
 namespace {
@@ -559,6 +564,142 @@ TEST(CellChannel, ListDirThatMakesNoProgressIsAnError) {
   });
   auto ch = Connect(init);
   EXPECT_THAT(ch->ListDir("/").error().message, HasSubstr("makes no progress"));
+}
+
+// ---- ExecAsync (issue 29): the exec's steps on a reactor ----
+
+// Plays init for execs that run until killed: ExecStarted at once; a SignalRequest is
+// answered and ends the exec with ExecExited by that signal.
+void ServeKillableExecs(FakeInit& init, std::mutex& mu, std::map<uint64_t, UniqueFd>& events,
+                        std::atomic<int>& signalled) {
+  init.Serve([&](FakeInit& i, Received& r) {
+    if (auto* m = std::get_if<ExecRequest>(&r.message)) {
+      std::lock_guard lock(mu);
+      FakeInit::SendOn(r.fds[3], ExecStarted{m->request_id, 9});
+      events[m->request_id] = std::move(r.fds[3]);
+      return;
+    }
+    if (auto* s = std::get_if<SignalRequest>(&r.message)) {
+      signalled = s->signo;
+      i.Send(OkReply{s->request_id});
+      std::lock_guard lock(mu);
+      FakeInit::SendOn(events[s->exec_request_id],
+                       ExecExited{s->exec_request_id, 1, 0, s->signo, 0, 0, 0});
+    }
+  });
+}
+
+TEST(CellChannel, ExecAsyncCompletesOnTheReactorAndCancelKillsTheGroup) {
+  std::mutex mu;
+  std::map<uint64_t, UniqueFd> events;
+  std::atomic<int> signalled{0};
+  FakeInit init;
+  ServeKillableExecs(init, mu, events, signalled);
+  CellReactor reactor(1);
+  auto ch = Connect(init);
+  std::promise<void> started;
+  std::promise<std::pair<Result<ExecResult>, bool>> done;
+  ExecOptions o;
+  o.argv = {"/bin/sleep", "1000"};
+  o.on_started = [&](uint64_t, pid_t pid) {
+    EXPECT_EQ(pid, 9);
+    EXPECT_TRUE(reactor.on_reactor_thread());
+    started.set_value();
+  };
+  CellChannel::ExecHandle handle =
+      ch->ExecAsync(reactor.context(), std::move(o), [&](Result<ExecResult> r) {
+        done.set_value({std::move(r), reactor.on_reactor_thread()});
+      });
+  ASSERT_NE(handle.exec_id(), 0u);
+  ASSERT_EQ(started.get_future().wait_for(5s), std::future_status::ready);
+  auto outcome = done.get_future();
+  EXPECT_EQ(outcome.wait_for(100ms), std::future_status::timeout);  // it waits, unheld
+  const auto start = std::chrono::steady_clock::now();
+  handle.Cancel();
+  ASSERT_EQ(outcome.wait_for(5s), std::future_status::ready);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 900ms);
+  auto [r, on_reactor] = outcome.get();
+  EXPECT_TRUE(on_reactor);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->cancelled);
+  EXPECT_TRUE(r->signaled);
+  EXPECT_EQ(signalled.load(), SIGKILL);
+  EXPECT_TRUE(ch->alive());
+}
+
+TEST(CellChannel, ExecAsyncStartErrorsComeThroughTheCallback) {
+  FakeInit init;
+  CellReactor reactor(1);
+  auto ch = Connect(init);
+  std::promise<Result<ExecResult>> empty_argv, detached;
+  ch->ExecAsync(reactor.context(), ExecOptions{},
+                [&](Result<ExecResult> r) { empty_argv.set_value(std::move(r)); });
+  ExecOptions d;
+  d.argv = {"/bin/true"};
+  d.detached_output = "/tmp/out";
+  ch->ExecAsync(reactor.context(), std::move(d),
+                [&](Result<ExecResult> r) { detached.set_value(std::move(r)); });
+  auto a = empty_argv.get_future().get();
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.error().message, HasSubstr("argv is empty"));
+  auto b = detached.get_future().get();
+  ASSERT_FALSE(b.ok());
+  EXPECT_THAT(b.error().message, HasSubstr("detached"));
+}
+
+// The channel's destructor ends its execs itself: it neither waits for the reactor (busy
+// here) nor leaves an exec that would touch the channel later; each callback comes once.
+TEST(CellChannel, DestroyingTheChannelCompletesItsAsyncExecsOnceWithoutTheReactor) {
+  constexpr int kExecs = 3;
+  std::mutex mu;
+  std::map<uint64_t, UniqueFd> events;
+  std::atomic<int> signalled{0};
+  FakeInit init;
+  ServeKillableExecs(init, mu, events, signalled);
+  CellReactor reactor(1);
+  auto ch = Connect(init);
+  std::atomic<int> started{0};
+  std::mutex results_mu;
+  std::vector<std::string> errors;
+  std::vector<int> calls(kExecs);
+  for (int i = 0; i < kExecs; ++i) {
+    ExecOptions o;
+    o.argv = {"/bin/sleep", "1000"};
+    o.on_started = [&](uint64_t, pid_t) { ++started; };
+    ch->ExecAsync(reactor.context(), std::move(o), [&, i](Result<ExecResult> r) {
+      std::lock_guard lock(results_mu);
+      ++calls[i];
+      errors.push_back(r.ok() ? "ok" : r.error().message);
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (started.load() < kExecs && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(started.load(), kExecs);
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
+  boost::asio::post(reactor.context(), [open] { open.wait(); });  // the reactor is busy
+  const auto start = std::chrono::steady_clock::now();
+  ch.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  gate.set_value();
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  for (;;) {
+    {
+      std::lock_guard lock(results_mu);
+      if (static_cast<int>(errors.size()) == kExecs) break;
+    }
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "callbacks missing";
+    std::this_thread::sleep_for(5ms);
+  }
+  std::this_thread::sleep_for(100ms);  // a second call would come by now
+  std::lock_guard lock(results_mu);
+  for (int i = 0; i < kExecs; ++i) EXPECT_EQ(calls[i], 1) << i;
+  for (const std::string& e : errors) {
+    EXPECT_THAT(e, HasSubstr("cell channel destroyed"));
+    EXPECT_THAT(e, HasSubstr("exec \"/bin/sleep\""));
+  }
 }
 
 }  // namespace
