@@ -160,11 +160,11 @@ class WarmPool {
   size_t target_ = 0;                                 // under mu_
   size_t making_ready_ = 0;                           // under mu_
   size_t making_parked_ = 0;                          // under mu_
-  size_t waiting_ready_ = 0;   // under mu_: Take callers waiting for a cell being made
-  size_t waiting_parked_ = 0;  // under mu_
-  bool disabled_ = false;      // under mu_: never again
-  size_t pauses_ = 0;          // under mu_
-  size_t failures_ = 0;        // under mu_: creations failed in a row
+  size_t waiting_ready_ = 0;      // under mu_: Take callers waiting for a cell being made
+  size_t waiting_parked_ = 0;     // under mu_
+  bool disabled_ = false;         // under mu_: never again
+  size_t pauses_ = 0;             // under mu_
+  size_t failures_ = 0;           // under mu_: creations failed in a row
   Clock::time_point retry_at_{};  // under mu_: no creation starts before
   std::string status_;            // under mu_
   std::vector<std::jthread> threads_;
