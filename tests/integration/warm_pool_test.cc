@@ -250,7 +250,9 @@ TEST(WarmPool, GrowsWithABurstAndShrinksBackWithRealCells) {
   EXPECT_EQ(r.out, "grown\n");
   EXPECT_TRUE(cell->Destroy().ok());
   for (auto& t : taken) {
-    if (t) EXPECT_TRUE(t->Destroy().ok());
+    if (t) {
+      EXPECT_TRUE(t->Destroy().ok());
+    }
   }
   EXPECT_TRUE(Eventually([&] { return pool.target() == 1 && pool.ready() == 1; }))
       << "target " << pool.target() << ", ready " << pool.ready();

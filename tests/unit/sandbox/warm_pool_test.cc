@@ -75,7 +75,7 @@ class FakeMaker final : public CellBackend {
   Result<std::unique_ptr<CellInstance>> Create(const CellSpec& spec) const override {
     ++counts.attempts;
     const int now = ++counts.in_flight;
-    for (int most = counts.most_in_flight; now > most;) {
+    for (int most = counts.most_in_flight.load(); now > most;) {
       if (counts.most_in_flight.compare_exchange_weak(most, now)) break;
     }
     {
@@ -207,24 +207,25 @@ TEST(WarmPoolGrowth, AfterTheDemandWindowTheTargetFallsBackAndTheSurplusIsDestro
   Burst(pool, 6);
   EXPECT_EQ(pool.target(), 6u);
   ASSERT_TRUE(Eventually([&] { return pool.ready() == 6; })) << pool.status();
-  const int destroyed_before = maker->counts.destroyed;
+  const int destroyed_before = maker->counts.destroyed.load();
   EXPECT_TRUE(Eventually([&] { return pool.target() == 1 && pool.ready() == 1; }))
       << "target " << pool.target() << ", ready " << pool.ready();
-  EXPECT_EQ(maker->counts.destroyed - destroyed_before, 5) << "the five beyond the floor";
+  EXPECT_EQ(maker->counts.destroyed.load() - destroyed_before, 5) << "the five beyond the floor";
   pool.Stop();
-  EXPECT_EQ(maker->counts.created, maker->counts.destroyed) << "Stop destroys the rest";
+  EXPECT_EQ(maker->counts.created.load(), maker->counts.destroyed.load())
+      << "Stop destroys the rest";
 }
 
 TEST(WarmPoolGrowth, NoMoreThanMakersCellsAreMadeAtOnce) {
   auto maker = std::make_shared<FakeMaker>();
   maker->Gate(false);
   WarmPool pool(Specs(), maker, Growing(6, 6, 2));
-  ASSERT_TRUE(Eventually([&] { return maker->counts.in_flight == 2; }));
+  ASSERT_TRUE(Eventually([&] { return maker->counts.in_flight.load() == 2; }));
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(maker->counts.in_flight, 2);
+  EXPECT_EQ(maker->counts.in_flight.load(), 2);
   maker->Gate(true);
   ASSERT_TRUE(Eventually([&] { return pool.ready() == 6; })) << pool.status();
-  EXPECT_EQ(maker->counts.most_in_flight, 2);
+  EXPECT_EQ(maker->counts.most_in_flight.load(), 2);
 }
 
 // One cell is being made: the first caller waits for it, the second makes its own at once
@@ -233,7 +234,7 @@ TEST(WarmPoolGrowth, ACallerWaitsOnlyForACellNoOtherCallerWaitsFor) {
   auto maker = std::make_shared<FakeMaker>();
   maker->Gate(false);
   WarmPool pool(Specs(), maker, Growing(1, 1));
-  ASSERT_TRUE(Eventually([&] { return maker->counts.in_flight == 1; }));
+  ASSERT_TRUE(Eventually([&] { return maker->counts.in_flight.load() == 1; }));
   std::unique_ptr<CellInstance> first;
   std::thread waiter([&] { first = pool.Take(5s); });
   std::this_thread::sleep_for(50ms);  // the waiter is waiting
@@ -261,9 +262,9 @@ TEST(WarmPoolGrowth, AFailingMakerMakesThePoolBackOffAndSayWhyThenRecover) {
   EXPECT_THAT(pool.status(), HasSubstr("retrying in 160 ms"));  // 40, 80, then 160
   EXPECT_EQ(pool.Take(0ms), nullptr) << "the caller makes its own";
   // Backing off: 600 ms hold at most 40+80+160+160+160 ms of waits, not hundreds of tries.
-  const int attempts = maker->counts.attempts;
+  const int attempts = maker->counts.attempts.load();
   std::this_thread::sleep_for(600ms);
-  EXPECT_LE(maker->counts.attempts - attempts, 5);
+  EXPECT_LE(maker->counts.attempts.load() - attempts, 5);
   maker->Fail("");
   EXPECT_TRUE(Eventually([&] { return pool.ready() == 2; })) << pool.status();
   EXPECT_EQ(pool.status(), "");
@@ -275,7 +276,7 @@ TEST(WarmPoolGrowth, AFailingSpecFactoryIsReportedAndNothingIsMade) {
                 maker, Growing(1, 4));
   ASSERT_TRUE(Eventually([&] { return !pool.status().empty(); }));
   EXPECT_THAT(pool.status(), HasSubstr("cell spec: no profile"));
-  EXPECT_EQ(maker->counts.attempts, 0);
+  EXPECT_EQ(maker->counts.attempts.load(), 0);
   EXPECT_EQ(pool.Take(0ms), nullptr);
 }
 
