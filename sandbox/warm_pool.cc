@@ -164,8 +164,10 @@ void WarmPool::Loop(std::stop_token stop) {
       for (size_t i = 1; i < failures_ && delay < options_.retry_max; ++i) delay *= 2;
       delay = std::min(delay, options_.retry_max);
       retry_at_ = Clock::now() + delay;
-      status_ = "retrying in " + Seconds(delay) + " (" + std::to_string(failures_) +
-                " failed in a row): " + cell.error().message;
+      // "retrying: " first: /readyz reports a pool whose status starts so
+      // (serve/metrics_wiring.cc).
+      status_ = "retrying: " + cell.error().message + " (next try in " + Seconds(delay) + ", " +
+                std::to_string(failures_) + " failed in a row)";
     }
     changed_.notify_all();
   }
