@@ -1,6 +1,8 @@
 // See host_limits.h.
 #include "base/host_limits.h"
 
+#include <sys/resource.h>
+
 #include <charconv>
 #include <cstdio>
 #include <fstream>
@@ -126,8 +128,9 @@ void Assessor::CgroupPids() {
   }
 }
 
-// The server holds a few fds per live session and cell: its RLIMIT_NOFILE (the soft one,
-// which a server started from this shell gets) caps them, and fs.file-max caps the host.
+// The server holds a few fds per live session and cell: `serve` raises its soft
+// RLIMIT_NOFILE to the hard one at start (RaiseFdLimitToHard), so the hard one caps them;
+// fs.file-max caps the host.
 void Assessor::Fds() {
   if (std::optional<std::string> limits = Read("/proc/self/limits")) {
     std::istringstream lines(*limits);
@@ -136,12 +139,14 @@ void Assessor::Fds() {
       if (line.rfind("Max open files", 0) != 0) continue;
       const std::vector<std::string> w = Words(line.substr(14));
       std::optional<uint64_t> soft = w.empty() ? std::nullopt : ParseCount(w[0]);
-      if (!soft) break;
+      std::optional<uint64_t> hard = w.size() < 2 ? std::nullopt : ParseCount(w[1]);
+      if (!soft || !hard) break;
       found = true;
-      Add("fds: RLIMIT_NOFILE (soft)",
-          std::to_string(*soft) + " per process (hard " + (w.size() > 1 ? w[1] : "?") +
-              "; raise with ulimit -n or LimitNOFILE=)",
-          *soft, cell_.server_fds);
+      Add("fds: RLIMIT_NOFILE (hard)",
+          std::to_string(*hard) + " per process (soft " + std::to_string(*soft) +
+              " here; serve raises its soft limit to the hard one; raise the hard one with "
+              "LimitNOFILE= or ulimit -Hn)",
+          *hard, cell_.server_fds);
     }
     if (!found) out_.unreadable.push_back("/proc/self/limits (no \"Max open files\" line)");
   }
@@ -225,6 +230,19 @@ TextSource RealTextSource() {
     if (in.bad()) return std::nullopt;
     return ss.str();
   };
+}
+
+Result<FdLimit> RaiseFdLimitToHard() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return Error::Sys("getrlimit(RLIMIT_NOFILE)");
+  FdLimit out{rl.rlim_cur, rl.rlim_cur, rl.rlim_max};
+  if (rl.rlim_cur >= rl.rlim_max) return out;
+  rl.rlim_cur = rl.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    return Error::Sys("setrlimit(RLIMIT_NOFILE, soft " + std::to_string(rl.rlim_max) + ")");
+  }
+  out.soft = rl.rlim_max;
+  return out;
 }
 
 HostCapacity AssessHostCapacity(const TextSource& read, const CellFootprint& per_cell) {

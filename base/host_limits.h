@@ -1,6 +1,7 @@
 // How many cells this host can hold, from the kernel and cgroup limits that each live cell
 // draws on: tasks (kernel.pid_max, kernel.threads-max, the cgroup's pids.max), the
-// server's file descriptors (its RLIMIT_NOFILE, fs.file-max), memory (MemAvailable), and
+// server's file descriptors (its hard RLIMIT_NOFILE, which `serve` raises its soft limit
+// to at start with RaiseFdLimitToHard; fs.file-max), memory (MemAvailable), and
 // the namespaces every cell makes (user.max_{user,net,mnt,pid,ipc,uts,cgroup}_namespaces).
 // The count is the smallest over those limits of what is free divided by one idle cell's
 // share (CellFootprint); the limit that gives it is named "binding". inotify is reported
@@ -15,6 +16,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "base/status.h"
 
 namespace mcpcell {
 
@@ -43,6 +46,17 @@ struct HostCapacity {
   std::string inotify;                  // the inotify limits, in words (not part of `cells`)
   std::vector<std::string> unreadable;  // files that could not be read or parsed
 };
+
+// The soft RLIMIT_NOFILE of this process before and after RaiseFdLimitToHard, and the hard
+// one. Each live session holds a few fds (its connection, its cell's channel and egress
+// listener), so the usual soft 1024 would cap a server at a few hundred sessions; no part
+// of the server uses select(), which the higher limit would break. Cells set their own.
+struct FdLimit {
+  uint64_t soft_before = 0;
+  uint64_t soft = 0;
+  uint64_t hard = 0;
+};
+Result<FdLimit> RaiseFdLimitToHard();
 
 HostCapacity AssessHostCapacity(const TextSource& read, const CellFootprint& per_cell = {});
 std::string FormatHostCapacity(const HostCapacity& capacity);

@@ -367,8 +367,12 @@ std::shared_ptr<WarmPool> CellSessionManager::PoolLocked(const std::string& prof
   if (options_.warm_cells == 0 || stopped_pools_) return nullptr;
   auto it = pools_.find(profile);
   if (it != pools_.end()) return it->second;
-  auto pool = std::make_shared<WarmPool>(factory, options_.backend, options_.warm_cells,
-                                         WarmPool::Prepare{}, options_.warm_parked_cells);
+  WarmPoolOptions pool_options;
+  pool_options.floor = options_.warm_cells;
+  pool_options.ceiling = options_.warm_cells_max;
+  pool_options.parked = options_.warm_parked_cells;
+  pool_options.makers = options_.warm_makers;
+  auto pool = std::make_shared<WarmPool>(factory, options_.backend, std::move(pool_options));
   pools_.emplace(profile, pool);
   return pool;
 }

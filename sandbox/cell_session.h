@@ -62,6 +62,10 @@ struct CellSessionOptions {
   // wait for one to be made. The default profile's pool starts filling when the manager is
   // made, a named profile's at its first session. 0: every cell is made on demand.
   size_t warm_cells = 0;
+  // The most ready cells a profile's pool grows to with demand (WarmPoolOptions::ceiling;
+  // not above warm_cells: fixed), and the cells it makes at once.
+  size_t warm_cells_max = 0;
+  size_t warm_makers = 1;
   // Parked cells kept besides them (with warm_cells > 0, where the backend parks cells), for
   // sessions over a snapshot (restore, fork, hibernation), which ready cells cannot serve.
   size_t warm_parked_cells = 1;

@@ -1,34 +1,101 @@
 #include "sandbox/warm_pool.h"
 
+#include <algorithm>
+
 namespace mcpcell::sandbox {
 namespace {
 
-// After a failed creation the pool waits this long before it tries again, so a host that
-// cannot make cells is not hammered; sessions still make (and report) their own meanwhile.
-constexpr std::chrono::seconds kRetryAfterFailure{5};
+// How far ahead a pool thread with nothing to do looks: it wakes then to recount demand
+// even if no take or expiry woke it (a bound, not a schedule).
+constexpr std::chrono::hours kIdleWake{1};
+
+std::string Seconds(std::chrono::milliseconds d) {
+  const long long ms = d.count();
+  return ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
+}
+
+WarmPoolOptions FixedOptions(size_t target, WarmPoolPrepare prepare, size_t parked) {
+  WarmPoolOptions o;
+  o.floor = target;
+  o.parked = parked;
+  o.prepare = std::move(prepare);
+  return o;
+}
 
 }  // namespace
 
-WarmPool::WarmPool(SpecFactory factory, std::shared_ptr<const CellBackend> backend, size_t target,
-                   Prepare prepare, size_t parked_target)
+WarmPool::WarmPool(SpecFactory factory, std::shared_ptr<const CellBackend> backend,
+                   WarmPoolOptions options)
     : factory_(std::move(factory)),
       backend_(std::move(backend)),
-      target_(target),
-      prepare_(std::move(prepare)),
-      parked_target_(backend_ && backend_->ParksCells() ? parked_target : 0) {
-  if ((target_ > 0 || parked_target_ > 0) && factory_ && backend_) {
-    thread_ = std::jthread([this](std::stop_token stop) { Loop(stop); });
+      options_([&] {
+        if (!backend_ || !backend_->ParksCells()) options.parked = 0;
+        options.makers = std::max<size_t>(options.makers, 1);
+        options.burst_span = std::max(options.burst_span, std::chrono::milliseconds(4));
+        return std::move(options);
+      }()),
+      slot_(options_.burst_span / 4),
+      target_(options_.floor) {
+  const bool wanted = options_.floor > 0 || options_.ceiling > 0 || options_.parked > 0;
+  if (!wanted || !factory_ || !backend_) return;
+  for (size_t i = 0; i < options_.makers; ++i) {
+    threads_.emplace_back([this](std::stop_token stop) { Loop(stop); });
   }
 }
 
+WarmPool::WarmPool(SpecFactory factory, std::shared_ptr<const CellBackend> backend, size_t target,
+                   Prepare prepare, size_t parked_target)
+    : WarmPool(std::move(factory), std::move(backend),
+               FixedOptions(target, std::move(prepare), parked_target)) {}
+
 WarmPool::~WarmPool() { Stop(); }
 
-int WarmPool::LackingLocked() const {
+void WarmPool::NoteTakeLocked(Clock::time_point now) {
+  const int64_t index = (now - start_) / slot_;
+  if (!demand_.empty() && demand_.back().index == index) {
+    ++demand_.back().takes;
+  } else {
+    demand_.push_back({index, 1});
+  }
+  RecountLocked(now);
+}
+
+void WarmPool::RecountLocked(Clock::time_point now) {
+  const int64_t index = (now - start_) / slot_;
+  const int64_t window_slots = options_.demand_window / slot_;
+  while (!demand_.empty() && demand_.front().index <= index - window_slots) demand_.pop_front();
+  // The most takes in any four consecutive slots (one burst_span), two pointers.
+  size_t peak = 0, sum = 0, first = 0;
+  for (size_t last = 0; last < demand_.size(); ++last) {
+    sum += demand_[last].takes;
+    while (demand_[first].index <= demand_[last].index - 4) sum -= demand_[first++].takes;
+    peak = std::max(peak, sum);
+  }
+  const size_t ceiling = std::max(options_.floor, options_.ceiling);
+  target_ = std::clamp(peak, options_.floor, ceiling);
+}
+
+WarmPool::Clock::time_point WarmPool::NextExpiryLocked() const {
+  if (demand_.empty()) return Clock::now() + kIdleWake;
+  const int64_t window_slots = options_.demand_window / slot_;
+  return start_ + (demand_.front().index + window_slots) * slot_;
+}
+
+WarmPool::Work WarmPool::NextWorkLocked(Clock::time_point now) const {
+  // Beyond the target (demand fell): the oldest ready cell goes first.
+  if (ready_.size() > target_) return Work::kShrink;
+  if (now < retry_at_) return Work::kNone;  // backing off after a failure
   // Paused, an empty pool still makes one: runs that keep overlapping must not leave it
   // empty for good (each would then make its own cell, the slow way).
-  if (ready_.size() < target_ && (pauses_ == 0 || ready_.empty())) return 1;
-  if (parked_.size() < parked_target_ && (pauses_ == 0 || parked_.empty())) return 2;
-  return 0;
+  const bool ready_empty = ready_.empty() && making_ready_ == 0;
+  if (ready_.size() + making_ready_ < target_ && (pauses_ == 0 || ready_empty)) {
+    return Work::kReady;
+  }
+  const bool parked_empty = parked_.empty() && making_parked_ == 0;
+  if (parked_.size() + making_parked_ < options_.parked && (pauses_ == 0 || parked_empty)) {
+    return Work::kParked;
+  }
+  return Work::kNone;
 }
 
 Result<std::unique_ptr<CellInstance>> WarmPool::Make(bool parked, std::stop_token stop,
@@ -42,8 +109,8 @@ Result<std::unique_ptr<CellInstance>> WarmPool::Make(bool parked, std::stop_toke
   }
   if (parked) return backend_->CreateParked(*spec);
   Result<std::unique_ptr<CellInstance>> cell = backend_->Create(*spec);
-  if (cell && prepare_) {
-    if (Status s = prepare_(**cell, stop); !s) {
+  if (cell && options_.prepare) {
+    if (Status s = options_.prepare(**cell, stop); !s) {
       (void)(*cell)->Destroy();
       return s.error().Wrap("preparing cell " + id);
     }
@@ -53,43 +120,71 @@ Result<std::unique_ptr<CellInstance>> WarmPool::Make(bool parked, std::stop_toke
 
 void WarmPool::Loop(std::stop_token stop) {
   std::unique_lock lock(mu_);
-  while (!stop.stop_requested()) {
-    changed_.wait(lock, stop, [&] { return disabled_ || LackingLocked() != 0; });
+  for (;;) {
     if (stop.stop_requested() || disabled_) return;
-    const bool parked = LackingLocked() == 2;
-    making_ = true;
-    making_parked_ = parked;
+    Clock::time_point now = Clock::now();
+    RecountLocked(now);
+    const Work work = NextWorkLocked(now);
+    if (work == Work::kNone) {
+      // Woken by a take, a return to the pool, a resume or Stop; else when demand leaves
+      // the window (the target may fall) or the back-off ends.
+      Clock::time_point wake = NextExpiryLocked();
+      if (retry_at_ > now) wake = std::min(wake, retry_at_);
+      changed_.wait_until(lock, stop, wake,
+                          [&] { return disabled_ || NextWorkLocked(Clock::now()) != Work::kNone; });
+      continue;
+    }
+    if (work == Work::kShrink) {
+      std::unique_ptr<CellInstance> cell = std::move(ready_.front());
+      ready_.pop_front();
+      lock.unlock();
+      (void)cell->Destroy();  // a surplus cell: nothing to report to anyone
+      cell.reset();
+      lock.lock();
+      continue;
+    }
+    const bool parked = work == Work::kParked;
+    ++(parked ? making_parked_ : making_ready_);
     lock.unlock();
     std::string persistent;
     Result<std::unique_ptr<CellInstance>> cell = Make(parked, stop, persistent);
     lock.lock();
-    making_ = false;
+    --(parked ? making_parked_ : making_ready_);
     if (!persistent.empty()) {
       disabled_ = true;
       status_ = "off: the policy names a persistent workspace (" + persistent +
                 "), which one cell at a time may use";
     } else if (cell) {
       (parked ? parked_ : ready_).push_back(std::move(cell).value());
+      failures_ = 0;
       status_.clear();
     } else {
-      status_ = "retrying: " + cell.error().message;
+      ++failures_;
+      std::chrono::milliseconds delay = options_.retry_first;
+      for (size_t i = 1; i < failures_ && delay < options_.retry_max; ++i) delay *= 2;
+      delay = std::min(delay, options_.retry_max);
+      retry_at_ = Clock::now() + delay;
+      // "retrying: " first: /readyz reports a pool whose status starts so
+      // (serve/metrics_wiring.cc).
+      status_ = "retrying: " + cell.error().message + " (next try in " + Seconds(delay) + ", " +
+                std::to_string(failures_) + " failed in a row)";
     }
     changed_.notify_all();
-    if (!cell && !disabled_) {
-      changed_.wait_for(lock, stop, kRetryAfterFailure, [] { return false; });
-    }
   }
 }
 
 std::unique_ptr<CellInstance> WarmPool::TakeFrom(bool parked, std::chrono::milliseconds max_wait) {
-  const auto deadline = std::chrono::steady_clock::now() + max_wait;
+  const auto deadline = Clock::now() + max_wait;
   std::deque<std::unique_ptr<CellInstance>>& queue = parked ? parked_ : ready_;
+  size_t& making = parked ? making_parked_ : making_ready_;
+  size_t& waiting = parked ? waiting_parked_ : waiting_ready_;
   std::unique_lock lock(mu_);
+  if (!parked) NoteTakeLocked(Clock::now());  // a miss is demand too
   for (;;) {
     while (!queue.empty()) {
       std::unique_ptr<CellInstance> cell = std::move(queue.front());
       queue.pop_front();
-      if (LackingLocked() != 0) changed_.notify_all();  // refill (see Loop)
+      changed_.notify_all();  // refill (see Loop)
       lock.unlock();
       // A parked cell takes no request yet: a dead one fails its Unpark instead.
       if (parked ? cell->parked() : cell->usable()) return cell;
@@ -97,10 +192,16 @@ std::unique_ptr<CellInstance> WarmPool::TakeFrom(bool parked, std::chrono::milli
       cell.reset();
       lock.lock();
     }
-    if (!making_ || making_parked_ != parked) return nullptr;
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && queue.empty()) {
+    // Every cell being made has a caller waiting for it already: making one's own is
+    // sooner than queueing behind them.
+    if (making <= waiting) {
+      changed_.notify_all();  // the target may have risen with this take
       return nullptr;
     }
+    ++waiting;
+    const bool timed_out = changed_.wait_until(lock, deadline) == std::cv_status::timeout;
+    --waiting;
+    if (timed_out && queue.empty()) return nullptr;
   }
 }
 
@@ -122,9 +223,10 @@ std::unique_ptr<CellInstance> WarmPool::TakeOver(const std::vector<CellLayer>& l
 }
 
 void WarmPool::Stop() {
-  if (thread_.joinable()) {
-    thread_.request_stop();
-    thread_.join();  // a creation in progress finishes first; its cell lands in ready_
+  for (std::jthread& t : threads_) t.request_stop();
+  // Creations in progress finish first; their cells land in ready_ or parked_.
+  for (std::jthread& t : threads_) {
+    if (t.joinable()) t.join();
   }
   std::deque<std::unique_ptr<CellInstance>> cells;
   {
@@ -156,6 +258,11 @@ size_t WarmPool::ready() const {
 size_t WarmPool::parked() const {
   std::lock_guard lock(mu_);
   return parked_.size();
+}
+
+size_t WarmPool::target() const {
+  std::lock_guard lock(mu_);
+  return target_;
 }
 
 std::string WarmPool::status() const {

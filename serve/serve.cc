@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -10,9 +11,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "audit/trail.h"
 #include "audit/trail_files.h"
+#include "base/host_limits.h"
 #include "base/stop_signals.h"
 #include "mcp/http_server.h"
 #include "mcp/log.h"
@@ -75,6 +78,31 @@ Status StartLogging(const ServeOptions& opts) {
   }
   mcp::log::SetLevel(*mcp::ParseLogLevel(opts.log_level, /*allow_off=*/true));
   return Ok();
+}
+
+// Each live session holds fds (base/host_limits.h FdLimit): the soft limit goes up to the
+// hard one. A failure only caps the sessions, so it is reported, not fatal.
+void RaiseFdLimit() {
+  Result<FdLimit> fds = RaiseFdLimitToHard();
+  if (!fds) {
+    mcp::log::Warn("open files limit not raised: " + fds.error().message);
+  } else if (fds->soft != fds->soft_before) {
+    mcp::log::Info("open files limit: " + std::to_string(fds->soft_before) + " -> " +
+                   std::to_string(fds->soft) + " (the hard limit)");
+  }
+}
+
+// ---- warm pool ----
+
+// --warm-cells-max, or by default a tenth of the cells this host can hold (what `mcpcell
+// doctor` prints) up to 128: ready cells cost an idle cell's memory, pids and fds each, and
+// a tenth leaves the rest to live sessions. Never below the floor.
+size_t WarmCellsCeiling(size_t floor, size_t given) {
+  if (given > 0) return std::max(given, floor);
+  constexpr uint64_t kDefaultMost = 128;
+  const HostCapacity capacity = AssessHostCapacity(RealTextSource());
+  const uint64_t ceiling = capacity.cells ? std::min(*capacity.cells / 10, kDefaultMost) : floor;
+  return std::max<size_t>(ceiling, floor);
 }
 
 // ---- state dir ----
@@ -241,6 +269,12 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
   session_options.pause_idle = policy.time.session_pause_idle;
   session_options.create.init_path = opts.init_path;
   session_options.warm_cells = opts.warm_cells;
+  session_options.warm_cells_max = WarmCellsCeiling(opts.warm_cells, opts.warm_cells_max);
+  // Half the cores make cells in the background at most: the calls keep the other half.
+  session_options.warm_makers = std::max(1u, std::thread::hardware_concurrency() / 2);
+  mcp::log::Info("warm pool: " + std::to_string(opts.warm_cells) + " ready cells per profile, " +
+                 "up to " + std::to_string(session_options.warm_cells_max) + " with demand, " +
+                 std::to_string(session_options.warm_makers) + " made at once");
   auto cells = std::make_unique<sandbox::CellSessionManager>(
       PolicySpecFactory(policy, opts.state_dir, skeleton, &workspaces), session_options);
   sandbox::CellHooks hooks;
@@ -559,6 +593,7 @@ void ConnectSecrets(ToolEnv& env, SessionLogRouter& client_log, SessionSecrets& 
 
 int RunServe(const ServeOptions& opts) {
   if (Status st = StartLogging(opts); !st) return Refuse(st.error());
+  RaiseFdLimit();
   auto skeleton = PrepareStateDir(opts.state_dir);
   if (!skeleton) return Refuse(skeleton.error().Wrap("mcpcell: state dir " + opts.state_dir));
   std::optional<sandbox::ServerPlacement> placement = PlaceServerCpu(opts);

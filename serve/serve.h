@@ -47,6 +47,9 @@ struct ServeOptions {
   // Cells kept ready per policy profile (the warm pool) so a session's first call does not
   // wait for one.
   size_t warm_cells = 1;
+  // The most ready cells a pool grows to when bursts drain it (sandbox/warm_pool.h);
+  // 0: WarmCellsCeiling's default for this host. Not above warm_cells: no growth.
+  size_t warm_cells_max = 0;
   // CPU weights of the server's own cgroup and of its cells' parent (sandbox/linux/cgroup.h
   // PlaceServerAboveCells); server weight 0 leaves the server where it was started.
   uint32_t server_cpu_weight = sandbox::CpuWeights{}.server;

@@ -26,6 +26,7 @@ namespace {
 struct Target {
   std::string label, server;
   pid_t pid = 0;
+  std::string args;  // extra serve arguments of this one
 };
 
 using Figures = std::map<std::string, double>;  // named figures of one run
@@ -96,7 +97,7 @@ int Main(int argc, char** argv) {
   CLI::App app{"Load generator for mcpcell over Streamable HTTP (bench/http_load/README.md)"};
   RunOptions o;
   std::string mode = "closed", extra_args, parent = "/dev/shm";
-  Target a{"A", "", 0}, b{"B", "", 0};
+  Target a{"A", "", 0, ""}, b{"B", "", 0, ""};
   int rounds = 1;
   long timeout_s = 60;
   app.add_option("--server-a", a.server, "mcpcell binary to start, or http://... of a running one")
@@ -105,6 +106,8 @@ int Main(int argc, char** argv) {
   app.add_option("--pid-a", a.pid, "pid of server A when it is a URL (for /proc figures)");
   app.add_option("--pid-b", b.pid, "pid of server B when it is a URL");
   app.add_option("--server-args", extra_args, "extra arguments for started servers (one string)");
+  app.add_option("--server-args-a", a.args, "more arguments for server A only (after those)");
+  app.add_option("--server-args-b", b.args, "more arguments for server B only (after those)");
   app.add_option("--state-parent", parent,
                  "where started servers get their state dir (a tmpfs, like /run on most hosts)")
       ->check(CLI::ExistingDirectory)
@@ -134,6 +137,13 @@ int Main(int argc, char** argv) {
   app.add_option("--timeout", timeout_s, "seconds per request")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--prime", o.prime,
+                 "burst: new sessions of an unmeasured first burst (0: none), then --settle")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--settle", o.settle_s, "burst: seconds between start (or prime) and the burst")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--rounds", rounds, "runs per server, alternating A and B")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -147,14 +157,16 @@ int Main(int argc, char** argv) {
 
   std::vector<Target> targets = {a};
   if (!b.server.empty()) targets.push_back(b);
-  for (const Target& t : targets) std::printf("%s = %s\n", t.label.c_str(), t.server.c_str());
+  for (const Target& t : targets) {
+    std::printf("%s = %s %s\n", t.label.c_str(), t.server.c_str(), t.args.c_str());
+  }
   std::map<std::string, std::map<std::string, std::vector<double>>>
       all;              // target -> figure -> runs
   int failed_runs = 0;  // runs in which no measured call (or new session) succeeded
   for (int round = 1; round <= rounds; ++round) {
     for (const Target& t : targets) {
       try {
-        ServerUnderTest server(t.server, t.pid, extra_args, parent);
+        ServerUnderTest server(t.server, t.pid, extra_args + " " + t.args, parent);
         RunResult r = RunLoad(o, server.url(), server.pid());
         Figures f = Summarize(o, r);
         PrintRun(t, round, f, r);

@@ -180,6 +180,20 @@ void LoadRun::Open() {
 }
 
 void LoadRun::Burst() {
+  if (o_.prime > 0) {
+    for (int i = 0; i < o_.prime; ++i) {
+      sessions_.push_back(std::make_unique<McpSession>(io_, endpoint_, o_.timeout));
+    }
+    Phase(o_.prime, [this](int i) -> awaitable<void> {
+      McpSession& s = *sessions_[i];
+      std::string error = co_await s.Open();
+      if (error.empty()) error = co_await s.RunCommand(o_.command);
+      if (!error.empty()) result_.errors["prime: " + error]++;
+    });
+    CloseSessions();
+    sessions_.clear();
+  }
+  if (o_.settle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(o_.settle_s));
   for (int i = 0; i < o_.sessions; ++i) {
     sessions_.push_back(std::make_unique<McpSession>(io_, endpoint_, o_.timeout));
   }

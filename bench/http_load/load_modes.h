@@ -29,6 +29,11 @@ struct RunOptions {
   int concurrency = 16;       // hold: warm calls in flight
   int open_concurrency = 32;  // hold: sessions being opened at once
   std::string command = "true";
+  // burst: a first burst of `prime` new sessions (not measured, closed after), then
+  // `settle_s` seconds before the measured burst, so a pool that grows with demand can show
+  // what it does for the next burst (settle alone: time to fill a pool's floor).
+  int prime = 0;
+  double settle_s = 0;
   std::chrono::milliseconds timeout{60000};
 };
 

@@ -2,7 +2,7 @@
 // a pooled cell that died is never handed out, a persistent workspace turns the pool off,
 // a failing factory makes Take return nullptr (the caller makes its own), a cell is
 // prepared before it is handed out, parked cells are finished over a session's layers
-// (TakeOver), and Stop leaves nothing behind.
+// (TakeOver), a burst grows the pool and it shrinks back, and Stop leaves nothing behind.
 #include "sandbox/warm_pool.h"
 
 #include <dirent.h>
@@ -221,6 +221,43 @@ TEST(WarmPool, AParkedCellIsFinishedOverTheSessionsLayersAndRefilled) {
   EXPECT_EQ(pool.TakeOver({{"/workspace", state.path() + "/missing"}}), nullptr);
   EXPECT_THAT(pool.status(), HasSubstr("missing"));
   EXPECT_TRUE(cell->Destroy().ok());
+  pool.Stop();
+  EXPECT_EQ(CellDirs(state.path()), 0u);
+}
+
+// Growth with real cells: a burst that drains the pool raises its target, the pool fills
+// to it with working cells, and after the demand window it shrinks back to its floor,
+// destroying the surplus entirely.
+TEST(WarmPool, GrowsWithABurstAndShrinksBackWithRealCells) {
+  TempStateDir state;
+  ASSERT_FALSE(state.path().empty());
+  WarmPoolOptions options;
+  options.floor = 1;
+  options.ceiling = 3;
+  options.makers = 2;
+  options.demand_window = 2s;
+  WarmPool pool(ProbeFactory(state), TestBackend(), options);
+  ASSERT_TRUE(Eventually([&] { return pool.ready() == 1; })) << pool.status();
+  std::vector<std::unique_ptr<CellInstance>> taken;
+  for (int i = 0; i < 3; ++i) taken.push_back(pool.Take(0ms));  // one hit, two misses
+  ASSERT_NE(taken[0], nullptr);
+  EXPECT_EQ(pool.target(), 3u);
+  ASSERT_TRUE(Eventually([&] { return pool.ready() == 3; })) << pool.status();
+  std::unique_ptr<CellInstance> cell = pool.Take();
+  ASSERT_NE(cell, nullptr);
+  auto r = celltest::RunInCell(*cell, {"/bin/sh", "-c", "echo grown"});
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.out, "grown\n");
+  EXPECT_TRUE(cell->Destroy().ok());
+  for (auto& t : taken) {
+    if (t) {
+      EXPECT_TRUE(t->Destroy().ok());
+    }
+  }
+  EXPECT_TRUE(Eventually([&] { return pool.target() == 1 && pool.ready() == 1; }))
+      << "target " << pool.target() << ", ready " << pool.ready();
+  EXPECT_TRUE(Eventually([&] { return CellDirs(state.path()) == 1; }))
+      << "the surplus cells were destroyed";
   pool.Stop();
   EXPECT_EQ(CellDirs(state.path()), 0u);
 }

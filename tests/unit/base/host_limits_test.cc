@@ -2,6 +2,9 @@
 #include "base/host_limits.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <map>
 
@@ -61,21 +64,57 @@ TEST(HostLimitsTest, TheCgroupPidsLimitAboveTheServerBindsWhenItIsTheTightest) {
   EXPECT_EQ(Find(c, "pids: cgroup /sys/fs/cgroup/user.slice/session-1.scope/pids.max"), nullptr);
 }
 
-TEST(HostLimitsTest, ADefaultSoftFdLimitBindsAndSaysHowToRaiseIt) {
+// serve raises its soft limit to the hard one at start: the hard limit is what caps cells,
+// and the line says where the soft one stands and how to raise the hard one.
+TEST(HostLimitsTest, TheHardFdLimitBindsSinceServeRaisesTheSoftOneToIt) {
   FakeHost host;
   host.files["/proc/self/limits"] =
       "Limit                     Soft Limit           Hard Limit           Units     \n"
-      "Max open files            1024                 524288               files     \n";
+      "Max open files            1024                 4096                 files     \n";
   HostCapacity c = AssessHostCapacity(host.Source(), {1, 8, 1024});
   ASSERT_TRUE(c.cells.has_value());
-  EXPECT_EQ(*c.cells, 128u);  // 1024 / 8
-  EXPECT_EQ(c.binding, "fds: RLIMIT_NOFILE (soft)");
-  const HostLimit* l = Find(c, "fds: RLIMIT_NOFILE (soft)");
+  EXPECT_EQ(*c.cells, 512u);  // 4096 / 8, not 1024 / 8
+  EXPECT_EQ(c.binding, "fds: RLIMIT_NOFILE (hard)");
+  const HostLimit* l = Find(c, "fds: RLIMIT_NOFILE (hard)");
   ASSERT_NE(l, nullptr);
-  EXPECT_NE(l->detail.find("hard 524288"), std::string::npos) << l->detail;
+  EXPECT_NE(l->detail.find("soft 1024"), std::string::npos) << l->detail;
+  EXPECT_NE(l->detail.find("ulimit -Hn"), std::string::npos) << l->detail;
   EXPECT_NE(
-      FormatHostCapacity(c).find("cells this host can hold: 128 (binding: fds: RLIMIT_NOFILE"),
+      FormatHostCapacity(c).find("cells this host can hold: 512 (binding: fds: RLIMIT_NOFILE"),
       std::string::npos);
+}
+
+TEST(HostLimitsTest, AFdLimitLineWithoutAHardValueIsReportedUnreadable) {
+  FakeHost host;
+  host.files["/proc/self/limits"] = "Max open files            1024\n";
+  HostCapacity c = AssessHostCapacity(host.Source(), {1, 8, 1024});
+  EXPECT_EQ(Find(c, "fds: RLIMIT_NOFILE (hard)"), nullptr);
+  ASSERT_FALSE(c.unreadable.empty());
+  EXPECT_NE(c.unreadable.back().find("Max open files"), std::string::npos);
+}
+
+// In a child (the test's own limit stays): soft lowered to 64, then raised to the hard one.
+TEST(HostLimitsTest, RaiseFdLimitToHardSetsTheSoftLimitToTheHardOne) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_max < 128) _exit(10);
+    const rlim_t hard = rl.rlim_max;
+    rl.rlim_cur = 64;
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(11);
+    Result<FdLimit> raised = RaiseFdLimitToHard();
+    if (!raised) _exit(12);
+    if (raised->soft_before != 64 || raised->soft != hard || raised->hard != hard) _exit(13);
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur != hard) _exit(14);
+    // Already at the hard limit: nothing to do, the same answer.
+    Result<FdLimit> again = RaiseFdLimitToHard();
+    _exit(again && again->soft_before == hard && again->soft == hard ? 0 : 15);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(HostLimitsTest, MemoryBindsOnASmallHost) {
