@@ -109,7 +109,14 @@ async function logIn(browser, base, token) {
   const page = await context.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  // Script errors and failed loads, by URL (chromium's console line for a 4xx has none);
+  // the favicon chromium asks for on its own is not the page's.
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) errors.push(m.text());
+  });
+  page.on('response', (r) => {
+    if (r.status() >= 400 && !r.url().endsWith('/favicon.ico')) errors.push(`${r.status()} ${r.url()}`);
+  });
   const res = await page.goto(base + '/admin/');
   assert.equal(res.status(), 200);
   assert.match(res.headers()['content-security-policy'], /default-src 'self'/);
@@ -121,6 +128,7 @@ async function logIn(browser, base, token) {
 
 describe('the operator page in chromium', () => {
   let dir;
+  let stateDir;
   let server;
   let browser;
   let alice;
@@ -128,10 +136,12 @@ describe('the operator page in chromium', () => {
 
   before(async () => {
     dir = mkdtempSync(path.join(tmpdir(), 'mcpcell-operator-page-'));
+    // Its own temp dir (mode 0711 by mcpcell): the cells' uids must be able to reach it.
+    stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-operator-page-state-'));
     const config = path.join(dir, 'http.toml');
     writeFileSync(config, kConfig);
     server = await startServer(['serve', '--http', '127.0.0.1:0', '--http-config', config,
-      '--state-dir', path.join(dir, 'state')]);
+      '--state-dir', stateDir]);
     alice = await connect(server.base, kAlice, 'alice-client');
     bob = await connect(server.base, kBob, 'bob-client');
     browser = await chromium.launch({ executablePath: kChromium, args: ['--no-sandbox'] });
@@ -142,6 +152,7 @@ describe('the operator page in chromium', () => {
     const code = await server?.stop();
     assert.equal(code, 0, `server exit code; stderr:\n${server?.stderr()}`);
     rmSync(dir, { recursive: true, force: true });
+    rmSync(stateDir, { recursive: true, force: true });
   });
 
   it('shows both sessions with their usage, ends one, and its client is refused', async () => {
@@ -201,18 +212,15 @@ describe('the operator page in chromium', () => {
       assert.match(await page.textContent('#who'), /operator ops-alice \(tenants alice\)/);
       await page.waitForFunction(() => document.querySelectorAll('#sessions tbody tr').length >= 1);
       const rows = await sessionRows(page);
-      assert.deepEqual(rows.map((r) => r.tenant), ['alice']);
+      assert.ok(rows.length >= 1 && rows.every((r) => r.tenant === 'alice'), JSON.stringify(rows));
       const pools = await page.$$eval('#pools tbody tr td:first-child', (tds) => tds.map((t) => t.textContent));
       assert.deepEqual(pools, ['alice']);
       // bob's session is not there to act on: the API answers as for no session at all.
       const all = await fetch(server.base + '/admin/api/sessions',
         { headers: { Authorization: `Bearer ${kOpsAll}` } }).then((r) => r.json());
       const bobId = all.sessions.find((s) => s.tenant === 'bob').id;
-      const refused = await page.evaluate(async ([id, token]) => {
-        const r = await fetch(`/admin/api/sessions/${id}/end`,
-          { method: 'POST', headers: { Authorization: `Bearer ${token}` } });
-        return r.status;
-      }, [bobId, kOpsAlice]);
+      const refused = (await fetch(`${server.base}/admin/api/sessions/${bobId}/end`,
+        { method: 'POST', headers: { Authorization: `Bearer ${kOpsAlice}` } })).status;
       assert.equal(refused, 404);
       assert.deepEqual(errors, []);
       await context.close();
