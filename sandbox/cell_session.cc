@@ -419,6 +419,12 @@ Status CellSessionManager::AddProfile(const std::string& name, CellSessionProfil
   return Ok();
 }
 
+std::shared_ptr<CellSession> CellSessionManager::Find(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(key);
+  return it == sessions_.end() ? nullptr : it->second;
+}
+
 Result<std::shared_ptr<CellSession>> CellSessionManager::Get(const std::string& key,
                                                              const std::string& profile) {
   std::lock_guard lock(mu_);

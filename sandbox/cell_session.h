@@ -257,7 +257,10 @@ class CellSession {
 
   // Freezes the cell if it is still unleased after pause_idle (called by the reaper). An
   // error (the cell cannot be paused) leaves it running; that cell is not tried again.
-  Status PauseIdleCell();
+  // `now` (an operator's pause): at once, whatever pause_idle says.
+  Status PauseIdleCell(bool now = false);
+  // Thaws a paused cell now (an operator's resume); nothing when it is not paused.
+  Status ThawNow();
   // True when the pause deadline has passed for a running, unleased cell.
   bool PauseDue(std::chrono::steady_clock::time_point now) const;
 
@@ -372,6 +375,8 @@ class CellSessionManager {
   // Closes every session; `keep_bases` (server shutdown) keeps their bases.
   void CloseAll(bool keep_bases = true);
   size_t live_sessions() const;
+  // The live session for `key`, or nullptr: never makes one (unlike Get).
+  std::shared_ptr<CellSession> Find(const std::string& key) const;
   // True when a live session's cells are made over snapshot `snapshot_id` (its base).
   bool BaseInUse(const std::string& snapshot_id) const;
   // Called (on the reaper thread) with the key, the kind and the reason when a session

@@ -51,13 +51,13 @@ bool CellSession::PauseDue(Clock::time_point now) const {
          cell_->id() != unpausable_cell_ && now - last_release_ >= options_.pause_idle;
 }
 
-Status CellSession::PauseIdleCell() {
+Status CellSession::PauseIdleCell(bool now) {
   std::shared_ptr<CellInstance> cell;
   {
     std::lock_guard lock(mu_);
     if (closed_ || !cell_ || paused_ || changing_ || leases_ > 0) return Ok();
-    if (options_.pause_idle.count() <= 0 || cell_->id() == unpausable_cell_) return Ok();
-    if (Clock::now() - last_release_ < options_.pause_idle) return Ok();
+    if (!now && (options_.pause_idle.count() <= 0 || cell_->id() == unpausable_cell_)) return Ok();
+    if (!now && Clock::now() - last_release_ < options_.pause_idle) return Ok();
     changing_ = true;
     cell = cell_;
   }
@@ -76,6 +76,12 @@ Status CellSession::PauseIdleCell() {
   if (!frozen) return frozen.error().Wrap("pause idle cell " + cell->id());
   if (hooks_ && hooks_->on_paused) hooks_->on_paused(*cell, key_);
   return Ok();
+}
+
+Status CellSession::ThawNow() {
+  std::unique_lock lock(mu_);
+  if (closed_ || !cell_ || !paused_ || changing_) return Ok();
+  return ResumeLocked(lock);
 }
 
 }  // namespace mcpcell::sandbox

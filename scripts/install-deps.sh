@@ -20,6 +20,7 @@ PACKAGES=(
   # tests/packaging: systemd-analyze verify, a fresh Debian 12 root for the .deb, the
   # Kubernetes manifests' parser, and (MCPCELL_TEST_CONTAINER) the container image
   systemd mmdebstrap python3-yaml podman
+  chromium  # tests/browser: the operator page in a real browser (driven by playwright-core)
 )
 
 missing=()

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-for dir in tests/e2e tests/conformance; do
+for dir in tests/e2e tests/conformance tests/browser; do
   if [[ -f $dir/package-lock.json ]]; then
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   fi

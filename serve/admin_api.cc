@@ -6,6 +6,7 @@
 
 #include "audit/record.h"
 #include "mcp/log.h"
+#include "serve/admin_page.h"
 
 namespace mcpcell::serve {
 namespace {
@@ -61,11 +62,15 @@ Result<mcp::HttpRouteResponse> ReadRecords(const std::string& audit_dir,
 // Every /admin path: the operator first (an unauthenticated caller learns nothing of the
 // paths), then the path, method and parameters.
 mcp::HttpRouteResponse HandleAdmin(const HttpConfig& config, const std::string& audit_dir,
-                                   const mcp::HttpRouteRequest& in) {
+                                   AdminView* view, const mcp::HttpRouteRequest& in) {
+  if (auto page = ServeAdminPage(in)) return std::move(*page);  // no data: no token
   if (in.bearer_token.empty()) return Unauthorized("send \"Authorization: Bearer <token>\"");
   auto op = config.AuthenticateOperator(in.bearer_token);
   if (!op) return Unauthorized("the bearer token is not an operator's");
-  if (in.path != "/admin/audit") return Answer(404, "Not Found: the admin API serves /admin/audit");
+  if (in.path.rfind("/admin/api/", 0) == 0) return HandleAdminApi(*op, view, audit_dir, in);
+  if (in.path != "/admin/audit") {
+    return Answer(404, "Not Found: the admin API serves /admin/audit and /admin/api/...");
+  }
   if (in.method != "GET") return Answer(405, "Method Not Allowed: /admin/audit takes GET");
   auto request = ParseAuditQuery(in.params);
   if (!request) return Answer(400, "Bad Request: " + request.error().message);
@@ -114,11 +119,12 @@ Result<AuditRequest> ParseAuditQuery(
   return request;
 }
 
-mcp::HttpRoute AdminRoute(std::shared_ptr<const HttpConfig> config, std::string audit_dir) {
+mcp::HttpRoute AdminRoute(std::shared_ptr<const HttpConfig> config, std::string audit_dir,
+                          std::shared_ptr<AdminView> view) {
   mcp::HttpRoute route;
   route.prefix = "/admin";
-  route.handler = [config, audit_dir](const mcp::HttpRouteRequest& in) {
-    return HandleAdmin(*config, audit_dir, in);
+  route.handler = [config, audit_dir, view](const mcp::HttpRouteRequest& in) {
+    return HandleAdmin(*config, audit_dir, view.get(), in);
   };
   return route;
 }
@@ -137,8 +143,11 @@ std::function<void(const mcp::HttpRefusal&)> AuditRefusals(audit::Trail* trail) 
 }
 
 void AddAdminApi(mcp::HttpOptions& http, std::shared_ptr<const HttpConfig> config,
-                 const std::string& audit_dir, audit::Trail* trail) {
-  if (!config->operators.empty()) http.routes.push_back(AdminRoute(config, audit_dir));
+                 const std::string& audit_dir, audit::Trail* trail,
+                 std::shared_ptr<AdminView> view) {
+  if (!config->operators.empty()) {
+    http.routes.push_back(AdminRoute(config, audit_dir, std::move(view)));
+  }
   if (trail) http.on_auth_refused = AuditRefusals(trail);
 }
 

@@ -1,5 +1,5 @@
-// The admin API on the HTTP listener, for operators ([[operator]] in the HTTP config,
-// serve/http_config.h), never for tenants:
+// The admin API and operator page on the HTTP listener, for operators ([[operator]] in the
+// HTTP config, serve/http_config.h), never for tenants:
 //
 //   GET /admin/audit?tenant=T&session=S&type=T&since=TIME&until=TIME&limit=N
 //
@@ -9,8 +9,22 @@
 // operator's scope, 400 naming a bad or unknown parameter. At most `limit` records (default
 // kDefaultAuditLimit); header X-Audit-Truncated: true when more matched (page on with
 // `since`). Also the bridge from the HTTP server's refusals to `auth.refused` records.
+//
+// The operator page's JSON (serve/admin_api_live.cc; docs/operations.md, "The operator
+// page"), scoped like /admin/audit, from an AdminView (serve/admin_view.h):
+//
+//   GET  /admin/api/whoami                 the operator's name and tenants
+//   GET  /admin/api/sessions?tenant=T      live sessions: tenant, id, age, state, policy, usage
+//   GET  /admin/api/pool                   the warm pools of the tenants in scope
+//   GET  /admin/api/egress?tenant=T&limit=N  recent egress refusals (egress.connection deny)
+//   POST /admin/api/sessions/ID/pause|resume|end   audited as session.operator
+//
+// An action on a session outside the operator's scope is a 404, as for no session at all.
+// The page itself (/admin/, its CSS and script; serve/admin_page.h) holds no data and is
+// served without a token, with a Content-Security-Policy that allows only 'self'.
 // Threading: the route and the refusal hook run on HTTP request threads; both only read
-// their config and the trail files, or append to the (thread-safe) trail.
+// their config and the trail files, or append to the (thread-safe) trail; the view is
+// thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +38,7 @@
 #include "audit/trail.h"
 #include "base/status.h"
 #include "mcp/http_server.h"
+#include "serve/admin_view.h"
 #include "serve/http_config.h"
 
 namespace mcpcell::serve {
@@ -40,8 +55,15 @@ struct AuditRequest {
 Result<AuditRequest> ParseAuditQuery(
     const std::vector<std::pair<std::string, std::string>>& params);
 
-// The /admin route: operators from `config`, records from the trail in `audit_dir`.
-mcp::HttpRoute AdminRoute(std::shared_ptr<const HttpConfig> config, std::string audit_dir);
+// The /admin route: operators from `config`, records from the trail in `audit_dir`, sessions
+// and pools from `view` (null: /admin/api/sessions, pool and actions answer 503).
+mcp::HttpRoute AdminRoute(std::shared_ptr<const HttpConfig> config, std::string audit_dir,
+                          std::shared_ptr<AdminView> view = nullptr);
+
+// /admin/api/...: the operator `op` is authenticated; the path is under /admin/api/.
+mcp::HttpRouteResponse HandleAdminApi(const OperatorConfig& op, AdminView* view,
+                                      const std::string& audit_dir,
+                                      const mcp::HttpRouteRequest& in);
 
 // Writes each HTTP refusal (401/403 of /mcp and of /admin) as an `auth.refused` record
 // (status, peer, method, path, reason) to `trail`, which must outlive the HTTP server.
@@ -50,6 +72,7 @@ std::function<void(const mcp::HttpRefusal&)> AuditRefusals(audit::Trail* trail);
 // Wires the above into the HTTP options: the /admin route when `config` has operators, and
 // auth.refused records when `trail` is not null.
 void AddAdminApi(mcp::HttpOptions& http, std::shared_ptr<const HttpConfig> config,
-                 const std::string& audit_dir, audit::Trail* trail);
+                 const std::string& audit_dir, audit::Trail* trail,
+                 std::shared_ptr<AdminView> view = nullptr);
 
 }  // namespace mcpcell::serve

@@ -115,7 +115,8 @@ Result<std::unique_ptr<AdminListener>> StartAdminListener(const ServeOptions& op
   o.have_operators = !config->operators.empty();
   o.routes.push_back(MetricsRoute(ops.metrics, config));
   for (mcp::HttpRoute& route : HealthRoutes(ops.readiness)) o.routes.push_back(std::move(route));
-  if (o.have_operators) o.routes.push_back(AdminRoute(config, audit::AuditDir(opts.state_dir)));
+  if (o.have_operators)
+    o.routes.push_back(AdminRoute(config, audit::AuditDir(opts.state_dir), ops.admin));
   if (audit.trail()) o.on_refused = AuditRefusals(audit.trail());
   auto listener = AdminListener::Start(std::move(o));
   if (!listener) return listener.error().Wrap("mcpcell serve");

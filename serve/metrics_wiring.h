@@ -15,6 +15,7 @@
 #include "mcp/http_server.h"
 #include "sandbox/cell_session.h"
 #include "serve/admin_listener.h"
+#include "serve/admin_view.h"
 #include "serve/health.h"
 #include "serve/http_config.h"
 #include "serve/metrics.h"
@@ -29,7 +30,8 @@ inline constexpr std::chrono::milliseconds kReadinessMaxAge{2000};
 
 struct OpsEndpoints {
   std::shared_ptr<ServeMetrics> metrics = std::make_shared<ServeMetrics>();
-  std::shared_ptr<Readiness> readiness;  // set by ConnectOps
+  std::shared_ptr<Readiness> readiness;   // set by ConnectOps
+  std::shared_ptr<ServeAdminView> admin;  // the operator page's view, set by RunServe
 };
 
 // ServeAuditOptions::observer feeding `metrics`.

@@ -528,7 +528,7 @@ int ServeOverHttp(mcp::Server& server, SessionResume& resume, const ServeOptions
   }
   auto http = HttpOptionsFor(opts, config, resume, audit);
   if (!http) return Refuse(http.error());
-  AddAdminApi(*http, config, audit::AuditDir(opts.state_dir), audit.trail());
+  AddAdminApi(*http, config, audit::AuditDir(opts.state_dir), audit.trail(), ops.admin);
   AddOpsRoutes(*http, ops, config);
   return mcp::ServeHttp(server, std::move(*http), stop_fd,
                         [&](const mcp::HttpServer& s) { PrintHttpGuidance(s, opts, *config); });
@@ -555,6 +555,7 @@ int ServeUntilStopped(mcp::Server& server, SessionResume& resume, const ServeOpt
 int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& client_log,
                SessionResume& resume, ServeAudit& audit, const OpsEndpoints& ops) {
   mcp::Server server(McpServerOptions(opts, env, audit, resume));
+  ops.admin->AttachServer(&server);  // the operator page's sessions, until it goes
   client_log.Attach(&server);
   SessionLogRouter::DetachGuard detach_client_log{client_log};
   if (mcp::Status st = RegisterCellTools(server, env); !st) {
@@ -562,6 +563,7 @@ int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& c
     return 2;
   }
   int rc = ServeUntilStopped(server, resume, opts, audit, ops);
+  ops.admin->AttachServer(nullptr);
   server.Shutdown();
   // Its sessions have ended: recorded now, before their cells are destroyed (the MCP
   // server may report a stdio session's close later, from its reader thread).
@@ -641,6 +643,8 @@ int RunServe(const ServeOptions& opts) {
   env->snapshots = &state;
   ConnectSecrets(*env, client_log, secrets, resume);
   ConnectOps(ops, opts, **audit, *cells, *env);
+  ops.admin = std::make_shared<ServeAdminView>(ServeAdminViewOptions{
+      cells.get(), audit->get(), &resume, &opts.effective, &opts.tenant_policies, opts.warm_cells});
   auto admin = StartAdminListener(opts, ops, **audit);
   if (!admin) return Refuse(admin.error());
   int rc = ServeTools(opts, *env, client_log, resume, **audit, ops);
