@@ -37,6 +37,7 @@
 #include "serve/workspace_leases.h"
 #include "tools/cell_tools.h"
 #include "tools/client_log.h"
+#include "tools/workspace_resources.h"
 
 namespace mcpcell::serve {
 namespace {
@@ -370,6 +371,7 @@ mcp::ServerOptions McpServerOptions(const ServeOptions& opts, const ToolEnv& env
   server_options.instructions = Instructions(opts.effective);
   server_options.tool_filter = ServerToolFilter(env);
   server_options.tool_listed = ServerToolListed(env);
+  server_options.session_resources = tools::WorkspaceResources(env);  // the cell's files
   std::map<std::string, std::string> tenant_instructions;
   for (const auto& [name, tenant_policy] : opts.tenant_policies) {
     tenant_instructions[name] = Instructions(tenant_policy);
@@ -524,6 +526,10 @@ int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& c
   client_log.Attach(&server);
   SessionLogRouter::DetachGuard detach_client_log{client_log};
   if (mcp::Status st = RegisterCellTools(server, env); !st) {
+    std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
+    return 2;
+  }
+  if (mcp::Status st = server.AddResourceTemplate(tools::MakeWorkspaceResourceTemplate(env)); !st) {
     std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
     return 2;
   }
