@@ -610,6 +610,7 @@ int RunServe(const ServeOptions& opts) {
   auto env = MakeToolEnv(opts, *skeleton, *cells, **egress, **audit, workspaces);
   if (!env) return Refuse(env.error());
   env->snapshots = &state;
+  env->processes = &state.processes();  // the sessions' background processes
   ConnectSecrets(*env, client_log, secrets, resume);
   ConnectOps(ops, opts, **audit, *cells, *env);
   auto admin = StartAdminListener(opts, ops, **audit);

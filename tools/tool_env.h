@@ -36,6 +36,8 @@ class Trail;
 
 namespace mcpcell::tools {
 
+class ProcessTable;  // process_table.h
+
 struct CellToolsConfig {
   // Output kept in a tool result per stream (head and tail halves); the rest is saved in
   // the cell under kOutputDir and the result says where.
@@ -99,6 +101,9 @@ struct ToolEnv {
   // The sessions' snapshots (snapshots_view.h): the snapshot_* tools. nullptr: those tools
   // are not registered.
   SnapshotsView* snapshots = nullptr;
+  // The sessions' background processes and python interpreters (process_table.h), owned
+  // by the sessions' state (serve/session_state.h). nullptr: no background processes.
+  ProcessTable* processes = nullptr;
   // The audit trail (audit/trail.h, tools/audit_events.h): exec and file events. nullptr:
   // no auditing (tool unit tests).
   audit::Trail* audit = nullptr;
