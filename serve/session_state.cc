@@ -43,14 +43,13 @@ SessionState::SessionState(SessionStateOptions options)
     : options_(std::move(options)), store_(options_.state_dir + "/snapshots") {
   if (!options_.audit) return;
   ServeAudit* audit = options_.audit;
-  processes_.SetEndListener([audit](const tools::BackgroundProcess& p,
-                                    const tools::ProcessState& s) {
-    audit->BackgroundExecEnded(p, s);
-  });
+  processes_.SetEndListener(
+      [audit](const tools::BackgroundProcess& p, const tools::ProcessState& s) {
+        audit->BackgroundExecEnded(p, s);
+      });
   // A session's processes end with it, recorded before its session.end.
-  audit->SetSessionEnding([this](const std::string& id, const std::string& why) {
-    processes_.EndSession(id, why);
-  });
+  audit->SetSessionEnding(
+      [this](const std::string& id, const std::string& why) { processes_.EndSession(id, why); });
 }
 
 SessionState::~SessionState() {

@@ -201,8 +201,8 @@ mcp::ToolResult LinkedArchive(const sandbox::CellLease& lease, const std::string
       text + "; over the " + MiB(kMaxEmbeddedArchiveBytes) +
       " that are embedded, so it is kept in the sandbox at " + path +
       " and linked (resources/read it in windows, or remove the file when done).");
-  r.content.push_back(WorkspaceResourceLink(path, "application/gzip", tgz.size(),
-                                            "tar.gz of " + dir));
+  r.content.push_back(
+      WorkspaceResourceLink(path, "application/gzip", tgz.size(), "tar.gz of " + dir));
   structured["archive_path"] = path;
   r.structured_content = std::move(structured);
   return r;
@@ -330,16 +330,16 @@ mcp::Tool MakeDownloadArchiveTool(const ToolEnv& env) {
   tool.input_schema = {{"type", "object"},
                        {"properties", {{"path", PathSchema()}}},
                        {"additionalProperties", false}};
-  tool.output_schema = {{"type", "object"},
-                        {"properties",
-                         {{"path", {{"type", "string"}}},
-                          {"entries", {{"type", "integer"}}},
-                          {"bytes", {{"type", "integer"}}},
-                          {"archive_path",
-                           {{"type", "string"},
-                            {"description", "where a linked (not embedded) tar.gz is kept"}}},
-                          {"skipped", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
-                        {"required", {"path", "entries", "bytes", "skipped"}}};
+  tool.output_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"path", {{"type", "string"}}},
+        {"entries", {{"type", "integer"}}},
+        {"bytes", {{"type", "integer"}}},
+        {"archive_path",
+         {{"type", "string"}, {"description", "where a linked (not embedded) tar.gz is kept"}}},
+        {"skipped", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
+      {"required", {"path", "entries", "bytes", "skipped"}}};
   tool.annotations = {{"title", tool.title}, {"readOnlyHint", true}, {"openWorldHint", false}};
   tool.handler = WithCellNote(
       [&env](const mcp::Json& json, mcp::Context& ctx, std::string& note) -> mcp::ToolResult {

@@ -121,8 +121,7 @@ struct Target {
   std::string cell_id;  // the session's cell now
 };
 
-mcp::ToolResult List(ProcessTable& table, const std::string& key,
-                     const sandbox::CellLease& lease) {
+mcp::ToolResult List(ProcessTable& table, const std::string& key, const sandbox::CellLease& lease) {
   mcp::Json items = mcp::Json::array();
   std::string text;
   for (const auto& p : table.List(key)) {
@@ -162,10 +161,9 @@ mcp::ToolResult OutputResult(const ToolEnv& env, const mcp::Context& ctx, const 
   j["truncated"] = window->left_out > 0;
   result.structured_content = std::move(j);
   // All of it, to open with resources/read in byte windows (workspace_resources.h).
-  result.content.push_back(WorkspaceResourceLink(t.process->output_path, "text/plain",
-                                                 window->file_size,
-                                                 "all output of background process " +
-                                                     t.process->id + " so far"));
+  result.content.push_back(
+      WorkspaceResourceLink(t.process->output_path, "text/plain", window->file_size,
+                            "all output of background process " + t.process->id + " so far"));
   return result;
 }
 

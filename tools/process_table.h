@@ -46,11 +46,11 @@ inline constexpr size_t kMaxEndedProcesses = 32;
 inline constexpr const char* kProcessOutputDir = "/workspace/.mcpcell/processes";
 
 struct BackgroundProcess {
-  std::string id;       // "p1", "p2", ... in the order the session started them
+  std::string id;                   // "p1", "p2", ... in the order the session started them
   std::string session_key, tenant;  // whose (the audit trail's exec.end)
-  std::string kind;     // "command" (run_command) or "python" (the python tool)
-  std::string command;  // what was run, for list
-  std::string cell_id;  // the cell it runs in
+  std::string kind;                 // "command" (run_command) or "python" (the python tool)
+  std::string command;              // what was run, for list
+  std::string cell_id;              // the cell it runs in
   std::string output_path;
   std::chrono::system_clock::time_point started_at;
   std::shared_ptr<sandbox::DetachedExec> exec;

@@ -42,7 +42,7 @@ Result<uint64_t> CheckInsideWorkspace(const sandbox::CellLease& lease, const std
     auto st = lease.Stat(prefix, /*follow_symlinks=*/false);
     if (!st) {
       int code = st.error().err == ENOENT || st.error().err == ENOTDIR ? mcp::kResourceNotFound
-                                                                         : mcp::kInternalError;
+                                                                       : mcp::kInternalError;
       throw mcp::RpcException(code, uri + ": " + st.error().message, {{"uri", uri}});
     }
     if (st->type == FileType::kSymlink)
@@ -84,8 +84,9 @@ std::vector<mcp::ResourceContents> ReadWindow(const ToolEnv& env, mcp::Context& 
                                               const std::string& uri) {
   if (!MayReadWorkspace(env, ctx))
     throw mcp::RpcException(mcp::kInvalidParams,
-                            uri + ": this session's policy does not enable read_file "
-                                  "(tools.enabled), which workspace resources need",
+                            uri +
+                                ": this session's policy does not enable read_file "
+                                "(tools.enabled), which workspace resources need",
                             {{"uri", uri}});
   auto window = ParseWorkspaceUri(uri, env.config.max_read_bytes);
   if (!window) throw mcp::RpcException(mcp::kInvalidParams, window.error().message, {{"uri", uri}});
@@ -96,16 +97,14 @@ std::vector<mcp::ResourceContents> ReadWindow(const ToolEnv& env, mcp::Context& 
   if (window->offset > size)
     throw mcp::RpcException(mcp::kInvalidParams,
                             uri + ": offset " + std::to_string(window->offset) +
-                                " is past the end; the file has " + std::to_string(size) +
-                                " bytes",
+                                " is past the end; the file has " + std::to_string(size) + " bytes",
                             {{"uri", uri}});
   auto read = lease.ReadFileRange(window->path, window->offset, window->length);
   mcp::ToolResult audited;  // what AuditFileCall reads: ok/error and the bytes
   if (!read) {
     audited.is_error = true;
     AuditFileCall(env, ctx, "read", window->path, audited, "bytes");
-    throw mcp::RpcException(mcp::kInternalError, uri + ": " + read.error().message,
-                            {{"uri", uri}});
+    throw mcp::RpcException(mcp::kInternalError, uri + ": " + read.error().message, {{"uri", uri}});
   }
   const bool at_end = window->offset + read->data.size() >= read->file_size;
   mcp::ResourceContents c;
@@ -140,8 +139,8 @@ WorkspaceResources(const ToolEnv& env) {
     DirLister list = [&](const std::string& dir) { return lease->ListDir(dir, max_entries); };
     auto files = ListWorkspacePage(list, cursor, limit);
     if (!files) {
-      int code = files.error().message.rfind("cursor", 0) == 0 ? mcp::kInvalidParams
-                                                               : mcp::kInternalError;
+      int code =
+          files.error().message.rfind("cursor", 0) == 0 ? mcp::kInvalidParams : mcp::kInternalError;
       throw mcp::RpcException(code, "resources/list of the workspace: " + files.error().message);
     }
     for (const WorkspaceFile& f : files->files) {

@@ -37,8 +37,7 @@ Result<std::vector<std::string>> Segments(std::string_view rel, const std::strin
     size_t slash = rel.find('/', pos);
     if (slash == std::string_view::npos) slash = rel.size();
     std::string seg(rel.substr(pos, slash - pos));
-    if (seg.empty())
-      return Error::Msg(what + ": empty path segment (a doubled or trailing '/')");
+    if (seg.empty()) return Error::Msg(what + ": empty path segment (a doubled or trailing '/')");
     if (seg == "." || seg == "..")
       return Error::Msg(what + ": \"" + seg +
                         "\" segments are refused: a resource names a file inside /workspace");
@@ -94,8 +93,7 @@ class WorkspaceWalk {
           // The cursor's own entry; a directory on its way is walked past the cursor's rest.
           if (e.stat.type == FileType::kDirectory && index + 1 < after->size() &&
               depth + 1 < kMaxListedDepth) {
-            if (Status st = Walk(JoinRel(rel, e.name), depth + 1, after, index + 1); !st)
-              return st;
+            if (Status st = Walk(JoinRel(rel, e.name), depth + 1, after, index + 1); !st) return st;
             if (stopped_) return {};
           }
           continue;
@@ -221,30 +219,46 @@ std::string WindowUri(const WorkspaceWindow& window, uint64_t read, uint64_t fil
 
 std::string GuessMimeType(std::string_view name) {
   static const std::pair<const char*, const char*> kTypes[] = {
-      {".txt", "text/plain"},         {".log", "text/plain"},
-      {".stdout", "text/plain"},      {".stderr", "text/plain"},
-      {".md", "text/markdown"},       {".csv", "text/csv"},
-      {".html", "text/html"},         {".css", "text/css"},
-      {".xml", "application/xml"},   {".json", "application/json"},
-      {".yaml", "application/yaml"},  {".yml", "application/yaml"},
-      {".toml", "application/toml"},  {".py", "text/x-python"},
-      {".js", "text/javascript"},     {".mjs", "text/javascript"},
-      {".ts", "text/x-typescript"},   {".sh", "text/x-shellscript"},
-      {".c", "text/x-c"},             {".h", "text/x-c"},
-      {".cc", "text/x-c++"},          {".cpp", "text/x-c++"},
-      {".png", "image/png"},          {".jpg", "image/jpeg"},
-      {".jpeg", "image/jpeg"},        {".gif", "image/gif"},
-      {".webp", "image/webp"},        {".svg", "image/svg+xml"},
-      {".pdf", "application/pdf"},    {".zip", "application/zip"},
-      {".gz", "application/gzip"},    {".tgz", "application/gzip"},
-      {".tar", "application/x-tar"},  {".zst", "application/zstd"},
+      {".txt", "text/plain"},
+      {".log", "text/plain"},
+      {".stdout", "text/plain"},
+      {".stderr", "text/plain"},
+      {".md", "text/markdown"},
+      {".csv", "text/csv"},
+      {".html", "text/html"},
+      {".css", "text/css"},
+      {".xml", "application/xml"},
+      {".json", "application/json"},
+      {".yaml", "application/yaml"},
+      {".yml", "application/yaml"},
+      {".toml", "application/toml"},
+      {".py", "text/x-python"},
+      {".js", "text/javascript"},
+      {".mjs", "text/javascript"},
+      {".ts", "text/x-typescript"},
+      {".sh", "text/x-shellscript"},
+      {".c", "text/x-c"},
+      {".h", "text/x-c"},
+      {".cc", "text/x-c++"},
+      {".cpp", "text/x-c++"},
+      {".png", "image/png"},
+      {".jpg", "image/jpeg"},
+      {".jpeg", "image/jpeg"},
+      {".gif", "image/gif"},
+      {".webp", "image/webp"},
+      {".svg", "image/svg+xml"},
+      {".pdf", "application/pdf"},
+      {".zip", "application/zip"},
+      {".gz", "application/gzip"},
+      {".tgz", "application/gzip"},
+      {".tar", "application/x-tar"},
+      {".zst", "application/zstd"},
   };
   const size_t dot = name.rfind('.');
   if (dot != std::string_view::npos && name.find('/', dot) == std::string_view::npos) {
     std::string ext(name.substr(dot));
-    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) {
-      return static_cast<char>(std::tolower(c));
-    });
+    std::transform(ext.begin(), ext.end(), ext.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     for (const auto& [suffix, type] : kTypes)
       if (ext == suffix) return type;
   }

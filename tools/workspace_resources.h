@@ -77,7 +77,8 @@ struct WorkspacePage {
   std::vector<WorkspaceFile> files;
   std::string next_cursor;  // "" = no more
 };
-using DirLister = std::function<Result<std::vector<sandbox::control::DirEntry>>(const std::string&)>;
+using DirLister =
+    std::function<Result<std::vector<sandbox::control::DirEntry>>(const std::string&)>;
 Result<WorkspacePage> ListWorkspacePage(const DirLister& list, const std::string& cursor,
                                         size_t limit);
 

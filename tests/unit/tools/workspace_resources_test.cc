@@ -67,8 +67,7 @@ TEST(WorkspaceUri, RefusesWhatLeavesTheWorkspaceOrIsMalformed) {
   for (const auto& [uri, want] : cases) {
     auto w = ParseWorkspaceUri(uri, 1000);
     ASSERT_FALSE(w.ok()) << uri << " was accepted as " << w->path;
-    EXPECT_NE(w.error().message.find(want), std::string::npos)
-        << uri << ": " << w.error().message;
+    EXPECT_NE(w.error().message.find(want), std::string::npos) << uri << ": " << w.error().message;
     EXPECT_EQ(w.error().message.rfind(uri, 0), 0u) << "names the uri: " << w.error().message;
   }
 }
@@ -163,8 +162,7 @@ TEST(WorkspacePages, ListEveryRegularFileOnceInDepthFirstNameOrder) {
   tree.Link("/workspace/link-to-etc");
   tree.File("/workspace/c");
   const std::vector<std::string> want = {"/workspace/.mcpcell/run.stdout", "/workspace/a/b/c.txt",
-                                         "/workspace/a/z.txt", "/workspace/b.txt",
-                                         "/workspace/c"};
+                                         "/workspace/a/z.txt", "/workspace/b.txt", "/workspace/c"};
   for (size_t limit : {1, 2, 3, 100}) {
     size_t pages = 0;
     EXPECT_EQ(AllPages(tree, limit, &pages), want) << "limit " << limit;
@@ -177,7 +175,8 @@ TEST(WorkspacePages, ListEveryRegularFileOnceInDepthFirstNameOrder) {
 
 TEST(WorkspacePages, ACursorStaysRightWhileFilesComeAndGo) {
   FakeTree tree;
-  for (const char* f : {"a1", "a2", "a3", "a4", "a5", "a6"}) tree.File(std::string("/workspace/d/") + f);
+  for (const char* f : {"a1", "a2", "a3", "a4", "a5", "a6"})
+    tree.File(std::string("/workspace/d/") + f);
   auto first = ListWorkspacePage(tree.Lister(), "", 2);
   ASSERT_TRUE(first.ok());
   ASSERT_EQ(first->next_cursor, "d/a2");
@@ -190,8 +189,8 @@ TEST(WorkspacePages, ACursorStaysRightWhileFilesComeAndGo) {
   ASSERT_TRUE(second.ok());
   std::vector<std::string> names;
   for (const auto& f : second->files) names.push_back(f.path);
-  EXPECT_EQ(names, (std::vector<std::string>{"/workspace/d/a3", "/workspace/d/a35",
-                                             "/workspace/d/a4"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"/workspace/d/a3", "/workspace/d/a35", "/workspace/d/a4"}));
 }
 
 TEST(WorkspacePages, StopDescendingAtTheDepthBound) {
