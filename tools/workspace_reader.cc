@@ -8,6 +8,7 @@
 #include "base/utf8.h"
 #include "sandbox/cell_channel.h"
 #include "tools/audit_events.h"
+#include "tools/redaction.h"
 #include "tools/workspace_resources.h"
 
 namespace mcpcell::tools {
@@ -109,14 +110,19 @@ std::vector<mcp::ResourceContents> ReadWindow(const ToolEnv& env, mcp::Context& 
   const bool at_end = window->offset + read->data.size() >= read->file_size;
   mcp::ResourceContents c;
   c.mime_type = GuessMimeType(window->path);
-  if (auto text = TextLength(read->data, at_end)) {
-    read->data.resize(*text);
+  const std::optional<size_t> text = TextLength(read->data, at_end);
+  if (text) read->data.resize(*text);
+  const uint64_t n = read->data.size();  // the window's bytes in the file, before redaction
+  // The session's secret values never leave as they are (tools/redaction.h), as in every
+  // tool result: redacted in the raw bytes, so a blob stays valid base64.
+  if (auto redactor = MakeRedactor(env.secret_values, ctx.session().id()))
+    read->data = redactor->Redact(read->data);
+  if (text) {
     c.text = std::move(read->data);
     if (c.mime_type == "application/octet-stream") c.mime_type = "text/plain";
   } else {
     c.blob = Base64Encode(read->data);
   }
-  const uint64_t n = c.text ? c.text->size() : read->data.size();
   c.uri = WindowUri(*window, n, read->file_size);
   audited.structured_content = {{"bytes", n}};
   AuditFileCall(env, ctx, "read", window->path, audited, "bytes");
