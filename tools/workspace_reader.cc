@@ -23,6 +23,12 @@ bool MayReadWorkspace(const ToolEnv& env, const mcp::Context& ctx) {
   return env.ConfigFor(tenant) && env.ToolEnabled(tenant, "read_file");
 }
 
+// An RPC error; its text made valid UTF-8 (a decoded path or a listed name may be any bytes,
+// and JSON text may not).
+mcp::RpcException Refusal(int code, const std::string& message, mcp::Json data = nullptr) {
+  return mcp::RpcException(code, ToValidUtf8(message), std::move(data));
+}
+
 // The first text of an isError tool result (AcquireCell's refusal), for an RPC error.
 std::string ErrorText(const mcp::ToolResult& r) {
   if (r.content.is_array() && !r.content.empty() && r.content[0].contains("text"))
@@ -44,28 +50,28 @@ Result<uint64_t> CheckInsideWorkspace(const sandbox::CellLease& lease, const std
     if (!st) {
       int code = st.error().err == ENOENT || st.error().err == ENOTDIR ? mcp::kResourceNotFound
                                                                        : mcp::kInternalError;
-      throw mcp::RpcException(code, uri + ": " + st.error().message, {{"uri", uri}});
+      throw Refusal(code, uri + ": " + st.error().message, {{"uri", uri}});
     }
     if (st->type == FileType::kSymlink)
-      throw mcp::RpcException(mcp::kInvalidParams,
-                              uri + ": " + prefix +
-                                  " is a symlink; a workspace resource is read without following "
-                                  "links, so it cannot leave /workspace (read the target's own "
-                                  "path, or use read_file)",
-                              {{"uri", uri}});
+      throw Refusal(mcp::kInvalidParams,
+                    uri + ": " + prefix +
+                        " is a symlink; a workspace resource is read without following "
+                        "links, so it cannot leave /workspace (read the target's own "
+                        "path, or use read_file)",
+                    {{"uri", uri}});
     if (slash == std::string::npos) {
       if (st->type != FileType::kRegular)
-        throw mcp::RpcException(mcp::kInvalidParams,
-                                uri + ": not a regular file" +
-                                    (st->type == FileType::kDirectory
-                                         ? " but a directory (resources/list lists its files)"
-                                         : ""),
-                                {{"uri", uri}});
+        throw Refusal(mcp::kInvalidParams,
+                      uri + ": not a regular file" +
+                          (st->type == FileType::kDirectory
+                               ? " but a directory (resources/list lists its files)"
+                               : ""),
+                      {{"uri", uri}});
       return st->size;
     }
     if (st->type != FileType::kDirectory)
-      throw mcp::RpcException(mcp::kResourceNotFound, uri + ": " + prefix + " is not a directory",
-                              {{"uri", uri}});
+      throw Refusal(mcp::kResourceNotFound, uri + ": " + prefix + " is not a directory",
+                    {{"uri", uri}});
     pos = slash + 1;
   }
 }
@@ -84,28 +90,28 @@ std::optional<size_t> TextLength(std::string_view data, bool at_file_end) {
 std::vector<mcp::ResourceContents> ReadWindow(const ToolEnv& env, mcp::Context& ctx,
                                               const std::string& uri) {
   if (!MayReadWorkspace(env, ctx))
-    throw mcp::RpcException(mcp::kInvalidParams,
-                            uri +
-                                ": this session's policy does not enable read_file "
-                                "(tools.enabled), which workspace resources need",
-                            {{"uri", uri}});
+    throw Refusal(mcp::kInvalidParams,
+                  uri +
+                      ": this session's policy does not enable read_file "
+                      "(tools.enabled), which workspace resources need",
+                  {{"uri", uri}});
   auto window = ParseWorkspaceUri(uri, env.config.max_read_bytes);
-  if (!window) throw mcp::RpcException(mcp::kInvalidParams, window.error().message, {{"uri", uri}});
+  if (!window) throw Refusal(mcp::kInvalidParams, window.error().message, {{"uri", uri}});
   LeaseOrError acquired = AcquireCell(env, ctx);
-  if (!acquired.lease) throw mcp::RpcException(mcp::kInternalError, ErrorText(acquired.error));
+  if (!acquired.lease) throw Refusal(mcp::kInternalError, ErrorText(acquired.error));
   const sandbox::CellLease& lease = *acquired.lease;
   const uint64_t size = CheckInsideWorkspace(lease, uri, window->path);
   if (window->offset > size)
-    throw mcp::RpcException(mcp::kInvalidParams,
-                            uri + ": offset " + std::to_string(window->offset) +
-                                " is past the end; the file has " + std::to_string(size) + " bytes",
-                            {{"uri", uri}});
+    throw Refusal(mcp::kInvalidParams,
+                  uri + ": offset " + std::to_string(window->offset) +
+                      " is past the end; the file has " + std::to_string(size) + " bytes",
+                  {{"uri", uri}});
   auto read = lease.ReadFileRange(window->path, window->offset, window->length);
   mcp::ToolResult audited;  // what AuditFileCall reads: ok/error and the bytes
   if (!read) {
     audited.is_error = true;
     AuditFileCall(env, ctx, "read", window->path, audited, "bytes");
-    throw mcp::RpcException(mcp::kInternalError, uri + ": " + read.error().message, {{"uri", uri}});
+    throw Refusal(mcp::kInternalError, uri + ": " + read.error().message, {{"uri", uri}});
   }
   const bool at_end = window->offset + read->data.size() >= read->file_size;
   mcp::ResourceContents c;
@@ -147,13 +153,15 @@ WorkspaceResources(const ToolEnv& env) {
     if (!files) {
       int code =
           files.error().message.rfind("cursor", 0) == 0 ? mcp::kInvalidParams : mcp::kInternalError;
-      throw mcp::RpcException(code, "resources/list of the workspace: " + files.error().message);
+      throw Refusal(code, "resources/list of the workspace: " + files.error().message);
     }
     for (const WorkspaceFile& f : files->files) {
-      page.resources.push_back({.uri = WorkspaceUri(f.path),
-                                .name = f.path.substr(std::string("/workspace/").size()),
-                                .mime_type = GuessMimeType(f.path),
-                                .size = static_cast<int64_t>(f.size)});
+      page.resources.push_back(
+          {.uri = WorkspaceUri(f.path),
+           // A name may hold any bytes; JSON text must be UTF-8 (the uri is exact).
+           .name = ToValidUtf8(f.path.substr(std::string("/workspace/").size())),
+           .mime_type = GuessMimeType(f.path),
+           .size = static_cast<int64_t>(f.size)});
     }
     page.next_cursor = std::move(files->next_cursor);
     return page;
