@@ -5,6 +5,7 @@
 // (a hang-up without a report: the program was lost with its cell).
 #include "tools/process_table.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
