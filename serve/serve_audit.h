@@ -178,9 +178,9 @@ class ServeAudit {
   std::map<std::string, DestroyingCell> destroying_;  // by cell id
   bool shutting_down_ = false;
   bool closed_ = false;
-  std::function<void(const std::string&, const std::string&)> on_session_ending_;  // under mu_
   std::condition_variable wake_;
   std::thread usage_thread_;
+  std::function<void(const std::string&, const std::string&)> on_session_ending_;  // under mu_
 };
 
 }  // namespace mcpcell::serve

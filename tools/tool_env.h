@@ -101,9 +101,6 @@ struct ToolEnv {
   // The sessions' snapshots (snapshots_view.h): the snapshot_* tools. nullptr: those tools
   // are not registered.
   SnapshotsView* snapshots = nullptr;
-  // The sessions' background processes and python interpreters (process_table.h), owned
-  // by the sessions' state (serve/session_state.h). nullptr: no background processes.
-  ProcessTable* processes = nullptr;
   // The audit trail (audit/trail.h, tools/audit_events.h): exec and file events. nullptr:
   // no auditing (tool unit tests).
   audit::Trail* audit = nullptr;
@@ -122,6 +119,9 @@ struct ToolEnv {
   std::function<void(const mcp::Session&, const std::string& tool, bool is_error,
                      std::chrono::nanoseconds took)>
       on_call_done;
+  // The sessions' background processes and python interpreters (process_table.h), owned
+  // by the sessions' state (serve/session_state.h). nullptr: no background processes.
+  ProcessTable* processes = nullptr;
 
   // The config of the sessions of `tenant` ("" = `config`); nullptr for a tenant that has
   // none (its sessions get no tools and no cell).

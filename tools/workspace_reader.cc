@@ -40,8 +40,8 @@ std::string ErrorText(const mcp::ToolResult& r) {
 // directory (a symlink could point anywhere in the cell) and the file a regular file. The
 // cell's own files are the sandbox user's anyway (run_command reads them): this keeps the
 // resource names honest, and a swap between check and read reaches nothing more.
-Result<uint64_t> CheckInsideWorkspace(const sandbox::CellLease& lease, const std::string& uri,
-                                      const std::string& path) {
+uint64_t CheckInsideWorkspace(const sandbox::CellLease& lease, const std::string& uri,
+                              const std::string& path) {
   size_t pos = std::string("/workspace/").size();
   while (true) {
     const size_t slash = path.find('/', pos);

@@ -202,7 +202,11 @@ TEST(WorkspacePages, StopDescendingAtTheDepthBound) {
   }
   std::vector<std::string> seen = AllPages(tree, 100);
   EXPECT_EQ(seen.size(), kMaxListedDepth - 1);
-  EXPECT_EQ(seen.front(), "/workspace/d0/f");
+  // Depth-first in name order: "d1" comes before "f", so the deepest listed comes first.
+  EXPECT_EQ(seen.back(), "/workspace/d0/f");
+  EXPECT_EQ(seen.front().size(), std::string("/workspace/f").size() +
+                                     std::string("d0/d1/d2/d3/d4/d5/d6/d7/d8/d9/").size() +
+                                     std::string("d10/d11/d12/d13/d14/").size());
 }
 
 TEST(WorkspacePages, ManyDirectoriesArePagedWithinTheListingBound) {
