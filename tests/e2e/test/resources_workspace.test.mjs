@@ -7,7 +7,7 @@
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -48,10 +48,14 @@ describe('workspace resources and resource links (stdio)', () => {
   let s;
   before(async () => {
     stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-resources-e2e-'));
+    // The full toolset: download_archive too.
+    const policy = path.join(stateDir, 'full.toml');
+    writeFileSync(policy, 'name = "resources-full"\n[tools]\ntoolset = "full"\n');
     s = await connect({
       binaryName: 'mcpcell',
-      args: ['serve', '--state-dir', stateDir, '--warm-cells', '0'],
+      args: ['serve', '--state-dir', stateDir, '--warm-cells', '0', '--policy', policy],
     });
+    await s.client.listTools();  // so the SDK checks structuredContent against outputSchema
   });
   after(async () => {
     await s?.close();
