@@ -76,34 +76,6 @@ uint64_t CheckInsideWorkspace(const sandbox::CellLease& lease, const std::string
   }
 }
 
-// How many bytes at the end of `data` are a UTF-8 character cut short (a lead byte whose
-// continuation bytes are not all there); 0 when none.
-size_t CutCharacterBytes(std::string_view data) {
-  for (size_t back = 1; back <= 3 && back <= data.size(); ++back) {
-    const auto c = static_cast<unsigned char>(data[data.size() - back]);
-    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    return need > back ? back : 0;
-  }
-  return 0;
-}
-
-// Types that are bytes whatever their first bytes look like.
-bool BinaryMimeType(const std::string& mime) {
-  return mime.rfind("image/", 0) == 0 || mime == "application/gzip" || mime == "application/zip" ||
-         mime == "application/zstd" || mime == "application/x-tar" || mime == "application/pdf";
-}
-
-// A window's bytes as text when they are UTF-8 without NULs; a character cut by the
-// window's end (not the file's) is left for the next window. nullopt: a blob.
-std::optional<size_t> TextLength(std::string_view data, bool at_file_end) {
-  const size_t cut = at_file_end ? 0 : CutCharacterBytes(data);
-  std::string_view part = data.substr(0, data.size() - cut);
-  if (cut == data.size() && cut > 0) return std::nullopt;  // nothing but a cut character
-  if (part.find('\0') == std::string_view::npos && ToValidUtf8(part) == part) return part.size();
-  return std::nullopt;
-}
-
 std::vector<mcp::ResourceContents> ReadWindow(const ToolEnv& env, mcp::Context& ctx,
                                               const std::string& uri) {
   if (!MayReadWorkspace(env, ctx))
@@ -133,8 +105,7 @@ std::vector<mcp::ResourceContents> ReadWindow(const ToolEnv& env, mcp::Context& 
   const bool at_end = window->offset + read->data.size() >= read->file_size;
   mcp::ResourceContents c;
   c.mime_type = GuessMimeType(window->path);
-  const std::optional<size_t> text =
-      BinaryMimeType(c.mime_type) ? std::nullopt : TextLength(read->data, at_end);
+  const std::optional<size_t> text = WindowTextLength(read->data, at_end, c.mime_type);
   if (text) read->data.resize(*text);
   const uint64_t n = read->data.size();  // the window's bytes in the file, before redaction
   // The session's secret values never leave as they are (tools/redaction.h), as in every

@@ -137,7 +137,35 @@ class WorkspaceWalk {
   WorkspacePage page_;
 };
 
+// How many bytes at the end of `data` are a UTF-8 character cut short (a lead byte whose
+// continuation bytes are not all there); 0 when none.
+size_t CutCharacterBytes(std::string_view data) {
+  for (size_t back = 1; back <= 3 && back <= data.size(); ++back) {
+    const auto c = static_cast<unsigned char>(data[data.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    return need > back ? back : 0;
+  }
+  return 0;
+}
+
+// Types that are bytes whatever their first bytes look like.
+bool BinaryMimeType(const std::string& mime) {
+  return mime.rfind("image/", 0) == 0 || mime == "application/gzip" || mime == "application/zip" ||
+         mime == "application/zstd" || mime == "application/x-tar" || mime == "application/pdf";
+}
+
 }  // namespace
+
+std::optional<size_t> WindowTextLength(std::string_view data, bool at_file_end,
+                                       const std::string& mime_type) {
+  if (BinaryMimeType(mime_type)) return std::nullopt;
+  const size_t cut = at_file_end ? 0 : CutCharacterBytes(data);
+  std::string_view part = data.substr(0, data.size() - cut);
+  if (cut == data.size() && cut > 0) return std::nullopt;  // nothing but a cut character
+  if (part.find('\0') == std::string_view::npos && ToValidUtf8(part) == part) return part.size();
+  return std::nullopt;
+}
 
 std::string WorkspaceUri(std::string_view path) {
   std::string out = kWorkspaceUriPrefix;

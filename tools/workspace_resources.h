@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,13 @@ Result<WorkspaceWindow> ParseWorkspaceUri(const std::string& uri, uint64_t max_l
 
 // The uri a read answers with: the window read and the file's size.
 std::string WindowUri(const WorkspaceWindow& window, uint64_t read, uint64_t file_size);
+
+// How many bytes of a window go out as text: all of `data` when it is UTF-8 without NUL
+// bytes, less a character cut short by the window's end (left for the next window) unless
+// the window ends the file; nullopt for a blob (also for types that are bytes whatever they
+// hold: images, archives, PDF).
+std::optional<size_t> WindowTextLength(std::string_view data, bool at_file_end,
+                                       const std::string& mime_type);
 
 // A MIME type for a file name (by extension; application/octet-stream when unknown).
 std::string GuessMimeType(std::string_view name);

@@ -81,6 +81,24 @@ TEST(WorkspaceUri, GuessesMimeTypesByExtension) {
   EXPECT_EQ(GuessMimeType("/workspace/v1.2/README"), "application/octet-stream");
 }
 
+TEST(WorkspaceWindows, TextUnlessNulOrInvalidUtf8AndACutCharacterWaitsForTheNextWindow) {
+  EXPECT_EQ(WindowTextLength("hello", false, "text/plain"), 5u);
+  EXPECT_EQ(WindowTextLength("", true, "text/plain"), 0u);
+  // "é" is C3 A9: a window ending after C3 leaves it for the next window...
+  EXPECT_EQ(WindowTextLength("caf\xC3", false, "text/plain"), 3u);
+  // ... a three-byte character cut after two bytes too ("€" is E2 82 AC) ...
+  EXPECT_EQ(WindowTextLength("x\xE2\x82", false, "text/plain"), 1u);
+  // ... but at the file's end the bytes are what they are: a blob.
+  EXPECT_EQ(WindowTextLength("caf\xC3", true, "text/plain"), std::nullopt);
+  // A stray continuation byte is not a cut character (gzip's 1F 8B).
+  EXPECT_EQ(WindowTextLength("\x1F\x8B", false, "application/octet-stream"), std::nullopt);
+  EXPECT_EQ(WindowTextLength(std::string("a\0b", 3), false, "text/plain"), std::nullopt);
+  EXPECT_EQ(WindowTextLength("\xC3", false, "text/plain"), std::nullopt);
+  // Types that are bytes stay blobs even when their bytes read as text.
+  EXPECT_EQ(WindowTextLength("GIF89a", false, "image/gif"), std::nullopt);
+  EXPECT_EQ(WindowTextLength("abc", false, "application/gzip"), std::nullopt);
+}
+
 TEST(WorkspaceResourceLinkItem, CarriesUriNameMimeTypeAndSize) {
   mcp::Json link = WorkspaceResourceLink("/workspace/.mcpcell/a b.stdout", "text/plain", 42, "why");
   EXPECT_EQ(link, (mcp::Json{{"type", "resource_link"},
