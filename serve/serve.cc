@@ -40,6 +40,7 @@
 #include "serve/workspace_leases.h"
 #include "tools/cell_tools.h"
 #include "tools/client_log.h"
+#include "tools/workspace_resources.h"
 
 namespace mcpcell::serve {
 namespace {
@@ -404,6 +405,7 @@ mcp::ServerOptions McpServerOptions(const ServeOptions& opts, const ToolEnv& env
   server_options.instructions = Instructions(opts.effective);
   server_options.tool_filter = ServerToolFilter(env);
   server_options.tool_listed = ServerToolListed(env);
+  server_options.session_resources = tools::WorkspaceResources(env);  // the cell's files
   std::map<std::string, std::string> tenant_instructions;
   for (const auto& [name, tenant_policy] : opts.tenant_policies) {
     tenant_instructions[name] = Instructions(tenant_policy);
@@ -562,6 +564,10 @@ int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& c
     std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
     return 2;
   }
+  if (mcp::Status st = server.AddResourceTemplate(tools::MakeWorkspaceResourceTemplate(env)); !st) {
+    std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
+    return 2;
+  }
   int rc = ServeUntilStopped(server, resume, opts, audit, ops);
   ops.admin->AttachServer(nullptr);
   server.Shutdown();
@@ -641,6 +647,7 @@ int RunServe(const ServeOptions& opts) {
   auto env = MakeToolEnv(opts, *skeleton, *cells, **egress, **audit, workspaces);
   if (!env) return Refuse(env.error());
   env->snapshots = &state;
+  env->processes = &state.processes();  // the sessions' background processes
   ConnectSecrets(*env, client_log, secrets, resume);
   ConnectOps(ops, opts, **audit, *cells, *env);
   ops.admin = std::make_shared<ServeAdminView>(ServeAdminViewOptions{

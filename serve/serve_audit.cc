@@ -256,7 +256,19 @@ std::string ServeAudit::SessionStarted(const mcp::Session& session) {
   return "";
 }
 
+void ServeAudit::SetSessionEnding(
+    std::function<void(const std::string& id, const std::string& why)> fn) {
+  std::lock_guard lock(mu_);
+  on_session_ending_ = std::move(fn);
+}
+
 void ServeAudit::SessionEnded(const std::string& session_id, const std::string& reason) {
+  std::function<void(const std::string&, const std::string&)> ending;
+  {
+    std::lock_guard lock(mu_);
+    ending = on_session_ending_;
+  }
+  if (ending) ending(session_id, reason);  // its records (exec.end) come first
   OpenSession ended;
   {
     std::lock_guard lock(mu_);

@@ -41,6 +41,11 @@
 #include "serve/workspaces.h"
 #include "tools/usage_meter.h"
 
+namespace mcpcell::tools {
+struct BackgroundProcess;  // tools/process_table.h
+struct ProcessState;
+}  // namespace mcpcell::tools
+
 namespace mcpcell::serve {
 
 // session.end's reason for an HTTP session's close reason (mcp::HttpOptions::
@@ -85,8 +90,16 @@ class ServeAudit {
   // mcp::ServerOptions hooks. SessionStarted returns a refusal ("" = accepted) while the
   // trail is unhealthy and [audit] required = true.
   std::string SessionStarted(const mcp::Session& session);
-  // Writes session.end once per session (later calls for the same id do nothing).
+  // Writes session.end once per session (later calls for the same id do nothing), after
+  // the session-ending hook (SetSessionEnding) ended what the session held.
   void SessionEnded(const std::string& session_id, const std::string& reason);
+  // Runs at the start of each SessionEnded, outside the audit's lock (serve/session_state.h
+  // ends the session's background processes: their exec.end precede its session.end).
+  // Set before the first session; nullptr clears it.
+  void SetSessionEnding(std::function<void(const std::string& id, const std::string& why)> fn);
+  // A background process's end (tools/process_table.h's end listener): exec.end with
+  // background=true and its exit, signal, or how it was stopped (serve_audit_state.cc).
+  void BackgroundExecEnded(const tools::BackgroundProcess& p, const tools::ProcessState& s);
   void ToolCall(const mcp::Session& session, const std::string& tool, bool refused);
   // Writes session.end with `reason` for every session still open (e.g. stdio sessions
   // whose close the MCP server has not reported yet when it returns).
@@ -167,6 +180,7 @@ class ServeAudit {
   bool closed_ = false;
   std::condition_variable wake_;
   std::thread usage_thread_;
+  std::function<void(const std::string&, const std::string&)> on_session_ending_;  // under mu_
 };
 
 }  // namespace mcpcell::serve

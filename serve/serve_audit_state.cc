@@ -1,9 +1,11 @@
-// ServeAudit's records of the sessions' filesystem state (serve_audit.h): snapshot.create,
+// ServeAudit's records of the sessions' state (serve_audit.h): snapshot.create,
 // snapshot.restore, snapshot.delete and session.hibernate. What a snapshot is (id, name,
-// digest, files, bytes), never what it holds. Apart from serve_audit.cc to keep its size.
+// digest, files, bytes), never what it holds. And exec.end of background processes (their
+// exit, never their output). Apart from serve_audit.cc to keep its size.
 #include <string>
 
 #include "serve/serve_audit.h"
+#include "tools/process_table.h"
 
 namespace mcpcell::serve {
 namespace {
@@ -40,6 +42,23 @@ void ServeAudit::SessionHibernated(const std::string& tenant, const std::string&
   nlohmann::json fields = SnapshotFields(info);
   fields["frozen"] = frozen;
   Append("session.hibernate", tenant, session_key, cell_id, fields);
+}
+
+void ServeAudit::BackgroundExecEnded(const tools::BackgroundProcess& p,
+                                     const tools::ProcessState& s) {
+  const auto ran = std::chrono::system_clock::now() - p.started_at;
+  nlohmann::json fields = {
+      {"tool", p.kind == "python" ? "python" : "run_command"},
+      {"background", true},
+      {"process_id", p.id},
+      {"state", s.state},  // exited, killed, stopped (lost with its cell)
+      {"exit_status", s.state == "exited" ? s.exit_code : -1},
+      {"signal", s.signal},
+      {"duration_ms", std::chrono::duration_cast<std::chrono::milliseconds>(ran).count()},
+      {"cpu_ms", s.cpu_ms},
+      {"peak_memory_bytes", s.peak_memory_bytes}};
+  if (s.state == "stopped") fields["reason"] = s.detail;
+  Append("exec.end", p.tenant, p.session_key, p.cell_id, fields);
 }
 
 }  // namespace mcpcell::serve

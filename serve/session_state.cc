@@ -40,7 +40,23 @@ std::vector<std::string> CaptureNotes(const sandbox::CaptureReport& report) {
 std::string StoreTenant(const std::string& tenant) { return tenant.empty() ? "default" : tenant; }
 
 SessionState::SessionState(SessionStateOptions options)
-    : options_(std::move(options)), store_(options_.state_dir + "/snapshots") {}
+    : options_(std::move(options)), store_(options_.state_dir + "/snapshots") {
+  if (!options_.audit) return;
+  ServeAudit* audit = options_.audit;
+  processes_.SetEndListener(
+      [audit](const tools::BackgroundProcess& p, const tools::ProcessState& s) {
+        audit->BackgroundExecEnded(p, s);
+      });
+  // A session's processes end with it, recorded before its session.end.
+  audit->SetSessionEnding(
+      [this](const std::string& id, const std::string& why) { processes_.EndSession(id, why); });
+}
+
+SessionState::~SessionState() {
+  // The cells are gone by now (they go before this): what is left ends with the server.
+  processes_.EndAll("server shutdown");
+  if (options_.audit) options_.audit->SetSessionEnding(nullptr);
+}
 
 const policies::Policy* SessionState::PolicyOf(const std::string& tenant) const {
   if (tenant.empty()) return options_.server_policy;

@@ -17,6 +17,10 @@
 //   session's files the same way on request (shutdown, an HTTP session's expiry), and
 //   ResumeOver makes a revived session's cells over them.
 //
+// - Processes: the sessions' background processes and python interpreters
+//   (tools::ProcessTable, ToolEnv::processes) are kept here and end with their session
+//   (ServeAudit's session-ending hook), each end written to the trail as exec.end.
+//
 // Tenants: a session's tenant ("" without one) names its cell profile; in the store the
 // tenantless sessions are tenant "default" (the `mcpcell snapshot` CLI's default).
 // Quota: the tenant's policy's [limits] snapshot_storage bounds its snapshots, and bounds
@@ -41,6 +45,7 @@
 #include "policies/policy.h"
 #include "sandbox/cell_session.h"
 #include "sandbox/snapshot_store.h"
+#include "tools/process_table.h"
 #include "tools/snapshots_view.h"
 
 namespace mcpcell::serve {
@@ -65,6 +70,9 @@ struct SessionStateOptions {
 class SessionState : public tools::SnapshotsView {
  public:
   explicit SessionState(SessionStateOptions options);
+  ~SessionState();
+  SessionState(const SessionState&) = delete;
+  SessionState& operator=(const SessionState&) = delete;
   // The sessions Create and Restore act on; before the first call.
   void Attach(sandbox::CellSessionManager* cells) { cells_ = cells; }
 
@@ -105,6 +113,8 @@ class SessionState : public tools::SnapshotsView {
   uint64_t QuotaBytes(const std::string& tenant) const;
 
   sandbox::SnapshotStore& store() { return store_; }
+  // The sessions' background processes and interpreters (ToolEnv::processes).
+  tools::ProcessTable& processes() { return processes_; }
 
  private:
   const policies::Policy* PolicyOf(const std::string& tenant) const;
@@ -147,6 +157,7 @@ class SessionState : public tools::SnapshotsView {
   std::mutex mu_;
   std::condition_variable unlocked_;
   std::set<std::string> busy_;  // snapshot ids held by a SnapshotLock, under mu_
+  tools::ProcessTable processes_;
 };
 
 // The tenant's name in the snapshot store ("" -> "default").

@@ -3,7 +3,9 @@
 // archive helper (sandbox/init/archive_tool.h), as the sandbox user under the cell's
 // limits, and read what it prints strictly (archive_report.h). Extraction refuses what
 // could leave the target directory or harm the cell (archive_unpack.h) and lists each
-// refusal; packing makes a tar.gz returned as an embedded resource.
+// refusal; packing makes a tar.gz returned as an embedded resource, or, over
+// kMaxEmbeddedArchiveBytes, written into the cell and returned as a resource_link
+// (workspace_resources.h) that the client reads in windows.
 #include <algorithm>
 #include <memory>
 #include <stop_token>
@@ -14,7 +16,9 @@
 #include "tools/audit_events.h"
 #include "tools/cell_note.h"
 #include "tools/cell_tools.h"
+#include "tools/exec_runner.h"
 #include "tools/tool_args.h"
+#include "tools/workspace_resources.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -25,6 +29,9 @@ constexpr const char* kHelper = "/proc/self/exe";
 constexpr size_t kMaxListedEntries = 1000;
 // The helper's report lines for a whole archive (limits.archive_entries lines at most).
 constexpr size_t kMaxReportBytes = 64ull << 20;
+// download_archive embeds a tar.gz up to this size; a larger one is kept in the cell and
+// linked, so a result stays small enough for clients that hold it in a model's context.
+constexpr size_t kMaxEmbeddedArchiveBytes = 1 << 20;
 
 std::string MiB(uint64_t bytes) {
   if (bytes < (1 << 20)) return std::to_string(bytes) + " bytes";
@@ -175,6 +182,32 @@ mcp::ToolResult UploadArchive(const ToolEnv& env, mcp::Context& ctx, const Uploa
   return UnpackResult(dir, *outcome);
 }
 
+// A tar.gz too large to embed, written under kOutputDir and returned as a resource_link.
+// Written in pieces: one control message carries at most a few MiB.
+mcp::ToolResult LinkedArchive(const sandbox::CellLease& lease, const std::string& dir,
+                              const std::string& tgz, const std::string& text,
+                              mcp::Json structured) {
+  constexpr size_t kPiece = 1 << 20;
+  const std::string path = std::string(kOutputDir) + "/download_archive-" + NewCallId() + ".tar.gz";
+  Status st = lease.Mkdir(kOutputDir, 0755, /*parents=*/true);
+  for (size_t at = 0; st && at < tgz.size(); at += kPiece)
+    st = lease.WriteFileAt(path, at, std::string_view(tgz).substr(at, kPiece), at == 0);
+  if (!st)
+    return SandboxError("download_archive " + dir, st.error(),
+                        "The tar.gz is over the " + MiB(kMaxEmbeddedArchiveBytes) +
+                            " that are embedded and could not be kept in the cell; " +
+                            WriteHint(st.error()));
+  mcp::ToolResult r = mcp::ToolResult::Text(
+      text + "; over the " + MiB(kMaxEmbeddedArchiveBytes) +
+      " that are embedded, so it is kept in the sandbox at " + path +
+      " and linked (resources/read it in windows, or remove the file when done).");
+  r.content.push_back(
+      WorkspaceResourceLink(path, "application/gzip", tgz.size(), "tar.gz of " + dir));
+  structured["archive_path"] = path;
+  r.structured_content = std::move(structured);
+  return r;
+}
+
 mcp::ToolResult DownloadArchive(const ToolEnv& env, mcp::Context& ctx,
                                 const DownloadArchiveArgs& args, std::string& note) {
   LeaseOrError acquired = AcquireCell(env, ctx);
@@ -205,16 +238,19 @@ mcp::ToolResult DownloadArchive(const ToolEnv& env, mcp::Context& ctx,
   if (outcome->skipped_count)
     text += "; skipped " + std::to_string(outcome->skipped_count) +
             " special files (FIFOs, sockets, devices)";
+  mcp::Json structured = {{"path", dir},
+                          {"entries", outcome->entries},
+                          {"bytes", tgz.size()},
+                          {"skipped", outcome->skipped}};
+  if (tgz.size() > kMaxEmbeddedArchiveBytes)
+    return LinkedArchive(*acquired.lease, dir, tgz, text, std::move(structured));
   mcp::ToolResult r = mcp::ToolResult::Text(text + ".");
   r.content.push_back({{"type", "resource"},
                        {"resource",
                         {{"uri", "cell://" + dir},
                          {"mimeType", "application/gzip"},
                          {"blob", Base64Encode(tgz)}}}});
-  r.structured_content = {{"path", dir},
-                          {"entries", outcome->entries},
-                          {"bytes", tgz.size()},
-                          {"skipped", outcome->skipped}};
+  r.structured_content = std::move(structured);
   return r;
 }
 
@@ -285,19 +321,25 @@ mcp::Tool MakeDownloadArchiveTool(const ToolEnv& env) {
   tool.title = "Pack a sandbox directory as tar.gz";
   tool.description =
       "Packs a directory of this session's sandbox (`path`, default /workspace) as tar.gz and "
-      "returns it as an embedded resource (application/gzip, base64 blob). Symlinks are kept "
-      "as symlinks; FIFOs, sockets and devices are skipped. Up to " +
+      "returns it as an embedded resource (application/gzip, base64 blob); over " +
+      MiB(kMaxEmbeddedArchiveBytes) +
+      " the tar.gz is kept in the sandbox under /workspace/.mcpcell and returned as a "
+      "resource_link (read it with resources/read in byte windows). Symlinks are kept as "
+      "symlinks; FIFOs, sockets and devices are skipped. Up to " +
       MiB(env.config.max_read_bytes) + " of tar.gz.";
   tool.input_schema = {{"type", "object"},
                        {"properties", {{"path", PathSchema()}}},
                        {"additionalProperties", false}};
-  tool.output_schema = {{"type", "object"},
-                        {"properties",
-                         {{"path", {{"type", "string"}}},
-                          {"entries", {{"type", "integer"}}},
-                          {"bytes", {{"type", "integer"}}},
-                          {"skipped", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
-                        {"required", {"path", "entries", "bytes", "skipped"}}};
+  tool.output_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"path", {{"type", "string"}}},
+        {"entries", {{"type", "integer"}}},
+        {"bytes", {{"type", "integer"}}},
+        {"archive_path",
+         {{"type", "string"}, {"description", "where a linked (not embedded) tar.gz is kept"}}},
+        {"skipped", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
+      {"required", {"path", "entries", "bytes", "skipped"}}};
   tool.annotations = {{"title", tool.title}, {"readOnlyHint", true}, {"openWorldHint", false}};
   tool.handler = WithCellNote(
       [&env](const mcp::Json& json, mcp::Context& ctx, std::string& note) -> mcp::ToolResult {

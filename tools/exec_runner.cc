@@ -14,6 +14,7 @@
 #include "tools/output_capture.h"
 #include "tools/progress_streamer.h"
 #include "tools/redaction.h"
+#include "tools/workspace_resources.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -50,6 +51,8 @@ class OutputSaver {
   const std::string& error() const { return error_; }
   // How much of the output the saved copy holds when it was capped (0: all of it).
   uint64_t capped_at() const { return cut_ ? kept_ : 0; }
+  // The saved file's size after Finish (its resource_link's size).
+  uint64_t saved_bytes() const { return written_; }
 
  private:
   static constexpr size_t kFlushBytes = 512 * 1024;
@@ -92,6 +95,7 @@ std::string HumanBytes(uint64_t b) {
 
 struct Rendered {
   std::string out, err, out_path, err_path;
+  uint64_t out_saved = 0, err_saved = 0;  // the saved files' sizes
   // The egress proxy's refusals during the call: clients such as `curl -f` or one whose
   // CONNECT was refused print only the status, so the reason is shown here.
   std::vector<std::string> egress_refusals;
@@ -167,8 +171,15 @@ mcp::ToolResult BuildResult(const ExecCall& call, const sandbox::ExecResult& r,
     for (const std::string& line : text.egress_refusals) head += line + "\n";
     s["egress_refusals"] = text.egress_refusals;
   }
-  (void)call;
   mcp::ToolResult result = mcp::ToolResult::Text(std::move(head));
+  // The saved copies as links a client can open (resources/read, in byte windows) without
+  // a tool call: workspace_resources.h.
+  if (!text.out_path.empty())
+    result.content.push_back(WorkspaceResourceLink(text.out_path, "text/plain", text.out_saved,
+                                                   "full stdout of this " + call.tool + " call"));
+  if (!text.err_path.empty())
+    result.content.push_back(WorkspaceResourceLink(text.err_path, "text/plain", text.err_saved,
+                                                   "full stderr of this " + call.tool + " call"));
   result.structured_content = std::move(s);
   result.is_error = is_error;
   return result;
@@ -348,6 +359,8 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   Rendered text;
   text.out_path = out_saver.Finish();
   text.err_path = err_saver.Finish();
+  text.out_saved = out_saver.saved_bytes();
+  text.err_saved = err_saver.saved_bytes();
   text.out = out.Render(text.out_path, out_saver.capped_at());
   text.err = err.Render(text.err_path, err_saver.capped_at());
   // The proxy reports a refusal before the program can read the answer: all are here.

@@ -14,6 +14,7 @@
 #include "tools/process_output.h"
 #include "tools/process_table.h"
 #include "tools/tool_args.h"
+#include "tools/workspace_resources.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -120,11 +121,11 @@ struct Target {
   std::string cell_id;  // the session's cell now
 };
 
-mcp::ToolResult List(const std::string& key, const sandbox::CellLease& lease) {
+mcp::ToolResult List(ProcessTable& table, const std::string& key, const sandbox::CellLease& lease) {
   mcp::Json items = mcp::Json::array();
   std::string text;
-  for (const auto& p : ProcessTable::Instance().List(key)) {
-    ProcessState s = InspectProcess(*p, lease.id());
+  for (const auto& p : table.List(key)) {
+    ProcessState s = table.Inspect(*p, lease.id());
     items.push_back(StateJson(*p, s));
     text += p->id + " [" + p->kind + "] " + s.detail + ": " +
             ToValidUtf8(p->command.substr(0, 200)) + "\n";
@@ -138,7 +139,7 @@ mcp::ToolResult List(const std::string& key, const sandbox::CellLease& lease) {
 mcp::ToolResult OutputResult(const ToolEnv& env, const mcp::Context& ctx, const Target& t,
                              const ProcessState& s, const sandbox::CellLease& lease,
                              std::optional<int64_t> cursor) {
-  ProcessTable& table = ProcessTable::Instance();
+  ProcessTable& table = *env.processes;
   uint64_t from = cursor ? static_cast<uint64_t>(*cursor) : table.Cursor(*t.process);
   const CellToolsConfig* config = SessionConfig(env, ctx);
   size_t keep = config ? config->keep_bytes_per_stream : env.config.keep_bytes_per_stream;
@@ -159,6 +160,10 @@ mcp::ToolResult OutputResult(const ToolEnv& env, const mcp::Context& ctx, const 
   j["output_bytes"] = window->file_size;
   j["truncated"] = window->left_out > 0;
   result.structured_content = std::move(j);
+  // All of it, to open with resources/read in byte windows (workspace_resources.h).
+  result.content.push_back(
+      WorkspaceResourceLink(t.process->output_path, "text/plain", window->file_size,
+                            "all output of background process " + t.process->id + " so far"));
   return result;
 }
 
@@ -216,11 +221,15 @@ mcp::ToolResult Signal(const Target& t, const ProcessArgs& args, const sandbox::
 }
 
 mcp::ToolResult Process(const ToolEnv& env, mcp::Context& ctx, const ProcessArgs& args) {
-  ProcessTable::Instance().Prune();
+  if (!env.processes)
+    return mcp::ToolResult::Error(
+        "process: this server keeps no background processes (no process table)");
+  ProcessTable& table = *env.processes;
+  table.Prune();
   const std::string& key = ctx.session().id();
   std::shared_ptr<BackgroundProcess> process;
   if (args.action != "list") {
-    process = ProcessTable::Instance().Find(key, args.id);
+    process = table.Find(key, args.id);
     if (!process)
       return mcp::ToolResult::Error("arguments.id: no background process \"" + args.id +
                                     "\" in this session; action=list shows the ids");
@@ -228,12 +237,12 @@ mcp::ToolResult Process(const ToolEnv& env, mcp::Context& ctx, const ProcessArgs
   LeaseOrError acquired = AcquireCell(env, ctx);
   if (!acquired.lease) return acquired.error;
   const sandbox::CellLease& lease = *acquired.lease;
-  if (args.action == "list") return List(key, lease);
+  if (args.action == "list") return List(table, key, lease);
   Target t{std::move(process), lease.id()};
   if (args.action == "write") return Write(t, args);
-  if (args.action == "signal") return Signal(t, args, lease, InspectProcess(*t.process, t.cell_id));
+  if (args.action == "signal") return Signal(t, args, lease, table.Inspect(*t.process, t.cell_id));
   if (args.action == "output")
-    return OutputResult(env, ctx, t, InspectProcess(*t.process, t.cell_id), lease, args.cursor);
+    return OutputResult(env, ctx, t, table.Inspect(*t.process, t.cell_id), lease, args.cursor);
   // wait: until it ends, the timeout, a cancellation or the session's end.
   const CellToolsConfig& config = *acquired.config;
   int64_t seconds =
@@ -246,7 +255,7 @@ mcp::ToolResult Process(const ToolEnv& env, mcp::Context& ctx, const ProcessArgs
   ctx.OnCancel([stop] { stop->request_stop(); });
   std::stop_callback on_close(lease.stop_token(), [stop] { stop->request_stop(); });
   ProcessState s =
-      InspectProcess(*t.process, t.cell_id, std::chrono::seconds(seconds), stop->get_token());
+      table.Inspect(*t.process, t.cell_id, std::chrono::seconds(seconds), stop->get_token());
   if (s.state == "running" && stop->stop_requested())
     return mcp::ToolResult::Error("process wait " + t.process->id +
                                   ": cancelled; the process still runs");
@@ -317,12 +326,14 @@ mcp::Json ProcessInputSchema(const ToolEnv& env) {
 
 }  // namespace
 
-std::pair<std::string, nlohmann::json> DescribeBackgroundProcesses(const std::string& key,
+std::pair<std::string, nlohmann::json> DescribeBackgroundProcesses(ProcessTable* table,
+                                                                   const std::string& key,
                                                                    const std::string& cell_id) {
   std::string text;
   nlohmann::json items = nlohmann::json::array();
-  for (const auto& p : ProcessTable::Instance().List(key)) {
-    ProcessState s = InspectProcess(*p, cell_id);
+  if (!table) return {std::move(text), std::move(items)};
+  for (const auto& p : table->List(key)) {
+    ProcessState s = table->Inspect(*p, cell_id);
     items.push_back(StateJson(*p, s));
     text += "background process " + p->id + " [" + p->kind + "]: " + s.detail + "\n";
   }

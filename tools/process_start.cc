@@ -9,7 +9,11 @@ std::variant<std::shared_ptr<BackgroundProcess>, mcp::ToolResult> StartBackgroun
     const ToolEnv& env, mcp::Context& ctx, const sandbox::CellLease& lease,
     const CellToolsConfig& config, const std::string& kind, const ExecCall& call,
     const std::string& command_text) {
-  ProcessTable& table = ProcessTable::Instance();
+  if (!env.processes)
+    return mcp::ToolResult::Error(call.tool +
+                                  ": this server keeps no background processes (no process "
+                                  "table); run the program in the foreground instead");
+  ProcessTable& table = *env.processes;
   table.Prune();
   const std::string& key = ctx.session().id();
   if (table.Running(key) >= kMaxBackgroundProcesses) {
@@ -28,6 +32,8 @@ std::variant<std::shared_ptr<BackgroundProcess>, mcp::ToolResult> StartBackgroun
   process->kind = kind;
   process->command = command_text;
   process->cell_id = lease.id();
+  process->session_key = key;
+  process->tenant = ctx.session().tenant();
   process->output_path =
       std::string(kProcessOutputDir) + "/" + process->id + "-" + NewCallId() + ".log";
   process->started_at = std::chrono::system_clock::now();
@@ -47,6 +53,9 @@ std::variant<std::shared_ptr<BackgroundProcess>, mcp::ToolResult> StartBackgroun
   auto started = lease.Exec(opts);
   for (std::string& var : opts.env) policies::WipeSecret(var);
   if (!started) {
+    // Its exec.start has its end: the start failed (a started one's end comes from the table).
+    AuditEvent(env, ctx, lease.id(), "exec.end",
+               {{"tool", call.tool}, {"background", true}, {"error", started.error().message}});
     return SandboxError(call.tool, started.error(),
                         lease.alive() ? "Check the command, cwd and env."
                                       : "The cell stopped; the next call gets a fresh cell.");

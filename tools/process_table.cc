@@ -7,11 +7,6 @@
 
 namespace mcpcell::tools {
 
-ProcessTable& ProcessTable::Instance() {
-  static ProcessTable table;
-  return table;
-}
-
 std::string ProcessTable::NextId(const std::string& key) {
   std::lock_guard lock(mu_);
   return "p" + std::to_string(sessions_[key].next_id++);
@@ -69,10 +64,80 @@ void ProcessTable::SetCursor(BackgroundProcess& p, uint64_t cursor) {
   p.read_cursor = std::max(p.read_cursor, cursor);
 }
 
-void ProcessTable::Prune() {
-  std::vector<std::shared_ptr<BackgroundProcess>> dropped;  // destroyed outside mu_
+std::shared_ptr<PythonInterpreter> ProcessTable::Interpreter(const std::string& key) {
   std::lock_guard lock(mu_);
+  auto& slot = sessions_[key].python;
+  if (!slot) slot = std::make_shared<PythonInterpreter>();
+  return slot;
+}
+
+ProcessState ProcessTable::Inspect(BackgroundProcess& p, const std::string& cell_id,
+                                   std::chrono::milliseconds wait, const std::stop_token& stop) {
+  ProcessState s = InspectProcess(p, cell_id, wait, stop);
+  if (s.state != "running") ReportEnd(p, s);
+  return s;
+}
+
+void ProcessTable::ReportEnd(BackgroundProcess& p, const ProcessState& s) {
+  {
+    std::lock_guard lock(mu_);
+    if (p.end_reported) return;
+    p.end_reported = true;
+  }
+  if (on_end_) on_end_(p, s);
+}
+
+void ProcessTable::ReportDropped(std::vector<std::shared_ptr<BackgroundProcess>>& dropped,
+                                 const std::string& why) {
+  for (auto& p : dropped) {
+    // Its own cell: an exit init reported before the end is the real one; else it ends
+    // now with the cell.
+    ProcessState s = InspectProcess(*p, p->cell_id);
+    if (s.state == "running") {
+      s.state = "stopped";
+      s.detail = "stopped: " + why + " (the cell and its processes end with the session)";
+    }
+    ReportEnd(*p, s);
+  }
+}
+
+void ProcessTable::EndSession(const std::string& key, const std::string& why) {
+  std::vector<std::shared_ptr<BackgroundProcess>> dropped;
+  std::shared_ptr<PythonInterpreter> python;  // released outside mu_
+  {
+    std::lock_guard lock(mu_);
+    auto it = sessions_.find(key);
+    if (it == sessions_.end()) return;
+    dropped = std::move(it->second.processes);
+    python = std::move(it->second.python);
+    sessions_.erase(it);
+  }
+  ReportDropped(dropped, why);
+}
+
+void ProcessTable::EndAll(const std::string& why) {
+  std::vector<std::string> keys;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, s] : sessions_) keys.push_back(key);
+  }
+  for (const std::string& key : keys) EndSession(key, why);
+}
+
+size_t ProcessTable::sessions() const {
+  std::lock_guard lock(mu_);
+  return sessions_.size();
+}
+
+void ProcessTable::Prune() {
+  std::vector<std::shared_ptr<BackgroundProcess>> dropped;  // reported outside mu_
+  std::unique_lock lock(mu_);
   for (auto it = sessions_.begin(); it != sessions_.end();) {
+    // A session with only an interpreter slot and no process yet has no CellSession here.
+    if (it->second.processes.empty()) {
+      ++it;
+      continue;
+    }
     std::shared_ptr<sandbox::CellSession> session = it->second.session.lock();
     if (!session || session->closed()) {
       for (auto& p : it->second.processes) dropped.push_back(std::move(p));
@@ -92,12 +157,14 @@ void ProcessTable::Prune() {
         ++p;
         continue;
       }
-      dropped.push_back(std::move(*p));
+      dropped.push_back(std::move(*p));  // its end is reported below, if not yet
       p = list.erase(p);
       --ended;
     }
     ++it;
   }
+  lock.unlock();
+  ReportDropped(dropped, "the session ended");
 }
 
 ProcessState InspectProcess(BackgroundProcess& p, const std::string& cell_id,

@@ -54,40 +54,20 @@ Result<PythonArgs> ParsePythonArgs(const mcp::Json& json) {
   return args;
 }
 
-// One session's interpreter: which background process it is, and the lock that keeps its
-// calls in order.
-struct Interpreter {
-  std::mutex mu;
-  std::string process_id;  // "" before the first start
-  uint64_t next_request = 1;
-  std::string restart_note;  // why the next call starts a new interpreter
-};
-
-std::shared_ptr<Interpreter> InterpreterOf(const std::string& key) {
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<Interpreter>> interpreters;
-  std::lock_guard lock(mu);
-  // Sessions the process table has forgotten (ended), with no call holding them, go here.
-  for (auto it = interpreters.begin(); it != interpreters.end();) {
-    bool gone = it->first != key && it->second.use_count() == 1 &&
-                ProcessTable::Instance().List(it->first).empty();
-    it = gone ? interpreters.erase(it) : std::next(it);
-  }
-  auto& slot = interpreters[key];
-  if (!slot) slot = std::make_shared<Interpreter>();
-  return slot;
-}
+// One session's interpreter is its slot in the sessions' process table (process_table.h):
+// it ends with the session.
+using Interpreter = PythonInterpreter;
 
 // The running interpreter's process, started now when there is none; `note` gets a line
 // when a previous one is gone.
 std::variant<std::shared_ptr<BackgroundProcess>, mcp::ToolResult> EnsureRunning(
     const ToolEnv& env, mcp::Context& ctx, const sandbox::CellLease& lease,
     const CellToolsConfig& config, Interpreter& interp, bool reset, std::string& note) {
-  ProcessTable& table = ProcessTable::Instance();
+  ProcessTable& table = *env.processes;
   const std::string& key = ctx.session().id();
   std::shared_ptr<BackgroundProcess> p = table.Find(key, interp.process_id);
   if (p) {
-    ProcessState s = InspectProcess(*p, lease.id());
+    ProcessState s = table.Inspect(*p, lease.id());
     if (s.state == "running" && !reset) return p;
     if (s.state == "running") (void)lease.SignalExec(p->exec->exec_id(), SIGKILL);
     if (reset) {
@@ -153,8 +133,9 @@ struct Waited {
 
 // Polls for the answer file until it is there, the interpreter ends, or (after the timeout
 // or a cancellation, SIGINT and kInterruptGrace) the interpreter is killed.
-Waited AwaitAnswer(const sandbox::CellLease& lease, BackgroundProcess& p, const CallFiles& files,
-                   std::chrono::seconds timeout, const std::stop_token& stop) {
+Waited AwaitAnswer(const sandbox::CellLease& lease, ProcessTable& table, BackgroundProcess& p,
+                   const CallFiles& files, std::chrono::seconds timeout,
+                   const std::stop_token& stop) {
   using Clock = std::chrono::steady_clock;
   Waited w;
   const auto deadline = Clock::now() + timeout;
@@ -162,7 +143,7 @@ Waited AwaitAnswer(const sandbox::CellLease& lease, BackgroundProcess& p, const 
   auto pause = std::chrono::milliseconds(5);
   for (;;) {
     if (lease.Stat(files.answer)) return w;
-    ProcessState s = InspectProcess(p, lease.id());
+    ProcessState s = table.Inspect(p, lease.id());
     if (s.state != "running") {
       if (lease.Stat(files.answer)) return w;  // answered, then ended
       w.outcome = Outcome::kDied;
@@ -250,7 +231,11 @@ mcp::ToolResult BuildAnswer(const sandbox::CellLease& lease, const CallFiles& fi
 mcp::ToolResult RunPython(const ToolEnv& env, mcp::Context& ctx, const PythonArgs& args) {
   auto stop = std::make_shared<std::stop_source>();
   ctx.OnCancel([stop] { stop->request_stop(); });
-  std::shared_ptr<Interpreter> interp = InterpreterOf(ctx.session().id());
+  if (!env.processes)
+    return mcp::ToolResult::Error(
+        "python: this server keeps no background processes (no process table) for the "
+        "interpreter; use run_code");
+  std::shared_ptr<Interpreter> interp = env.processes->Interpreter(ctx.session().id());
   std::lock_guard serial(interp->mu);
   LeaseOrError acquired = AcquireCell(env, ctx);
   if (!acquired.lease) return acquired.error;
@@ -284,7 +269,7 @@ mcp::ToolResult RunPython(const ToolEnv& env, mcp::Context& ctx, const PythonArg
                         "The interpreter is not reading; call again "
                         "with reset=true.");
   Waited w =
-      AwaitAnswer(lease, p, files,
+      AwaitAnswer(lease, *env.processes, p, files,
                   args.timeout_s ? std::chrono::seconds(*args.timeout_s) : config.default_timeout,
                   stop->get_token());
   mcp::ToolResult result;

@@ -382,7 +382,8 @@ mcp::ToolResult SessionInfo(const ToolEnv& env, mcp::Context& ctx) {
       .snapshot_store = env.snapshots != nullptr,
   };
   auto [secrets_text, secrets] = DescribeSecrets(env, ctx);
-  auto [processes_text, processes] = DescribeBackgroundProcesses(ctx.session().id(), cell.id());
+  auto [processes_text, processes] =
+      DescribeBackgroundProcesses(env.processes, ctx.session().id(), cell.id());
   mcp::ToolResult r = mcp::ToolResult::Text(TextReport(facts) + secrets_text + processes_text);
   r.structured_content = StructuredReport(facts);
   if (!secrets.empty()) r.structured_content["secrets"] = std::move(secrets);

@@ -36,6 +36,8 @@ class Trail;
 
 namespace mcpcell::tools {
 
+class ProcessTable;  // process_table.h
+
 struct CellToolsConfig {
   // Output kept in a tool result per stream (head and tail halves); the rest is saved in
   // the cell under kOutputDir and the result says where.
@@ -117,6 +119,9 @@ struct ToolEnv {
   std::function<void(const mcp::Session&, const std::string& tool, bool is_error,
                      std::chrono::nanoseconds took)>
       on_call_done;
+  // The sessions' background processes and python interpreters (process_table.h), owned
+  // by the sessions' state (serve/session_state.h). nullptr: no background processes.
+  ProcessTable* processes = nullptr;
 
   // The config of the sessions of `tenant` ("" = `config`); nullptr for a tenant that has
   // none (its sessions get no tools and no cell).

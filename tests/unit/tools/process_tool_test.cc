@@ -7,6 +7,7 @@
 #include "mcp/test_client.h"
 #include "tools/cell_tools.h"
 #include "tools/process_output.h"
+#include "tools/process_table.h"
 
 namespace mcpcell::tools {
 namespace {
@@ -22,6 +23,7 @@ class ProcessToolTest : public ::testing::Test {
  protected:
   ProcessToolTest() {
     env_.cells = &cells_;
+    env_.processes = &processes_;
     EXPECT_TRUE(RegisterCellTools(server_, env_));
     client_.Initialize();
   }
@@ -40,6 +42,7 @@ class ProcessToolTest : public ::testing::Test {
                                        return Error::Msg("no cells in this test");
                                      },
                                      {}};
+  ProcessTable processes_;
   ToolEnv env_;
   mcp::Server server_{Options()};
   mcp::MemoryClient client_{server_};
