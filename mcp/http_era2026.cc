@@ -25,7 +25,7 @@ void AnswerError(HttpResponse& res, const Json& id, const RpcError& error) {
 }  // namespace
 
 bool HttpServer::Impl::IsNewEraPost(const HttpRequest& req, const Json& body) const {
-  if (req.has_header("Mcp-Session-Id")) return false;
+  if (req.has_header("Mcp-Session-Id") || !server.options().serve_2026_era) return false;
   // Today's versions need a session: without one they get today's answer (400). Today's
   // clients send no version header with initialize; a new-era client's initialize is
   // answered as the removed method it is (404).

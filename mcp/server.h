@@ -95,6 +95,12 @@ struct ServerOptions {
   std::function<void(const Session& session)> on_session_ended{};
   std::function<void(const Session& session, const std::string& tool_name, bool refused)>
       on_tool_call{};
+  // Serve protocol version 2026-07-28 (mcp/era2026.h: requests without initialize, state in
+  // handles) beside today's versions. An embedder whose tools keep per-session state (a
+  // cell per session, say) turns it off until it can serve stateless requests: a request
+  // of that era is then refused with kUnsupportedProtocolVersion naming today's versions
+  // (stdio) or answered as today's requests without a session are (HTTP 400).
+  bool serve_2026_era = true;
   // Check every structuredContent against its tool's outputSchema (a mismatch becomes an
   // isError result naming the field). On by default in debug builds.
 #ifdef NDEBUG

@@ -216,6 +216,15 @@ std::optional<RpcError> Session::Impl::AdmitNewEra(const jsonrpc::Request& reque
     std::lock_guard lock(mu);
     // Even an initialize: today's clients never put a protocol version in _meta.
     if (phase == Phase::kNew && era2026::StartsNewEra(request.method, request.params)) {
+      if (!server->options.serve_2026_era) {
+        Json supported = Json::array();
+        for (const char* v : kProtocolVersions) supported.push_back(v);
+        return RpcError{kUnsupportedProtocolVersion,
+                        std::string("Unsupported protocol version ") + era2026::kVersion +
+                            ": this server speaks " + supported.dump() +
+                            ", which start with initialize",
+                        {{"supported", supported}, {"requested", era2026::kVersion}}};
+      }
       phase = Phase::kStateless;  // one connection, one era
       version = era2026::kVersion;
     }

@@ -406,6 +406,9 @@ mcp::ServerOptions McpServerOptions(const ServeOptions& opts, const ToolEnv& env
   server_options.tool_filter = ServerToolFilter(env);
   server_options.tool_listed = ServerToolListed(env);
   server_options.session_resources = tools::WorkspaceResources(env);  // the cell's files
+  // Each cell belongs to a protocol session until sandbox handles name cells (issue 30): a
+  // 2026-07-28 request, which has no session, would make a cell no session ever releases.
+  server_options.serve_2026_era = false;
   std::map<std::string, std::string> tenant_instructions;
   for (const auto& [name, tenant_policy] : opts.tenant_policies) {
     tenant_instructions[name] = Instructions(tenant_policy);

@@ -242,4 +242,21 @@ TEST_F(Era2026Test, ServerToClientRequestsFailAtOnceInTheNewEra) {
 }
 
 }  // namespace
+TEST(Era2026Off, ARequestOfTheNewEraIsUnsupportedNamingTodaysVersionsAndTodaysStillWork) {
+  ServerOptions o = TestOptions();
+  o.serve_2026_era = false;
+  Server server(o);
+  ASSERT_TRUE(server.AddTool(testing::EchoTool()));
+  MemoryClient client(server);
+  Json r = client.Request("tools/call", WithMeta(Call("echo", {{"text", "hi"}})));
+  EXPECT_EQ(ErrorCode(r), -32022) << r.dump();
+  EXPECT_EQ(r["error"]["data"]["requested"], "2026-07-28");
+  EXPECT_EQ(r["error"]["data"]["supported"][0], "2024-11-05");
+  EXPECT_EQ(client.session()->protocol_version(), "");
+  // The connection may still speak today's era.
+  client.Initialize();
+  Json ok = client.Request("tools/call", Call("echo", {{"text", "hi"}}));
+  EXPECT_EQ(testing::FirstText(ok), "hi");
+}
+
 }  // namespace mcp
