@@ -39,7 +39,7 @@ string(TIMESTAMP MCPCELL_DEB_YEAR "%Y" UTC)
 string(REGEX REPLACE " <.*" "" MCPCELL_DEB_HOLDER "${MCPCELL_DEB_MAINTAINER}")
 if(EXISTS ${PROJECT_SOURCE_DIR}/LICENSE AND NOT MCPCELL_LICENSE STREQUAL "")
   file(READ ${PROJECT_SOURCE_DIR}/LICENSE MCPCELL_LICENSE_TEXT)
-  string(REGEX REPLACE "\n\n" "\n.\n" MCPCELL_LICENSE_TEXT "${MCPCELL_LICENSE_TEXT}")
+  string(REGEX REPLACE "\n\n+" "\n.\n" MCPCELL_LICENSE_TEXT "${MCPCELL_LICENSE_TEXT}")
   string(REGEX REPLACE "\n([^\n])" "\n \\1" MCPCELL_LICENSE_TEXT "${MCPCELL_LICENSE_TEXT}")
   set(MCPCELL_LICENSE_NAME ${MCPCELL_LICENSE})
   set(MCPCELL_LICENSE_BODY " ${MCPCELL_LICENSE_TEXT}")
@@ -49,7 +49,7 @@ else()
                     "package's copyright file says no license is stated")
   endif()
   set(MCPCELL_LICENSE_NAME "none")
-  set(MCPCELL_LICENSE_BODY
+  string(CONCAT MCPCELL_LICENSE_BODY
       " The mcpcell source tree states no license (it has no LICENSE file). No permission\n"
       " to use, copy, modify or distribute it is granted by this package until one is\n"
       " chosen; ask the copyright holders.")

@@ -103,6 +103,7 @@ HttpListener::~HttpListener() = default;
 Status HttpListener::Bind(const HttpOptions& opts) {
   if (!opts.tls_cert_file.empty() || !opts.tls_key_file.empty()) {
     if (opts.tls_cert_file.empty() || opts.tls_key_file.empty()) {
+      if (opts.listen_fd >= 0) ::close(opts.listen_fd);  // ours from Bind on, served or not
       return Status::Error("TLS needs both a certificate and a key file");
     }
     tls_.emplace(net::ssl::context::tls_server);
@@ -113,6 +114,7 @@ Status HttpListener::Bind(const HttpOptions& opts) {
     tls_->use_certificate_chain_file(opts.tls_cert_file, ec);
     if (!ec) tls_->use_private_key_file(opts.tls_key_file, net::ssl::context::pem, ec);
     if (ec) {
+      if (opts.listen_fd >= 0) ::close(opts.listen_fd);
       return Status::Error("cannot load the TLS certificate " + opts.tls_cert_file + " or key " +
                            opts.tls_key_file + ": " + ec.message());
     }

@@ -51,6 +51,10 @@ copyright=$doc/copyright
 [[ $(head -1 "$copyright") == "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" ]] ||
   fail "copyright does not open with the format 1.0 line: $(head -1 "$copyright")"
 grep -qx "Upstream-Name: mcpcell" "$copyright" || fail "copyright: no Upstream-Name: mcpcell"
+# Each line is a field, a continuation (one leading space; "." for an empty line) or the
+# empty line between paragraphs (deb822).
+bad=$(grep -nvE '^([A-Za-z][A-Za-z-]*: .+| .+|)$' "$copyright" || true)
+[[ -z $bad ]] || fail "copyright: lines that are neither fields nor continuations: $bad"
 grep -qx "Files: \*" "$copyright" || fail "copyright: no 'Files: *' paragraph"
 license=$(awk '/^Files: \*/{f=1} f && /^License: /{print substr($0, 10); exit}' "$copyright")
 [[ -n $license ]] || fail "copyright: the Files: * paragraph has no License"
