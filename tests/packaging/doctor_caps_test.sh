@@ -7,6 +7,7 @@
 # Kubernetes), and exit 1. With SETFCAP (the same command without the drop) that probe is
 # ok. The device-node probe writes only in the test's temporary state dir.
 # Usage: doctor_caps_test.sh MCPCELL_BINARY   (as root)
+# shellcheck disable=SC2016 # $0 and $1 are the inner shell's
 set -euo pipefail
 binary=$1
 command -v capsh >/dev/null || { echo "doctor_caps_test: capsh missing (package libcap2-bin)" >&2; exit 1; }

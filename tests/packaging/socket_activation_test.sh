@@ -6,9 +6,10 @@
 # not have bound one of its own. Then the refusals, each with its message: LISTEN_FDS
 # values that are not one socket, a socket on another address than --http, a socket for
 # a stdio server. Every state dir is in the test's temporary dir.
-# Usage: socket_activation_test.sh SOURCE_DIR MCPCELL_BINARY   (as root: a root server's cells)
+# Usage: socket_activation_test.sh MCPCELL_BINARY   (as root: a root server's cells)
+# shellcheck disable=SC2016 # $$, $0 and $@ are the inner shell's
 set -euo pipefail
-src=$1 binary=$2
+binary=$1
 here=$(dirname "$(realpath "$0")")
 for tool in systemd-socket-activate python3 ss; do
   command -v "$tool" >/dev/null || { echo "socket_activation_test: $tool missing (packages systemd, iproute2)" >&2; exit 1; }
