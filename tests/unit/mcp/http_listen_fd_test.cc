@@ -28,7 +28,9 @@ int TcpSocket(const char* address, bool listen = true, int type = SOCK_STREAM) {
   addr.sin_family = AF_INET;
   ::inet_pton(AF_INET, address, &addr.sin_addr);
   EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  if (listen) EXPECT_EQ(::listen(fd, 16), 0);
+  if (listen) {
+    EXPECT_EQ(::listen(fd, 16), 0);
+  }
   return fd;
 }
 
