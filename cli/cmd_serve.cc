@@ -1,6 +1,8 @@
 // `mcpcell serve`: its flags. They compose into a policy (--policy and the per-limit
 // flags) and, over HTTP, every tenant's policy is resolved (a bad one refuses the start);
 // then serve::RunServe (serve/serve.h) does the rest, step by step.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include "serve/admin_listener.h"
 #include "serve/http_config.h"
 #include "serve/serve.h"
+#include "serve/socket_activation.h"
 #include "serve/tenant_policies.h"
 
 namespace mcpcell::cli {
@@ -101,6 +104,30 @@ bool LoadTenants(ServeFlags& flags) {
   return true;
 }
 
+// The HTTP port's socket when systemd passed one (serve/socket_activation.h). First thing
+// of the command: it unsets environment variables, before any thread exists. Prints the
+// error and returns false on failure.
+bool TakeActivatedSocket(serve::ServeOptions& run) {
+  auto activated = serve::TakeActivatedSocket();
+  if (!activated) {
+    std::fprintf(stderr, "mcpcell serve: socket activation: %s\n",
+                 activated.error().message.c_str());
+    return false;
+  }
+  if (!activated->ignored.empty())
+    std::fprintf(stderr, "mcpcell serve: socket activation: %s\n", activated->ignored.c_str());
+  if (activated->fd >= 0 && run.http.empty()) {
+    std::fprintf(stderr,
+                 "mcpcell serve: socket activation: systemd passed a listening socket "
+                 "(LISTEN_FDS=1), but serve runs over stdio; add --http ADDR:PORT naming the "
+                 "address of the socket unit's ListenStream=\n");
+    ::close(activated->fd);
+    return false;
+  }
+  run.http_listen_fd = activated->fd;
+  return true;
+}
+
 const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit_code) {
   auto opts = std::make_shared<ServeFlags>();
   opts->run.state_dir = sandbox::DefaultStateDir();
@@ -115,7 +142,8 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
   auto* http_opt = cmd->add_option(
       "--http", opts->run.http,
       "Serve Streamable HTTP at http://[ADDR:]PORT/mcp (ADDR defaults to 127.0.0.1) instead of "
-      "stdio");
+      "stdio; under systemd socket activation (LISTEN_FDS) on the socket it passes, which must "
+      "be bound to ADDR:PORT");
   cmd->add_flag("--stdio", opts->stdio, "Serve over stdin/stdout (the default; for Claude Desktop)")
       ->excludes(http_opt);
   cmd->add_option("--resume", opts->run.resume_session,
@@ -224,6 +252,10 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
                   "Output kept in a tool result per stream (head and tail)")
       ->check(CLI::Range(size_t{256}, size_t{16} << 20));
   cmd->callback([opts, exit_code, cmd] {
+    if (!TakeActivatedSocket(opts->run)) {
+      *exit_code = 2;
+      return;
+    }
     auto cache = ParseSize(opts->package_cache_size);
     if (!cache || *cache < (64ull << 20)) {
       std::fprintf(stderr,

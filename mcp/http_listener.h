@@ -43,7 +43,9 @@ class HttpListener {
   explicit HttpListener(HttpServer::Impl& impl);
   ~HttpListener();
 
-  // Opens, binds (SO_REUSEADDR, never SO_REUSEPORT) and listens; loads TLS files.
+  // Opens, binds (SO_REUSEADDR, never SO_REUSEPORT) and listens, or adopts
+  // opts.listen_fd after checking it is a listening TCP socket bound to opts.host (and
+  // opts.port unless 0); loads TLS files.
   Status Bind(const HttpOptions& opts);
   int port() const { return port_; }
   // Serves on `io_threads` threads (this one among them) until Stop.
@@ -55,6 +57,7 @@ class HttpListener {
   size_t connections() const;
 
  private:
+  Status Adopt(const HttpOptions& opts);
   void Accept();
   void OnAccept(boost::system::error_code ec, boost::asio::ip::tcp::socket socket);
 

@@ -104,6 +104,10 @@ struct HttpTenant {
 struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0 = any free port (see HttpServer::port())
+  // A listening TCP socket to serve on instead of binding host:port (systemd socket
+  // activation); the server owns it from Bind on. It must be bound to host (and to port
+  // unless 0), which the Host and token checks rely on; Bind says what is wrong otherwise.
+  int listen_fd = -1;
   std::string path = "/mcp";
   // Legacy HTTP+SSE (2024-11-05) for older clients: GET legacy_sse_path opens the stream
   // (first event "endpoint" = legacy_messages_path?sessionId=...), client messages are

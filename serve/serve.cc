@@ -473,6 +473,7 @@ Result<mcp::HttpOptions> HttpOptionsFor(const ServeOptions& opts,
                       "docs/http.md)");
   }
   http.port = static_cast<int>(n);
+  http.listen_fd = opts.http_listen_fd;  // checked against host:port by the listener
   http.idle_timeout =
       std::chrono::duration_cast<std::chrono::milliseconds>(opts.effective.time.session_idle);
   http.resume_grace = std::chrono::seconds(opts.resume_grace_s);

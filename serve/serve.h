@@ -38,6 +38,7 @@ struct ServeOptions {
   std::string state_dir;
   std::string init_path;
   std::string http;          // --http [ADDR:]PORT; empty = stdio
+  int http_listen_fd = -1;   // the --http socket systemd passed (socket_activation.h); -1 = bind
   std::string http_config;   // --http-config FILE, named in messages
   std::string admin;         // --admin [ADDR:]PORT: operators' listener; empty = none
   std::string egress_hosts;  // --egress-hosts FILE (hosts(5)): the proxy's pinned names

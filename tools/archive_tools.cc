@@ -13,6 +13,7 @@
 #include "base/base64.h"
 #include "sandbox/cell_channel.h"
 #include "tools/archive_report.h"
+#include "tools/archive_url.h"
 #include "tools/audit_events.h"
 #include "tools/cell_note.h"
 #include "tools/cell_tools.h"
@@ -46,19 +47,30 @@ std::string AbsoluteCellPath(const std::string& path) {
 
 struct UploadArchiveArgs {
   std::string path = "/workspace";
-  std::string archive;  // decoded
+  std::string archive;  // decoded; empty when `url` is given
+  std::string url;      // fetched in the cell (archive_url.h)
 };
 
 Result<UploadArchiveArgs> ParseUploadArchiveArgs(const mcp::Json& json, uint64_t max_bytes) {
-  ArgReader reader(json, {"data", "path"});
+  ArgReader reader(json, {"data", "url", "path"});
   UploadArchiveArgs args;
-  const std::string data = reader.String("data");
+  const std::optional<std::string> data = reader.OptionalString("data");
+  args.url = reader.OptionalString("url").value_or("");
   args.path = reader.OptionalString("path").value_or("/workspace");
   if (Status st = reader.Finish(); !st) return st.error();
   if (std::string e = NulByteError("path", args.path, "a path ends at a NUL byte"); !e.empty())
     return Error::Msg(e);
   if (args.path.empty()) return Error::Msg("arguments.path: empty; name a directory");
-  auto decoded = Base64Decode(data);
+  if (data.has_value() == !args.url.empty() || (json.contains("url") && args.url.empty())) {
+    return Error::Msg(data ? "arguments: give the archive either in data or by url, not both"
+                           : "arguments: give the archive in data (base64) or by url (fetched "
+                             "through the sandbox's egress policy)");
+  }
+  if (!args.url.empty()) {
+    if (Status st = CheckArchiveUrl(args.url); !st) return st.error();
+    return args;
+  }
+  auto decoded = Base64Decode(*data);
   if (!decoded) return decoded.error().Wrap("arguments.data");
   if (decoded->empty()) return Error::Msg("arguments.data: the archive is empty");
   if (decoded->size() > max_bytes)
@@ -159,6 +171,30 @@ mcp::ToolResult UnpackResult(const std::string& dir, const UnpackOutcome& o) {
   return r;
 }
 
+// The archive at `url`, fetched in the cell through its egress proxy (archive_url.h); on
+// failure an isError result in `error`.
+std::optional<std::string> FetchArchive(const ToolEnv& env, const LeaseOrError& acquired,
+                                        mcp::Context& ctx, const std::string& url,
+                                        mcp::ToolResult& error) {
+  const std::string cell = acquired.lease->id();
+  const uint64_t cap = ArchiveUrlCap(acquired.config->archive_bytes);
+  const uint64_t cursor = env.egress ? env.egress->RefusalCursor(cell) : 0;
+  HelperRun run =
+      RunHelper(acquired, ctx, "upload_archive", ArchiveFetchArgv(url, cap), "", cap + 1);
+  if (!run.exec) {
+    error = run.error;
+    return std::nullopt;
+  }
+  const std::vector<std::string> refusals =
+      env.egress ? env.egress->RefusalsSince(cell, cursor) : std::vector<std::string>{};
+  auto fetched = ArchiveFetchOutcome(*run.exec, url, cap, refusals);
+  if (!fetched) {
+    error = mcp::ToolResult::Error("upload_archive: " + fetched.error().message);
+    return std::nullopt;
+  }
+  return std::move(fetched).value();
+}
+
 mcp::ToolResult UploadArchive(const ToolEnv& env, mcp::Context& ctx, const UploadArchiveArgs& args,
                               std::string& note) {
   LeaseOrError acquired = AcquireCell(env, ctx);
@@ -166,12 +202,20 @@ mcp::ToolResult UploadArchive(const ToolEnv& env, mcp::Context& ctx, const Uploa
   note = acquired.lease->replaced_reason();
   const CellToolsConfig& c = *acquired.config;
   const std::string dir = AbsoluteCellPath(args.path);
-  const size_t input = args.archive.size();
+  std::string fetched;
+  if (!args.url.empty()) {
+    mcp::ToolResult error;
+    auto bytes = FetchArchive(env, acquired, ctx, args.url, error);
+    if (!bytes) return error;
+    fetched = std::move(*bytes);
+  }
+  const std::string& archive = args.url.empty() ? args.archive : fetched;
+  const size_t input = archive.size();
   HelperRun run = RunHelper(
       acquired, ctx, "upload_archive",
       {kHelper, "unpack", dir, std::to_string(c.archive_bytes), std::to_string(c.archive_ratio),
        std::to_string(c.archive_entries), std::to_string(input)},
-      args.archive, kMaxReportBytes);
+      archive, kMaxReportBytes);
   if (!run.exec) return run.error;
   auto outcome = ParseUnpackReport(run.exec->out.data);
   if (!outcome)
@@ -269,7 +313,9 @@ mcp::Tool MakeUploadArchiveTool(const ToolEnv& env) {
   tool.title = "Unpack an archive into the sandbox";
   tool.description =
       "Extracts a tar (plain, .gz, .bz2, .xz, .zst) or zip archive, given base64-encoded in "
-      "`data`, into a directory of this session's sandbox (`path`, made if missing). Entries "
+      "`data` or fetched from `url` (http/https, through the sandbox's egress policy: only "
+      "hosts it allows), into a directory of this session's sandbox (`path`, made if "
+      "missing). Entries "
       "that would leave the directory (absolute paths, '..', links out, paths through "
       "symlinks), device nodes, FIFOs and setuid/setgid files are refused and listed; an "
       "archive that expands past the policy's limits stops early.";
@@ -277,8 +323,15 @@ mcp::Tool MakeUploadArchiveTool(const ToolEnv& env) {
       {"type", "object"},
       {"properties",
        {{"data", {{"type", "string"}, {"minLength", 1}, {"description", "the archive, base64"}}},
+        {"url",
+         {{"type", "string"},
+          {"minLength", 8},
+          {"maxLength", 4096},
+          {"description",
+           "instead of data: an http:// or https:// URL of the archive, fetched from inside "
+           "the sandbox through its egress proxy (the policy's network.allow decides)"}}},
         {"path", PathSchema()}}},
-      {"required", {"data"}},
+      // One of data and url: flat schemas have no oneOf, so the parser checks it.
       {"additionalProperties", false}};
   const mcp::Json entry = {{"type", "object"},
                            {"properties",

@@ -4,6 +4,7 @@
 #include "sandbox/linux/host_probe.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <sched.h>
 #include <sys/ioctl.h>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "sandbox/linux/caps.h"
 #include "sandbox/linux/cgroup.h"
 #include "sandbox/linux/devices.h"
 #include "sandbox/linux/seccomp.h"
@@ -62,9 +64,9 @@ bool ChildWriteFile(const char* path, const char* text) {
 }
 
 // Runs `body` in a forked child; returns "" on success or the child's "<step>: <errno>"
-// rendered with the errno name.
+// rendered with the errno name, and then (when asked) the step and errno in `failure`.
 template <typename Body>
-std::string RunInChild(Body body) {
+std::string RunInChild(Body body, ProbeStepFailure* failure = nullptr) {
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) return std::string("pipe2: ") + strerror(errno);
   pid_t pid = fork();
@@ -91,6 +93,7 @@ std::string RunInChild(Body body) {
   const size_t colon = msg.rfind(": ");
   if (colon != std::string::npos) {
     const int e = std::atoi(msg.c_str() + colon + 2);
+    if (failure != nullptr) *failure = {msg.substr(0, colon), e};
     const char* name = strerrorname_np(e);
     msg = msg.substr(0, colon + 2) + (name ? name : "E?") + " (" + strerror(e) + ")";
   }
@@ -187,7 +190,7 @@ ProbeResult ProbeOverlayInUserNamespace() {
   const std::string subs[] = {base + "/l", base + "/u", base + "/w", base + "/m"};
   const std::string opts = "lowerdir=" + subs[0] + ",upperdir=" + subs[1] + ",workdir=" + subs[2];
   const std::string file = subs[3] + "/probe";
-  const std::string err = RunInChild([&](int fd) {
+  const auto body = [&](int fd) {
     EnterUserAndMountNamespace(fd);
     // Everything below lives on a tmpfs in our private mount namespace: nothing is left
     // on the host when the child exits.
@@ -203,19 +206,50 @@ ProbeResult ProbeOverlayInUserNamespace() {
     int f = open(file.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
     if (f < 0) ChildFail(fd, "create a file on the overlay");
     close(f);
-  });
+  };
+  ProbeStepFailure failure;
+  const std::string err = RunInChild(body, &failure);
   rmdir(dir);
-  if (!err.empty()) {
-    r.verdict = ProbeVerdict::kMissing;
-    r.detail = err;
-    r.consequence =
-        "cells cannot get an overlay root (kernel >= 5.11 mounts overlayfs in user "
-        "namespaces)";
+  Result<CapSets> caps = ReadCapSets();
+  return OverlayProbeVerdict(err.empty() ? nullptr : &failure, err, geteuid(),
+                             caps ? caps->effective : 0);
+}
+
+ProbeResult OverlayProbeVerdict(const ProbeStepFailure* failure, const std::string& failure_text,
+                                uid_t euid, uint64_t effective_caps) {
+  ProbeResult r{"overlayfs in a user namespace", ProbeVerdict::kOk, "", ""};
+  if (failure == nullptr) {
+    r.detail = "mounted and wrote through an overlay in a new user + mount namespace";
+    r.consequence = "cell roots are a read-only template plus a per-cell upper layer";
     return r;
   }
-  r.detail = "mounted and wrote through an overlay in a new user + mount namespace";
-  r.consequence = "cell roots are a read-only template plus a per-cell upper layer";
+  r.verdict = ProbeVerdict::kMissing;
+  r.detail = failure_text;
+  // The probe maps its own uid into the namespace (EnterUserAndMountNamespace): as root,
+  // uid 0.
+  const std::string advice = MissingCapabilityAdvice(*failure, euid, effective_caps);
+  r.consequence = advice.empty()
+                      ? "cells cannot get an overlay root (kernel >= 5.11 mounts overlayfs in "
+                        "user namespaces)"
+                      : advice;
   return r;
+}
+
+std::string MissingCapabilityAdvice(const ProbeStepFailure& failure, uid_t mapped_uid,
+                                    uint64_t effective_caps) {
+  const bool has_setfcap = (effective_caps >> CAP_SETFCAP) & 1;
+  // Linux 5.12 (commit db2e718a4798): a uid_map that maps uid 0 of the parent namespace is
+  // refused with EPERM unless its writer (or the process that made the namespace) holds
+  // CAP_SETFCAP there, so that file capabilities valid on the host cannot be forged from
+  // inside. podman, docker and containerd leave SETFCAP out of their default sets.
+  if (failure.step != "write uid_map" || failure.err != EPERM || mapped_uid != 0 || has_setfcap)
+    return "";
+  return "this process lacks CAP_SETFCAP, which Linux >= 5.12 requires to write a uid_map "
+         "mapping uid 0 (this probe maps the server's own uid, root, into a new user "
+         "namespace); add it: podman/docker run --cap-add SETFCAP, Kubernetes "
+         "securityContext.capabilities.add: [\"SETFCAP\"] (deploy/kubernetes/statefulset.yaml), "
+         "systemd CapabilityBoundingSet=... CAP_SETFCAP in a drop-in. Until then doctor cannot "
+         "test overlayfs in a user namespace here";
 }
 
 ProbeResult ProbeCgroups() {

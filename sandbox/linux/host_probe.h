@@ -8,6 +8,9 @@
 // code in the child (which is what the probes do).
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -44,6 +47,27 @@ ProbeResult ProbeCloneIntoCgroup();
 // scratch directory under `dir` (an existing directory on the state dir's filesystem),
 // removed again; degraded when cells must share the host's nodes, saying why.
 ProbeResult ProbeDeviceNodes(const std::string& dir);
+
+// A step of a probe that failed in its forked child: the step as the probe names it
+// ("write uid_map") and its errno.
+struct ProbeStepFailure {
+  std::string step;
+  int err = 0;
+};
+
+// What a failed step lacked, when it was a capability of this process: which one, why, and
+// how to grant it (podman, Kubernetes, systemd); "" when the failure is not that. Today:
+// writing a uid_map that maps uid 0 of the parent namespace (`mapped_uid`) needs
+// CAP_SETFCAP since Linux 5.12, which container runtimes drop by default.
+// `effective_caps`: the prober's effective set (bit CAP_x set when held).
+std::string MissingCapabilityAdvice(const ProbeStepFailure& failure, uid_t mapped_uid,
+                                    uint64_t effective_caps);
+
+// The overlay probe's verdict from what its child reported (`failure` null: every step
+// worked), for a prober of `euid` with `effective_caps`; separate so its text is testable
+// without a host that fails.
+ProbeResult OverlayProbeVerdict(const ProbeStepFailure* failure, const std::string& failure_text,
+                                uid_t euid, uint64_t effective_caps);
 
 // `state_dir`: where the cells' device nodes would live ("" = the default state dir); the
 // probe uses its nearest existing directory.

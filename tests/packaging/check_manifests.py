@@ -135,6 +135,13 @@ def check_security(pod, server, sidecars):
     check(sc.get("seccompProfile", {}).get("type") == "Unconfined",
           "the server needs seccompProfile Unconfined (mount, clone3, unshare for cells)")
     check(sc.get("readOnlyRootFilesystem") is True, "the server's root filesystem is writable")
+    # The same set as the Containerfile's --cap-add (SETFCAP for doctor's uid-0 map probe),
+    # so that the pod keeps what the server needs even without privileged.
+    caps = sc.get("capabilities", {})
+    wanted = {"SYS_ADMIN", "SETUID", "SETGID", "SETFCAP", "MKNOD", "DAC_OVERRIDE", "CHOWN",
+              "FOWNER", "KILL"}
+    check(caps.get("drop") == ["ALL"] and set(caps.get("add", [])) == wanted,
+          f"the server's capabilities must be drop ALL, add {sorted(wanted)}; got {caps}")
     for c in sidecars:
         s = c.get("securityContext", {})
         check(not s.get("privileged") and s.get("allowPrivilegeEscalation") is False,

@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -107,6 +109,80 @@ TEST(HostProbe, ReportListsEveryProbeWithItsConsequence) {
   EXPECT_EQ(report.root, geteuid() == 0);
   EXPECT_NE(text.find(report.cells_possible ? "cells: possible" : "cells: NOT possible"),
             std::string::npos);
+}
+
+constexpr uint64_t kAllCaps = ~uint64_t{0};
+constexpr uint64_t kWithoutSetfcap = kAllCaps & ~(uint64_t{1} << CAP_SETFCAP);
+
+TEST(HostProbe, AUidMapRefusedToRootWithoutSetfcapNamesTheCapabilityAndHowToAddIt) {
+  // What the overlay probe's child reports in a container that dropped CAP_SETFCAP.
+  const ProbeStepFailure failed{"write uid_map", EPERM};
+  const ProbeResult r = OverlayProbeVerdict(
+      &failed, "write uid_map: EPERM (Operation not permitted)", /*euid=*/0, kWithoutSetfcap);
+  EXPECT_EQ(r.verdict, ProbeVerdict::kMissing);
+  EXPECT_EQ(r.detail, "write uid_map: EPERM (Operation not permitted)");
+  for (const char* part :
+       {"lacks CAP_SETFCAP", "Linux >= 5.12", "--cap-add SETFCAP",
+        "securityContext.capabilities.add: [\"SETFCAP\"]", "CapabilityBoundingSet="}) {
+    EXPECT_NE(r.consequence.find(part), std::string::npos) << part << " in: " << r.consequence;
+  }
+}
+
+TEST(HostProbe, OtherFailuresDoNotBlameACapability) {
+  const ProbeStepFailure uid_map{"write uid_map", EPERM};
+  // Holding SETFCAP, mapping a uid other than 0, another errno or another step: the advice
+  // would be wrong there, and the probe says what it says without one.
+  EXPECT_EQ(MissingCapabilityAdvice(uid_map, 0, kAllCaps), "");
+  EXPECT_EQ(MissingCapabilityAdvice(uid_map, 1000, kWithoutSetfcap), "");
+  EXPECT_EQ(MissingCapabilityAdvice({"write uid_map", EINVAL}, 0, kWithoutSetfcap), "");
+  EXPECT_EQ(MissingCapabilityAdvice({"mount(\"overlay\")", EPERM}, 0, kWithoutSetfcap), "");
+  const ProbeStepFailure mount{"mount(\"overlay\")", EPERM};
+  const ProbeResult r = OverlayProbeVerdict(&mount, "mount(\"overlay\"): EPERM", 0, kAllCaps);
+  EXPECT_EQ(r.verdict, ProbeVerdict::kMissing);
+  EXPECT_NE(r.consequence.find("cells cannot get an overlay root"), std::string::npos);
+  EXPECT_EQ(r.consequence.find("SETFCAP"), std::string::npos) << r.consequence;
+}
+
+TEST(HostProbe, OverlayVerdictWithoutFailureIsOk) {
+  const ProbeResult r = OverlayProbeVerdict(nullptr, "", 0, kWithoutSetfcap);
+  EXPECT_EQ(r.verdict, ProbeVerdict::kOk);
+  EXPECT_NE(r.detail.find("mounted and wrote through an overlay"), std::string::npos);
+}
+
+TEST(HostProbe, OverlayProbeWithoutSetfcapSaysSoWhenRoot) {
+  // The real thing: a child of this test without CAP_SETFCAP in its bounding, permitted
+  // and effective sets runs the probe. Only root maps uid 0; Linux >= 5.12 refuses it.
+  if (geteuid() != 0) GTEST_SKIP() << "maps uid 0 only as root";
+  int pipefd[2];
+  ASSERT_EQ(pipe2(pipefd, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(pipefd[0]);
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2] = {};
+    bool ok = prctl(PR_CAPBSET_DROP, CAP_SETFCAP, 0, 0, 0) == 0 &&
+              syscall(SYS_capget, &header, data) == 0;
+    data[CAP_SETFCAP / 32].effective &= ~(1u << (CAP_SETFCAP % 32));
+    data[CAP_SETFCAP / 32].permitted &= ~(1u << (CAP_SETFCAP % 32));
+    ok = ok && syscall(SYS_capset, &header, data) == 0;
+    std::string out = ok ? "" : "dropping CAP_SETFCAP failed";
+    if (ok) {
+      const ProbeResult r = ProbeOverlayInUserNamespace();
+      out = std::string(ProbeVerdictName(r.verdict)) + "|" + r.detail + "|" + r.consequence;
+    }
+    if (write(pipefd[1], out.data(), out.size()) < 0) _exit(2);
+    _exit(0);
+  }
+  close(pipefd[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(pipefd[0], buf, sizeof buf)) > 0;) out.append(buf, n);
+  close(pipefd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_EQ(out.rfind("missing|write uid_map: EPERM", 0), 0u) << out;
+  EXPECT_NE(out.find("lacks CAP_SETFCAP"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -59,7 +59,11 @@ TEST_F(ArchiveToolsTest, UploadRefusesBadArgumentsNamingTheFieldBeforeAnyCell) {
       {{{"data", Base64Encode(std::string(2000, 'x'))}},
        "arguments.data: the archive is 2000 bytes, over the 1024 bytes cap for uploads; split it"},
       {{{"data", "AAAA"}, {"path", std::string("a\0b", 3)}}, "arguments.path: contains a NUL byte"},
-      {{{"path", "x"}}, "arguments.data: is required but missing"},
+      {{{"path", "x"}}, "arguments: give the archive in data (base64) or by url"},
+      {{{"data", "AAAA"}, {"url", "https://example.com/a.tgz"}},
+       "either in data or by url, not both"},
+      {{{"url", "ftp://example.com/a.tgz"}},
+       "arguments.url: \"ftp://example.com/a.tgz\" is not an http"},
       {{{"data", "AAAA"}, {"colour", "red"}}, "arguments.colour: unknown field"},
   };
   for (const Case& c : cases) {
@@ -74,9 +78,12 @@ TEST_F(ArchiveToolsTest, UploadRefusesBadArgumentsNamingTheFieldBeforeAnyCell) {
 }
 
 TEST_F(ArchiveToolsTest, ValidArgumentsGoOnToTheCell) {
-  mcp::Json r = Call("upload_archive", {{"data", "AAAA"}});
-  EXPECT_TRUE(r.value("isError", false));
-  EXPECT_NE(Text(r).find("no cells in this test"), std::string::npos) << Text(r);
+  for (const mcp::Json& args :
+       {mcp::Json{{"data", "AAAA"}}, mcp::Json{{"url", "https://example.com/a.tar.gz"}}}) {
+    mcp::Json r = Call("upload_archive", args);
+    EXPECT_TRUE(r.value("isError", false));
+    EXPECT_NE(Text(r).find("no cells in this test"), std::string::npos) << Text(r);
+  }
 }
 
 TEST(ArchiveReport, ReadsEntriesRefusalsAndTheSummary) {
