@@ -219,7 +219,7 @@ std::optional<RpcError> Session::Impl::AdmitNewEra(const jsonrpc::Request& reque
       if (!server->options.serve_2026_era) {
         Json supported = Json::array();
         for (const char* v : kProtocolVersions) supported.push_back(v);
-        return RpcError{kUnsupportedProtocolVersion,
+        return RpcError{era2026::kUnsupportedProtocolVersion,
                         std::string("Unsupported protocol version ") + era2026::kVersion +
                             ": this server speaks " + supported.dump() +
                             ", which start with initialize",
