@@ -55,18 +55,19 @@ expect_refusal() {  # expect_refusal NAME MESSAGE COMMAND...: exits 2, stderr ha
 }
 echo "== refusals" >&2
 serve=("$binary" serve --http "127.0.0.1:$(free_port)" --state-dir "$tmp/refused")
-# LISTEN_PID=$$ of the shell that execs the server: the server's own pid.
+# LISTEN_PID=$$ of the shell that execs the server: the server's own pid. bash -c's first
+# argument after the script is its $0, so the commands without a value pass "_" there.
 for value in abc 0 2 -1; do
   expect_refusal "LISTEN_FDS=$value" "LISTEN_FDS=" \
     bash -c 'LISTEN_PID=$$ LISTEN_FDS=$0 exec "$@"' "$value" "${serve[@]}"
 done
 expect_refusal "LISTEN_FDS=2 says one" "mcpcell takes exactly one listening socket" \
-  bash -c 'LISTEN_PID=$$ LISTEN_FDS=2 exec "$@"' "${serve[@]}"
+  bash -c 'LISTEN_PID=$$ LISTEN_FDS=2 exec "$@"' _ "${serve[@]}"
 expect_refusal "no LISTEN_PID" "without LISTEN_PID" env LISTEN_FDS=1 "${serve[@]}"
 expect_refusal "fd 3 closed" "fd 3 is not an open descriptor" \
-  bash -c 'exec 3<&-; LISTEN_PID=$$ LISTEN_FDS=1 exec "$@"' "${serve[@]}"
+  bash -c 'exec 3<&-; LISTEN_PID=$$ LISTEN_FDS=1 exec "$@"' _ "${serve[@]}"
 expect_refusal "fd 3 a file" "(fd 3) is a regular file, not a socket" \
-  bash -c 'exec 3</etc/hostname; LISTEN_PID=$$ LISTEN_FDS=1 exec "$@"' "${serve[@]}"
+  bash -c 'exec 3</etc/hostname; LISTEN_PID=$$ LISTEN_FDS=1 exec "$@"' _ "${serve[@]}"
 port=$(free_port)
 expect_refusal "another address" "is bound to 0.0.0.0:$port, but the server is configured for 127.0.0.1:$port" \
   python3 "$here/activate.py" "0.0.0.0:$port" "$binary" serve --http "127.0.0.1:$port" --state-dir "$tmp/addr"
