@@ -53,28 +53,15 @@ Result<ExecResult> CellChannel::Exec(const ExecOptions& options) {
     return StartDetached(options);
   }
   // The exec's steps on a context only this thread runs, here until `done`: the same path
-  // as ExecAsync, and on_output still runs on the caller's thread. The context is kept for
-  // the thread's next Exec (making one costs ~10-20 us: an epoll fd, an eventfd, a timerfd);
-  // it is idle when run() returns, as nothing posts to an exec after its end. An Exec from
-  // inside another's on_output makes its own.
-  thread_local std::unique_ptr<boost::asio::io_context> kept;
-  thread_local bool in_use = false;
-  std::unique_ptr<boost::asio::io_context> own;
-  boost::asio::io_context* io = nullptr;
-  if (!in_use) {
-    if (!kept) kept = std::make_unique<boost::asio::io_context>(1);
-    io = kept.get();
-    io->restart();
-    in_use = true;
-  } else {
-    own = std::make_unique<boost::asio::io_context>(1);
-    io = own.get();
-  }
+  // as ExecAsync, and on_output still runs on the caller's thread. A context per call (an
+  // epoll fd, an eventfd, a timerfd; ~20 us): one kept per thread would hold three fds for
+  // every worker thread that ever ran an exec (the client-faults test saw them as a leak).
+  boost::asio::io_context context(1);
+  boost::asio::io_context* io = &context;
   std::optional<Result<ExecResult>> outcome;
   StartExec(std::make_shared<AsyncExec>(*io, ExecOptions{}, &options,
                                         [&](Result<ExecResult> r) { outcome = std::move(r); }));
   io->run();
-  if (!own) in_use = false;
   if (!outcome) return Error::Msg("exec: ended without a result");
   return std::move(*outcome);
 }
