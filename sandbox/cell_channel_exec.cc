@@ -54,8 +54,8 @@ Result<ExecResult> CellChannel::Exec(const ExecOptions& options) {
   }
   // The exec's steps on a context only this thread runs, here until `done`: the same path
   // as ExecAsync, and on_output still runs on the caller's thread. A context per call (an
-  // epoll fd, an eventfd, a timerfd; ~20 us): one kept per thread would hold three fds for
-  // every worker thread that ever ran an exec (the client-faults test saw them as a leak).
+  // epoll fd, an eventfd, a timerfd): one kept per thread would hold three fds for every
+  // worker thread that ever ran an exec (the client-faults test saw them as a leak).
   boost::asio::io_context context(1);
   boost::asio::io_context* io = &context;
   std::optional<Result<ExecResult>> outcome;

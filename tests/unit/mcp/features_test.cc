@@ -366,7 +366,8 @@ TEST(Resources, SessionResourcesFollowTheRegisteredOnesAcrossPages) {
     if (!page.contains("nextCursor")) break;
     cursor = page["nextCursor"];
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"doc0", "doc1", "doc2", "f0", "f1", "f2", "f3", "f4"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"doc0", "doc1", "doc2", "f0", "f1", "f2", "f3", "f4"}));
   // The hook was first asked with one slot left (beside doc2), then with its own cursors.
   EXPECT_EQ(seen_cursors, (std::vector<std::string>{"", "1", "3"}));
   // A cursor the list did not make is still refused.

@@ -261,7 +261,7 @@ TEST(WarmPoolGrowth, AFailingMakerMakesThePoolBackOffAndSayWhyThenRecover) {
   EXPECT_THAT(pool.status(), ::testing::StartsWith("retrying: cgroup mkdir: ENOSPC"));
   EXPECT_THAT(pool.status(), HasSubstr("next try in 160 ms"));  // 40, 80, then 160
   EXPECT_EQ(pool.Take(0ms), nullptr) << "the caller makes its own";
-  // Backing off: 600 ms hold at most 40+80+160+160+160 ms of waits, not hundreds of tries.
+  // Backing off (40, 80, then 160 ms apart): 600 ms leave room for five tries at most.
   const int attempts = maker->counts.attempts.load();
   std::this_thread::sleep_for(600ms);
   EXPECT_LE(maker->counts.attempts.load() - attempts, 5);
