@@ -215,11 +215,10 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
       ->check(CLI::Range(size_t{0}, size_t{4096}));
   cmd->add_option("--warm-cells-max", opts->run.warm_cells_max,
                   "The most ready cells per profile a pool grows to with demand (the most "
-                  "sessions started within a second over the last minute); 0: a tenth of the "
-                  "cells this host can hold (mcpcell doctor), at most 128; not above "
-                  "--warm-cells: no growth")
-      ->check(CLI::Range(size_t{0}, size_t{100000}))
-      ->capture_default_str();
+                  "sessions started within a second over the last minute). Default: a tenth "
+                  "of the cells this host can hold (mcpcell doctor), at most 128. At or "
+                  "below --warm-cells (0 included): no growth")
+      ->check(CLI::Range(size_t{0}, size_t{100000}));
   cmd->add_option("--server-cpu-weight", opts->run.server_cpu_weight,
                   "CPU weight (cgroup v2 cpu.weight units) of the cgroup the server moves "
                   "into, <own cgroup>/mcpcell-server, so busy cells do not delay requests; 0 "

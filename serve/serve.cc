@@ -97,9 +97,10 @@ void RaiseFdLimit() {
 
 // --warm-cells-max, or by default a tenth of the cells this host can hold (what `mcpcell
 // doctor` prints) up to 128: ready cells cost an idle cell's memory, pids and fds each, and
-// a tenth leaves the rest to live sessions. Never below the floor.
-size_t WarmCellsCeiling(size_t floor, size_t given) {
-  if (given > 0) return std::max(given, floor);
+// a tenth leaves the rest to live sessions. Never below the floor (a ceiling at the floor,
+// 0 included, means no growth).
+size_t WarmCellsCeiling(size_t floor, std::optional<size_t> given) {
+  if (given) return std::max(*given, floor);
   constexpr uint64_t kDefaultMost = 128;
   const HostCapacity capacity = AssessHostCapacity(RealTextSource());
   const uint64_t ceiling = capacity.cells ? std::min(*capacity.cells / 10, kDefaultMost) : floor;

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "policies/policy.h"
@@ -49,8 +50,9 @@ struct ServeOptions {
   // wait for one.
   size_t warm_cells = 1;
   // The most ready cells a pool grows to when bursts drain it (sandbox/warm_pool.h);
-  // 0: WarmCellsCeiling's default for this host. Not above warm_cells: no growth.
-  size_t warm_cells_max = 0;
+  // unset: WarmCellsCeiling's default for this host. At or below warm_cells (0 included):
+  // no growth, the pool stays at warm_cells.
+  std::optional<size_t> warm_cells_max;
   // CPU weights of the server's own cgroup and of its cells' parent (sandbox/linux/cgroup.h
   // PlaceServerAboveCells); server weight 0 leaves the server where it was started.
   uint32_t server_cpu_weight = sandbox::CpuWeights{}.server;
