@@ -127,8 +127,10 @@ class SnapshotStore {
   // sha256; the error names the first bad path. An object an earlier Verify hashed and that
   // was not written since (same inode, size, mtime and ctime: <root>/verified.json) is not
   // read again, so a restore or fork costs the same for 1 MiB and 1 GiB; `rehash_all`
-  // reads every byte (damage below the filesystem changes no stamp).
-  Status Verify(const std::string& id, bool rehash_all = false);
+  // reads every byte (damage below the filesystem changes no stamp). Capture and Import
+  // record the objects they hash themselves, so a Verify right after them reads nothing.
+  // *bytes_hashed (optional): the content bytes this call read.
+  Status Verify(const std::string& id, bool rehash_all = false, uint64_t* bytes_hashed = nullptr);
   // layer name -> absolute dir, for a cell's lower layers.
   Result<std::map<std::string, std::string>> LayerDirs(const std::string& id);
 

@@ -368,6 +368,50 @@ TEST_F(SnapshotStoreTest, VerifyRecordsWhatItHashedAndRehashAllReadsEverything) 
   EXPECT_THAT(s.error().message, HasSubstr("\"b\""));
 }
 
+// Capture records the objects it hashed on their way in, so the first restore or fork
+// after a snapshot (a Verify) reads no content; linking them into a second snapshot and
+// deleting the first keep that record; a written object is still caught.
+TEST_F(SnapshotStoreTest, VerifyRightAfterCaptureReadsNothingAndStillCatchesATamperedObject) {
+  Put(ws_ + "/a", std::string(100000, 'a'));
+  Put(ws_ + "/b", "bravo");
+  Put(root_ + "/etc/empty", "");
+  CaptureReport one = Capture("one");
+  uint64_t hashed = 1;
+  ASSERT_TRUE(store_->Verify(one.info.id, false, &hashed).ok());
+  EXPECT_EQ(hashed, 0u);
+  Put(ws_ + "/b", "BRAVO, changed");
+  CaptureReport two = Capture("two");
+  ASSERT_TRUE(store_->Verify(two.info.id, false, &hashed).ok());
+  EXPECT_EQ(hashed, 0u);
+  ASSERT_TRUE(store_->Verify(one.info.id, false, &hashed).ok());
+  EXPECT_EQ(hashed, 0u);
+  ASSERT_TRUE(store_->Delete("acme", "one").ok());
+  ASSERT_TRUE(store_->Verify(two.info.id, false, &hashed).ok());
+  EXPECT_EQ(hashed, 0u);
+  ASSERT_TRUE(store_->Verify(two.info.id, /*rehash_all=*/true, &hashed).ok());
+  EXPECT_EQ(hashed, 100000u + 14u);
+
+  std::ofstream(Layer(two.info.id, "workspace") + "/a", std::ios::binary)
+      << std::string(100000, 'A');
+  Status s = store_->Verify(two.info.id, false, &hashed);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message, HasSubstr("\"a\""));
+  EXPECT_EQ(hashed, 100000u);
+}
+
+TEST_F(SnapshotStoreTest, VerifyRightAfterImportReadsNothing) {
+  Put(ws_ + "/data", std::string(50000, 'd'));
+  CaptureReport r = Capture("out");
+  const std::string archive = tmp_ + "/out.tar.gz";
+  ASSERT_TRUE(store_->Export("acme", "out", archive).ok());
+  SnapshotStore other(tmp_ + "/other");
+  auto imported = other.Import("bob", archive, {});
+  ASSERT_TRUE(imported.ok()) << imported.error().message;
+  uint64_t hashed = 1;
+  ASSERT_TRUE(other.Verify(imported->id, false, &hashed).ok());
+  EXPECT_EQ(hashed, 0u);
+}
+
 TEST_F(SnapshotStoreTest, VerifyFindsAPathAddedToALayer) {
   Put(ws_ + "/ok", "fine");
   CaptureReport r = Capture("v");
