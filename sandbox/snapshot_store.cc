@@ -29,7 +29,7 @@ Result<StoreLock> StoreLock::Acquire(const std::string& root, bool exclusive) {
 }
 
 Status EnsureLayout(const std::string& root) {
-  for (const std::string& dir : {root, root + "/objects", root + "/snaps"})
+  for (const std::string& dir : {root, root + "/objects", root + "/snaps", root + "/inuse"})
     if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
       return Error::Sys("mkdir(\"" + dir + "\")");
   struct stat st;
@@ -165,7 +165,45 @@ Status CheckCaptureArgs(const std::string& tenant, const std::string& name,
 
 }  // namespace snapshot
 
+namespace {
+
+// Under the store's exclusive lock (so no MarkInUse is between its check and its flock):
+// an error when a process holds snapshot `id`'s mark, else the mark's file is removed.
+Status CheckNotInUse(const std::string& root, const std::string& id) {
+  const std::string path = root + "/inuse/" + id;
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return errno == ENOENT ? Ok() : Error::Sys("open(\"" + path + "\")");
+  while (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK)
+      return Error::Msg("snapshot " + id +
+                        " is in use: a running server has it as the base of a live session "
+                        "(its files are that session's lower layers); end the session or "
+                        "restore another snapshot there first");
+    if (errno != EINTR) return Error::Sys("flock(\"" + path + "\")");
+  }
+  unlink(path.c_str());
+  return Ok();
+}
+
+}  // namespace
+
 SnapshotStore::SnapshotStore(std::string root) : root_(std::move(root)) {}
+
+Result<SnapshotUse> SnapshotStore::MarkInUse(const std::string& id) {
+  if (!IsSnapshotId(id)) return Error::Msg("snapshot id \"" + id + "\": not 32 hex digits");
+  if (Status s = EnsureLayout(root_); !s) return s.error();
+  auto lock = StoreLock::Acquire(root_, false);
+  if (!lock) return lock.error();
+  struct stat st;
+  if (lstat((root_ + "/snaps/" + id).c_str(), &st) != 0) return NotFound(id);
+  const std::string path = root_ + "/inuse/" + id;
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return Error::Sys("open(\"" + path + "\")");
+  // Only a Delete flocks it exclusively, and it holds the store's lock, which we hold too.
+  while (flock(fd.get(), LOCK_SH) != 0)
+    if (errno != EINTR) return Error::Sys("flock(\"" + path + "\")");
+  return SnapshotUse(std::move(fd));
+}
 
 Result<CaptureReport> SnapshotStore::Capture(const std::string& tenant, const std::string& name,
                                              const std::vector<LayerSource>& sources,
@@ -251,6 +289,7 @@ Status SnapshotStore::Delete(const std::string& tenant, const std::string& id_or
   if (!lock) return lock.error();
   auto found = FindLocked(root_, tenant, id_or_name);
   if (!found) return found.error();
+  if (Status s = CheckNotInUse(root_, found->id); !s) return s;
   auto info = ReadManifest(root_, found->id, true);
   if (!info) return info.error();
   // Unlinking changes the ctime of the objects other snapshots still share.

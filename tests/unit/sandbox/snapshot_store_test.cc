@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -435,6 +436,62 @@ TEST_F(SnapshotStoreTest, DeleteRemovesObjectsNoSnapshotLinks) {
   EXPECT_TRUE(store_->Verify(two.info.id).ok());
   ASSERT_TRUE(store_->Delete("acme", two.info.id).ok());
   EXPECT_EQ(CountFiles(Objects()), 0u);
+}
+
+// The in-use mark is an flock on its own open file: another process's mark (a running
+// server's) and this process's own both hold off a Delete; dropped, the Delete runs.
+TEST_F(SnapshotStoreTest, DeleteIsRefusedWhileTheSnapshotIsMarkedInUse) {
+  Put(ws_ + "/f", "base of a live cell");
+  CaptureReport r = Capture("base");
+  {
+    Result<SnapshotUse> use = store_->MarkInUse(r.info.id);
+    ASSERT_TRUE(use.ok()) << use.error().message;
+    Result<SnapshotUse> second = store_->MarkInUse(r.info.id);  // a second session's
+    ASSERT_TRUE(second.ok()) << second.error().message;
+    SnapshotStore cli(tmp_ + "/store");  // as `mcpcell snapshot delete` opens it
+    Status s = cli.Delete("acme", "base");
+    ASSERT_FALSE(s.ok());
+    EXPECT_THAT(s.error().message, HasSubstr("snapshot " + r.info.id + " is in use"));
+    *use = SnapshotUse();
+    s = cli.Delete("acme", "base");
+    ASSERT_FALSE(s.ok()) << "one mark is still held";
+    EXPECT_TRUE(fs::exists(Layer(r.info.id, "workspace") + "/f"));
+  }
+  EXPECT_TRUE(store_->Delete("acme", "base").ok());
+  EXPECT_FALSE(fs::exists(Snaps() + "/" + r.info.id));
+  EXPECT_FALSE(fs::exists(tmp_ + "/store/inuse/" + r.info.id));
+  Result<SnapshotUse> gone = store_->MarkInUse(r.info.id);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_THAT(gone.error().message, HasSubstr("not found"));
+  EXPECT_FALSE(store_->MarkInUse("not-an-id").ok());
+}
+
+// A mark held by another process (a server) is seen through the file alone.
+TEST_F(SnapshotStoreTest, AnotherProcesssMarkHoldsOffADelete) {
+  Put(ws_ + "/f", "x");
+  CaptureReport r = Capture("base");
+  int ready[2], done[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(done), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Result<SnapshotUse> use = SnapshotStore(tmp_ + "/store").MarkInUse(r.info.id);
+    char c = use.ok() ? 'y' : 'n';
+    (void)!write(ready[1], &c, 1);
+    (void)!read(done[0], &c, 1);
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  EXPECT_EQ(c, 'y');
+  Status s = store_->Delete("acme", r.info.id);
+  EXPECT_FALSE(s.ok());
+  (void)!write(done[1], "x", 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) close(fd);
+  EXPECT_TRUE(store_->Delete("acme", r.info.id).ok());
 }
 
 TEST_F(SnapshotStoreTest, ExportThenImportIsTheSameSnapshotForAnotherTenant) {
