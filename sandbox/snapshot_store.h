@@ -52,9 +52,17 @@ struct LayerSource {
   uid_t uid_base = 0;
   gid_t gid_base = 0;
   // Layer-relative paths ("var/cache/x") left out with everything under them. The root
-  // layer's "run" (secrets, sockets; a tmpfs in cells) is always left out.
+  // layer's "run" (secrets, sockets; a tmpfs in cells) and kIdentityPaths are always left
+  // out.
   std::vector<std::string> exclude;
 };
+
+// Root-layer paths that make up a machine's identity (systemd's machine id, the random
+// seed it carries across boots): never captured, so a cell over a snapshot (a fork) does
+// not share them with its parent or siblings. Cells have neither unless a program in them
+// writes one (the host template leaves /etc/machine-id out).
+inline constexpr const char* kIdentityPaths[] = {"etc/machine-id", "var/lib/dbus/machine-id",
+                                                 "var/lib/systemd/random-seed"};
 
 struct SnapshotLimits {
   uint64_t storage_bytes = 0;  // the tenant's snapshots together; 0 = no limit

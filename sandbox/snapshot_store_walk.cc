@@ -181,7 +181,11 @@ Result<SnapshotLayer> CaptureLayer(const LayerSource& source, WalkState* state) 
     while (!p.empty() && p.back() == '/') p.pop_back();
     if (!p.empty()) w.excluded.insert(p);
   }
-  if (source.layer == "root") w.excluded.insert("run");
+  if (source.layer == "root") {
+    // A cell's identity is its own: a fork made from this snapshot must not inherit it.
+    for (const char* path : kIdentityPaths) w.excluded.insert(path);
+    w.excluded.insert("run");
+  }
   UniqueFd top(open(source.dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!top) return Error::Sys("open(\"" + source.dir + "\")").Wrap("layer " + source.layer);
   struct stat st;

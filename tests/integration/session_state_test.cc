@@ -164,6 +164,11 @@ TEST_F(SessionStateTest, RestoreBringsBackEveryFileAndAForkKeepsItsChangesApart)
     EXPECT_EQ(Fingerprint(*lease), written);
     Sh(*lease, "echo fork > /workspace/fork-only");
     fork_host = Sh(*lease, "cat /etc/hostname");
+    // No machine id or random seed to share: a cell has none (docs/lifecycle.md, "Identity").
+    EXPECT_EQ(Sh(*lease,
+                 "for f in /etc/machine-id /var/lib/dbus/machine-id "
+                 "/var/lib/systemd/random-seed; do test -e $f && echo $f; done; true"),
+              "");
   }
   ASSERT_TRUE(sessions_->Restore("s1", "", "two").ok());
   {

@@ -162,6 +162,24 @@ TEST_F(SnapshotStoreTest, SymlinksAreNotFollowedAndExcludedPathsAreLeftOut) {
   EXPECT_FALSE(fs::exists(ws + "/cache/big"));
 }
 
+// A fork gets a fresh identity: what a cell wrote as its machine id or random seed stays
+// with it (the rest of /etc and /var/lib is captured).
+TEST_F(SnapshotStoreTest, MachineIdAndRandomSeedAreNeverCaptured) {
+  Put(root_ + "/etc/machine-id", "0123456789abcdef0123456789abcdef\n", 0444, 0);
+  Put(root_ + "/etc/hostname", "cell\n", 0644, 0);
+  Put(root_ + "/var/lib/dbus/machine-id", "0123456789abcdef0123456789abcdef\n", 0444, 0);
+  Put(root_ + "/var/lib/systemd/random-seed", std::string(512, 'r'), 0600, 0);
+  Put(root_ + "/var/lib/systemd/other", "kept", 0644, 0);
+  CaptureReport r = Capture("identity");
+  const std::string root = Layer(r.info.id, "root");
+  EXPECT_FALSE(fs::exists(root + "/etc/machine-id"));
+  EXPECT_FALSE(fs::exists(root + "/var/lib/dbus/machine-id"));
+  EXPECT_FALSE(fs::exists(root + "/var/lib/systemd/random-seed"));
+  EXPECT_TRUE(fs::exists(root + "/etc/hostname"));
+  EXPECT_TRUE(fs::exists(root + "/var/lib/systemd/other"));
+  EXPECT_TRUE(store_->Verify(r.info.id).ok());
+}
+
 TEST_F(SnapshotStoreTest, CaptureOfAMissingDirFailsAndLeavesNothing) {
   Put(ws_ + "/a", "a");
   std::vector<LayerSource> src = {{"workspace", ws_, kBase, kBase, {}},
