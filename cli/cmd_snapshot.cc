@@ -3,6 +3,10 @@
 // a running server. Every command acts for one tenant (--tenant, default "default"): another
 // tenant's snapshots are not found, as they would not be for that tenant's sessions.
 //
+// Delete refuses a snapshot a running server marks in use (a live session's base) and, unless
+// --force, a hibernated session's files (kind "hibernation"): a stopped server's session
+// would come back without them.
+//
 // Exit status: 0 done, 1 verify found damage (naming the first bad path), 2 anything else
 // (unknown snapshot, bad options, an archive import refused).
 #include <CLI/CLI.hpp>
@@ -28,6 +32,7 @@ struct SnapshotOptions {
   std::string snapshot;  // id or name
   std::string path;      // export/import archive
   std::string quota;     // import: [limits] snapshot_storage to apply; "" = none
+  bool force = false;    // delete: a hibernation snapshot too
 };
 
 int Fail(int code, const std::string& what) {
@@ -39,14 +44,16 @@ sandbox::SnapshotStore Store(const SnapshotOptions& o) {
   return sandbox::SnapshotStore(o.state_dir + "/snapshots");
 }
 
+// "snapshot" (made by snapshot_create or imported) or "hibernation" (a session's files).
+std::string KindName(const sandbox::SnapshotInfo& s) {
+  return s.kind.empty() ? "snapshot" : s.kind;
+}
+
 nlohmann::json Summary(const sandbox::SnapshotInfo& s) {
-  nlohmann::json j = {{"id", s.id},
-                      {"tenant", s.tenant},
-                      {"name", s.name},
-                      {"created", s.created},
-                      {"digest", s.digest},
-                      {"files", s.files},
-                      {"stored_bytes", s.stored_bytes}};
+  nlohmann::json j = {{"id", s.id},           {"tenant", s.tenant},
+                      {"name", s.name},       {"kind", KindName(s)},
+                      {"created", s.created}, {"digest", s.digest},
+                      {"files", s.files},     {"stored_bytes", s.stored_bytes}};
   if (!s.layers.empty()) {
     nlohmann::json layers = nlohmann::json::object();
     for (const auto& layer : s.layers) layers[layer.name] = layer.entries.size();
@@ -69,10 +76,11 @@ std::string Approx(uint64_t bytes) {
 int RunList(const SnapshotOptions& o) {
   auto list = Store(o).List(o.tenant);
   if (!list) return Fail(kUsage, list.error().message);
-  std::printf("%-32s  %-20s  %-27s  %8s  %10s\n", "ID", "NAME", "CREATED", "FILES", "SIZE");
+  std::printf("%-32s  %-20s  %-11s  %-27s  %8s  %10s\n", "ID", "NAME", "KIND", "CREATED", "FILES",
+              "SIZE");
   for (const auto& s : *list)
-    std::printf("%-32s  %-20s  %-27s  %8llu  %10s\n", s.id.c_str(), s.name.c_str(),
-                s.created.c_str(), static_cast<unsigned long long>(s.files),
+    std::printf("%-32s  %-20s  %-11s  %-27s  %8llu  %10s\n", s.id.c_str(), s.name.c_str(),
+                KindName(s).c_str(), s.created.c_str(), static_cast<unsigned long long>(s.files),
                 Approx(s.stored_bytes).c_str());
   return 0;
 }
@@ -85,7 +93,15 @@ int RunShow(const SnapshotOptions& o) {
 }
 
 int RunDelete(const SnapshotOptions& o) {
-  if (Status s = Store(o).Delete(o.tenant, o.snapshot); !s) return Fail(kUsage, s.error().message);
+  sandbox::SnapshotStore store = Store(o);
+  auto info = store.Get(o.tenant, o.snapshot);
+  if (!info) return Fail(kUsage, info.error().message);
+  if (info->kind == sandbox::kSnapshotKindHibernation && !o.force)
+    return Fail(kUsage, "snapshot " + info->id +
+                            " holds a hibernated session's files (kind hibernation): deleting it "
+                            "loses them for good; add --force to delete it anyway");
+  // By id: the name was resolved above, for the kind's check.
+  if (Status s = store.Delete(o.tenant, info->id); !s) return Fail(kUsage, s.error().message);
   std::printf("deleted %s\n", o.snapshot.c_str());
   return 0;
 }
@@ -94,7 +110,7 @@ int RunVerify(const SnapshotOptions& o) {
   sandbox::SnapshotStore store = Store(o);
   auto s = store.Get(o.tenant, o.snapshot);
   if (!s) return Fail(kUsage, s.error().message);
-  if (Status v = store.Verify(s->id); !v) {
+  if (Status v = store.Verify(s->id, /*rehash_all=*/true); !v) {
     std::printf("DAMAGED: snapshot %s: %s\n", s->id.c_str(), v.error().message.c_str());
     return kDamaged;
   }
@@ -150,7 +166,11 @@ const bool kRegistered = RegisterCommand("snapshot", [](CLI::App& parent, int* e
     return sub;
   };
   with_snapshot("show", "A snapshot's id, name, digest, size and entries per layer", RunShow);
-  with_snapshot("delete", "Delete a snapshot and the files no other snapshot holds", RunDelete);
+  with_snapshot("delete",
+                "Delete a snapshot and the files no other snapshot holds (refused while a "
+                "running server's session has it as its base)",
+                RunDelete)
+      ->add_flag("--force", o->force, "Delete a hibernated session's snapshot too");
   with_snapshot("verify",
                 "Re-hash every file and check the layer trees; exit 1 naming the "
                 "first damaged path",

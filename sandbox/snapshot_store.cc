@@ -29,7 +29,7 @@ Result<StoreLock> StoreLock::Acquire(const std::string& root, bool exclusive) {
 }
 
 Status EnsureLayout(const std::string& root) {
-  for (const std::string& dir : {root, root + "/objects", root + "/snaps"})
+  for (const std::string& dir : {root, root + "/objects", root + "/snaps", root + "/inuse"})
     if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
       return Error::Sys("mkdir(\"" + dir + "\")");
   struct stat st;
@@ -165,7 +165,45 @@ Status CheckCaptureArgs(const std::string& tenant, const std::string& name,
 
 }  // namespace snapshot
 
+namespace {
+
+// Under the store's exclusive lock (so no MarkInUse is between its check and its flock):
+// an error when a process holds snapshot `id`'s mark, else the mark's file is removed.
+Status CheckNotInUse(const std::string& root, const std::string& id) {
+  const std::string path = root + "/inuse/" + id;
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return errno == ENOENT ? Ok() : Error::Sys("open(\"" + path + "\")");
+  while (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK)
+      return Error::Msg("snapshot " + id +
+                        " is in use: a running server has it as the base of a live session "
+                        "(its files are that session's lower layers); end the session or "
+                        "restore another snapshot there first");
+    if (errno != EINTR) return Error::Sys("flock(\"" + path + "\")");
+  }
+  unlink(path.c_str());
+  return Ok();
+}
+
+}  // namespace
+
 SnapshotStore::SnapshotStore(std::string root) : root_(std::move(root)) {}
+
+Result<SnapshotUse> SnapshotStore::MarkInUse(const std::string& id) {
+  if (!IsSnapshotId(id)) return Error::Msg("snapshot id \"" + id + "\": not 32 hex digits");
+  if (Status s = EnsureLayout(root_); !s) return s.error();
+  auto lock = StoreLock::Acquire(root_, false);
+  if (!lock) return lock.error();
+  struct stat st;
+  if (lstat((root_ + "/snaps/" + id).c_str(), &st) != 0) return NotFound(id);
+  const std::string path = root_ + "/inuse/" + id;
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return Error::Sys("open(\"" + path + "\")");
+  // Only a Delete flocks it exclusively, and it holds the store's lock, which we hold too.
+  while (flock(fd.get(), LOCK_SH) != 0)
+    if (errno != EINTR) return Error::Sys("flock(\"" + path + "\")");
+  return SnapshotUse(std::move(fd));
+}
 
 Result<CaptureReport> SnapshotStore::Capture(const std::string& tenant, const std::string& name,
                                              const std::vector<LayerSource>& sources,
@@ -191,7 +229,7 @@ Result<CaptureReport> SnapshotStore::Capture(const std::string& tenant, const st
   HashCache cache;
   cache.Load(root_ + "/cache.json");
   std::set<std::string> contents;
-  WalkState state{&objects, &cache, &report, &contents, 0, *quota_left};
+  WalkState state{&objects, &cache, &report, &contents, 0, *quota_left, {}};
   std::vector<SnapshotLayer> layers;
   std::vector<std::string> walked;
   for (const LayerSource& src : sources) {
@@ -211,12 +249,17 @@ Result<CaptureReport> SnapshotStore::Capture(const std::string& tenant, const st
     s = Error::Msg("snapshot storage quota exceeded: this snapshot holds " +
                    std::to_string(report.info.stored_bytes) + " bytes, " +
                    std::to_string(*quota_left) + " are left of [limits] snapshot_storage");
+  // What this capture hashed itself, and what was verified before Commit links it again.
+  std::set<std::string> verified;
+  if (s) verified = StillVerified(root_, ObjectNamesOf(report.info.layers));
+  verified.insert(state.written.begin(), state.written.end());
   if (s) s = Commit(root_, report.info);
   if (!s) {
     (void)objects.CollectGarbage();
     return s.error().Wrap("capture");
   }
   (void)cache.Save(root_ + "/cache.json", walked);  // a lost cache costs only re-hashing
+  (void)RecordVerified(root_, verified);            // a lost record costs the next Verify a re-read
   report.info.layers.clear();
   return report;
 }
@@ -246,12 +289,19 @@ Status SnapshotStore::Delete(const std::string& tenant, const std::string& id_or
   if (!lock) return lock.error();
   auto found = FindLocked(root_, tenant, id_or_name);
   if (!found) return found.error();
+  if (Status s = CheckNotInUse(root_, found->id); !s) return s;
+  auto info = ReadManifest(root_, found->id, true);
+  if (!info) return info.error();
+  // Unlinking changes the ctime of the objects other snapshots still share.
+  const std::set<std::string> verified = StillVerified(root_, ObjectNamesOf(info->layers));
   const std::string dir = root_ + "/snaps/" + found->id;
   const std::string gone = root_ + "/snaps/.del-" + found->id;
   if (rename(dir.c_str(), gone.c_str()) != 0)
     return Error::Sys("rename(\"" + dir + "\", \"" + gone + "\")");
-  if (Status s = RemoveTree(gone); !s) return s;
-  return ObjectStore(root_ + "/objects").CollectGarbage();
+  Status s = RemoveTree(gone);
+  if (s) s = ObjectStore(root_ + "/objects").CollectGarbage();
+  (void)RecordVerified(root_, verified);
+  return s;
 }
 
 Result<std::map<std::string, std::string>> SnapshotStore::LayerDirs(const std::string& id) {
@@ -264,7 +314,8 @@ Result<std::map<std::string, std::string>> SnapshotStore::LayerDirs(const std::s
   return dirs;
 }
 
-Status SnapshotStore::Verify(const std::string& id, bool rehash_all) {
+Status SnapshotStore::Verify(const std::string& id, bool rehash_all, uint64_t* bytes_hashed) {
+  if (bytes_hashed) *bytes_hashed = 0;
   if (!IsSnapshotId(id)) return Error::Msg("snapshot id \"" + id + "\": not 32 hex digits");
   auto lock = StoreLock::Acquire(root_, false);
   if (!lock) return lock.error();
@@ -277,7 +328,8 @@ Status SnapshotStore::Verify(const std::string& id, bool rehash_all) {
       summary->stored_bytes != StoredBytes(info->layers))
     return Error::Msg("snapshot " + id + ": info.json does not agree with manifest.json");
   return VerifyLayers(ObjectStore(root_ + "/objects"), info->layers,
-                      root_ + "/snaps/" + id + "/layers", root_ + "/verified.json", rehash_all);
+                      root_ + "/snaps/" + id + "/layers", root_ + "/verified.json", rehash_all,
+                      bytes_hashed);
 }
 
 }  // namespace mcpcell::sandbox

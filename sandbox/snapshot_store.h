@@ -14,6 +14,10 @@
 //                                               re-read by the next capture
 //   <root>/verified.json                        object -> its stat stamp when a Verify
 //                                               last hashed it (see Verify)
+//   <root>/inuse/<id>                           flocked (shared) by every process whose
+//                                               live cell or session has snapshot <id> as
+//                                               its base (MarkInUse); Delete refuses while
+//                                               anyone holds it
 //
 // Ownership on disk is canonical: the in-cell uid/gid raw (a cell's host uid minus its base;
 // ids outside the cell's 65536 range become nobody, counted in the report). The cell that
@@ -32,9 +36,11 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
+#include "base/unique_fd.h"
 
 namespace mcpcell::sandbox {
 
@@ -46,9 +52,17 @@ struct LayerSource {
   uid_t uid_base = 0;
   gid_t gid_base = 0;
   // Layer-relative paths ("var/cache/x") left out with everything under them. The root
-  // layer's "run" (secrets, sockets; a tmpfs in cells) is always left out.
+  // layer's "run" (secrets, sockets; a tmpfs in cells) and kIdentityPaths are always left
+  // out.
   std::vector<std::string> exclude;
 };
+
+// Root-layer paths that make up a machine's identity (systemd's machine id, the random
+// seed it carries across boots): never captured, so a cell over a snapshot (a fork) does
+// not share them with its parent or siblings. Cells have neither unless a program in them
+// writes one (the host template leaves /etc/machine-id out).
+inline constexpr const char* kIdentityPaths[] = {"etc/machine-id", "var/lib/dbus/machine-id",
+                                                 "var/lib/systemd/random-seed"};
 
 struct SnapshotLimits {
   uint64_t storage_bytes = 0;  // the tenant's snapshots together; 0 = no limit
@@ -101,6 +115,20 @@ struct CaptureReport {
   uint64_t mapped_to_nobody = 0;            // entries whose owner was outside the cell's id range
 };
 
+// A process's mark that a snapshot is the base of one of its live cells or sessions (its
+// layers are their overlays' lower dirs, which must not change under them): a shared flock
+// on <root>/inuse/<id>, seen by every process sharing the store, dropped with the object
+// (or the process). Movable; not thread-safe itself.
+class SnapshotUse {
+ public:
+  SnapshotUse() = default;
+  explicit SnapshotUse(UniqueFd fd) : fd_(std::move(fd)) {}
+  bool held() const { return fd_.get() >= 0; }
+
+ private:
+  UniqueFd fd_;
+};
+
 // Snapshot names: 1-64 characters of [A-Za-z0-9._-] (so never "/"), not "." or "..".
 Status CheckSnapshotName(const std::string& name);
 
@@ -121,14 +149,20 @@ class SnapshotStore {
   Result<std::vector<SnapshotInfo>> List(const std::string& tenant);
   // By id or name. Another tenant's snapshot is "not found", like an unknown one.
   Result<SnapshotInfo> Get(const std::string& tenant, const std::string& id_or_name);
-  // Removes the snapshot, then every object no snapshot links any more.
+  // Removes the snapshot, then every object no snapshot links any more. Refused while a
+  // process holds its in-use mark (MarkInUse), this one included.
   Status Delete(const std::string& tenant, const std::string& id_or_name);
+  // Marks snapshot `id` in use until the result is destroyed (see SnapshotUse); taken under
+  // the store's lock, so a Delete either ran before (then "not found") or sees the mark.
+  Result<SnapshotUse> MarkInUse(const std::string& id);
   // Checks the layer trees against the manifest and every object's content against its
   // sha256; the error names the first bad path. An object an earlier Verify hashed and that
   // was not written since (same inode, size, mtime and ctime: <root>/verified.json) is not
   // read again, so a restore or fork costs the same for 1 MiB and 1 GiB; `rehash_all`
-  // reads every byte (damage below the filesystem changes no stamp).
-  Status Verify(const std::string& id, bool rehash_all = false);
+  // reads every byte (damage below the filesystem changes no stamp). Capture and Import
+  // record the objects they hash themselves, so a Verify right after them reads nothing.
+  // *bytes_hashed (optional): the content bytes this call read.
+  Status Verify(const std::string& id, bool rehash_all = false, uint64_t* bytes_hashed = nullptr);
   // layer name -> absolute dir, for a cell's lower layers.
   Result<std::map<std::string, std::string>> LayerDirs(const std::string& id);
 

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "sandbox/snapshot_store_internal.h"
@@ -162,7 +163,7 @@ Status ReadObjects(archive* a, const std::string& objects_dir, ImportState* st) 
 }
 
 // The objects the snapshot links (each content with each mode and owner), from the temps.
-Status MakeObjects(ObjectStore& objects, const ImportState& st) {
+Status MakeObjects(ObjectStore& objects, const ImportState& st, std::set<std::string>* written) {
   for (const SnapshotLayer& layer : st.manifest.layers) {
     for (const SnapshotEntry& e : layer.entries) {
       if (e.type != Type::kFile || objects.Has(ObjectName(e.sha256, e.mode, e.uid, e.gid)))
@@ -171,9 +172,11 @@ Status MakeObjects(ObjectStore& objects, const ImportState& st) {
       UniqueFd fd(open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
       if (!fd) return Error::Sys("open(\"" + tmp + "\")");
       uint64_t size = 0, added = 0;
-      auto sha = objects.Put(fd.get(), e.mode, e.uid, e.gid, e.mtime_ns, &size, &added);
+      bool created = false;
+      auto sha = objects.Put(fd.get(), e.mode, e.uid, e.gid, e.mtime_ns, &size, &added, &created);
       if (!sha) return sha.error();
       if (*sha != e.sha256) return Error::Msg(tmp + ": changed while importing");
+      if (created) written->insert(ObjectName(e.sha256, e.mode, e.uid, e.gid));
     }
   }
   return Ok();
@@ -235,12 +238,16 @@ Result<SnapshotInfo> SnapshotStore::Import(const std::string& tenant, const std:
                      " bytes, " + std::to_string(*left) + " are left of [limits] snapshot_storage");
   }
   if (s) s = ReadObjects(a.get(), objects.dir(), &st);
-  if (s) s = MakeObjects(objects, st);
+  std::set<std::string> verified;  // as in Capture: hashed here, or verified before linking
+  if (s) s = MakeObjects(objects, st, &verified);
   SnapshotInfo info;
   if (s) {
     info = NewInfo(tenant, st.manifest.name, std::move(st.manifest.layers));
+    std::set<std::string> before = StillVerified(root_, ObjectNamesOf(info.layers));
+    verified.insert(before.begin(), before.end());
     s = Commit(root_, info);
   }
+  if (s) (void)RecordVerified(root_, verified);
   for (const auto& [sha, tmp] : st.temps) unlink(tmp.c_str());
   if (!s) {
     (void)objects.CollectGarbage();

@@ -71,8 +71,9 @@ class ObjectStore {
   // Copies the rest of `fd` into a new object while hashing it (the mode, ids and mtime
   // given), unless that object exists: returns the sha256; *size = bytes read, *added =
   // bytes stored when the object was new, else 0.
+  // *created (optional): whether this call made the object (an empty file adds 0 bytes).
   Result<std::string> Put(int fd, uint32_t mode, uint32_t uid, uint32_t gid, int64_t mtime_ns,
-                          uint64_t* size, uint64_t* added);
+                          uint64_t* size, uint64_t* added, bool* created = nullptr);
   // Removes every object that no snapshot links (st_nlink == 1) and stale temp files.
   Status CollectGarbage(uint64_t* removed_bytes = nullptr);
 
@@ -114,6 +115,7 @@ struct WalkState {
   std::set<std::string>* contents = nullptr;  // distinct sha256 of this snapshot
   uint64_t stored_bytes = 0;                  // their sizes
   uint64_t quota_left = 0;                    // 0 = unlimited
+  std::set<std::string> written;              // object names this capture made
 };
 Result<SnapshotLayer> CaptureLayer(const LayerSource& source, WalkState* state);
 
@@ -159,8 +161,18 @@ std::vector<SnapshotLayer> MergeOnto(const std::vector<SnapshotLayer>& parent,
 // The trees under layers_dir match the entries (types, modes, owners, targets, opaque
 // xattrs, no extra paths) and every file's content hashes to its sha256; objects whose
 // stamp in `verified_path` still matches are not re-read unless `rehash_all`.
+// *bytes_hashed: the content bytes read (0 when every object's record held).
 Status VerifyLayers(const ObjectStore& objects, const std::vector<SnapshotLayer>& layers,
                     const std::string& layers_dir, const std::string& verified_path,
-                    bool rehash_all);
+                    bool rehash_all, uint64_t* bytes_hashed = nullptr);
+
+// The verified.json record across a change of the store (held under the exclusive lock).
+// A link or unlink changes an object's ctime, so its record would no longer match although
+// its bytes did not change: a change notes, before it links or unlinks, which objects'
+// records still hold (StillVerified), adds the objects it wrote itself (hashed on the way
+// in), and records their stamps after (RecordVerified).
+std::set<std::string> ObjectNamesOf(const std::vector<SnapshotLayer>& layers);
+std::set<std::string> StillVerified(const std::string& root, const std::set<std::string>& names);
+Status RecordVerified(const std::string& root, const std::set<std::string>& names);
 
 }  // namespace mcpcell::sandbox::snapshot

@@ -153,8 +153,10 @@ bool ObjectStore::Has(const std::string& name) const {
 }
 
 Result<std::string> ObjectStore::Put(int fd, uint32_t mode, uint32_t uid, uint32_t gid,
-                                     int64_t mtime_ns, uint64_t* size, uint64_t* added) {
+                                     int64_t mtime_ns, uint64_t* size, uint64_t* added,
+                                     bool* created) {
   *added = 0;
+  if (created) *created = false;
   std::string tmp = dir_ + "/.tmp-" + RandomId();
   UniqueFd out(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!out) return Error::Sys("open(\"" + tmp + "\")");
@@ -174,9 +176,10 @@ Result<std::string> ObjectStore::Put(int fd, uint32_t mode, uint32_t uid, uint32
   if (s) {
     // link, not rename: an object that exists is never replaced (snapshots link it).
     std::string name = dir_ + "/" + ObjectName(*sha, mode, uid, gid);
-    if (link(tmp.c_str(), name.c_str()) == 0)
+    if (link(tmp.c_str(), name.c_str()) == 0) {
       *added = bytes;
-    else if (errno != EEXIST)
+      if (created) *created = true;
+    } else if (errno != EEXIST)
       s = Error::Sys("link(\"" + tmp + "\", \"" + name + "\")");
   }
   unlink(tmp.c_str());

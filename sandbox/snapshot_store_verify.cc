@@ -2,6 +2,9 @@
 // sha256. The error names the first bad path in manifest order (then the first extra one).
 // Objects a Verify hashed are recorded in <root>/verified.json with their stat stamp; a
 // later Verify re-reads only the objects whose stamp changed (unless asked to re-hash all).
+// Capture, Import and Delete keep that record for the objects they wrote or that were
+// verified before they linked or unlinked them (RecordVerified), so the first restore or
+// fork after a snapshot reads no content.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -59,6 +62,8 @@ class VerifiedObjects {
     stamps_[name] = stamp;
     changed_ = true;
   }
+  // A Delete records nothing new but its dropped objects' records must go.
+  void ForceSave() { changed_ = true; }
   // Keeps the records of objects that still exist (a deleted snapshot's go).
   Status SaveIfChanged(const std::string& path, const std::string& objects_dir) const {
     if (!changed_) return Ok();
@@ -90,6 +95,7 @@ class ContentCheck {
  public:
   ContentCheck(const ObjectStore& objects, VerifiedObjects* verified)
       : objects_(objects), verified_(verified) {}
+  uint64_t bytes_hashed() const { return bytes_hashed_; }
   Status Check(const SnapshotEntry& e, const std::string& path, const struct stat& st) {
     const std::string name = ObjectName(e.sha256, e.mode, e.uid, e.gid);
     const std::string object = objects_.dir() + "/" + name;
@@ -108,6 +114,7 @@ class ContentCheck {
       auto h = HashFile(fd.get());
       if (!h) return h.error();
       sha = *h;
+      bytes_hashed_ += static_cast<uint64_t>(st.st_size);
       if (linked) hashed_[object] = sha;
     }
     if (sha != e.sha256)
@@ -120,6 +127,7 @@ class ContentCheck {
   const ObjectStore& objects_;
   VerifiedObjects* verified_;
   std::map<std::string, std::string> hashed_;
+  uint64_t bytes_hashed_ = 0;
 };
 
 Status CheckEntry(ContentCheck& content, const SnapshotEntry& e, const std::string& path) {
@@ -176,10 +184,18 @@ Status FindExtra(const std::string& top, const std::string& rel,
 
 Status VerifyLayers(const ObjectStore& objects, const std::vector<SnapshotLayer>& layers,
                     const std::string& layers_dir, const std::string& verified_path,
-                    bool rehash_all) {
+                    bool rehash_all, uint64_t* bytes_hashed) {
   VerifiedObjects verified;
   if (!rehash_all) verified.Load(verified_path);
   ContentCheck content(objects, &verified);
+  // Set on every return: a Verify that failed half-way still read what it read.
+  struct Count {
+    const ContentCheck& content;
+    uint64_t* out;
+    ~Count() {
+      if (out) *out = content.bytes_hashed();
+    }
+  } count{content, bytes_hashed};
   for (const SnapshotLayer& layer : layers) {
     const std::string top = layers_dir + "/" + layer.name;
     std::set<std::string> listed;
@@ -193,6 +209,40 @@ Status VerifyLayers(const ObjectStore& objects, const std::vector<SnapshotLayer>
   // A record that cannot be written costs the next Verify time, not this one's result.
   (void)verified.SaveIfChanged(verified_path, objects.dir());
   return Ok();
+}
+
+std::set<std::string> ObjectNamesOf(const std::vector<SnapshotLayer>& layers) {
+  std::set<std::string> names;
+  for (const SnapshotLayer& layer : layers)
+    for (const SnapshotEntry& e : layer.entries)
+      if (e.type == Type::kFile) names.insert(ObjectName(e.sha256, e.mode, e.uid, e.gid));
+  return names;
+}
+
+std::set<std::string> StillVerified(const std::string& root, const std::set<std::string>& names) {
+  VerifiedObjects verified;
+  verified.Load(root + "/verified.json");
+  std::set<std::string> out;
+  for (const std::string& name : names) {
+    struct stat st;
+    if (lstat((root + "/objects/" + name).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        verified.Matches(name, Stamp(st)))
+      out.insert(name);
+  }
+  return out;
+}
+
+Status RecordVerified(const std::string& root, const std::set<std::string>& names) {
+  VerifiedObjects verified;
+  verified.Load(root + "/verified.json");
+  for (const std::string& name : names) {
+    struct stat st;
+    // Gone (collected with a deleted snapshot): SaveIfChanged drops its record.
+    if (lstat((root + "/objects/" + name).c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      verified.Remember(name, Stamp(st));
+  }
+  verified.ForceSave();
+  return verified.SaveIfChanged(root + "/verified.json", root + "/objects");
 }
 
 }  // namespace mcpcell::sandbox::snapshot

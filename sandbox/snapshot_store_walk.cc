@@ -82,9 +82,12 @@ Status CaptureFile(LayerWalk& w, int dir, const char* name, const std::string& r
     auto fd = OpenSame(dir, name, st, 0, rel);
     if (!fd) return fd.error();
     uint64_t added = 0;
-    auto sha = w.state->objects->Put(fd->get(), e.mode, e.uid, e.gid, e.mtime_ns, &e.size, &added);
+    bool created = false;
+    auto sha = w.state->objects->Put(fd->get(), e.mode, e.uid, e.gid, e.mtime_ns, &e.size, &added,
+                                     &created);
     if (!sha) return sha.error().Wrap("\"" + rel + "\"");
     e.sha256 = *sha;
+    if (created) w.state->written.insert(ObjectName(e.sha256, e.mode, e.uid, e.gid));
     ++w.state->report->files_hashed;
     w.state->report->new_object_bytes += added;
   }
@@ -178,7 +181,11 @@ Result<SnapshotLayer> CaptureLayer(const LayerSource& source, WalkState* state) 
     while (!p.empty() && p.back() == '/') p.pop_back();
     if (!p.empty()) w.excluded.insert(p);
   }
-  if (source.layer == "root") w.excluded.insert("run");
+  if (source.layer == "root") {
+    // A cell's identity is its own: a fork made from this snapshot must not inherit it.
+    for (const char* path : kIdentityPaths) w.excluded.insert(path);
+    w.excluded.insert("run");
+  }
   UniqueFd top(open(source.dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!top) return Error::Sys("open(\"" + source.dir + "\")").Wrap("layer " + source.layer);
   struct stat st;

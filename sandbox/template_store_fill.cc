@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -343,17 +344,26 @@ Status FillTemplateRootfs(const std::string& from, const std::string& rootfs) {
 
 Status DebootstrapTemplateRootfs(const std::string& suite, const std::string& rootfs,
                                  const std::string& scratch_dir) {
-  if (suite.empty() ||
+  // A leading "-" would make the suite one of mmdebstrap's options ("--help" ran it).
+  if (suite.empty() || suite[0] < 'a' || suite[0] > 'z' ||
       suite.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
     return Error::Msg("--debian-suite \"" + suite + "\": not a suite name like bookworm");
-  const char* candidates[] = {"/usr/bin/mmdebstrap", "/usr/local/bin/mmdebstrap"};
+  // Looked up in PATH as a shell would (the operator's command line runs it), so that an
+  // mmdebstrap outside /usr/bin works and a missing one is refused before anything is made.
+  const char* env_path = getenv("PATH");
+  const std::string search = env_path && *env_path ? env_path : "/usr/local/bin:/usr/bin";
   std::string tool;
-  for (const char* c : candidates)
-    if (access(c, X_OK) == 0) tool = c;
+  for (size_t start = 0; tool.empty() && start <= search.size();) {
+    size_t end = search.find(':', start);
+    if (end == std::string::npos) end = search.size();
+    const std::string dir = search.substr(start, end - start);
+    const std::string candidate = (dir.empty() ? "." : dir) + "/mmdebstrap";
+    if (access(candidate.c_str(), X_OK) == 0) tool = candidate;
+    start = end + 1;
+  }
   if (tool.empty())
-    return Error::Msg(
-        "--debian-suite needs mmdebstrap, which is not installed "
-        "(apt-get install mmdebstrap), or build --from a rootfs dir or tar");
+    return Error::Msg("--debian-suite needs mmdebstrap, which is not in PATH (" + search +
+                      "; apt-get install mmdebstrap), or build --from a rootfs dir or tar");
   const std::string tar = scratch_dir + "/debootstrap.tar";
   pid_t pid = fork();
   if (pid < 0) return Error::Sys("fork");

@@ -168,6 +168,19 @@ uint64_t SessionState::QuotaBytes(const std::string& tenant) const {
   return policy ? policy->limits.snapshot_storage_bytes : 0;
 }
 
+Status SessionState::MarkBase(const std::string& key, const std::string& id) {
+  auto use = store_.MarkInUse(id);
+  if (!use) return use.error().Wrap("mark snapshot " + id + " in use");
+  std::lock_guard lock(mu_);
+  uses_[{key, id}] = std::move(*use);
+  return Ok();
+}
+
+void SessionState::UnmarkBase(const std::string& key, const std::string& id) {
+  std::lock_guard lock(mu_);
+  uses_.erase({key, id});
+}
+
 SessionState::SnapshotLock::SnapshotLock(SessionState& state, std::string id)
     : state_(state), id_(std::move(id)) {
   std::unique_lock lock(state_.mu_);
@@ -233,8 +246,14 @@ Result<tools::SnapshotRestored> SessionState::Restore(const std::string& session
     return ok.error().Wrap("snapshot " + info->id + " is damaged and was not restored");
   auto base = BaseOf(info->id, false);
   if (!base) return base.error();
+  if (Status marked = MarkBase(session_key, info->id); !marked)
+    return marked.error().Wrap("snapshot_restore");
   auto restarted = (*session)->RestartOver(std::move(*base));
-  if (!restarted) return restarted.error().Wrap("snapshot_restore");
+  if (!restarted) {
+    std::optional<sandbox::SessionBase> now = (*session)->base();
+    if (!now || now->snapshot_id != info->id) UnmarkBase(session_key, info->id);
+    return restarted.error().Wrap("snapshot_restore");
+  }
   tools::SnapshotRestored out;
   info->layers.clear();
   out.snapshot = Summary(*info);
@@ -271,9 +290,10 @@ Result<sandbox::SessionBase> SessionState::Hibernate(sandbox::CellInstance& cell
   auto report = CaptureCell(cell, tenant, "", base, sandbox::kSnapshotKindHibernation, &notes);
   if (!report) return report.error().Wrap("hibernate");
   auto kept = BaseOf(report->info.id, true);
-  if (!kept) {
+  Status marked = kept ? MarkBase(key, report->info.id) : Status(kept.error());
+  if (!marked) {
     (void)store_.Delete(StoreTenant(tenant), report->info.id);
-    return kept.error().Wrap("hibernate");
+    return marked.error().Wrap("hibernate");
   }
   if (options_.audit)
     options_.audit->SessionHibernated(tenant, key, cell.id(), report->info, frozen);
@@ -315,14 +335,20 @@ Status SessionState::ResumeOver(const std::string& key, const std::string& tenan
     return Error::Msg("snapshot " + snapshot_id + " is not a hibernated session's");
   auto base = BaseOf(snapshot_id, true);
   if (!base) return base.error();
+  if (Status marked = MarkBase(key, snapshot_id); !marked) return marked;
   auto restarted = (*session)->RestartOver(std::move(*base), note);
-  if (!restarted) return restarted.error();
+  if (!restarted) {
+    std::optional<sandbox::SessionBase> now = (*session)->base();
+    if (!now || now->snapshot_id != snapshot_id) UnmarkBase(key, snapshot_id);
+    return restarted.error();
+  }
   return Ok();
 }
 
 void SessionState::BaseReleased(const std::string& key, const std::string& tenant,
                                 const sandbox::SessionBase& base) {
-  if (!base.hibernation) return;  // the tenant's own snapshot: it stays
+  UnmarkBase(key, base.snapshot_id);  // before the Delete below, which the mark would refuse
+  if (!base.hibernation) return;      // the tenant's own snapshot: it stays
   if (Status st = store_.Delete(StoreTenant(tenant), base.snapshot_id); !st) {
     mcp::log::Warn("session " + key + ": hibernation snapshot " + base.snapshot_id +
                    " not deleted: " + st.error().message);

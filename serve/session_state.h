@@ -26,6 +26,9 @@
 // Quota: the tenant's policy's [limits] snapshot_storage bounds its snapshots, and bounds
 // its hibernation snapshots again, apart: neither kind's use counts against the other, so a
 // tenant whose snapshots fill its quota still hibernates (docs/snapshots.md, "Quota").
+// In-use marks: every snapshot a session has as its base (restored, resumed or its
+// hibernation) is marked in the store (SnapshotStore::MarkInUse) until that base is
+// released, so `mcpcell snapshot delete` in another process refuses it too.
 // Locking: Restore and Delete lock the one snapshot they act on (a snapshot is not deleted
 // while it becomes a base); different snapshots proceed at once.
 // Threading: thread-safe; outlives the cell manager whose hooks call it, and is outlived by
@@ -39,6 +42,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -133,6 +137,9 @@ class SessionState : public tools::SnapshotsView {
   Result<sandbox::SessionBase> BaseOf(const std::string& id, bool hibernation);
   // A snapshot the tools may see (not a hibernation one): "not found" otherwise.
   Result<sandbox::SnapshotInfo> Visible(const std::string& tenant, const std::string& id_or_name);
+  // The in-use mark of snapshot `id` as session `key`'s base (uses_); Unmark drops it.
+  Status MarkBase(const std::string& key, const std::string& id);
+  void UnmarkBase(const std::string& key, const std::string& id);
   // Stored bytes of the tenant's snapshots of one kind ("" or hibernation).
   Result<uint64_t> UsedBytes(const std::string& tenant, bool hibernation = false);
 
@@ -157,6 +164,8 @@ class SessionState : public tools::SnapshotsView {
   std::mutex mu_;
   std::condition_variable unlocked_;
   std::set<std::string> busy_;  // snapshot ids held by a SnapshotLock, under mu_
+  // (session key, snapshot id) -> the store's in-use mark of that base, under mu_
+  std::map<std::pair<std::string, std::string>, sandbox::SnapshotUse> uses_;
   tools::ProcessTable processes_;
 };
 

@@ -164,6 +164,11 @@ TEST_F(SessionStateTest, RestoreBringsBackEveryFileAndAForkKeepsItsChangesApart)
     EXPECT_EQ(Fingerprint(*lease), written);
     Sh(*lease, "echo fork > /workspace/fork-only");
     fork_host = Sh(*lease, "cat /etc/hostname");
+    // No machine id or random seed to share: a cell has none (docs/lifecycle.md, "Identity").
+    EXPECT_EQ(Sh(*lease,
+                 "for f in /etc/machine-id /var/lib/dbus/machine-id "
+                 "/var/lib/systemd/random-seed; do test -e $f && echo $f; done; true"),
+              "");
   }
   ASSERT_TRUE(sessions_->Restore("s1", "", "two").ok());
   {
@@ -178,6 +183,12 @@ TEST_F(SessionStateTest, RestoreBringsBackEveryFileAndAForkKeepsItsChangesApart)
   Status in_use = sessions_->Delete("", "one");
   ASSERT_FALSE(in_use.ok());
   EXPECT_THAT(in_use.error().message, HasSubstr("is in use: a live session runs over it"));
+  // The same from another process's view of the store (`mcpcell snapshot delete`): the
+  // server's in-use mark refuses it.
+  sandbox::SnapshotStore operator_view(state_.path() + "/snapshots");
+  Status cli = operator_view.Delete("default", "one");
+  ASSERT_FALSE(cli.ok());
+  EXPECT_THAT(cli.error().message, HasSubstr("is in use: a running server has it as the base"));
   ASSERT_TRUE(manager_->Close("s2").ok());
   EXPECT_TRUE(sessions_->Delete("", "one").ok());
   EXPECT_FALSE(sessions_->Restore("s1", "", "one").ok());
@@ -208,6 +219,12 @@ TEST_F(SessionStateTest, AnIdleSessionHibernatesAndItsNextCellHasTheFilesBack) {
   ASSERT_TRUE(hidden.ok());
   ASSERT_EQ(hidden->size(), 1u);
   EXPECT_EQ((*hidden)[0].kind, sandbox::kSnapshotKindHibernation);
+  // It is the session's base, marked in use: another process cannot delete it (the CLI's
+  // --force lifts only its own check of the kind).
+  sandbox::SnapshotStore operator_view(state_.path() + "/snapshots");
+  Status cli = operator_view.Delete("short", (*hidden)[0].id);
+  ASSERT_FALSE(cli.ok());
+  EXPECT_THAT(cli.error().message, HasSubstr("is in use"));
   auto listed = sessions_->List("short");
   ASSERT_TRUE(listed.ok());
   EXPECT_TRUE(listed->empty()) << "a hibernation snapshot is not listed";

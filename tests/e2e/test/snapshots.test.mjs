@@ -5,8 +5,12 @@
 // ended and the result says so, no snapshot holds /run/secrets, a restore in alice's second
 // session is a fork (changes do not cross either way), bob cannot list, restore or delete
 // alice's snapshots, and bad input (unknown snapshot, a name with "/", the quota, a corrupted
-// object in the store) gets a clear error while the session keeps working.
+// object in the store) gets a clear error while the session keeps working. A third session
+// forking the same snapshot stays apart from the second. The operator's `mcpcell snapshot`
+// lists (with the kind), refuses to delete a snapshot a live session runs over, and exports
+// alice's snapshot for an import as bob's.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { appendFileSync, chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync,
   writeFileSync } from 'node:fs';
@@ -14,6 +18,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
+import { binary } from '../lib/harness.mjs';
 import { connectHttp, startHttpServer } from './http_util.mjs';
 
 const sha = (t) => createHash('sha256').update(t).digest('hex');
@@ -177,6 +182,24 @@ policy = "${dir}/bob.toml"
       'child\nno-later\n');
   });
 
+  it('a third session forks the same snapshot; siblings do not see each other', async () => {
+    const alice3 = await connectHttp(server.url, { token: kAlice });
+    try {
+      const forked = await tool(alice3, 'snapshot_restore', { snapshot: 'base' });
+      assert.notEqual(forked.isError, true, text(forked));
+      // The snapshot's a.txt, not the second session's change of it.
+      assert.equal(await run(alice3, 'cat /workspace/a.txt; test -e /workspace/child.txt || ' +
+        'echo no-child'), 'keep\nno-child\n');
+      await run(alice3, 'echo third > /workspace/third.txt && echo third > /workspace/a.txt');
+      assert.equal(await run(alice2, 'cat /workspace/a.txt; test -e /workspace/third.txt || ' +
+        'echo no-third'), 'child\nno-third\n');
+      assert.notEqual(await run(alice3, 'cat /etc/hostname'), await run(alice2, 'cat /etc/hostname'));
+    } finally {
+      await alice3.transport.terminateSession().catch(() => {});
+      await alice3.client.close();
+    }
+  });
+
   it('another tenant cannot list, restore or delete it', async () => {
     const listed = await tool(bob, 'snapshot_list');
     assert.notEqual(listed.isError, true, text(listed));
@@ -189,6 +212,47 @@ policy = "${dir}/bob.toml"
     }
     const still = await tool(alice, 'snapshot_list');
     assert.ok(still.structuredContent.snapshots.some((s) => s.id === baseId), text(still));
+  });
+
+  it('mcpcell snapshot list/delete/export/import for operators', async () => {
+    const cli = (...args) => spawnSync(binary('mcpcell'),
+      ['snapshot', ...args, '--state-dir', stateDir], { encoding: 'utf8' });
+    const listed = cli('list', '--tenant', 'alice');
+    assert.equal(listed.status, 0, listed.stderr);
+    assert.match(listed.stdout, /^ID +NAME +KIND +CREATED +FILES +SIZE$/m);
+    assert.match(listed.stdout, new RegExp(`^${baseId} +base +snapshot `, 'm'));
+    assert.equal(cli('list', '--tenant', 'bob').stdout.split('\n').filter(Boolean).length, 1);
+
+    // alice2 runs over it (a fork): another process cannot delete its lower layers.
+    const refused = cli('delete', 'base', '--tenant', 'alice');
+    assert.equal(refused.status, 2, refused.stdout);
+    assert.match(refused.stderr, new RegExp(`snapshot ${baseId} is in use: a running server`));
+    assert.match(cli('list', '--tenant', 'alice').stdout, new RegExp(baseId));
+
+    const archive = path.join(dir, 'base.tar.gz');
+    const exported = cli('export', 'base', archive, '--tenant', 'alice');
+    assert.equal(exported.status, 0, exported.stderr);
+    assert.ok(statSync(archive).size > 70000);
+    const imported = cli('import', archive, '--tenant', 'bob');
+    assert.equal(imported.status, 0, imported.stderr);
+    const copy = JSON.parse(imported.stdout);
+    assert.equal(copy.tenant, 'bob');
+    assert.equal(copy.name, 'base');
+    assert.equal(copy.kind, 'snapshot');
+    assert.notEqual(copy.id, baseId);
+    // Bob's session sees and restores its own copy; alice's stays alice's.
+    const bobs = await tool(bob, 'snapshot_list');
+    assert.deepEqual(bobs.structuredContent.snapshots.map((x) => x.id), [copy.id]);
+    const restored = await tool(bob, 'snapshot_restore', { snapshot: 'base' });
+    assert.notEqual(restored.isError, true, text(restored));
+    assert.equal(await run(bob, 'cat /workspace/a.txt'), 'keep\n');
+    assert.equal(cli('import', archive, '--tenant', 'bob').status, 2);  // the name is taken
+    const busy = cli('delete', copy.id, '--tenant', 'bob');
+    assert.equal(busy.status, 2);
+    assert.match(busy.stderr, /is in use/);
+    const unknown = cli('delete', 'no-such-snapshot', '--tenant', 'bob');
+    assert.equal(unknown.status, 2);
+    assert.match(unknown.stderr, /snapshot "no-such-snapshot" not found/);
   });
 
   it('refuses bad input clearly and loses nothing', async () => {

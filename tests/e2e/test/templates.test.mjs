@@ -3,7 +3,8 @@
 // to its latest version; the session's cell runs on that template's root (its os-release,
 // not the host's /usr); session_info and the audit's session.start name the pinned
 // NAME@VERSION; an unknown template is refused when the policy is loaded, listing what
-// exists; a wheel baked in offline is imported by run_code. The templates' rootfs are copies of a
+// exists; a wheel baked in offline is imported by run_code; `template list|show|delete`
+// and the --debian-suite refusals; a server with a warm pool gives cells of the template. The templates' rootfs are copies of a
 // few of the host's binaries and their libraries (and of its python3.11 and pip).
 
 import assert from 'node:assert/strict';
@@ -138,6 +139,61 @@ describe('built templates under mcpcell serve', () => {
       .split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
     assert.equal(records.length, 1, JSON.stringify(records));
     assert.equal(records[0].template, 'tiny@2');
+  });
+
+  it('lists, shows and deletes versions; a warm pool keeps cells of the policy\'s template', async () => {
+    const cli = (...args) => spawnSync(binary('mcpcell'), ['template', ...args, '--state-dir', stateDir],
+      { encoding: 'utf8' });
+    const listed = cli('list');
+    assert.equal(listed.status, 0, listed.stderr);
+    assert.match(listed.stdout, /^TEMPLATE +CREATED +FILES +DIGEST +SOURCE$/m);
+    assert.match(listed.stdout, /^tiny@1 /m);
+    assert.match(listed.stdout, /^tiny@2 /m);
+    const shown = JSON.parse(cli('show', 'tiny').stdout);
+    assert.equal(shown.ref, 'tiny@2');
+    assert.match(shown.source, /^from:/);
+    assert.equal(JSON.parse(cli('show', 'tiny@1').stdout).ref, 'tiny@1');
+
+    const bare = cli('delete', 'tiny');
+    assert.equal(bare.status, 2);
+    assert.match(bare.stderr, /delete needs NAME@VERSION, not the bare name "tiny"/);
+    const deleted = cli('delete', 'tiny@1');
+    assert.equal(deleted.status, 0, deleted.stderr);
+    assert.doesNotMatch(cli('list').stdout, /^tiny@1 /m);
+    assert.match(cli('list').stdout, /^tiny@2 /m);
+    const gone = cli('show', 'tiny@1');
+    assert.equal(gone.status, 2);
+    assert.match(gone.stderr, /template "tiny" has no version 1; versions: 2/);
+
+    const both = cli('build', 'deb', '--from', path.join(dir, 'src'), '--debian-suite', 'bookworm');
+    assert.equal(both.status, 2);
+    assert.match(both.stderr, /give exactly one of --from and --debian-suite/);
+    const badSuite = cli('build', 'deb', '--debian-suite', 'Book worm');
+    assert.equal(badSuite.status, 2);
+    assert.match(badSuite.stderr, /--debian-suite "Book worm": not a suite name like bookworm/);
+    assert.doesNotMatch(cli('list').stdout, /^deb@/m);
+
+    // The pool makes its cells from the policy's template: the first call gets a pool cell
+    // and sees tiny@2's files, not the host's.
+    const policyFile = path.join(dir, 'tiny-warm.toml');
+    writeFileSync(policyFile, 'name = "on-tiny-warm"\n\n[filesystem]\ntemplate = "tiny"\n');
+    const s = await connect({
+      binaryName: 'mcpcell',
+      args: ['serve', '--state-dir', stateDir, '--policy', policyFile, '--warm-cells', '1'],
+    });
+    try {
+      const run = await s.client.callTool({
+        name: 'run_command',
+        arguments: { command: 'cat /etc/os-release; ls /usr/bin' },
+      });
+      assert.notEqual(run.isError, true, text(run));
+      assert.match(text(run), /VERSION_ID=2/);
+      assert.doesNotMatch(text(run), /python3/);
+      const info = await s.client.callTool({ name: 'session_info', arguments: {} });
+      assert.equal(info.structuredContent.template, 'tiny@2');
+    } finally {
+      await s.close();
+    }
   });
 
   it('bakes a wheel in offline with --pip-wheels; run_code imports it in a cell of the template', async (t) => {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -159,6 +160,24 @@ TEST_F(SnapshotStoreTest, SymlinksAreNotFollowedAndExcludedPathsAreLeftOut) {
   EXPECT_TRUE(fs::is_symlink(ws + "/escape"));
   EXPECT_TRUE(fs::exists(ws + "/cache"));
   EXPECT_FALSE(fs::exists(ws + "/cache/big"));
+}
+
+// A fork gets a fresh identity: what a cell wrote as its machine id or random seed stays
+// with it (the rest of /etc and /var/lib is captured).
+TEST_F(SnapshotStoreTest, MachineIdAndRandomSeedAreNeverCaptured) {
+  Put(root_ + "/etc/machine-id", "0123456789abcdef0123456789abcdef\n", 0444, 0);
+  Put(root_ + "/etc/hostname", "cell\n", 0644, 0);
+  Put(root_ + "/var/lib/dbus/machine-id", "0123456789abcdef0123456789abcdef\n", 0444, 0);
+  Put(root_ + "/var/lib/systemd/random-seed", std::string(512, 'r'), 0600, 0);
+  Put(root_ + "/var/lib/systemd/other", "kept", 0644, 0);
+  CaptureReport r = Capture("identity");
+  const std::string root = Layer(r.info.id, "root");
+  EXPECT_FALSE(fs::exists(root + "/etc/machine-id"));
+  EXPECT_FALSE(fs::exists(root + "/var/lib/dbus/machine-id"));
+  EXPECT_FALSE(fs::exists(root + "/var/lib/systemd/random-seed"));
+  EXPECT_TRUE(fs::exists(root + "/etc/hostname"));
+  EXPECT_TRUE(fs::exists(root + "/var/lib/systemd/other"));
+  EXPECT_TRUE(store_->Verify(r.info.id).ok());
 }
 
 TEST_F(SnapshotStoreTest, CaptureOfAMissingDirFailsAndLeavesNothing) {
@@ -368,6 +387,50 @@ TEST_F(SnapshotStoreTest, VerifyRecordsWhatItHashedAndRehashAllReadsEverything) 
   EXPECT_THAT(s.error().message, HasSubstr("\"b\""));
 }
 
+// Capture records the objects it hashed on their way in, so the first restore or fork
+// after a snapshot (a Verify) reads no content; linking them into a second snapshot and
+// deleting the first keep that record; a written object is still caught.
+TEST_F(SnapshotStoreTest, VerifyRightAfterCaptureReadsNothingAndStillCatchesATamperedObject) {
+  Put(ws_ + "/a", std::string(100000, 'a'));
+  Put(ws_ + "/b", "bravo");
+  Put(root_ + "/etc/empty", "");
+  CaptureReport one = Capture("one");
+  uint64_t hashed = 1;
+  ASSERT_TRUE(store_->Verify(one.info.id, false, &hashed).ok());
+  EXPECT_EQ(hashed, 0u);
+  Put(ws_ + "/b", "BRAVO, changed");
+  CaptureReport two = Capture("two");
+  ASSERT_TRUE(store_->Verify(two.info.id, false, &hashed).ok());
+  EXPECT_EQ(hashed, 0u);
+  ASSERT_TRUE(store_->Verify(one.info.id, false, &hashed).ok());
+  EXPECT_EQ(hashed, 0u);
+  ASSERT_TRUE(store_->Delete("acme", "one").ok());
+  ASSERT_TRUE(store_->Verify(two.info.id, false, &hashed).ok());
+  EXPECT_EQ(hashed, 0u);
+  ASSERT_TRUE(store_->Verify(two.info.id, /*rehash_all=*/true, &hashed).ok());
+  EXPECT_EQ(hashed, 100000u + 14u);
+
+  std::ofstream(Layer(two.info.id, "workspace") + "/a", std::ios::binary)
+      << std::string(100000, 'A');
+  Status s = store_->Verify(two.info.id, false, &hashed);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message, HasSubstr("\"a\""));
+  EXPECT_EQ(hashed, 100000u);
+}
+
+TEST_F(SnapshotStoreTest, VerifyRightAfterImportReadsNothing) {
+  Put(ws_ + "/data", std::string(50000, 'd'));
+  CaptureReport r = Capture("out");
+  const std::string archive = tmp_ + "/out.tar.gz";
+  ASSERT_TRUE(store_->Export("acme", "out", archive).ok());
+  SnapshotStore other(tmp_ + "/other");
+  auto imported = other.Import("bob", archive, {});
+  ASSERT_TRUE(imported.ok()) << imported.error().message;
+  uint64_t hashed = 1;
+  ASSERT_TRUE(other.Verify(imported->id, false, &hashed).ok());
+  EXPECT_EQ(hashed, 0u);
+}
+
 TEST_F(SnapshotStoreTest, VerifyFindsAPathAddedToALayer) {
   Put(ws_ + "/ok", "fine");
   CaptureReport r = Capture("v");
@@ -391,6 +454,62 @@ TEST_F(SnapshotStoreTest, DeleteRemovesObjectsNoSnapshotLinks) {
   EXPECT_TRUE(store_->Verify(two.info.id).ok());
   ASSERT_TRUE(store_->Delete("acme", two.info.id).ok());
   EXPECT_EQ(CountFiles(Objects()), 0u);
+}
+
+// The in-use mark is an flock on its own open file: another process's mark (a running
+// server's) and this process's own both hold off a Delete; dropped, the Delete runs.
+TEST_F(SnapshotStoreTest, DeleteIsRefusedWhileTheSnapshotIsMarkedInUse) {
+  Put(ws_ + "/f", "base of a live cell");
+  CaptureReport r = Capture("base");
+  {
+    Result<SnapshotUse> use = store_->MarkInUse(r.info.id);
+    ASSERT_TRUE(use.ok()) << use.error().message;
+    Result<SnapshotUse> second = store_->MarkInUse(r.info.id);  // a second session's
+    ASSERT_TRUE(second.ok()) << second.error().message;
+    SnapshotStore cli(tmp_ + "/store");  // as `mcpcell snapshot delete` opens it
+    Status s = cli.Delete("acme", "base");
+    ASSERT_FALSE(s.ok());
+    EXPECT_THAT(s.error().message, HasSubstr("snapshot " + r.info.id + " is in use"));
+    *use = SnapshotUse();
+    s = cli.Delete("acme", "base");
+    ASSERT_FALSE(s.ok()) << "one mark is still held";
+    EXPECT_TRUE(fs::exists(Layer(r.info.id, "workspace") + "/f"));
+  }
+  EXPECT_TRUE(store_->Delete("acme", "base").ok());
+  EXPECT_FALSE(fs::exists(Snaps() + "/" + r.info.id));
+  EXPECT_FALSE(fs::exists(tmp_ + "/store/inuse/" + r.info.id));
+  Result<SnapshotUse> gone = store_->MarkInUse(r.info.id);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_THAT(gone.error().message, HasSubstr("not found"));
+  EXPECT_FALSE(store_->MarkInUse("not-an-id").ok());
+}
+
+// A mark held by another process (a server) is seen through the file alone.
+TEST_F(SnapshotStoreTest, AnotherProcesssMarkHoldsOffADelete) {
+  Put(ws_ + "/f", "x");
+  CaptureReport r = Capture("base");
+  int ready[2], done[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(done), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Result<SnapshotUse> use = SnapshotStore(tmp_ + "/store").MarkInUse(r.info.id);
+    char c = use.ok() ? 'y' : 'n';
+    (void)!write(ready[1], &c, 1);
+    (void)!read(done[0], &c, 1);
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  EXPECT_EQ(c, 'y');
+  Status s = store_->Delete("acme", r.info.id);
+  EXPECT_FALSE(s.ok());
+  (void)!write(done[1], "x", 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) close(fd);
+  EXPECT_TRUE(store_->Delete("acme", r.info.id).ok());
 }
 
 TEST_F(SnapshotStoreTest, ExportThenImportIsTheSameSnapshotForAnotherTenant) {

@@ -27,9 +27,13 @@ struct TarEntry {
   mode_t perm = 0644;
 };
 
-void WriteTar(const std::string& path, const std::vector<TarEntry>& entries, bool gzip) {
+// `filter`: "" (a plain tar), "gzip" or "zstd".
+void WriteTar(const std::string& path, const std::vector<TarEntry>& entries,
+              const std::string& filter) {
   archive* a = archive_write_new();
-  if (gzip) archive_write_add_filter_gzip(a);
+  if (!filter.empty()) {
+    ASSERT_EQ(archive_write_add_filter_by_name(a, filter.c_str()), ARCHIVE_OK) << filter;
+  }
   archive_write_set_format_pax_restricted(a);
   ASSERT_EQ(archive_write_open_filename(a, path.c_str()), ARCHIVE_OK);
   for (const TarEntry& t : entries) {
@@ -162,10 +166,14 @@ TEST_F(TemplateStoreTest, BuildFromTarAndTarGzMatchesTheDirectory) {
       {.name = "bin", .type = AE_IFLNK, .link = "usr/bin"},
       {.name = "etc/alt", .type = AE_IFLNK, .link = "/usr/bin/tool"},
   };
-  for (bool gzip : {false, true}) {
-    const std::string tar = tmp_ + (gzip ? "/root.tar.gz" : "/root.tar");
-    WriteTar(tar, entries, gzip);
-    auto t = Build(gzip ? "targz" : "tar", tar);
+  struct Form {
+    std::string name, filter, suffix;
+  };
+  for (const Form& form : {Form{"tar", "", ".tar"}, Form{"targz", "gzip", ".tar.gz"},
+                           Form{"tarzst", "zstd", ".tar.zst"}}) {
+    const std::string tar = tmp_ + "/root" + form.suffix;
+    WriteTar(tar, entries, form.filter);
+    auto t = Build(form.name, tar);
     ASSERT_TRUE(t.ok()) << t.error().message;
     EXPECT_EQ(Slurp(t->rootfs() + "/etc/os-release"), "NAME=\"tar\"\n");
     struct stat a, b;
@@ -176,6 +184,29 @@ TEST_F(TemplateStoreTest, BuildFromTarAndTarGzMatchesTheDirectory) {
     EXPECT_EQ(fs::read_symlink(t->rootfs() + "/etc/alt"), "/usr/bin/tool");
   }
   EXPECT_EQ(store().Find("tar")->digest, store().Find("targz")->digest);
+  EXPECT_EQ(store().Find("tar")->digest, store().Find("tarzst")->digest);
+}
+
+// Refused before anything runs: a suite that is not a plain name (it becomes an argument
+// of mmdebstrap), and a PATH without mmdebstrap.
+TEST_F(TemplateStoreTest, DebianSuiteRefusesABadNameAndAMissingMmdebstrap) {
+  const std::string rootfs = tmp_ + "/deb-rootfs";
+  for (const char* bad : {"", "Bookworm", "bookworm/../x", "--help", "a b"}) {
+    Status s = DebootstrapTemplateRootfs(bad, rootfs, tmp_);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_THAT(s.error().message, HasSubstr("not a suite name like bookworm")) << bad;
+  }
+  const char* saved = getenv("PATH");
+  const std::string old_path = saved ? saved : "";
+  const std::string empty_dir = tmp_ + "/no-tools";
+  fs::create_directories(empty_dir);
+  setenv("PATH", empty_dir.c_str(), 1);
+  Status s = DebootstrapTemplateRootfs("bookworm", rootfs, tmp_);
+  setenv("PATH", old_path.c_str(), 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message, HasSubstr("needs mmdebstrap, which is not in PATH (" + empty_dir));
+  EXPECT_FALSE(fs::exists(rootfs));
+  EXPECT_FALSE(fs::exists(tmp_ + "/debootstrap.tar"));
 }
 
 TEST_F(TemplateStoreTest, TarEscapesAreRefusedAndLeaveNothing) {
@@ -195,7 +226,7 @@ TEST_F(TemplateStoreTest, TarEscapesAreRefusedAndLeaveNothing) {
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string tar = tmp_ + "/bad" + std::to_string(i) + ".tar";
-    WriteTar(tar, cases[i].entries, false);
+    WriteTar(tar, cases[i].entries, "");
     auto t = Build("bad", tar);
     ASSERT_FALSE(t.ok()) << "case " << i;
     EXPECT_THAT(t.error().message, HasSubstr(cases[i].expect)) << "case " << i;
