@@ -633,6 +633,11 @@ void Connection::OnTimer() {
       return Finish();
     case Phase::kPipe: {
       auto idle_until = last_activity_ + cell_->cfg.idle_timeout;
+      // A paused cell's connection is idle from the pause on, whatever its upstream sends.
+      if (int64_t paused = cell_->paused_since.load(); paused != 0) {
+        idle_until = std::min(idle_until,
+                              Clock::time_point(Clock::duration(paused)) + cell_->cfg.idle_timeout);
+      }
       if (Clock::now() < idle_until) return ArmTimer(idle_until - Clock::now());
       Note("idle timeout");
       return Finish();

@@ -76,6 +76,10 @@ struct CellState {
   std::set<std::shared_ptr<Connection>> connections;  // strand
   bool closed = false;                                // strand
   CellCounters counters;
+  // When the cell's processes were frozen (steady_clock ticks; 0: running), set by
+  // EgressProxy::SetCellPaused from any thread. A frozen cell reads nothing, so bytes its
+  // upstreams keep sending must not hold its connections open: idle time counts from here.
+  std::atomic<int64_t> paused_since{0};
 };
 
 // Starts accepting on cell->acceptor (strand).

@@ -109,6 +109,15 @@ class EgressProxy::Impl {
     return it->second->counters.Snapshot();
   }
 
+  bool SetPaused(EgressCellId id, bool paused) {
+    std::lock_guard lock(mu_);
+    auto it = cells_.find(id);
+    if (it == cells_.end()) return false;
+    const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    it->second->paused_since.store(paused ? std::max<int64_t>(now, 1) : 0);
+    return true;
+  }
+
   const InterceptionShared& interception() const { return *shared_.interception; }
 
  private:
@@ -148,6 +157,9 @@ Result<EgressCellId> EgressProxy::AddCell(int listen_fd, CellEgress cell) {
 }
 std::optional<EgressStats> EgressProxy::RemoveCell(EgressCellId id) { return impl_->Remove(id); }
 std::optional<EgressStats> EgressProxy::Stats(EgressCellId id) const { return impl_->Stats(id); }
+bool EgressProxy::SetCellPaused(EgressCellId id, bool paused) {
+  return impl_->SetPaused(id, paused);
+}
 
 Status EgressProxy::InterceptionReady() const {
   const std::string& error = impl_->interception().error;

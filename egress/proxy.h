@@ -139,6 +139,11 @@ class EgressProxy {
 
   std::optional<EgressStats> Stats(EgressCellId id) const;
 
+  // The cell's processes were frozen (true) or thawed (false): while frozen, its
+  // connections close `idle_timeout` after the pause whatever their upstreams send (a
+  // frozen cell reads nothing of it). Any thread; false for an unknown id.
+  bool SetCellPaused(EgressCellId id, bool paused);
+
   // Whether TLS interception can work (the CA was made, the upstream CA file loaded); the
   // error names the problem. A CONNECT that needs interception gets a 502 otherwise.
   Status InterceptionReady() const;

@@ -96,6 +96,17 @@ void EgressRegistry::SetSecrets(SessionSecrets* secrets) {
   secrets_ = secrets;
 }
 
+void EgressRegistry::SetPaused(const sandbox::CellInstance& cell, bool paused) {
+  egress::EgressCellId id;
+  {
+    std::lock_guard lock(mu_);
+    auto it = cells_.find(cell.id());
+    if (it == cells_.end()) return;
+    id = it->second.id;
+  }
+  proxy_->SetCellPaused(id, paused);
+}
+
 std::optional<tools::CellEgressReport> EgressRegistry::Report(const std::string& cell_id) const {
   egress::EgressCellId id;
   tools::CellEgressReport report;

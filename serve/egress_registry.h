@@ -77,6 +77,11 @@ class EgressRegistry final : public tools::CellEgressView {
   // CellHooks::on_destroying. Unknown cells are ignored.
   void Unbind(sandbox::CellInstance& cell);
 
+  // CellHooks::on_paused / on_unpaused: a frozen cell's connections stop counting what
+  // their upstreams send as activity (egress::EgressProxy::SetCellPaused). Unknown cells
+  // are ignored.
+  void SetPaused(const sandbox::CellInstance& cell, bool paused);
+
   // tools::CellEgressView: the proxy's counters for a bound cell, by cell id.
   std::optional<tools::CellEgressReport> Report(const std::string& cell_id) const override;
 

@@ -300,11 +300,13 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
     workspaces.Release(cell_id);
     audit.CellNotMade(cell_id);
   };
-  hooks.on_paused = [&audit](sandbox::CellInstance& cell, const std::string& key) {
+  hooks.on_paused = [&audit, &egress](sandbox::CellInstance& cell, const std::string& key) {
+    egress.SetPaused(cell, true);
     audit.SessionPaused(cell, key);
   };
-  hooks.on_unpaused = [&audit](sandbox::CellInstance& cell, const std::string& key,
-                               std::chrono::milliseconds paused_for, bool resumed) {
+  hooks.on_unpaused = [&audit, &egress](sandbox::CellInstance& cell, const std::string& key,
+                                        std::chrono::milliseconds paused_for, bool resumed) {
+    egress.SetPaused(cell, false);
     audit.SessionUnpaused(cell, key, paused_for, resumed);
   };
   // At idle expiry a session hibernates: its files become its next cell's base.

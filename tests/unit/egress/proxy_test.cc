@@ -42,6 +42,11 @@ class HttpUpstream {
             ReadAll(fd);  // until the proxy closes (or the socket timeout)
             return;
           }
+          if (head.find(" /trickle ") != std::string::npos) {  // a byte every 50 ms
+            SendAll(fd, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+            while (SendAll(fd, ".")) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            return;
+          }
           if (head.find(" /stream ") != std::string::npos) {
             SendAll(fd, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
             std::string chunk(64 * 1024, 'x');
@@ -622,6 +627,39 @@ TEST_F(ProxyTest, IdleConnectionIsClosed) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   nlohmann::json e = Event(0);
   EXPECT_NE(e["reason"].get<std::string>().find("idle timeout"), std::string::npos) << e;
+}
+
+// A frozen cell reads nothing: what its upstream keeps sending must not hold the
+// connection open. Trickling keeps a running cell's connection alive past its idle time;
+// once the cell is paused it closes about idle_timeout later, as an idle timeout.
+TEST_F(ProxyTest, APausedCellsConnectionClosesAtItsIdleTimeoutWhateverTheUpstreamSends) {
+  HttpUpstream up;
+  StartProxy();
+  std::string hp = std::to_string(up.port());
+  EgressCellId cell = AddCell({"up.test:" + hp, "127.0.0.1:" + hp}, 8, /*idle=*/1s);
+  int fd = Connect();
+  SendAll(fd, Get("up.test", up.port(), "/trickle"));
+  timeval tv{.tv_sec = 10, .tv_usec = 0};
+  ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+  // Running: bytes keep arriving for three idle periods.
+  size_t got = 0;
+  char buf[4096];
+  for (auto until = std::chrono::steady_clock::now() + 3s;
+       std::chrono::steady_clock::now() < until;) {
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    ASSERT_GT(n, 0) << "closed while the cell ran and its upstream sent";
+    got += static_cast<size_t>(n);
+  }
+  EXPECT_EQ(EventCount(), 0u);
+  ASSERT_TRUE(proxy_->SetCellPaused(cell, true));
+  const auto paused_at = std::chrono::steady_clock::now();
+  ReadAll(fd);  // until the proxy closes its side
+  close(fd);
+  EXPECT_LT(std::chrono::steady_clock::now() - paused_at, 8s);
+  nlohmann::json e = Event(0);  // waits for it: written as the connection ends
+  EXPECT_NE(e.value("reason", std::string()).find("idle timeout"), std::string::npos) << e;
+  EXPECT_EQ(EventCount(), 1u);
+  EXPECT_FALSE(proxy_->SetCellPaused(cell + 1000, true));  // unknown cell
 }
 
 TEST_F(ProxyTest, RemoveCellDuringTransfer) {
