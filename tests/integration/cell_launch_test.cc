@@ -93,9 +93,21 @@ struct Step {
   const char* error;  // what the error must say
 };
 
+// A cell that works, made, used and released. The first exec of a thread opens that
+// thread's wake-up eventfd (cell_channel.cc), kept for the thread's life.
+void MakeCellAndRunAProgram(const TempStateDir& state) {
+  auto made = Cell::Create(ProbeSpec(state), TestCreateOptions());
+  ASSERT_TRUE(made) << made.error().message;
+  auto run = RunInCell(**made, {"/bin/sh", "-c", "echo ok"});
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_EQ(run.out, "ok\n");
+  ASSERT_TRUE((*made)->Destroy().ok());
+}
+
 TEST(CellLaunch, AFailureAtEveryLaunchStepNamesItAndLeavesNothingBehind) {
   TempStateDir state;
   ASSERT_FALSE(state.path().empty());
+  MakeCellAndRunAProgram(state);
   const std::vector<Step> steps = {
       {LaunchStep::kPrepare, "start: prepare launch (injected)"},
       {LaunchStep::kCgroup, "cgroup: create cgroup (injected)"},
@@ -129,12 +141,7 @@ TEST(CellLaunch, AFailureAtEveryLaunchStepNamesItAndLeavesNothingBehind) {
     EXPECT_EQ(CgroupsNamed(spec.id), std::vector<std::string>{});
   }
   // Every injection was used up: the next cell is made and runs a program.
-  auto made = Cell::Create(ProbeSpec(state), TestCreateOptions());
-  ASSERT_TRUE(made) << made.error().message;
-  auto run = RunInCell(**made, {"/bin/sh", "-c", "echo ok"});
-  ASSERT_TRUE(run.ok) << run.error;
-  EXPECT_EQ(run.out, "ok\n");
-  ASSERT_TRUE((*made)->Destroy().ok());
+  MakeCellAndRunAProgram(state);
   EXPECT_EQ(OpenFds(), fds_before);
   EXPECT_EQ(Children(), children_before);
 }
