@@ -129,10 +129,10 @@ void Print(const char* name, const std::vector<Sample>& s) {
     wall.push_back(x.wall_ms);
     sum += x.cpu_ms;
   }
-  std::printf("%-10s %4zu  cpu mean %6.3f  p50 %6.3f  p90 %6.3f ms   wall p50 %6.2f  p90 %6.2f ms\n",
-              name, s.size(), s.empty() ? 0 : sum / static_cast<double>(s.size()),
-              Percentile(cpu, 0.5), Percentile(cpu, 0.9), Percentile(wall, 0.5),
-              Percentile(wall, 0.9));
+  std::printf(
+      "%-10s %4zu  cpu mean %6.3f  p50 %6.3f  p90 %6.3f ms   wall p50 %6.2f  p90 %6.2f ms\n", name,
+      s.size(), s.empty() ? 0 : sum / static_cast<double>(s.size()), Percentile(cpu, 0.5),
+      Percentile(cpu, 0.9), Percentile(wall, 0.5), Percentile(wall, 0.9));
 }
 
 }  // namespace
