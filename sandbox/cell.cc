@@ -199,6 +199,11 @@ bool Cell::Impl::CgroupBeforeClone(const CellCreateOptions& options) {
 }
 
 Status Cell::Impl::CreateCgroupFor(Cell& c, bool skip) {
+  if (Status s =
+          cell_internal::InjectedLaunchFailure(cell_internal::LaunchStep::kCgroup, "create cgroup");
+      !s) {
+    return s;
+  }
   if (skip) {
     c.cgroup_missing_reason_ = "cgroup disabled by the caller";
   } else {
