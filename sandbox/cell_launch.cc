@@ -87,6 +87,14 @@ constexpr int ChildStepOf(LaunchStep s) {
   return static_cast<int>(s) - static_cast<int>(LaunchStep::kChildSignals) + kStepSignals;
 }
 
+// The CLONE_VM child's functions are not instrumented. Under ASan an instrumented frame
+// poisons the shadow of its redzones on entry and unpoisons it on return, but the child
+// never returns (it execs or exits), so its frames' poison would stay in the shadow the
+// server shares, over `stack` in CloneChild's frame; and a call before a noreturn one
+// (execve, exit) gets __asan_handle_no_return, which unpoisons the calling thread's stack
+// by bounds that are not this small stack's. UBSan's handlers may allocate and lock. So:
+// raw syscalls (libc's syscall(), which no sanitizer intercepts) and no instrumentation;
+// the launch tests run under ASan with detect_leaks=1 and report nothing.
 #define MCPCELL_CHILD __attribute__((no_sanitize("address", "undefined")))
 
 MCPCELL_CHILD [[noreturn]] void ChildFail(int error_fd, int step, int err) {

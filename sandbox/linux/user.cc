@@ -102,7 +102,9 @@ int FindIdRangeSlot(const std::string& dir, const std::string& owner) {
   return found;
 }
 
-__attribute__((no_sanitize("address"))) int KeepCapabilitiesAcrossExec() {
+// Not instrumented: it runs in the launch's CLONE_VM child (see MCPCELL_CHILD in
+// cell_launch.cc for why).
+__attribute__((no_sanitize("address", "undefined"))) int KeepCapabilitiesAcrossExec() {
   // Ambient needs each cap in permitted and inheritable; the child has the full set of its
   // new namespace in permitted. syscall(), not the libc wrappers a sanitizer intercepts;
   // the errno it sets is the server thread's, which sleeps until the child is gone.
