@@ -12,6 +12,7 @@
 
 #include "sandbox/cell_channel.h"
 #include "sandbox/cell_internal.h"
+#include "sandbox/cell_reactor.h"
 #include "sandbox/init/setup.h"
 #include "sandbox/linux/devices.h"
 #include "sandbox/linux/overlay.h"
@@ -106,6 +107,10 @@ Result<std::unique_ptr<Cell>> Cell::Impl::Make(const CellSpec& spec,
 
 void Cell::Impl::OpenChannel(Cell& c, UniqueFd control) {
   CellChannel::Options channel_options;
+  // The control socket is waited on by the cells' reactor (or the process's default one):
+  // no thread of its own per cell.
+  if (c.reactor_ != nullptr) channel_options.io = &c.reactor_->context();
+  channel_options.name = "cell " + c.spec_.id;
   Cgroup* cgroup = c.cgroup_.get();
   if (cgroup) {
     channel_options.oom_kill_count = [cgroup]() -> Result<uint64_t> {
@@ -199,6 +204,11 @@ bool Cell::Impl::CgroupBeforeClone(const CellCreateOptions& options) {
 }
 
 Status Cell::Impl::CreateCgroupFor(Cell& c, bool skip) {
+  if (Status s =
+          cell_internal::InjectedLaunchFailure(cell_internal::LaunchStep::kCgroup, "create cgroup");
+      !s) {
+    return s;
+  }
   if (skip) {
     c.cgroup_missing_reason_ = "cgroup disabled by the caller";
   } else {

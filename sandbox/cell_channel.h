@@ -1,10 +1,14 @@
 // CellChannel: the server's client of one cell's control protocol (sandbox/control).
 //
 // Built by the owner of a cell (sandbox/cell.h's Cell) from the control socket once cell
-// init has sent Ready. It owns the socket and one reader thread that receives every frame
-// from init, validates it (init is untrusted) and hands replies to the waiting caller by
-// request id. All public methods are thread-safe; any number of Exec and file calls may
-// run at once from different threads.
+// init has sent Ready. It owns the socket. No thread is the cell's own (issue 29): the
+// socket is waited on by an io_context (Options::io, or CellReactor::Default()'s), whose
+// handler receives every frame from init, validates it (init is untrusted) and hands
+// replies to the waiting caller by request id. All public methods are thread-safe; any
+// number of Exec and file calls may run at once from different threads. The blocking
+// calls (file requests, SignalExec, Stats) wait on a condition variable for the reactor to
+// hand them their reply, so they must not be made on a thread running that io_context (the
+// reply could never be read): such a call fails at once, saying so.
 //
 // Exec: the server creates the stdio pipes itself and passes the child's ends to init, so
 // output flows from the program to the server directly, never through init. Init reports
@@ -21,15 +25,17 @@
 //
 // Death of init: when the socket closes or a frame from init is malformed (on the control
 // socket or an exec's event socket), the channel becomes dead: every pending and future
-// call fails with an error that says so (never a hang), and `on_closed` (if set) is called
-// once, from the thread that found out (the reader, or the thread running an exec's step).
-// Destroying the channel with asynchronous execs in flight completes each of them with an
-// error (posted to its io_context) before the destructor returns.
+// call fails with an error that names the cell (Options::name) and says so (never a hang),
+// and `on_closed` (if set) is called once, from the thread that found out (the control
+// socket's io_context, or the thread running an exec's step). Destroying the channel with
+// asynchronous execs in flight completes each of them with an error (posted to its
+// io_context) before the destructor returns; a control-socket handler running on another
+// thread is waited for.
 //
-// Files: cell_channel.cc (the socket, reader thread, Call), cell_channel_files.cc (file
-// requests), cell_channel_exec.cc (Exec, ExecAsync's start, detached execs),
-// cell_channel_exec_run.cc (an exec in flight on the io_context); cell_channel_internal.h
-// is what they share.
+// Files: cell_channel.cc (the socket, its reader on the io_context, Call),
+// cell_channel_files.cc (file requests), cell_channel_exec.cc (Exec, ExecAsync's start,
+// detached execs), cell_channel_exec_run.cc (an exec in flight on the io_context);
+// cell_channel_internal.h is what they share.
 #pragma once
 
 #include <sys/types.h>
@@ -69,6 +75,11 @@ class CellChannel {
     // it: the reader thread or the thread running an exec's step. It must not destroy the
     // channel.
     std::function<void(const Error&)> on_closed;
+    // The context that waits on the control socket; it must outlive the channel. Null:
+    // CellReactor::Default()'s (one thread for every such channel of the process).
+    boost::asio::io_context* io = nullptr;
+    // How errors name the cell ("cell 3f2a..."); empty: "cell".
+    std::string name;
   };
 
   // The outcome of an asynchronous exec: what Exec would have returned.
@@ -94,7 +105,8 @@ class CellChannel {
   // Takes ownership of the control socket (init has already sent Ready on it).
   CellChannel(UniqueFd control_fd, Options options);
   // Closes the socket (init then kills its processes), completes the execs in flight with
-  // an error and joins the reader.
+  // an error and stops waiting on the socket (waiting for a handler running meanwhile on
+  // another thread).
   ~CellChannel();
   CellChannel(const CellChannel&) = delete;
   CellChannel& operator=(const CellChannel&) = delete;
@@ -151,7 +163,15 @@ class CellChannel {
   uint64_t NextId() { return next_id_.fetch_add(1); }
   Result<control::Message> Call(const control::Message& request, std::span<const int> fds = {});
   Status ExpectOk(const control::Message& request);
-  void ReaderLoop();
+  // Sends one frame on the control socket. The socket is non-blocking (the reactor waits on
+  // it), so a full send buffer is waited out with poll, at most until `deadline`.
+  Status Send(const control::Message& message, std::span<const int> fds,
+              std::chrono::steady_clock::time_point deadline);
+  struct ControlReader;  // the control socket's wait on the io_context (cell_channel.cc)
+  static void WaitForControl(const std::shared_ptr<ControlReader>& reader);
+  // Receives what init has sent (up to a bounded number of frames): nullopt to wait for
+  // more, or the reason the channel is dead. On the io_context, under the reader's lock.
+  std::optional<Error> ReadControl();
   void Fail(const Error& error);
   // An exec's entry has `nudge` and `abort` (Pending); a call's has neither.
   std::shared_ptr<Pending> Register(uint64_t id, std::function<void()> nudge = {},
@@ -176,12 +196,14 @@ class CellChannel {
 
   UniqueFd fd_;
   Options options_;
+  std::string name_;             // Options::name, or "cell"
+  boost::asio::io_context& io_;  // Options::io, or CellReactor::Default()'s
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> dead_{false};
   std::mutex mu_;
   std::map<uint64_t, std::shared_ptr<Pending>> pending_;  // by request id, under mu_
   std::optional<Error> death_;                            // under mu_
-  std::thread reader_;
+  std::shared_ptr<ControlReader> reader_;
 };
 
 }  // namespace mcpcell::sandbox

@@ -107,10 +107,10 @@ CellChannel::ExecHandle CellChannel::StartExec(std::shared_ptr<AsyncExec> run) {
       [weak](const Error& e) {
         if (auto r = weak.lock()) r->Abort(e);
       });
-  Status sent = control::SendMessage(
-      fd_.get(),
-      control::ExecRequest{id, options.argv, options.env, options.cwd, ReportStart(options)},
-      child.fds);
+  // Waits for room in the socket at most as long as init may take to start the program.
+  Status sent =
+      Send(control::ExecRequest{id, options.argv, options.env, options.cwd, ReportStart(options)},
+           child.fds, Clock::now() + kStartTimeout);
   pipes.KeepOutputEnds(child);
   if (!sent.ok()) {
     Unregister(id);
@@ -177,7 +177,7 @@ Result<CellChannel::ExecEvent> CellChannel::TakeExecEvent(int events_fd, uint64_
                         "malformed frame from cell init on the exec's event "
                         "socket");
     Fail(e);  // init is gone or broken: the cell is unusable either way
-    return Error{"cell init is gone: " + e.message, e.err};
+    return Error{name_ + ": cell init is gone: " + e.message, e.err};
   }
   Message& m = received->message;
   const uint64_t got = control::RequestIdOf(m);
@@ -196,7 +196,7 @@ Result<CellChannel::ExecEvent> CellChannel::TakeExecEvent(int events_fd, uint64_
                     : report_start ? " after ExecStarted"
                                    : " (the request asked for no ExecStarted)"));
     Fail(e);
-    return Error{"cell init is gone: " + e.message, e.err};
+    return Error{name_ + ": cell init is gone: " + e.message, e.err};
   }
   if (auto* e = std::get_if<control::ErrorReply>(&m)) return FromReply(*e);
   if (auto* st = std::get_if<control::ExecStarted>(&m)) {
@@ -218,11 +218,10 @@ Result<ExecResult> CellChannel::StartDetached(const ExecOptions& options) {
   if (!events.ok()) return events.error().Wrap(what);
   const uint64_t id = NextId();
   const int fds[2] = {stdin_pipe->first.get(), events->second.get()};
-  Status sent = control::SendMessage(
-      fd_.get(),
-      control::DetachedExecRequest{id, options.argv, options.env, options.cwd,
-                                   options.detached_output, options.detached_output_cap},
-      fds);
+  Status sent =
+      Send(control::DetachedExecRequest{id, options.argv, options.env, options.cwd,
+                                        options.detached_output, options.detached_output_cap},
+           fds, Clock::now() + kStartTimeout);
   stdin_pipe->first.Reset();
   events->second.Reset();
   if (!sent.ok()) return DeathOr(sent.error()).Wrap(what);

@@ -36,6 +36,33 @@ class ServerSteps {
   Clock::time_point last_;
 };
 
+// The steps of a launch, in order (cell_launch.cc). kChild* run in the cloned child.
+enum class LaunchStep : int {
+  kNone = 0,
+  kPrepare,
+  kCgroup,
+  kClone,
+  kChildSignals,
+  kChildCredentials,
+  kChildFds,
+  kChildExec,
+  kInitRecord,
+  kIdMaps,
+  kGo,
+  kRootOrder,
+  kHandOver,
+  kReady,
+};
+
+// Test seam for the leak tests of every launch step (tests/integration/cell_launch_test.cc):
+// the next launch that reaches `step` fails there with `err`, as if that step's call had
+// returned it; then the seam disarms. Process-wide; one armed step at a time.
+void FailNextLaunchAt(LaunchStep step, int err);
+// The armed failure for `step` (and disarms it), or Ok. A relaxed atomic load otherwise.
+Status InjectedLaunchFailure(LaunchStep step, const char* what);
+// Whether one of the child's steps is armed: its LaunchStep and errno, disarmed.
+LaunchStep TakeChildLaunchFailure(int& err);
+
 }  // namespace cell_internal
 
 struct Cell::Impl {

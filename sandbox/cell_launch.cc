@@ -1,6 +1,17 @@
 // Starting cell init (see cell.h and docs/architecture.md): the launch's fds, the clone
 // into new namespaces, the child's few raw syscalls before execve, the id maps, the
 // hand-over (cgroup join fds and the seccomp program) and the wait for Ready.
+//
+// The launch copies nothing of the server: the child is cloned with CLONE_VM | CLONE_VFORK
+// (sandbox/linux/clone_vm.h), runs on a small stack in this thread's frame, resets signal
+// handlers, keeps its capabilities in the ambient set, places its fds and execs cell init,
+// all before the clone returns. A fork-style clone copied the page tables and memory map of
+// the large multi-threaded server instead, most of a new cell's server CPU. The id maps
+// are written after the execve, so cell init waits for the go byte before anything else
+// and becomes root of its namespace itself (user.h). A pre-forked launcher process would
+// also avoid the copy, but it would be the parent of every init (the server waits on its
+// cells' pidfds), need a protocol of its own to carry the fds, and be one more process to
+// supervise; this is one syscall in place of another.
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <poll.h>
@@ -11,7 +22,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 
@@ -20,6 +33,7 @@
 #include "sandbox/cell_internal.h"
 #include "sandbox/control/protocol.h"
 #include "sandbox/init/setup.h"
+#include "sandbox/linux/clone_vm.h"
 #include "sandbox/linux/idmap_mount.h"
 #include "sandbox/linux/seccomp.h"
 #include "sandbox/linux/self_exe.h"
@@ -28,36 +42,34 @@
 
 namespace mcpcell::sandbox {
 
+using cell_internal::LaunchStep;
 using cell_internal::ServerSteps;
 
 namespace {
 
-// Everything the cloned child needs, prepared by the parent: after clone the child only
-// makes raw syscalls on these (no allocation: it is a copy of a multi-threaded process).
+// Everything the cloned child needs, prepared by the parent. The child runs in the
+// server's memory (CLONE_VM, clone_vm.h) on a stack of its own while the calling thread
+// sleeps (CLONE_VFORK): it only makes raw syscalls on these, allocates nothing, takes no
+// lock and calls no libc function a sanitizer intercepts.
 struct ChildArgs {
   const char* init_path;
-  int sync_fd;   // read end: 'g' once the parent wrote the maps; later 'c' (the cell's
-                 // cgroup, HandOverCgroup), read by cell init as kInitSyncFd
-  int error_fd;  // write end, CLOEXEC: "errno step" if the child fails before execve
+  int sync_fd;   // cell init's kInitSyncFd: the go byte once the parent wrote the maps,
+                 // the root order, the hand-over (setup.h)
+  int error_fd;  // write end, CLOEXEC: {step, errno} if the child fails before execve
   int dev_null;
   int stderr_fd;
   int spec_fd;
   int control_fd;
-  bool single_mapping;
+  const sigset_t* server_mask;  // the calling thread's mask, which cell init inherits
+  int fail_step;                // a test's injected failure (cell_internal.h), or 0
+  int fail_errno;
 };
 
-[[noreturn]] void ChildFail(const ChildArgs& a, int step, int err) {
-  int report[2] = {step, err};
-  ssize_t ignored = ::write(a.error_fd, report, sizeof report);
-  (void)ignored;
-  _exit(127);
-}
-
-enum ChildStep { kStepSync = 1, kStepCredentials, kStepFds, kStepExec };
+enum ChildStep { kStepSignals = 1, kStepCredentials, kStepFds, kStepExec };
 const char* ChildStepName(int step) {
   switch (step) {
-    case kStepSync:
-      return "waiting for the id maps";
+    case kStepSignals:
+      return "resetting signal handlers";
     case kStepCredentials:
       return "keeping capabilities for cell init";
     case kStepFds:
@@ -68,44 +80,92 @@ const char* ChildStepName(int step) {
   return "unknown step";
 }
 
-// Moves `from` to exactly `to` (dup2 on the same number would keep CLOEXEC).
-int PlaceFd(int from, int to) {
-  if (from == to) return ::fcntl(to, F_SETFD, 0);
-  return ::dup2(from, to) < 0 ? -1 : 0;
+static_assert(static_cast<int>(LaunchStep::kChildSignals) - kStepSignals ==
+                  static_cast<int>(LaunchStep::kChildExec) - kStepExec,
+              "child steps and their LaunchStep values are in the same order");
+constexpr int ChildStepOf(LaunchStep s) {
+  return static_cast<int>(s) - static_cast<int>(LaunchStep::kChildSignals) + kStepSignals;
 }
 
-[[noreturn]] void ChildMain(const ChildArgs& a) {
-  char go = 0;
-  ssize_t n;
-  do {
-    n = ::read(a.sync_fd, &go, 1);
-  } while (n < 0 && errno == EINTR);
-  if (n != 1) _exit(126);  // the parent gave up; it reports why
-  int r = PrepareInitCredentials(a.single_mapping);
-  if (r < 0) ChildFail(a, kStepCredentials, -r);
-  // Lift every source above the target range first, so no dup2 overwrites another source.
-  int src[6] = {a.dev_null, a.dev_null, a.stderr_fd, a.spec_fd, a.control_fd, a.sync_fd};
+// The CLONE_VM child's functions are not instrumented. Under ASan an instrumented frame
+// poisons the shadow of its redzones on entry and unpoisons it on return, but the child
+// never returns (it execs or exits), so its frames' poison would stay in the shadow the
+// server shares, over `stack` in CloneChild's frame; and a call before a noreturn one
+// (execve, exit) gets __asan_handle_no_return, which unpoisons the calling thread's stack
+// by bounds that are not this small stack's. UBSan's handlers may allocate and lock. So:
+// raw syscalls (libc's syscall(), which no sanitizer intercepts) and no instrumentation;
+// the launch tests run under ASan with detect_leaks=1 and report nothing.
+#define MCPCELL_CHILD __attribute__((no_sanitize("address", "undefined")))
+
+MCPCELL_CHILD [[noreturn]] void ChildFail(int error_fd, int step, int err) {
+  int report[2] = {step, err};
+  (void)syscall(SYS_write, error_fd, report, sizeof report);
+  syscall(SYS_exit_group, 127);
+  __builtin_unreachable();
+}
+
+// Moves `from` to exactly `to` (dup2 on the same number would keep CLOEXEC).
+MCPCELL_CHILD long PlaceFd(int from, int to) {
+  if (from == to) return syscall(SYS_fcntl, to, F_SETFD, 0);
+  return syscall(SYS_dup3, from, to, 0) < 0 ? -1 : 0;
+}
+
+// The kernel's struct sigaction (asm-generic: handler, flags, restorer, mask).
+struct KernelSigaction {
+  void* handler;
+  unsigned long flags;
+  void* restorer;
+  uint64_t mask;
+};
+
+// A handler the server installed must not run in the child: it would run the server's
+// code on shared memory. Ignored signals stay ignored (as a fork kept them); execve resets
+// the rest anyway. Then the server thread's own mask comes back for cell init.
+MCPCELL_CHILD long ResetSignals(const sigset_t* mask) {
+  for (int sig = 1; sig < 65; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    KernelSigaction old;
+    if (syscall(SYS_rt_sigaction, sig, nullptr, &old, sizeof old.mask) != 0) continue;
+    if (old.handler == reinterpret_cast<void*>(SIG_DFL) ||
+        old.handler == reinterpret_cast<void*>(SIG_IGN)) {
+      continue;
+    }
+    KernelSigaction dfl{reinterpret_cast<void*>(SIG_DFL), 0, nullptr, 0};
+    if (syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof dfl.mask) != 0) return -1;
+  }
+  return syscall(SYS_rt_sigprocmask, SIG_SETMASK, mask, nullptr, sizeof(uint64_t));
+}
+
+MCPCELL_CHILD int ChildMain(void* arg) {
+  const ChildArgs& a = *static_cast<const ChildArgs*>(arg);
+  if (a.fail_step == kStepSignals) ChildFail(a.error_fd, kStepSignals, a.fail_errno);
+  if (ResetSignals(a.server_mask) != 0) ChildFail(a.error_fd, kStepSignals, errno);
+  const int r = a.fail_step == kStepCredentials ? -a.fail_errno : KeepCapabilitiesAcrossExec();
+  if (r < 0) ChildFail(a.error_fd, kStepCredentials, -r);
+  // Lift every source above the target range first, so no dup3 overwrites another source.
+  const int src[6] = {a.dev_null, a.dev_null, a.stderr_fd, a.spec_fd, a.control_fd, a.sync_fd};
   int high[6];
-  int err_high = ::fcntl(a.error_fd, F_DUPFD_CLOEXEC, 64);
-  if (err_high < 0) _exit(125);
-  ChildArgs b = a;
-  b.error_fd = err_high;
+  const long err_high = syscall(SYS_fcntl, a.error_fd, F_DUPFD_CLOEXEC, 64);
+  if (err_high < 0) ChildFail(a.error_fd, kStepFds, errno);
+  const int error_fd = static_cast<int>(err_high);
+  if (a.fail_step == kStepFds) ChildFail(error_fd, kStepFds, a.fail_errno);
   static_assert(kInitSpecFd == 3 && kInitControlFd == 4 && kInitSyncFd == 5);
   for (int i = 0; i < 6; ++i) {
-    high[i] = ::fcntl(src[i], F_DUPFD_CLOEXEC, 64);
-    if (high[i] < 0) ChildFail(b, kStepFds, errno);
+    const long fd = syscall(SYS_fcntl, src[i], F_DUPFD_CLOEXEC, 64);
+    if (fd < 0) ChildFail(error_fd, kStepFds, errno);
+    high[i] = static_cast<int>(fd);
   }
   for (int i = 0; i < 6; ++i) {
-    if (PlaceFd(high[i], i) != 0) ChildFail(b, kStepFds, errno);
+    if (PlaceFd(high[i], i) != 0) ChildFail(error_fd, kStepFds, errno);
   }
-  if (::dup3(err_high, 6, O_CLOEXEC) < 0) ChildFail(b, kStepFds, errno);
-  b.error_fd = 6;
+  if (syscall(SYS_dup3, error_fd, 6, O_CLOEXEC) < 0) ChildFail(error_fd, kStepFds, errno);
   // Nothing of the server's other fds reaches the cell.
-  if (syscall(SYS_close_range, 7, ~0U, 0) != 0) ChildFail(b, kStepFds, errno);
+  if (syscall(SYS_close_range, 7, ~0U, 0) != 0) ChildFail(6, kStepFds, errno);
+  if (a.fail_step == kStepExec) ChildFail(6, kStepExec, a.fail_errno);
   char* const argv[] = {const_cast<char*>("mcpcell-init"), nullptr};
   char* const envp[] = {nullptr};
-  ::execve(a.init_path, argv, envp);
-  ChildFail(b, kStepExec, errno);
+  syscall(SYS_execve, a.init_path, argv, envp);
+  ChildFail(6, kStepExec, errno);
 }
 
 }  // namespace
@@ -174,6 +234,37 @@ Result<const SeccompProgram*> DefaultSeccompProgram(bool& compiled_now) {
 
 }  // namespace
 
+namespace cell_internal {
+namespace {
+std::atomic<int> armed_step{0};
+std::atomic<int> armed_errno{0};
+}  // namespace
+
+void FailNextLaunchAt(LaunchStep step, int err) {
+  armed_errno.store(err);
+  armed_step.store(static_cast<int>(step));
+}
+
+Status InjectedLaunchFailure(LaunchStep step, const char* what) {
+  if (armed_step.load(std::memory_order_relaxed) != static_cast<int>(step)) return Ok();
+  int expected = static_cast<int>(step);
+  if (!armed_step.compare_exchange_strong(expected, 0)) return Ok();
+  return Error::Sys(std::string(what) + " (injected)", armed_errno.load());
+}
+
+LaunchStep TakeChildLaunchFailure(int& err) {
+  const int step = armed_step.load(std::memory_order_relaxed);
+  if (step < static_cast<int>(LaunchStep::kChildSignals) ||
+      step > static_cast<int>(LaunchStep::kChildExec)) {
+    return LaunchStep::kNone;
+  }
+  int expected = step;
+  if (!armed_step.compare_exchange_strong(expected, 0)) return LaunchStep::kNone;
+  err = armed_errno.load();
+  return static_cast<LaunchStep>(step);
+}
+}  // namespace cell_internal
+
 Result<std::string> FindCellInit() {
   Result<std::string> path = SiblingExecutable("mcpcell-init");
   if (!path) return path.error().Wrap("find cell init");
@@ -217,10 +308,21 @@ Status Cell::Impl::PrepareLaunch(Cell& c, const CellCreateOptions& options, Laun
   l.err_wr.Reset(errp[1]);
   l.dev_null.Reset(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!l.dev_null) return Error::Sys("open(\"/dev/null\")");
-  return Ok();
+  return cell_internal::InjectedLaunchFailure(LaunchStep::kPrepare, "prepare launch");
 }
 
 Status Cell::Impl::CloneChild(Cell& c, const CellCreateOptions& options, const Launch& l) {
+  if (Status s = cell_internal::InjectedLaunchFailure(LaunchStep::kClone, "clone3"); !s) return s;
+  // Every signal blocked around the clone (the raw syscall: glibc's would keep its own two
+  // open), so nothing runs a handler in the child before it reset them (ChildMain).
+  sigset_t all, server_mask;
+  ::sigfillset(&all);
+  ::sigemptyset(&server_mask);
+  if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &server_mask, sizeof(uint64_t)) != 0) {
+    return Error::Sys("rt_sigprocmask(SIG_SETMASK, all)");
+  }
+  int fail_errno = 0;
+  const LaunchStep fail = cell_internal::TakeChildLaunchFailure(fail_errno);
   ChildArgs args{l.init_path.c_str(),
                  l.sync_child.get(),
                  l.err_wr.get(),
@@ -228,27 +330,33 @@ Status Cell::Impl::CloneChild(Cell& c, const CellCreateOptions& options, const L
                  options.init_stderr_fd >= 0 ? options.init_stderr_fd : 2,
                  l.spec.get(),
                  l.control_child.get(),
-                 c.id_map_.single};
-  // clone3 with fork semantics: the child gets a copy of this (multi-threaded) process and
-  // only makes raw syscalls before execve. CLONE_NEWCGROUP is left to cell init, which
-  // unshares it once the child is inside the cell's cgroup.
+                 &server_mask,
+                 fail == LaunchStep::kNone ? 0 : ChildStepOf(fail),
+                 fail_errno};
+  // clone3 with CLONE_VM | CLONE_VFORK (clone_vm.h): the child shares this process's
+  // memory instead of a copy of its page tables, runs ChildMain on `stack` (this frame's,
+  // unused by this thread, which sleeps until the child has exec'd or exited) and execs
+  // cell init at once; the id maps are written after (cell init waits for them).
+  // CLONE_NEWCGROUP is left to cell init, which unshares it once inside the cell's cgroup.
+  alignas(16) char stack[16 * 1024];
   int pidfd = -1;
   struct clone_args ca;
   std::memset(&ca, 0, sizeof ca);
   // CLONE_NEWNET neither: the most expensive namespace to make, it is made by a child of
   // cell init in parallel with init's filesystem setup (sandbox/linux/net.h).
-  ca.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD;
+  ca.flags = CLONE_VM | CLONE_VFORK | CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+             CLONE_NEWUTS | CLONE_PIDFD;
   ca.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   ca.exit_signal = SIGCHLD;
   if (c.cgroup_ && c.cgroup_->DirFd() >= 0) {
     ca.flags |= CLONE_INTO_CGROUP;
     ca.cgroup = static_cast<uint64_t>(c.cgroup_->DirFd());
   }
-  long pid = syscall(SYS_clone3, &ca, sizeof ca);
-  if (pid == 0) ChildMain(args);
+  const long pid = CloneVm(ca, stack, sizeof stack, ChildMain, &args);
+  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &server_mask, nullptr, sizeof(uint64_t));
   if (pid < 0) {
-    int e = errno;
-    Error err = Error::Sys("clone3(CLONE_NEWUSER|NEWNS|NEWPID|NEWIPC|NEWUTS)", e);
+    const int e = static_cast<int>(-pid);
+    Error err = Error::Sys("clone3(CLONE_VM|VFORK|NEWUSER|NEWNS|NEWPID|NEWIPC|NEWUTS)", e);
     if (e == EPERM || e == ENOSPC || e == EACCES) {
       // The usual causes: user namespaces disabled or restricted (Ubuntu's AppArmor
       // restriction, kernel.unprivileged_userns_clone=0, user.max_user_namespaces).
@@ -270,6 +378,9 @@ Status Cell::Impl::CloneChild(Cell& c, const CellCreateOptions& options, const L
 // join (warnings() says so). The program is compiled here, while init builds its filesystem,
 // once per process.
 Status Cell::Impl::HandOver(Cell& c, Launch& l, ServerSteps& steps) {
+  if (Status s = cell_internal::InjectedLaunchFailure(LaunchStep::kHandOver, "hand-over"); !s) {
+    return s;
+  }
   std::vector<UniqueFd> join;
   if (c.cgroup_ && c.cgroup_->DirFd() < 0) {
     Result<std::vector<int>> fds = c.cgroup_->OpenJoinFds();
@@ -337,14 +448,18 @@ Status Cell::Impl::SendOrder(int sock, char tag, int first, const std::vector<Un
 
 // The root order (setup.h): park, or build now over the spec's layers.
 Status Cell::Impl::SendRootOrder(Cell& c, Launch& l) {
+  if (Status s = cell_internal::InjectedLaunchFailure(LaunchStep::kRootOrder, "root order"); !s) {
+    return s;
+  }
   if (c.parked_) return SendOrder(l.sync_server.get(), kParkTag, -1, {});
   Result<std::vector<UniqueFd>> mounts = OpenLayerMounts(c, c.spec_.layers);
   if (!mounts) return mounts.error();
   return SendOrder(l.sync_server.get(), kLayersTag, -1, *mounts);
 }
 
-// Returns once cell init's execve succeeded (EOF on the CLOEXEC error pipe), or the step of
-// the child that failed and why.
+// Whether cell init's execve succeeded (EOF on the CLOEXEC error pipe) or the step of the
+// child that failed and why. Called once the clone returned: with CLONE_VFORK the child has
+// exec'd or exited by then, so this read does not wait.
 Status Cell::Impl::WaitExec(Launch& l) {
   int report[2] = {0, 0};
   ssize_t n;
@@ -359,9 +474,10 @@ Status Cell::Impl::WaitExec(Launch& l) {
   return Ok();
 }
 
-// Clone, id maps, then 'g' (exec cell init now). The cgroup (unless v2 made it before the
-// clone) and the seccomp program are made after 'g', while init execs and builds its
-// filesystem on the other core, and handed over.
+// Clone (the child execs cell init before the clone returns), id maps, then the go byte
+// (cell init waits for it before anything else). The cgroup (unless v2 made it before the
+// clone) and the seccomp program are made after it, while init builds its filesystem on the
+// other core, and handed over.
 Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSteps& steps,
                              UniqueFd& control) {
   Launch launch;
@@ -373,11 +489,24 @@ Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSt
   launch.control_child.Reset();
   launch.sync_child.Reset();
   launch.err_wr.Reset();
+  if (Status s = WaitExec(launch); !s) return s;
+  steps.Mark("exec_init");
+  if (Status s = cell_internal::InjectedLaunchFailure(LaunchStep::kInitRecord, "init record"); !s) {
+    return s;
+  }
   if (Status s = WriteInitRecord(c.dir_, c.init_pid_); !s) return s;
+  if (Status s = cell_internal::InjectedLaunchFailure(LaunchStep::kIdMaps, "id maps"); !s) {
+    return s;
+  }
   if (Status s = Impl::WriteMapsFor(c); !s) return s;
   steps.Mark("id_maps");
-  if (::send(launch.sync_server.get(), "g", 1, MSG_NOSIGNAL) != 1) {
-    return Error::Sys("send(sync socket, 'g')");
+  const char go = c.id_map_.single ? kGoSingle : kGoRange;
+  if (Status s = cell_internal::InjectedLaunchFailure(LaunchStep::kGo, "send(sync socket, go)");
+      !s) {
+    return s;
+  }
+  if (::send(launch.sync_server.get(), &go, 1, MSG_NOSIGNAL) != 1) {
+    return Error::Sys(std::string("send(sync socket, '") + go + "')");
   }
   if (Status s = SendRootOrder(c, launch); !s) return s.error().Wrap("layers");
   if (!c.spec_.layers.empty()) steps.Mark("layers");
@@ -386,13 +515,14 @@ Status Cell::Impl::StartInit(Cell& c, const CellCreateOptions& options, ServerSt
     steps.Mark("cgroup");
   }
   if (Status s = HandOver(c, launch, steps); !s) return s;
-  if (Status s = WaitExec(launch); !s) return s;
-  steps.Mark("exec_init");
   control = std::move(launch.control_server);
   return Ok();
 }
 
 Status Cell::Impl::WaitReady(Cell& c, std::chrono::milliseconds timeout, int control_fd) {
+  if (Status s = cell_internal::InjectedLaunchFailure(LaunchStep::kReady, "wait for Ready"); !s) {
+    return s;
+  }
   struct pollfd pfd = {control_fd, POLLIN, 0};
   int timeout_ms = static_cast<int>(timeout.count());
   int r;

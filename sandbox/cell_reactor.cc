@@ -19,6 +19,11 @@ CellReactor::~CellReactor() {
   for (std::thread& t : threads_) t.join();
 }
 
+CellReactor& CellReactor::Default() {
+  static CellReactor* const reactor = new CellReactor(1);  // never destroyed: see the header
+  return *reactor;
+}
+
 bool CellReactor::on_reactor_thread() const {
   const std::thread::id self = std::this_thread::get_id();
   return std::any_of(threads_.begin(), threads_.end(),

@@ -7,6 +7,9 @@
 // event socket, its output pipes, its stdin and its clock (timeout, kill grace, drain) are
 // waited on here, so a program that runs for an hour holds no thread, only a few fds.
 //
+// Every cell's control socket is waited on here too (CellChannel::Options::io, or the
+// process's Default() reactor), so the server's thread count does not grow with cells.
+//
 // Threading: the threads start in the constructor and stay until the destructor, which
 // stops the context and joins them; the number never changes with load. Every cell that
 // uses the reactor must be destroyed before it (a cell's destruction completes its execs'
@@ -28,6 +31,11 @@ class CellReactor {
   ~CellReactor();  // stops the context and joins the threads
   CellReactor(const CellReactor&) = delete;
   CellReactor& operator=(const CellReactor&) = delete;
+
+  // The process's reactor for cells and channels given none (CellChannel::Options::io):
+  // one thread, started on first use and never stopped (the object is never destroyed, so
+  // a cell held until the process exits is never outlived by it).
+  static CellReactor& Default();
 
   boost::asio::io_context& context() { return io_; }
   int thread_count() const { return static_cast<int>(threads_.size()); }

@@ -1,17 +1,17 @@
 // mcpcell-init: pid 1 of a cell. Freshly exec'd by the server's cloned child (never a fork
 // of the multi-threaded server), single-threaded, built without exceptions.
 //
-// It starts the child that makes its network namespace (net.h), reads the CellSpec from
-// fd 3, builds the cell (setup.h; a warm pool's cell parks first and builds its root when
-// claimed), takes the seccomp program the
-// server compiled and the cell's cgroup (the hand-over), tells the server Ready{timings} or
-// SetupFailed{message} on the control socket (fd 4), and then serves the server's requests
-// (control_loop.h) until the server closes the socket. If init exits, the kernel kills every
-// process of the pid namespace.
+// It waits for the server's go byte (the id maps are written), starts the child that makes its
+// network namespace (net.h), reads the CellSpec from fd 3, builds the cell (setup.h; a warm pool's
+// cell parks first and builds its root when claimed), takes the seccomp program the server compiled
+// and the cell's cgroup (the hand-over), tells the server Ready{timings} or SetupFailed{message} on
+// the control socket (fd 4), and then serves the server's requests (control_loop.h) until the
+// server closes the socket. If init exits, the kernel kills every process of the pid namespace.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <span>
 #include <string>
@@ -24,6 +24,7 @@
 #include "sandbox/linux/caps.h"
 #include "sandbox/linux/net.h"
 #include "sandbox/linux/seccomp.h"
+#include "sandbox/linux/user.h"
 
 namespace mcpcell::sandbox {
 namespace {
@@ -79,8 +80,29 @@ CellRoot BuildCell(CellSpec& spec, LoopbackNamespaceChild& net, StepTimer& timer
   return std::move(root).value();
 }
 
+// The server writes the id maps once init is exec'd (cell_launch.cc) and then sends the
+// go byte: until then init's uid is unmapped, so nothing else may come first. With a range,
+// init becomes root of its namespace (its capabilities came through execve as ambient).
+void WaitForIdMaps() {
+  char go = 0;
+  ssize_t n;
+  do {
+    n = ::read(kInitSyncFd, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) FailSetup(Error::Sys("read(sync socket, go)").message);
+  if (n == 0) _exit(1);  // the server gave up before the maps; it reports why
+  if (go == kGoRange) {
+    if (Status s = BecomeNamespaceRoot(); !s) FailSetup(s.error().Wrap("credentials").message);
+  } else if (go != kGoSingle) {
+    FailSetup(std::string("sync socket: go byte ") + std::to_string(go) + ", expected '" +
+              kGoRange + "' or '" + kGoSingle + "'");
+  }
+}
+
 [[noreturn]] void Run() {
   StepTimer timer;
+  WaitForIdMaps();
+  timer.Mark("id_maps_wait");
   // A session of our own and no controlling terminal: /dev/tty in the cell cannot reach
   // the terminal the server was started from.
   if (::setsid() < 0) FailSetup(Error::Sys("setsid()").message);

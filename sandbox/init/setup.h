@@ -1,9 +1,14 @@
 // The in-namespace half of cell creation, run by cell init (pid 1 of the cell) right after
 // it was exec'd and before it serves the control socket.
 //
-// The server's child has already entered new user, mount, pid, ipc and uts namespaces, and
-// received its uid/gid maps (sandbox/cell.cc). Init first starts the child that makes the
-// cell's network namespace in parallel (net.h), then runs an ordered list of small steps,
+// The server's child (a CLONE_VM child sharing the server's memory, linux/clone_vm.h) has
+// entered new user, mount, pid, ipc and uts namespaces and exec'd init before any uid/gid
+// map exists: init's uid is unmapped, and its capabilities came through execve in the
+// ambient set (linux/user.h). So init's first act is to wait on kInitSyncFd for the go byte
+// (kGoRange or kGoSingle, sent once the server has written the maps; EOF: the server gave
+// up, init exits), and with a range to become root of its namespace (BecomeNamespaceRoot);
+// "id_maps_wait" is how long that took. Only then does it start the child that makes the
+// cell's network namespace in parallel (net.h), and run an ordered list of small steps,
 // each one timed (main.cc calls the functions below in this order):
 //   mount_ns   make every mount private, so nothing propagates back to the host;
 //   rootfs     tmpfs for the per-cell uppers, the snapshot layers the server sent attached,
@@ -50,7 +55,8 @@ namespace mcpcell::sandbox {
 // File descriptors cell init inherits from the server (Cell::Create puts them there).
 inline constexpr int kInitSpecFd = 3;     // memfd holding EncodeCellSpec(spec)
 inline constexpr int kInitControlFd = 4;  // the cell's end of the control socketpair
-// Cell init's end of the server's sync socket. The hand-over arrives on it once the server
+// Cell init's end of the server's sync socket. First comes the go byte (above), then the
+// root order (below), then the hand-over. The hand-over arrives on it once the server
 // has made the cell's cgroup (while init builds the filesystem): 'c', a uint32 (host order)
 // count of seccomp instructions, that many sock_filter (0 when the spec disables seccomp),
 // and attached to the first byte (SCM_RIGHTS) up to kMaxCgroupJoinFds fds of v1 `tasks`

@@ -102,27 +102,32 @@ int FindIdRangeSlot(const std::string& dir, const std::string& owner) {
   return found;
 }
 
-int PrepareInitCredentials(bool single_mapping) {
-  if (!single_mapping) {
-    // Root inside: execve keeps the full capability set of uid 0 in its own namespace.
-    if (syscall(SYS_setgroups, 0, nullptr) != 0) return -errno;
-    if (syscall(SYS_setresgid, 0, 0, 0) != 0) return -errno;
-    if (syscall(SYS_setresuid, 0, 0, 0) != 0) return -errno;
-    return 0;
-  }
-  // Only the sandbox uid is mapped, and execve drops the capabilities of a non-root uid
-  // unless they are ambient. Ambient needs each cap in permitted and inheritable.
+// Not instrumented: it runs in the launch's CLONE_VM child (see MCPCELL_CHILD in
+// cell_launch.cc for why).
+__attribute__((no_sanitize("address", "undefined"))) int KeepCapabilitiesAcrossExec() {
+  // Ambient needs each cap in permitted and inheritable; the child has the full set of its
+  // new namespace in permitted. syscall(), not the libc wrappers a sanitizer intercepts;
+  // the errno it sets is the server thread's, which sleeps until the child is gone.
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
   if (syscall(SYS_capget, &header, data) != 0) return -errno;
   for (auto& d : data) d.inheritable = d.permitted;
   if (syscall(SYS_capset, &header, data) != 0) return -errno;
-  for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) {
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0 && errno != EINVAL) {
+  for (long cap = 0; cap <= CAP_LAST_CAP; ++cap) {
+    if (syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0L, 0L) != 0 &&
+        errno != EINVAL) {
       return -errno;
     }
   }
   return 0;
+}
+
+Status BecomeNamespaceRoot() {
+  // Root inside: init keeps the full capability set of uid 0 in its own namespace.
+  if (syscall(SYS_setgroups, 0, nullptr) != 0) return Error::Sys("setgroups(0, {})");
+  if (syscall(SYS_setresgid, 0, 0, 0) != 0) return Error::Sys("setresgid(0, 0, 0)");
+  if (syscall(SYS_setresuid, 0, 0, 0) != 0) return Error::Sys("setresuid(0, 0, 0)");
+  return Ok();
 }
 
 }  // namespace mcpcell::sandbox

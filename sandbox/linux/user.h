@@ -11,8 +11,12 @@
 // and on a disk-backed state dir no data block to allocate, nor to discard at release),
 // released at destroy and by orphan reaping.
 //
-// PrepareInitCredentials runs in the freshly cloned child of the multi-threaded server: it
-// only makes raw syscalls (async-signal-safe, no allocation).
+// Capabilities across the launch (cell_launch.cc): the cloned child shares the server's
+// memory and execs cell init before the maps exist, so KeepCapabilitiesAcrossExec (raw
+// syscalls only, no allocation) puts every capability into the ambient set, which execve
+// keeps for a uid that is not root in the namespace. Cell init then waits for the server's
+// go byte (kGoRange or kGoSingle, once the maps are written) and, with a range, becomes
+// root of its namespace (BecomeNamespaceRoot).
 #pragma once
 
 #include <sys/types.h>
@@ -53,11 +57,21 @@ int FindIdRangeSlot(const std::string& dir, const std::string& owner);
 // malformed); also reads the claim files (owner as content) of earlier versions.
 std::string ReadIdRangeClaim(int dir_fd, const char* name);
 
-// In the cloned child, after the parent wrote the maps and before execve of cell init:
-// makes sure cell init keeps its capabilities in the new user namespace across execve.
-// Range mode: setresgid/setgroups/setresuid to 0 inside. Single mode: the uid stays the
-// sandbox uid (nothing else is mapped), so every capability is raised into the inheritable
-// and ambient sets, which execve keeps for a non-root uid. Returns 0 or -errno.
-int PrepareInitCredentials(bool single_mapping);
+// The byte the server sends cell init on its sync socket once the id maps are written:
+// which of the two modes they are in.
+inline constexpr char kGoRange = 'g';
+inline constexpr char kGoSingle = 's';
+
+// In the cloned child, before execve of cell init (the maps are not written yet, so the
+// child's uid is unmapped, not root, in its namespace): raises every capability of the
+// permitted set into the inheritable and ambient sets, which execve keeps for a non-root
+// uid. Raw syscalls only (it runs in the server's memory, clone_vm.h).
+// Returns 0 or -errno.
+int KeepCapabilitiesAcrossExec();
+
+// In cell init, after kGoRange: setgroups({}), setresgid and setresuid to 0 inside, so init
+// is root of its namespace, as a range's cell init always was (its ambient set is emptied
+// with the bounding set before anything of the cell runs, caps.h).
+Status BecomeNamespaceRoot();
 
 }  // namespace mcpcell::sandbox

@@ -702,5 +702,93 @@ TEST(CellChannel, DestroyingTheChannelCompletesItsAsyncExecsOnceWithoutTheReacto
   }
 }
 
+// ---- The control socket on a reactor (issue 29): no thread per channel ----
+
+int ThreadCount() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// This thread plays init for many channels at once: each request is answered after the
+// call is made, so the reply can only reach the caller through the reactor's read.
+TEST(CellChannel, ChannelsStartNoThreadAndTheReactorHandsEachItsReply) {
+  constexpr int kChannels = 100;
+  std::vector<UniqueFd> init_ends;
+  std::vector<std::unique_ptr<CellChannel>> channels;
+  auto add = [&](CellChannel::Options options) {
+    auto pair = CreateControlSocketPair();
+    ASSERT_TRUE(pair.ok());
+    init_ends.push_back(std::move(pair->second));
+    channels.push_back(std::make_unique<CellChannel>(std::move(pair->first), std::move(options)));
+  };
+  CellReactor reactor(1);
+  CellChannel::Options on_reactor;
+  on_reactor.io = &reactor.context();
+  add(on_reactor);
+  add({});  // the process's default reactor starts here, once
+  const int threads = ThreadCount();
+  for (int i = 2; i < kChannels; ++i) add(i % 2 ? CellChannel::Options{} : on_reactor);
+  EXPECT_EQ(ThreadCount(), threads);
+  std::thread caller([&] {  // one thread makes every call, in turn
+    for (int i = 0; i < kChannels; ++i) {
+      Status s = channels[i]->Mkdir("/d" + std::to_string(i));
+      EXPECT_TRUE(s.ok()) << i << ": " << s.error().message;
+    }
+  });
+  for (int i = 0; i < kChannels; ++i) {
+    Result<Received> r = ReceiveMessage(init_ends[i].get());
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    auto* m = std::get_if<MkdirRequest>(&r->message);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->path, "/d" + std::to_string(i));
+    ASSERT_TRUE(SendMessage(init_ends[i].get(), OkReply{m->request_id}).ok());
+  }
+  caller.join();
+  channels.clear();  // before the reactor
+}
+
+// A blocking call on the thread that reads the control socket would wait for itself: it
+// fails at once instead, saying why.
+TEST(CellChannel, ABlockingCallOnTheReactorFailsAtOnce) {
+  FakeInit init;
+  init.Serve([](FakeInit& i, Received& r) { i.Send(OkReply{RequestIdOf(r.message)}); });
+  CellReactor reactor(1);
+  CellChannel::Options options;
+  options.io = &reactor.context();
+  options.name = "cell c-42";
+  auto ch = Connect(init, options);
+  std::promise<Status> on_reactor;
+  boost::asio::post(reactor.context(), [&] { on_reactor.set_value(ch->Mkdir("x")); });
+  auto f = on_reactor.get_future();
+  ASSERT_EQ(f.wait_for(2s), std::future_status::ready);
+  Status s = f.get();
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message, HasSubstr("cell c-42"));
+  EXPECT_THAT(s.error().message, HasSubstr("would have to read"));
+  EXPECT_TRUE(ch->Mkdir("y").ok());  // from another thread it works
+  ch.reset();
+}
+
+// on_closed runs on the reactor inside the control socket's handler; the owner may end the
+// channel there (the handler touches nothing of it afterwards; ASan would see it).
+TEST(CellChannel, OnClosedMayDestroyTheChannelFromTheReactor) {
+  FakeInit init;
+  std::unique_ptr<CellChannel> ch;
+  std::promise<std::string> gone;
+  CellChannel::Options options;
+  options.name = "cell c-7";
+  options.on_closed = [&](const Error& e) {
+    ch.reset();
+    gone.set_value(e.message);
+  };
+  ch = Connect(init, options);
+  init.Close();
+  auto f = gone.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  std::string why = f.get();
+  EXPECT_THAT(why, HasSubstr("cell c-7: cell init is gone: control channel closed"));
+}
+
 }  // namespace
 }  // namespace mcpcell::sandbox
