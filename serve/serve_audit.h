@@ -5,7 +5,9 @@
 // expiry listener), egress.connection (the proxy's AuditSink),
 // package.<result> (the package service's audit callback), snapshot.* and session.hibernate
 // (the sessions' state, serve/session_state.h), policy.refused (a tool call
-// its policy refused), and a `usage` record per session every [audit] usage_interval.
+// its policy refused), a `usage` record per session every [audit] usage_interval, and at
+// Open a `recovered` for each earlier server killed before its server.stop, then its open
+// sessions' session.end (serve_audit_recovery.cc).
 // The tools write exec.* and file.* through ToolEnv::audit themselves.
 //
 // Metering: one tools::UsageMeter per MCP session (ToolEnv::usage), sampled at each exec's
