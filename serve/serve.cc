@@ -663,7 +663,8 @@ int RunServe(const ServeOptions& opts) {
   // 2026-07-28 sandbox handles: each ends its cell session (set once the cells exist).
   SandboxHandles sandboxes(
       {.server_id = opts.server_id,
-       .tenants = SandboxLimitsFor(opts.effective, opts.tenant_policies, opts.http_settings)});
+       .tenants = SandboxLimitsFor(opts.effective, opts.tenant_policies, opts.http_settings),
+       .now = nullptr});
   auto cells = MakeCells(opts, *skeleton, **egress, **audit, workspaces, state, resume, sandboxes);
   sandboxes.SetEndListener(EndSandboxSession(*cells, **audit));
   // Records checked (bad ones named, ended ones removed), a stdio --resume ID checked.
