@@ -17,6 +17,7 @@
 #include "sandbox/state_dir.h"
 #include "serve/admin_listener.h"
 #include "serve/http_config.h"
+#include "serve/sandbox_handles.h"
 #include "serve/serve.h"
 #include "serve/socket_activation.h"
 #include "serve/tenant_policies.h"
@@ -150,6 +151,13 @@ const bool kRegistered = RegisterCommand("serve", [](CLI::App& parent, int* exit
                   "stdio: start over the files of this hibernated session (its id is in "
                   "session_info; `mcpcell session list` lists them)")
       ->excludes(http_opt);
+  cmd->add_option("--server-id", opts->run.server_id,
+                  "This server's id in the sandbox handles it mints (2026-07-28 clients), so a "
+                  "router sends each handle back here (e.g. the pod name)")
+      ->check([](const std::string& id) {
+        Status st = serve::SandboxHandles::CheckServerId(id);
+        return st ? std::string() : st.error().message;
+      });
   cmd->add_option("--http-resume-grace", opts->run.resume_grace_s,
                   "Seconds a client whose connection dropped mid-call has to resume its stream "
                   "(Last-Event-ID) before the call is cancelled and its command killed")

@@ -41,11 +41,11 @@ Json ToolResult::ToJson() const {
   return j;
 }
 
-Json Tool::ToJson() const {
+Json Tool::ToJson(bool new_era) const {
   Json j = {{"name", name}};
   PutIfSet(j, "title", title);
   PutIfSet(j, "description", description);
-  j["inputSchema"] = input_schema;
+  j["inputSchema"] = InputSchema(new_era);
   PutIfSet(j, "outputSchema", output_schema);
   PutIfSet(j, "annotations", annotations);
   return j;

@@ -43,6 +43,11 @@ struct Tool {
   std::string title{};                           // optional
   std::string description{};                     // optional but strongly advised
   Json input_schema = Json{{"type", "object"}};  // flat, see CheckFlatSchema
+  // The input schema a 2026-07-28 (stateless) request sees instead, when the tool takes
+  // more there: e.g. an argument naming the state that a protocol session held before
+  // (tools/list, tools/call's validation and the x-mcp-header checks use it). null: the
+  // same schema in both eras. Flat, like input_schema.
+  Json new_era_input_schema{};
   Json output_schema{};  // null = none; when set, results must carry valid structuredContent
   Json annotations{};    // null = none; {readOnlyHint, destructiveHint, idempotentHint, ...}
   ToolHandler handler{};
@@ -51,7 +56,11 @@ struct Tool {
   // argument validation, so the handler must check its arguments itself.
   bool allow_non_flat_schema = false;
 
-  Json ToJson() const;  // the tools/list entry
+  Json ToJson(bool new_era = false) const;  // the tools/list entry
+  // The input schema of the given era (new_era_input_schema when set and new_era).
+  const Json& InputSchema(bool new_era) const {
+    return new_era && !new_era_input_schema.is_null() ? new_era_input_schema : input_schema;
+  }
 };
 
 // ---- resources ----

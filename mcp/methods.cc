@@ -179,11 +179,12 @@ Json Session::Impl::ListTools(const Json& params, Context& ctx) {
   // The filters run without the registry lock: they are the embedder's code.
   const auto& filter = server->options.tool_filter;
   const auto& listed = server->options.tool_listed;
+  const bool new_era = ctx.session().protocol_version() == era2026::kVersion;
   std::vector<Json> items;
   for (const auto& t : tools) {
     if (filter && !filter(ctx.session(), t->name)) continue;
     if (listed && !listed(ctx.session(), t->name)) continue;  // list-only: still callable
-    items.push_back(t->ToJson());
+    items.push_back(t->ToJson(new_era));
   }
   return Paginate(std::move(items), params, "tools", "tools", server->options.page_size);
 }
@@ -203,7 +204,9 @@ Json Session::Impl::CallTool(const Json& params, Context& ctx) {
                                                                              : Json::object();
   if (auto errors = tool->allow_non_flat_schema
                         ? std::vector<std::string>{}
-                        : ValidateJson(tool->input_schema, args, "arguments");
+                        : ValidateJson(tool->InputSchema(ctx.session().protocol_version() ==
+                                                         era2026::kVersion),
+                                       args, "arguments");
       !errors.empty()) {
     return ToolResult::Error("Invalid arguments for tool " + name + ": " + JoinErrors(errors))
         .ToJson();

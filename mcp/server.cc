@@ -145,6 +145,12 @@ Status Server::AddTool(Tool tool) {
       !s.ok() && !tool.allow_non_flat_schema) {
     return Status::Error(where + ": " + s.message());
   }
+  if (!tool.new_era_input_schema.is_null()) {
+    if (Status s = CheckFlatSchema(tool.new_era_input_schema, "inputSchema (2026-07-28)");
+        !s.ok()) {
+      return Status::Error(where + ": " + s.message());
+    }
+  }
   if (!tool.output_schema.is_null()) {
     if (Status s = CheckFlatSchema(tool.output_schema, "outputSchema"); !s.ok()) {
       return Status::Error(where + ": " + s.message());
@@ -383,7 +389,8 @@ std::vector<std::string> Server::ValidateToolOutput(const std::string& tool_name
 
 Json Server::ToolInputSchema(const std::string& tool_name) const {
   auto tool = impl_->FindTool(tool_name);
-  return tool ? tool->input_schema : Json();
+  // Its only reader checks new-era requests' headers: the new era's schema.
+  return tool ? tool->InputSchema(/*new_era=*/true) : Json();
 }
 
 }  // namespace mcp

@@ -163,8 +163,8 @@ class Server {
   std::vector<std::string> ValidateToolOutput(const std::string& tool_name,
                                               const Json& structured_content) const;
 
-  // The input schema of tool `tool_name` as registered; null when there is none (the HTTP
-  // transport reads its x-mcp-header marks).
+  // The input schema of tool `tool_name` that 2026-07-28 requests see (Tool::InputSchema);
+  // null when there is none (the HTTP transport reads its x-mcp-header marks).
   Json ToolInputSchema(const std::string& tool_name) const;
 
   struct Impl;  // internal; sessions use it

@@ -31,6 +31,8 @@
 #include "serve/admin_api.h"
 #include "serve/egress_registry.h"
 #include "serve/metrics_wiring.h"
+#include "serve/sandbox_handles.h"
+#include "serve/sandbox_tools.h"
 #include "serve/serve_audit.h"
 #include "serve/serve_packages.h"
 #include "serve/session_resume.h"
@@ -263,7 +265,8 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
                                                        const std::string& skeleton,
                                                        EgressRegistry& egress, ServeAudit& audit,
                                                        WorkspaceLeases& workspaces,
-                                                       SessionState& state, SessionResume& resume) {
+                                                       SessionState& state, SessionResume& resume,
+                                                       SandboxHandles& sandboxes) {
   sandbox::CellSessionOptions session_options;
   const policies::Policy& policy = opts.effective;
   session_options.idle_timeout = policy.time.session_idle;
@@ -310,9 +313,12 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
     audit.SessionUnpaused(cell, key, paused_for, resumed);
   };
   // At idle expiry a session hibernates: its files become its next cell's base.
-  hooks.hibernate = [&state](sandbox::CellInstance& cell, const std::string& key,
-                             const std::string& profile, const sandbox::SessionBase* base,
-                             bool frozen) {
+  // A sandbox handle's idle expiry ends the handle (below): nothing to keep.
+  hooks.hibernate = [&state, &sandboxes](sandbox::CellInstance& cell, const std::string& key,
+                                         const std::string& profile,
+                                         const sandbox::SessionBase* base,
+                                         bool frozen) -> Result<sandbox::SessionBase> {
+    if (sandboxes.OwnsKey(key)) return Error::Msg("a sandbox handle ends when it is idle");
     return state.Hibernate(cell, key, profile, base, frozen);
   };
   hooks.on_base_released = [&state, &resume](const std::string& key, const std::string& profile,
@@ -325,12 +331,14 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
   resume.Attach(cells.get());
   // At its maximum lifetime a session's cell is gone and its later calls are refused: its
   // session.end is written then (the MCP session's own close later writes nothing).
-  cells->SetExpiryListener(
-      [&audit, &resume](const std::string& key, sandbox::SessionExpiry kind, const std::string&) {
-        if (kind != sandbox::SessionExpiry::kMaxLifetime) return;
-        audit.SessionEnded(key, "max lifetime");
-        resume.Ended(key, "maximum lifetime");  // never resumable
-      });
+  cells->SetExpiryListener([&audit, &resume, &sandboxes](const std::string& key,
+                                                         sandbox::SessionExpiry kind,
+                                                         const std::string& why) {
+    if (sandboxes.Ended(key, why)) return;  // its end listener closes it and audits
+    if (kind != sandbox::SessionExpiry::kMaxLifetime) return;
+    audit.SessionEnded(key, "max lifetime");
+    resume.Ended(key, "maximum lifetime");  // never resumable
+  });
   return cells;
 }
 
@@ -406,12 +414,12 @@ mcp::ServerOptions McpServerOptions(const ServeOptions& opts, const ToolEnv& env
   server_options.title = "mcpcell sandbox";
   server_options.version = "0.1.0";
   server_options.instructions = Instructions(opts.effective);
-  server_options.tool_filter = ServerToolFilter(env);
-  server_options.tool_listed = ServerToolListed(env);
+  // sandbox_create/close for 2026-07-28 requests only (serve/sandbox_tools.h).
+  server_options.tool_filter = SandboxToolFilter(env, ServerToolFilter(env));
+  server_options.tool_listed = SandboxToolFilter(env, ServerToolListed(env));
   server_options.session_resources = tools::WorkspaceResources(env);  // the cell's files
-  // Each cell belongs to a protocol session until sandbox handles name cells (issue 30): a
-  // 2026-07-28 request, which has no session, would make a cell no session ever releases.
-  server_options.serve_2026_era = false;
+  // 2026-07-28 requests name their cell by a sandbox handle (ToolEnv::resolve_sandbox).
+  server_options.serve_2026_era = true;
   std::map<std::string, std::string> tenant_instructions;
   for (const auto& [name, tenant_policy] : opts.tenant_policies) {
     tenant_instructions[name] = Instructions(tenant_policy);
@@ -562,12 +570,20 @@ int ServeUntilStopped(mcp::Server& server, SessionResume& resume, const ServeOpt
 // The MCP server with the cell tools, serving until stopped; its handlers are done when
 // this returns, before the cells go.
 int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& client_log,
-               SessionResume& resume, ServeAudit& audit, const OpsEndpoints& ops) {
+               SessionResume& resume, ServeAudit& audit, const OpsEndpoints& ops,
+               SandboxHandles& sandboxes) {
   mcp::Server server(McpServerOptions(opts, env, audit, resume));
   ops.admin->AttachServer(&server);  // the operator page's sessions, until it goes
   client_log.Attach(&server);
   SessionLogRouter::DetachGuard detach_client_log{client_log};
   if (mcp::Status st = RegisterCellTools(server, env); !st) {
+    std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
+    return 2;
+  }
+  if (mcp::Status st = RegisterSandboxTools(
+          server, sandboxes, env, audit,
+          SandboxLimitsFor(opts.effective, opts.tenant_policies, opts.http_settings));
+      !st) {
     std::fprintf(stderr, "mcpcell: %s\n", st.message().c_str());
     return 2;
   }
@@ -650,7 +666,13 @@ int RunServe(const ServeOptions& opts) {
                         .server_policy = &opts.effective,
                         .tenant_policies = &opts.tenant_policies,
                         .state = &state});
-  auto cells = MakeCells(opts, *skeleton, **egress, **audit, workspaces, state, resume);
+  // 2026-07-28 sandbox handles: each ends its cell session (set once the cells exist).
+  SandboxHandles sandboxes(
+      {.server_id = opts.server_id,
+       .tenants = SandboxLimitsFor(opts.effective, opts.tenant_policies, opts.http_settings),
+       .now = nullptr});
+  auto cells = MakeCells(opts, *skeleton, **egress, **audit, workspaces, state, resume, sandboxes);
+  sandboxes.SetEndListener(EndSandboxSession(*cells, **audit));
   // Records checked (bad ones named, ended ones removed), a stdio --resume ID checked.
   if (Status st = resume.Start(opts.resume_session, !opts.http.empty()); !st)
     return Refuse(st.error());
@@ -659,14 +681,16 @@ int RunServe(const ServeOptions& opts) {
   env->snapshots = &state;
   env->processes = &state.processes();  // the sessions' background processes
   ConnectSecrets(*env, client_log, secrets, resume);
+  ConnectSandboxHandles(*env, sandboxes);
   ConnectOps(ops, opts, **audit, *cells, *env);
   ops.admin = std::make_shared<ServeAdminView>(ServeAdminViewOptions{
       cells.get(), audit->get(), &resume, &opts.effective, &opts.tenant_policies, opts.warm_cells});
   auto admin = StartAdminListener(opts, ops, **audit);
   if (!admin) return Refuse(admin.error());
-  int rc = ServeTools(opts, *env, client_log, resume, **audit, ops);
-  if (*admin) (*admin)->Stop();    // before the cells its routes read
-  secrets.SetEndSession(nullptr);  // ConnectSecrets' hook holds the cells
+  int rc = ServeTools(opts, *env, client_log, resume, **audit, ops, sandboxes);
+  if (*admin) (*admin)->Stop();       // before the cells its routes read
+  secrets.SetEndSession(nullptr);     // ConnectSecrets' hook holds the cells
+  sandboxes.SetEndListener(nullptr);  // as does EndSandboxSession
   // Stopped (a signal): every session hibernates, kept for a restart. A stdio client that
   // closed its input ended its session: its files go.
   const bool stopped = (*audit)->shutting_down();

@@ -65,6 +65,9 @@ struct ServeOptions {
   std::string egress_ca_file;
   // --resume ID (stdio): the hibernated session whose files the session starts over.
   std::string resume_session;
+  // --server-id ID: carried in every sandbox handle this server mints (2026-07-28 era;
+  // serve/sandbox_handles.h), so a router sends it back here; "" = none.
+  std::string server_id;
 };
 
 // Serves until EOF (stdio), SIGTERM or SIGINT; returns the process exit status (2 when

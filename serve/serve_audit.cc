@@ -191,12 +191,17 @@ void ServeAudit::SecretUsed(const egress::SecretEvent& event) {
 }
 
 std::string ServeAudit::SessionStarted(const mcp::Session& session) {
+  return SandboxStarted(session.id(), session.tenant(), session.client_info(), "");
+}
+
+std::string ServeAudit::SandboxStarted(const std::string& key, const std::string& tenant,
+                                       const nlohmann::json& client_info, const std::string& era) {
   if (trail_ && !trail_->Healthy()) {
     return "mcpcell: the audit trail cannot be written (" + trail_->last_error() +
            ") and [audit] required = true: new sessions are refused until it can";
   }
-  const policies::Policy& policy = PolicyOf(session.tenant());
-  mcp::Json client = session.client_info();
+  const policies::Policy& policy = PolicyOf(tenant);
+  const mcp::Json client = client_info.is_object() ? client_info : mcp::Json::object();
   nlohmann::json fields = {
       {"client_name", client.value("name", "")},
       {"client_version", client.contains("version") && client["version"].is_string()
@@ -207,12 +212,13 @@ std::string ServeAudit::SessionStarted(const mcp::Session& session) {
       {"policy_sha256", audit::Sha256Hex(policies::DescribePolicy(policy))},
       {"template", policy.filesystem.template_name},
       {"limits", LimitsFields(policy)}};
+  if (!era.empty()) fields["era"] = era;
   {
     std::lock_guard lock(mu_);
-    sessions_[session.id()] = {session.tenant(), std::chrono::steady_clock::now()};
+    sessions_[key] = {tenant, std::chrono::steady_clock::now()};
   }
-  usage_.For(session.id());
-  Append("session.start", session.tenant(), session.id(), "", fields);
+  usage_.For(key);
+  Append("session.start", tenant, key, "", fields);
   return "";
 }
 

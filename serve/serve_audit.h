@@ -99,6 +99,11 @@ class ServeAudit {
   // mcp::ServerOptions hooks. SessionStarted returns a refusal ("" = accepted) while the
   // trail is unhealthy and [audit] required = true.
   std::string SessionStarted(const mcp::Session& session);
+  // The same for a 2026-07-28 sandbox handle (serve/sandbox_handles.h), whose session key
+  // `key` stands for a session: session.start carries "era" (the protocol version) besides
+  // the transport, and the client that made it.
+  std::string SandboxStarted(const std::string& key, const std::string& tenant,
+                             const nlohmann::json& client_info, const std::string& era);
   // Writes session.end once per session (later calls for the same id do nothing), after
   // the session-ending hook (SetSessionEnding) ended what the session held.
   void SessionEnded(const std::string& session_id, const std::string& reason);

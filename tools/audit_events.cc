@@ -18,7 +18,7 @@ void AuditEvent(const ToolEnv& env, const mcp::Context& ctx, const std::string& 
   const mcp::Session& session = ctx.session();
   if (env.on_event) env.on_event(session, type, fields);
   if (!env.audit) return;
-  if (Status st = env.audit->Append(type, session.tenant(), session.id(), cell_id, fields); !st) {
+  if (Status st = env.audit->Append(type, session.tenant(), CallKey(ctx), cell_id, fields); !st) {
     mcp::log::Warn("audit: " + std::string(type) + " not recorded: " + st.error().message);
   }
 }
@@ -112,7 +112,7 @@ void MeterCell(const ToolEnv& env, const mcp::Context& ctx, const sandbox::CellL
     }
   }
   if (read_storage) sample.storage_bytes = WorkspaceBytes(lease.spec());
-  env.usage->For(ctx.session().id())->Sample(sample);
+  env.usage->For(CallKey(ctx))->Sample(sample);
 }
 
 }  // namespace mcpcell::tools

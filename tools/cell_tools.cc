@@ -34,6 +34,48 @@ constexpr CellToolMaker kCellTools[] = {{"run_code", MakeRunCodeTool},
 // The tools that need ToolEnv::snapshots (left unregistered without it).
 bool IsSnapshotTool(const std::string& name) { return name.rfind("snapshot_", 0) == 0; }
 
+// `schema` with the `sandbox` argument first (2026-07-28 requests name their cell by it):
+// required, and marked x-mcp-header so an HTTP client mirrors it to Mcp-Param-Sandbox,
+// which a load balancer routes by to the server that minted the handle.
+mcp::Json WithSandboxArgument(mcp::Json schema) {
+  mcp::Json required = mcp::Json::array({kSandboxArgument});
+  for (const auto& name : schema.value("required", mcp::Json::array())) required.push_back(name);
+  schema["properties"][kSandboxArgument] = {
+      {"type", "string"},
+      {"description",
+       "The sandbox handle from sandbox_create (sbx_...): names the cell this call runs in."},
+      {"x-mcp-header", "Sandbox"}};
+  schema["required"] = std::move(required);
+  return schema;
+}
+
+// Runs `inner` for a call: in the 2026-07-28 era with the cell its `sandbox` handle names
+// (resolved against the caller's tenant, then taken out of the arguments the tool parses
+// strictly), in today's era with the session's own cell.
+mcp::ToolResult CallInItsCell(const ToolEnv& env, const mcp::ToolHandler& inner,
+                              const mcp::Json& args, mcp::Context& ctx) {
+  if (!env.resolve_sandbox || !IsNewEraCall(ctx)) return inner(args, ctx);
+  const auto handle = args.find(kSandboxArgument);
+  if (handle == args.end() || !handle->is_string()) {
+    return mcp::ToolResult::Error(std::string("arguments.") + kSandboxArgument +
+                                  ": a sandbox handle from sandbox_create is required");
+  }
+  auto key = env.resolve_sandbox(handle->get<std::string>(), ctx.session().tenant());
+  if (!key) return mcp::ToolResult::Error(key.error().message);
+  mcp::Json own = args;
+  own.erase(std::string(kSandboxArgument));
+  CallKeyScope scope(*key);
+  // Also when the handler throws: the handle must not stay "in use" (never idle) forever.
+  struct CallDone {
+    const ToolEnv& env;
+    const std::string& key;
+    ~CallDone() {
+      if (env.sandbox_call_done) env.sandbox_call_done(key);
+    }
+  } done{env, *key};
+  return inner(own, ctx);
+}
+
 }  // namespace
 
 mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env) {
@@ -46,16 +88,22 @@ mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env) {
     // Every result's text and structuredContent strings, with the session's secret values
     // redacted (tools/redaction.h); run_code/run_command also redact their output streams,
     // with the same redactor (CallRedactorScope): the values are read once per call.
+    if (env.resolve_sandbox) tool.new_era_input_schema = WithSandboxArgument(tool.input_schema);
     tool.handler = [&env, name = tool.name, inner = std::move(tool.handler)](const mcp::Json& args,
                                                                              mcp::Context& ctx) {
-      CallRedactorScope scope(env.secret_values, ctx.session().id());
       const auto started = std::chrono::steady_clock::now();
-      mcp::ToolResult result = inner(args, ctx);
+      mcp::ToolResult result = CallInItsCell(
+          env,
+          [&env, &inner](const mcp::Json& own, mcp::Context& c) {
+            CallRedactorScope scope(env.secret_values, CallKey(c));
+            return RedactResult(inner(own, c), scope.Get().get());
+          },
+          args, ctx);
       if (env.on_call_done) {
         env.on_call_done(ctx.session(), name, result.is_error,
                          std::chrono::steady_clock::now() - started);
       }
-      return RedactResult(std::move(result), scope.Get().get());
+      return result;
     };
     // Registered when any policy served enables it; each session sees its own
     // (ToolEnv::ToolEnabled, through the server's tool_filter).

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "mcp/session.h"
+#include "tools/tool_env.h"
 
 namespace mcpcell::tools {
 
@@ -13,7 +14,7 @@ mcp::Json ClientLogData(std::string_view event, std::string message) {
 void LogCallWarning(const mcp::Context& ctx, std::string_view event, std::string message,
                     const SecretValuesFn* secret_values) {
   if (secret_values) {
-    if (auto redactor = MakeRedactor(*secret_values, ctx.session().id()))
+    if (auto redactor = MakeRedactor(*secret_values, CallKey(ctx)))
       message = redactor->Redact(message);
   }
   ctx.Log(mcp::LogLevel::kWarning, ClientLogData(event, std::move(message)), kClientLogger);

@@ -248,7 +248,7 @@ nlohmann::json ExecEndFields(const ExecCall& call, const sandbox::ExecResult& r)
 std::optional<mcp::ToolResult> AddSecretEnv(const ToolEnv& env, const mcp::Context& ctx,
                                             const ExecCall& call, std::vector<std::string>& out) {
   if (!env.secrets) return std::nullopt;
-  const std::string& key = ctx.session().id();
+  const std::string key = CallKey(ctx);
   for (const std::string& name : env.secrets->Names(key)) {
     for (const auto& [var, value] : call.options.env) {
       if (var != name) continue;
@@ -319,7 +319,7 @@ mcp::ToolResult RunInCell(const ToolEnv& env, mcp::Context& ctx, const ExecCall&
   // The call's redactor (shared with cell_tools.cc's wrapper), else one of our own.
   CallRedactorScope* scope = CallRedactorScope::Current();
   std::shared_ptr<const Redactor> redactor =
-      scope ? scope->Get() : MakeRedactor(env.secret_values, ctx.session().id());
+      scope ? scope->Get() : MakeRedactor(env.secret_values, CallKey(ctx));
   StreamRedactor out_redactor(redactor), err_redactor(redactor);
   auto deliver = [&](bool is_out, std::string_view chunk) {
     (is_out ? out : err).Append(chunk);

@@ -226,7 +226,7 @@ mcp::ToolResult Process(const ToolEnv& env, mcp::Context& ctx, const ProcessArgs
         "process: this server keeps no background processes (no process table)");
   ProcessTable& table = *env.processes;
   table.Prune();
-  const std::string& key = ctx.session().id();
+  const std::string key = CallKey(ctx);
   std::shared_ptr<BackgroundProcess> process;
   if (args.action != "list") {
     process = table.Find(key, args.id);

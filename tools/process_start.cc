@@ -15,7 +15,7 @@ std::variant<std::shared_ptr<BackgroundProcess>, mcp::ToolResult> StartBackgroun
                                   "table); run the program in the foreground instead");
   ProcessTable& table = *env.processes;
   table.Prune();
-  const std::string& key = ctx.session().id();
+  const std::string key = CallKey(ctx);
   if (table.Running(key) >= kMaxBackgroundProcesses) {
     return mcp::ToolResult::Error(
         call.tool + ": this session already has " + std::to_string(kMaxBackgroundProcesses) +

@@ -64,7 +64,7 @@ std::variant<std::shared_ptr<BackgroundProcess>, mcp::ToolResult> EnsureRunning(
     const ToolEnv& env, mcp::Context& ctx, const sandbox::CellLease& lease,
     const CellToolsConfig& config, Interpreter& interp, bool reset, std::string& note) {
   ProcessTable& table = *env.processes;
-  const std::string& key = ctx.session().id();
+  const std::string key = CallKey(ctx);
   std::shared_ptr<BackgroundProcess> p = table.Find(key, interp.process_id);
   if (p) {
     ProcessState s = table.Inspect(*p, lease.id());
@@ -235,7 +235,7 @@ mcp::ToolResult RunPython(const ToolEnv& env, mcp::Context& ctx, const PythonArg
     return mcp::ToolResult::Error(
         "python: this server keeps no background processes (no process table) for the "
         "interpreter; use run_code");
-  std::shared_ptr<Interpreter> interp = env.processes->Interpreter(ctx.session().id());
+  std::shared_ptr<Interpreter> interp = env.processes->Interpreter(CallKey(ctx));
   std::lock_guard serial(interp->mu);
   LeaseOrError acquired = AcquireCell(env, ctx);
   if (!acquired.lease) return acquired.error;

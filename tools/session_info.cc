@@ -327,7 +327,7 @@ std::pair<std::string, mcp::Json> DescribeSecrets(const ToolEnv& env, const mcp:
   std::string text;
   mcp::Json list = mcp::Json::array();
   if (!env.secrets) return {text, list};
-  for (const SecretStatus& s : env.secrets->Describe(ctx.session().id())) {
+  for (const SecretStatus& s : env.secrets->Describe(CallKey(ctx))) {
     std::string where = "the file " + s.file;
     if (s.mode == "env") where = "$" + s.name + " in every program's environment";
     if (s.mode == "placeholder") {
@@ -354,7 +354,7 @@ mcp::ToolResult SessionInfo(const ToolEnv& env, mcp::Context& ctx) {
   auto session = SessionCells(env, ctx);
   if (!session) return mcp::ToolResult::Error(session.error().message);
   SessionKept kept;
-  if (env.snapshots) kept = env.snapshots->Kept(ctx.session().id(), ctx.session().tenant());
+  if (env.snapshots) kept = env.snapshots->Kept(CallKey(ctx), ctx.session().tenant());
   if (const CellToolsConfig* config = SessionConfig(env, ctx); config && kept.hibernated)
     return HibernatedReport(*config, kept, (*session)->Info());
   LeaseOrError acquired = AcquireCell(env, ctx);
@@ -365,7 +365,7 @@ mcp::ToolResult SessionInfo(const ToolEnv& env, mcp::Context& ctx) {
   MeterCell(env, ctx, cell, /*read_storage=*/true);
   std::optional<SessionUsage> metered;
   if (env.usage) {
-    if (auto meter = env.usage->Find(ctx.session().id())) {
+    if (auto meter = env.usage->Find(CallKey(ctx))) {
       metered = meter->Snapshot(std::chrono::steady_clock::now());
     }
   }
@@ -383,7 +383,7 @@ mcp::ToolResult SessionInfo(const ToolEnv& env, mcp::Context& ctx) {
   };
   auto [secrets_text, secrets] = DescribeSecrets(env, ctx);
   auto [processes_text, processes] =
-      DescribeBackgroundProcesses(env.processes, ctx.session().id(), cell.id());
+      DescribeBackgroundProcesses(env.processes, CallKey(ctx), cell.id());
   mcp::ToolResult r = mcp::ToolResult::Text(TextReport(facts) + secrets_text + processes_text);
   r.structured_content = StructuredReport(facts);
   if (!secrets.empty()) r.structured_content["secrets"] = std::move(secrets);

@@ -42,7 +42,7 @@ struct Caller {
   std::optional<mcp::ToolResult> error;
 };
 Caller CallerOf(const ToolEnv& env, const mcp::Context& ctx) {
-  Caller c{ctx.session().id(), ctx.session().tenant(), std::nullopt};
+  Caller c{CallKey(ctx), ctx.session().tenant(), std::nullopt};
   if (!env.snapshots) {
     c.error = mcp::ToolResult::Error("this server has no snapshot store");
   } else if (!env.ConfigFor(c.tenant)) {

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 
+#include "mcp/era2026.h"
 #include "sandbox/cell_channel.h"
 #include "tools/client_log.h"
 
@@ -26,6 +27,31 @@ std::vector<const CellToolsConfig*> ToolEnv::AllConfigs() const {
   return all;
 }
 
+bool IsNewEraCall(const mcp::Context& ctx) {
+  return ctx.session().protocol_version() == mcp::era2026::kVersion;
+}
+
+namespace {
+thread_local const CallKeyScope* current_key_scope = nullptr;
+}  // namespace
+
+CallKeyScope::CallKeyScope(std::string key) : key_(std::move(key)), outer_(current_key_scope) {
+  current_key_scope = this;
+}
+
+CallKeyScope::~CallKeyScope() { current_key_scope = outer_; }
+
+const std::string* CallKeyScope::Current() {
+  return current_key_scope ? &current_key_scope->key_ : nullptr;
+}
+
+std::string CallKey(const mcp::Context& ctx) {
+  if (const std::string* key = CallKeyScope::Current()) return *key;
+  // A new-era session lives for one request (HTTP) or is shared by unrelated ones (stdio):
+  // its id must never name a cell.
+  return IsNewEraCall(ctx) ? std::string() : ctx.session().id();
+}
+
 const CellToolsConfig* SessionConfig(const ToolEnv& env, const mcp::Context& ctx) {
   return env.ConfigFor(ctx.session().tenant());
 }
@@ -36,16 +62,28 @@ Result<std::shared_ptr<sandbox::CellSession>> SessionCells(const ToolEnv& env,
   if (!env.ConfigFor(tenant)) {
     return Error::Msg("no policy is configured for tenant \"" + tenant + "\"");
   }
-  return env.cells->Get(ctx.session().id(), env.CellProfile(tenant));
+  const std::string key = CallKey(ctx);
+  if (key.empty()) {
+    return Error::Msg("this 2026-07-28 request names no sandbox: call a tool with its \"" +
+                      std::string(kSandboxArgument) + "\" argument (from sandbox_create)");
+  }
+  return env.cells->Get(key, env.CellProfile(tenant));
 }
+
+namespace {
+// How a client gets a new cell once its own has ended, in its era.
+std::string NewCellHint(const mcp::Context& ctx) {
+  return IsNewEraCall(ctx) ? ". Call sandbox_create for a new sandbox handle."
+                           : ". Start a new MCP session to get a new cell.";
+}
+}  // namespace
 
 LeaseOrError AcquireCell(const ToolEnv& env, mcp::Context& ctx) {
   LeaseOrError out;
   out.config = SessionConfig(env, ctx);
   auto session = SessionCells(env, ctx);
   if (!session) {
-    out.error = mcp::ToolResult::Error(session.error().message +
-                                       ". Start a new MCP session to get a new cell.");
+    out.error = mcp::ToolResult::Error(session.error().message + NewCellHint(ctx));
     return out;
   }
   auto lease = (*session)->Acquire();
@@ -53,7 +91,7 @@ LeaseOrError AcquireCell(const ToolEnv& env, mcp::Context& ctx) {
     const std::string& why = lease.error().message;
     const bool ended = why.rfind("the session has ended", 0) == 0;
     out.error = mcp::ToolResult::Error(
-        why + (ended ? ". Start a new MCP session to get a new cell."
+        why + (ended ? NewCellHint(ctx)
                      : ". The sandbox could not be prepared; retry once, and if it fails again "
                        "report this message to the operator (`mcpcell doctor` checks the "
                        "host)."));

@@ -2,7 +2,10 @@
 // call) and the small helpers they share: finding the calling client's cell, and turning a
 // sandbox error into a result the model can act on.
 //
-// The session key of a call is the MCP session's id, so each client gets its own cell.
+// The session key of a call names its cell (CallKey): the MCP session's id in today's era,
+// so each client gets its own cell; in the 2026-07-28 era, which has no lasting session, the
+// key the call's `sandbox` handle resolves to (ToolEnv::resolve_sandbox; cell_tools.cc's
+// wrapper holds a CallKeyScope around the handler).
 // What a session may do comes from its tenant (mcp::Session::tenant(), set by the HTTP
 // transport): a tenant listed in ToolEnv::tenants gets that config and the cells of the
 // CellSessionManager profile of the same name; a session without a tenant (stdio, HTTP
@@ -122,6 +125,14 @@ struct ToolEnv {
   // The sessions' background processes and python interpreters (process_table.h), owned
   // by the sessions' state (serve/session_state.h). nullptr: no background processes.
   ProcessTable* processes = nullptr;
+  // 2026-07-28 requests: the session key of sandbox handle `handle` for `tenant`, or an
+  // error whose message is the whole tool error (unknown, another tenant's, ended). Unset:
+  // the tools serve today's era only (no `sandbox` argument is offered).
+  std::function<Result<std::string>(const std::string& handle, const std::string& tenant)>
+      resolve_sandbox;
+  // The end of a call that resolve_sandbox let in, with the key it gave (a handle's idle
+  // time starts then). Optional; quick and thread-safe.
+  std::function<void(const std::string& key)> sandbox_call_done;
 
   // The config of the sessions of `tenant` ("" = `config`); nullptr for a tenant that has
   // none (its sessions get no tools and no cell).
@@ -134,9 +145,38 @@ struct ToolEnv {
   std::vector<const CellToolsConfig*> AllConfigs() const;
 };
 
+// The argument a 2026-07-28 call names its sandbox with (x-mcp-header "Sandbox").
+inline constexpr const char* kSandboxArgument = "sandbox";
+
+// Whether the call's session speaks the 2026-07-28 era (no lasting session).
+bool IsNewEraCall(const mcp::Context& ctx);
+
+// The session key of the tool call running on this thread: cell_tools.cc's wrapper holds a
+// scope around a 2026-07-28 handler with the key its `sandbox` handle resolved to. Scopes
+// nest; one thread, one call (a handler that hands work to another thread passes the key).
+class CallKeyScope {
+ public:
+  explicit CallKeyScope(std::string key);
+  ~CallKeyScope();
+  CallKeyScope(const CallKeyScope&) = delete;
+  CallKeyScope& operator=(const CallKeyScope&) = delete;
+  // The innermost scope's key on this thread; nullptr when none is open.
+  static const std::string* Current();
+
+ private:
+  const std::string key_;
+  const CallKeyScope* outer_;
+};
+
+// The key of the calling client's cell and session state (usage, processes, secrets,
+// snapshots, audit): the open CallKeyScope's, else the MCP session's id. A 2026-07-28 call
+// without a scope has "" (it names no sandbox: SessionCells refuses it).
+std::string CallKey(const mcp::Context& ctx);
+
 // The config of the calling session; nullptr when its tenant has none.
 const CellToolsConfig* SessionConfig(const ToolEnv& env, const mcp::Context& ctx);
-// The calling client's CellSession (made on first use, with its tenant's profile).
+// The calling client's CellSession (made on first use, with its tenant's profile); an
+// error for a 2026-07-28 request that names no sandbox (resources/list, say).
 Result<std::shared_ptr<sandbox::CellSession>> SessionCells(const ToolEnv& env,
                                                            const mcp::Context& ctx);
 

@@ -110,7 +110,7 @@ std::vector<mcp::ResourceContents> ReadWindow(const ToolEnv& env, mcp::Context& 
   const uint64_t n = read->data.size();  // the window's bytes in the file, before redaction
   // The session's secret values never leave as they are (tools/redaction.h), as in every
   // tool result: redacted in the raw bytes, so a blob stays valid base64.
-  if (auto redactor = MakeRedactor(env.secret_values, ctx.session().id()))
+  if (auto redactor = MakeRedactor(env.secret_values, CallKey(ctx)))
     read->data = redactor->Redact(read->data);
   if (text) {
     c.text = std::move(read->data);
