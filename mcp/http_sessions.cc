@@ -19,6 +19,20 @@ void HttpServer::Impl::CloseSession(const std::shared_ptr<HttpSessionEntry>& ent
   if (opts.on_session_closed) opts.on_session_closed(entry->session->id(), entry->tenant, reason);
 }
 
+bool HttpServer::CloseSession(const std::string& id, const std::string& reason) {
+  std::shared_ptr<HttpSessionEntry> entry;
+  {
+    std::lock_guard lock(impl_->mu);
+    auto it = impl_->sessions.find(id);
+    if (it == impl_->sessions.end()) return false;
+    entry = it->second;
+  }
+  // As housekeeping closes an expired one: the channel's Close wakes its streams and the
+  // handlers waiting on it, which then find it closed.
+  impl_->CloseSession(entry, reason);
+  return true;
+}
+
 void HttpServer::Impl::Housekeep() {
   std::unique_lock lock(hk_mu);
   while (!stopping) {
