@@ -196,7 +196,7 @@ class HttpServer {
   // Stops accepting, closes every session (on_session_closed for each). Idempotent.
   void Stop();
   size_t live_sessions() const;
-  // Ends live session `id` (its Mcp-Session-Id, which is its mcp::Session id) for the
+  // Ends live session `id` (its Mcp-Session-Id or its mcp::Session id) for the
   // embedder, e.g. an operator's end: its open streams close, its in-flight calls are
   // cancelled as by the session's close, on_session_closed follows with `reason`, and the
   // client's next request with that id gets 404 (unless revive_session revives it). False
