@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <string_view>
+#include <vector>
 
 #include "audit/record.h"
 #include "audit/trail_files.h"
@@ -114,6 +115,27 @@ Status ForEachRecord(const std::string& dir, const std::function<void(const json
         continue;
       }
       fn(*record);
+    }
+  }
+  return Ok();
+}
+
+Status ForEachRecordNewestFirst(const std::string& dir, const std::function<bool(const json&)>& fn,
+                                uint64_t* skipped) {
+  auto files = ListTrailFiles(dir);
+  if (!files) return files.error();
+  for (auto file = files->rbegin(); file != files->rend(); ++file) {
+    std::ifstream in(file->path, std::ios::binary);
+    if (!in) return Error::Sys("open(\"" + file->path + "\")");
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
+    for (auto line = lines.rbegin(); line != lines.rend(); ++line) {
+      auto record = ParseRecordLine(*line);
+      if (!record) {
+        if (skipped) ++*skipped;
+        continue;
+      }
+      if (!fn(*record)) return Ok();
     }
   }
   return Ok();

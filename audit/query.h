@@ -43,4 +43,12 @@ nlohmann::json ToOcsf(const nlohmann::json& record);
 Status ForEachRecord(const std::string& dir, const std::function<void(const nlohmann::json&)>& fn,
                      uint64_t* skipped);
 
+// Calls fn with each record of the trail in dir, newest first: the files from the newest
+// (the current one) back, each one's lines from its end, until fn returns false; what a
+// "latest N" view asks, without reading a long trail's older files. Only one file's lines
+// are held at a time. Skipped lines and errors as ForEachRecord.
+Status ForEachRecordNewestFirst(const std::string& dir,
+                                const std::function<bool(const nlohmann::json&)>& fn,
+                                uint64_t* skipped);
+
 }  // namespace mcpcell::audit

@@ -85,7 +85,8 @@ size_t HttpServer::live_sessions() const {
 // ---- ServeHttp ----
 
 int ServeHttp(Server& server, HttpOptions options, int stop_fd,
-              const std::function<void(const HttpServer&)>& on_ready) {
+              const std::function<void(HttpServer&)>& on_ready,
+              const std::function<void()>& on_stopping) {
   HttpServer http(server, std::move(options));
   if (Status st = http.Bind(); !st) {
     log::Error("http: " + st.message());
@@ -107,6 +108,7 @@ int ServeHttp(Server& server, HttpOptions options, int stop_fd,
   char byte = 0;
   [[maybe_unused]] ssize_t ignored = ::write(release[1], &byte, 1);
   watcher.join();
+  if (on_stopping) on_stopping();
   http.Stop();
   ::close(release[0]);
   ::close(release[1]);

@@ -196,6 +196,12 @@ class HttpServer {
   // Stops accepting, closes every session (on_session_closed for each). Idempotent.
   void Stop();
   size_t live_sessions() const;
+  // Ends live session `id` (its Mcp-Session-Id or its mcp::Session id) for the
+  // embedder, e.g. an operator's end: its open streams close, its in-flight calls are
+  // cancelled as by the session's close, on_session_closed follows with `reason`, and the
+  // client's next request with that id gets 404 (unless revive_session revives it). False
+  // when no live session has that id. Thread-safe; may be called from a route's handler.
+  bool CloseSession(const std::string& id, const std::string& reason);
 
   struct Impl;
 
@@ -204,11 +210,13 @@ class HttpServer {
 };
 
 // Binds, calls on_ready, serves until `stop_fd` is readable (-1 = until Stop from
-// elsewhere), then stops. Returns an exit status. Installs no signal handlers: the
-// application turns SIGTERM/SIGINT into a readable stop_fd (e.g. a self-pipe) and should
-// ignore SIGPIPE.
+// elsewhere), calls on_stopping (the server is still there: the last moment to let go of
+// it), then stops. Returns an exit status. Installs no signal handlers: the application
+// turns SIGTERM/SIGINT into a readable stop_fd (e.g. a self-pipe) and should ignore
+// SIGPIPE.
 int ServeHttp(Server& server, HttpOptions options, int stop_fd,
-              const std::function<void(const HttpServer&)>& on_ready = {});
+              const std::function<void(HttpServer&)>& on_ready = {},
+              const std::function<void()>& on_stopping = {});
 
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool IsLoopbackHost(const std::string& host);

@@ -19,6 +19,23 @@ void HttpServer::Impl::CloseSession(const std::shared_ptr<HttpSessionEntry>& ent
   if (opts.on_session_closed) opts.on_session_closed(entry->session->id(), entry->tenant, reason);
 }
 
+bool HttpServer::CloseSession(const std::string& id, const std::string& reason) {
+  std::shared_ptr<HttpSessionEntry> entry;
+  {
+    std::lock_guard lock(impl_->mu);
+    // By Mcp-Session-Id, or by the mcp::Session id (Session::id(), what the embedder's
+    // hooks see; it need not be the same).
+    for (const auto& [http_id, e] : impl_->sessions) {
+      if (http_id == id || e->session->id() == id) entry = e;
+    }
+    if (!entry || id.empty()) return false;
+  }
+  // As housekeeping closes an expired one: the channel's Close wakes its streams and the
+  // handlers waiting on it, which then find it closed.
+  impl_->CloseSession(entry, reason);
+  return true;
+}
+
 void HttpServer::Impl::Housekeep() {
   std::unique_lock lock(hk_mu);
   while (!stopping) {

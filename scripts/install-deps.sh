@@ -18,7 +18,7 @@ PACKAGES=(
   python3-matplotlib  # the python tool's figures (e2e: tests/e2e/test/python_process.test.mjs)
   bubblewrap iproute2 curl openssl util-linux procps ca-certificates
   # tests/packaging: systemd-analyze verify, a fresh Debian 12 root for the .deb, the
-  # Kubernetes manifests' parser, and (MCPCELL_TEST_CONTAINER) the container image
+  # Kubernetes manifests' parser, and the container image (packaging_container)
   systemd mmdebstrap python3-yaml podman
   chromium  # tests/browser: the operator page in a real browser (driven by playwright-core)
 )

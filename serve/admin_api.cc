@@ -47,13 +47,20 @@ Result<mcp::HttpRouteResponse> ReadRecords(const std::string& audit_dir,
   out.content_type = "application/jsonl";
   if (!std::filesystem::exists(audit_dir)) return out;  // nothing written yet
   size_t matched = 0;
-  Status st = audit::ForEachRecord(
-      audit_dir,
-      [&](const json& record) {
-        if (!audit::Matches(record, request.filter) || !audit::Visible(record, scope)) return;
-        if (++matched <= request.limit) out.body += audit::CanonicalJson(record) + "\n";
-      },
-      nullptr);
+  auto keep = [&](const json& record) {
+    if (!audit::Matches(record, request.filter) || !audit::Visible(record, scope)) return;
+    if (++matched <= request.limit) out.body += audit::CanonicalJson(record) + "\n";
+  };
+  Status st = request.newest_first
+                  // One past the limit says the answer is truncated; older files stay unread.
+                  ? audit::ForEachRecordNewestFirst(
+                        audit_dir,
+                        [&](const json& record) {
+                          keep(record);
+                          return matched <= request.limit;
+                        },
+                        nullptr)
+                  : audit::ForEachRecord(audit_dir, keep, nullptr);
   if (!st) return st.error();
   if (matched > request.limit) out.headers.emplace_back("X-Audit-Truncated", "true");
   return out;
@@ -107,13 +114,19 @@ Result<AuditRequest> ParseAuditQuery(
       auto ms = audit::ParseTimeMs(value);
       if (!ms) return Error::Msg(key + ": " + ms.error().message);
       (key == "since" ? request.filter.since_ms : request.filter.until_ms) = *ms;
+    } else if (key == "order") {
+      if (value != "asc" && value != "desc") {
+        return Error::Msg("order: expected asc (chain order) or desc (newest first), got \"" +
+                          value + "\"");
+      }
+      request.newest_first = value == "desc";
     } else if (key == "limit") {
       auto limit = ParseLimit(value);
       if (!limit) return limit.error();
       request.limit = *limit;
     } else {
       return Error::Msg("unknown parameter \"" + key +
-                        "\" (expected tenant, session, type, since, until, limit)");
+                        "\" (expected tenant, session, type, since, until, limit, order)");
     }
   }
   return request;

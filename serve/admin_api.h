@@ -49,6 +49,9 @@ inline constexpr size_t kMaxAuditLimit = 100000;
 struct AuditRequest {
   audit::QueryFilter filter;
   size_t limit = kDefaultAuditLimit;
+  // order=desc: the newest `limit` matching records, newest first (the operator page);
+  // order=asc (the default): chain order, the first `limit` from `since`.
+  bool newest_first = false;
 };
 
 // The query parameters of /admin/audit; an error names the parameter and the problem.

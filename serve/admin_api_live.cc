@@ -89,6 +89,10 @@ json SessionsJson(const OperatorConfig& op, const AdminView& view, const std::st
                    {"state", s.state},
                    {"policy", s.policy},
                    {"usage", s.usage}});
+    if (!s.held_by.empty()) {
+      out.back()["held_by"] = s.held_by;
+      out.back()["held_since"] = s.held_since;
+    }
   }
   return {{"sessions", out}};
 }

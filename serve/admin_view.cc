@@ -3,14 +3,23 @@
 #include <chrono>
 #include <memory>
 
+#include "mcp/http_server.h"
 #include "mcp/log.h"
 #include "mcp/server.h"
 #include "mcp/session.h"
 #include "sandbox/cell_session.h"
 #include "serve/serve_audit.h"
 #include "serve/session_resume.h"
+#include "serve/workspaces.h"  // FormatUtc: the page's and the refusal's "since"
 
 namespace mcpcell::serve {
+namespace {
+
+// The JSON-RPC error of a call on a held session (implementation-defined server errors are
+// -32000 to -32099; -32000 to -32002 are taken by mcp/types.h).
+inline constexpr int kSessionHeld = -32003;
+
+}  // namespace
 
 const char* AdminActionName(AdminAction action) {
   switch (action) {
@@ -27,6 +36,34 @@ const char* AdminActionName(AdminAction action) {
 void ServeAdminView::AttachServer(mcp::Server* server) {
   std::lock_guard lock(mu_);
   server_ = server;
+}
+
+void ServeAdminView::AttachHttp(mcp::HttpServer* http) {
+  std::lock_guard lock(mu_);
+  http_ = http;
+}
+
+void ServeAdminView::ConnectServer(mcp::ServerOptions& server) {
+  // on_tool_call runs before the tool's handler, so before its lease thaws the cell; the
+  // hooks already there (audit, idle timers) run first: a refused call is still recorded.
+  server.on_tool_call = [this, before = std::move(server.on_tool_call)](
+                            const mcp::Session& session, const std::string& tool, bool refused) {
+    if (before) before(session, tool, refused);
+    if (refused) return;  // answered as an unknown tool anyway
+    if (std::string held = HoldRefusal(session.id()); !held.empty()) {
+      throw mcp::RpcException(kSessionHeld, held, {{"tool", tool}});
+    }
+  };
+}
+
+std::string ServeAdminView::HoldRefusal(const std::string& id) const {
+  std::lock_guard lock(holds_mu_);
+  auto it = holds_.find(id);
+  if (it == holds_.end()) return "";
+  return "session " + id + " is held by operator " + it->second.by + " since " +
+         FormatUtc(it->second.since) +
+         ": its cell is frozen and its tool calls are refused until the operator resumes it. "
+         "Wait and try again later, or ask the operator.";
 }
 
 const policies::Policy& ServeAdminView::PolicyOf(const std::string& tenant) const {
@@ -57,6 +94,14 @@ std::vector<AdminSession> ServeAdminView::Sessions() const {
     row.tenant = session->tenant();
     row.id = session->id();
     row.state = StateOf(row.id);
+    {
+      std::lock_guard holds_lock(holds_mu_);
+      if (auto it = holds_.find(row.id); it != holds_.end()) {
+        row.state = "held";
+        row.held_by = it->second.by;
+        row.held_since = FormatUtc(it->second.since);
+      }
+    }
     row.policy = PolicyOf(row.tenant).name;
     // The meter starts with the session (ServeAudit::SessionStarted): its wall time is the
     // session's age.
@@ -92,13 +137,24 @@ AdminActionResult ServeAdminView::Act(AdminAction action, const std::string& id,
   std::shared_ptr<mcp::Session> session = server_ ? server_->FindSession(id) : nullptr;
   if (!session || session->closed()) return {404, "no live session \"" + id + "\""};
   const std::string tenant = session->tenant();
+  {
+    // Holds of sessions that ended since (closed by their clients) go.
+    std::lock_guard holds_lock(holds_mu_);
+    for (auto it = holds_.begin(); it != holds_.end();) {
+      auto live = server_->FindSession(it->first);
+      it = live && !live->closed() ? std::next(it) : holds_.erase(it);
+    }
+  }
   AdminActionResult result;
   if (action == AdminAction::kEnd) {
     Record(action, tenant, id, operator_name);  // before the session.end it causes
     result = End(id, tenant, operator_name);
-    session->Close();  // its next request: HTTP 404
+    // HTTP: gone from the transport now, its streams closed (its next request: 404).
+    if (!http_ || !http_->CloseSession(id, "ended by operator " + operator_name)) {
+      session->Close();
+    }
   } else {
-    result = PauseOrResume(action, id);
+    result = action == AdminAction::kPause ? Hold(id, operator_name) : Release(id);
     if (result.status == 200) Record(action, tenant, id, operator_name);
   }
   mcp::log::Info("admin: operator " + operator_name + ": " + AdminActionName(action) + " session " +
@@ -118,6 +174,10 @@ void ServeAdminView::Record(AdminAction action, const std::string& tenant, const
 
 AdminActionResult ServeAdminView::End(const std::string& id, const std::string& tenant,
                                       const std::string& by) {
+  {
+    std::lock_guard lock(holds_mu_);
+    holds_.erase(id);
+  }
   const std::string reason = "ended by operator " + by;
   // session.end names the operator; the transport's close later writes nothing more.
   options_.audit->SessionEnded(id, reason);
@@ -126,24 +186,50 @@ AdminActionResult ServeAdminView::End(const std::string& id, const std::string& 
   return {200, "session " + id + " ended"};
 }
 
-AdminActionResult ServeAdminView::PauseOrResume(AdminAction action, const std::string& id) {
+// The hold first, then the freeze: a call that starts between the two is refused by the
+// gate rather than thawing the cell it froze.
+AdminActionResult ServeAdminView::Hold(const std::string& id, const std::string& by) {
+  {
+    std::lock_guard lock(holds_mu_);
+    auto [it, placed] = holds_.try_emplace(id, OperatorHold{by, std::chrono::system_clock::now()});
+    if (!placed) {
+      return {409, "session " + id + " is already held by operator " + it->second.by + " since " +
+                       FormatUtc(it->second.since)};
+    }
+  }
+  const std::string held = "session " + id + " paused and held by operator " + by +
+                           ": its calls are refused until an operator resumes it";
   std::shared_ptr<sandbox::CellSession> cell = options_.cells->Find(id);
-  if (!cell || !cell->Info().cell_alive) {
-    return {409, "session " + id + " has no cell now (no call yet, or idle or hibernated)"};
-  }
-  if (action == AdminAction::kResume) {
-    if (!cell->Info().paused) return {409, "session " + id + " is not paused"};
-    if (Status st = cell->ThawNow(); !st) return {409, "resume: " + st.error().message};
-    return {200, "session " + id + " resumed"};
-  }
-  if (cell->Info().paused) return {409, "session " + id + " is already paused"};
+  if (!cell || !cell->Info().cell_alive) return {200, held + " (it has no cell to freeze now)"};
+  if (cell->Info().paused) return {200, held};
   if (Status st = cell->PauseIdleCell(/*now=*/true); !st) {
-    return {409, "pause: " + st.error().message};
+    return {200, held + " (its cell is not frozen: " + st.error().message + ")"};
   }
   if (!cell->Info().paused) {
-    return {409, "session " + id + " is running a call (or its cell is changing); try again"};
+    return {200, held + " (a call is running: it finishes, its cell stays running)"};
   }
-  return {200, "session " + id + " paused (its next call resumes it)"};
+  return {200, held};
+}
+
+// Lifts the operator's hold and thaws the cell; without a hold, thaws an idle pause.
+AdminActionResult ServeAdminView::Release(const std::string& id) {
+  bool was_held = false;
+  {
+    std::lock_guard lock(holds_mu_);
+    was_held = holds_.erase(id) > 0;
+  }
+  std::shared_ptr<sandbox::CellSession> cell = options_.cells->Find(id);
+  const bool paused = cell && cell->Info().cell_alive && cell->Info().paused;
+  if (!was_held && !paused) return {409, "session " + id + " is not held or paused"};
+  if (paused) {
+    if (Status st = cell->ThawNow(); !st) {
+      if (!was_held) return {409, "resume: " + st.error().message};
+      // The hold is lifted: the session's next call thaws the cell as after an idle pause.
+      return {200, "session " + id +
+                       " resumed (its cell thaws at its next call: " + st.error().message + ")"};
+    }
+  }
+  return {200, "session " + id + " resumed"};
 }
 
 }  // namespace mcpcell::serve

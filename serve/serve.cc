@@ -547,8 +547,13 @@ int ServeOverHttp(mcp::Server& server, SessionResume& resume, const ServeOptions
   if (!http) return Refuse(http.error());
   AddAdminApi(*http, config, audit::AuditDir(opts.state_dir), audit.trail(), ops.admin);
   AddOpsRoutes(*http, ops, config);
-  return mcp::ServeHttp(server, std::move(*http), stop_fd,
-                        [&](const mcp::HttpServer& s) { PrintHttpGuidance(s, opts, *config); });
+  return mcp::ServeHttp(
+      server, std::move(*http), stop_fd,
+      [&](mcp::HttpServer& s) {
+        PrintHttpGuidance(s, opts, *config);
+        ops.admin->AttachHttp(&s);  // an operator's end closes the HTTP session
+      },
+      [&] { ops.admin->AttachHttp(nullptr); });
 }
 
 // Serves stdio or HTTP until EOF, SIGTERM or SIGINT; the stop signals are handled only
@@ -572,7 +577,9 @@ int ServeUntilStopped(mcp::Server& server, SessionResume& resume, const ServeOpt
 int ServeTools(const ServeOptions& opts, const ToolEnv& env, SessionLogRouter& client_log,
                SessionResume& resume, ServeAudit& audit, const OpsEndpoints& ops,
                SandboxHandles& sandboxes) {
-  mcp::Server server(McpServerOptions(opts, env, audit, resume));
+  mcp::ServerOptions server_options = McpServerOptions(opts, env, audit, resume);
+  ops.admin->ConnectServer(server_options);  // an operator's hold refuses the session's calls
+  mcp::Server server(std::move(server_options));
   ops.admin->AttachServer(&server);  // the operator page's sessions, until it goes
   client_log.Attach(&server);
   SessionLogRouter::DetachGuard detach_client_log{client_log};

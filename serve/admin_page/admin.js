@@ -86,7 +86,9 @@ function sessionRow(tr, s) {
   cell(tr, tenantName(s.tenant));
   cell(tr, s.id, 'session-id');
   cell(tr, age(s.age_s), 'num');
-  cell(tr, s.state, 'state');
+  const state = cell(tr, s.state, 'state');
+  // A hold names its operator: calls stay refused until an operator resumes the session.
+  if (s.held_by) state.title = 'held by operator ' + s.held_by + ' since ' + s.held_since;
   cell(tr, s.policy);
   cell(tr, (usage.cpu_s || 0).toFixed(3), 'num cpu');
   cell(tr, (usage.memory_gib_s || 0).toFixed(4), 'num');
@@ -125,15 +127,15 @@ async function refreshLive() {
   });
 }
 
-// The trail answers in chain order from `since`: without one the page asks for the last
-// hour, so that a long trail does not show only its oldest records.
+// The newest records first (order=desc): the trail is read from its newest file back, so
+// a long trail costs only what the page shows; `since` and `until` narrow it further.
 function auditQuery() {
   const params = new URLSearchParams();
   for (const name of ['tenant', 'session', 'type', 'since', 'limit']) {
     const value = $('f-' + name).value.trim();
     if (value !== '') params.set(name, value);
   }
-  if (!params.has('since')) params.set('since', new Date(Date.now() - 3600 * 1000).toISOString());
+  params.set('order', 'desc');
   return params.toString();
 }
 
@@ -141,7 +143,7 @@ async function refreshAudit() {
   const text = await api('/admin/audit?' + auditQuery());
   const records = text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line));
   const own = new Set(['seq', 'time', 'type', 'tenant', 'session', 'prev', 'hash', 'server']);
-  fill('audit', records.reverse(), (tr, r) => {
+  fill('audit', records, (tr, r) => {
     cell(tr, r.seq, 'num');
     cell(tr, r.time);
     cell(tr, r.type, 'type');

@@ -4,10 +4,13 @@ parse, the kustomization lists them all, the StatefulSet's probes are /healthz a
 /readyz on the port the server listens on, with a Host the server accepts, every
 container has requests and limits, one server per node, no hostPath volume, the security
 contexts, the state dir on a claim, the audit shipped by a sidecar, the Ingress's hash
-key and SSE settings, and that the policies in the ConfigMap load in mcpcell itself with
+key (a request flow of each MCP era, the 2026-07-28 one with its Mcp-Param-Sandbox header,
+keeps one key from the request that makes the session or sandbox handle to the last one
+that uses it) and SSE settings, and that the policies in the ConfigMap load in mcpcell itself with
 the Secret's secret sources in place.
 Usage: check_manifests.py MANIFEST_DIR [MCPCELL_BINARY]"""
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -162,11 +165,79 @@ def check_audit_shipper(sidecars, state_dir):
     check(ok, f"no sidecar follows {audit_dir}/audit.jsonl (tail -F) from a read-only mount")
 
 
+# What a client sends, request by request, in each era; the server makes the session id or
+# sandbox handle while answering the first request of its flow, after the proxy chose a pod.
+TOKEN = "Bearer tenant-token"
+FLOWS = {
+    "current era (Mcp-Session-Id)": [
+        {"method": "POST", "path": "/mcp", "headers": {"Authorization": TOKEN}},  # initialize
+        {"method": "POST", "path": "/mcp",
+         "headers": {"Authorization": TOKEN, "Mcp-Session-Id": "6f1c0e"}},
+        {"method": "GET", "path": "/mcp",
+         "headers": {"Authorization": TOKEN, "Mcp-Session-Id": "6f1c0e"}},
+        {"method": "DELETE", "path": "/mcp",
+         "headers": {"Authorization": TOKEN, "Mcp-Session-Id": "6f1c0e"}},
+    ],
+    "2026-07-28 era (sandbox handle in Mcp-Param-Sandbox)": [
+        {"method": "POST", "path": "/mcp", "headers": {"Authorization": TOKEN}},  # sandbox_create
+        {"method": "POST", "path": "/mcp",
+         "headers": {"Authorization": TOKEN, "Mcp-Param-Sandbox": "sbx-2b9e41"}},  # run_command
+        {"method": "POST", "path": "/mcp",
+         "headers": {"Authorization": TOKEN, "Mcp-Param-Sandbox": "sbx-2b9e41"}},
+    ],
+    "legacy HTTP+SSE": [
+        {"method": "GET", "path": "/sse", "headers": {"Authorization": TOKEN}},
+        {"method": "POST", "path": "/messages", "args": {"sessionId": "9a0d"},
+         "headers": {"Authorization": TOKEN}},
+    ],
+}
+
+
+def hash_key(expression, request):
+    """The value of an nginx upstream-hash-by expression for one request: $http_NAME (a
+    header, '-' as '_', any case), $arg_NAME, $uri, $request_method, text around them."""
+    headers = {k.lower().replace("-", "_"): v for k, v in request["headers"].items()}
+
+    def var(m):
+        name = m.group(1) or m.group(2)
+        if name.startswith("http_"):
+            return headers.get(name[5:], "")
+        if name.startswith("arg_"):
+            return request.get("args", {}).get(name[4:], "")
+        known = {"uri": request["path"], "request_method": request["method"]}
+        if name in known:
+            return known[name]
+        failures.append(f"upstream-hash-by uses ${name}, which this check does not model")
+        return ""
+
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", var, expression)
+
+
+def check_routing(expression):
+    """Every request of a flow must have the key of the flow's first request: that one
+    reached the pod that made the session or handle, and consistent hashing sends equal
+    keys to the same pod. A key that is empty for all of them sends everyone to one pod."""
+    for name, flow in FLOWS.items():
+        keys = [hash_key(expression, r) for r in flow]
+        check(keys[0] != "", f"{name}: the hash key {expression!r} is empty on the first request, "
+              "so every client's first request goes to one pod")
+        for i, key in enumerate(keys[1:], 1):
+            check(key == keys[0], f"{name}: request {i + 1} hashes on {key!r} but the request that "
+                  f"made its session or handle hashed on {keys[0]!r} ({expression!r}): it would "
+                  "reach another pod, which does not hold it")
+
+
 def check_ingress(objs, svc_name, hosts):
     ing = one(objs, "Ingress")
     ann = ing.get("metadata", {}).get("annotations", {})
     check(ann.get("nginx.ingress.kubernetes.io/upstream-hash-by") == "$http_authorization",
           "the Ingress does not hash on the bearer token (upstream-hash-by)")
+    check_routing(ann.get("nginx.ingress.kubernetes.io/upstream-hash-by", ""))
+    # A canary or a snippet would route some requests (say, by Mcp-Param-Sandbox) past the
+    # hash; the docs say why there is none.
+    for key in ann:
+        check("canary" not in key and "snippet" not in key,
+              f"Ingress annotation {key} routes requests outside the hash (docs/kubernetes.md)")
     check(ann.get("nginx.ingress.kubernetes.io/proxy-buffering") == "off", "proxy buffering is on (SSE)")
     check(int(ann.get("nginx.ingress.kubernetes.io/proxy-read-timeout", "60")) >= 600,
           "proxy-read-timeout under 10 minutes cuts long calls and GET streams")
@@ -223,6 +294,9 @@ def main():
         os.path.basename(http_config_path), ""))
     check(mount_of(server, os.path.dirname(http_config_path)), "--http-config is not on a mount")
     hosts = http_config.get("http", {}).get("allowed_hosts", [])
+    # The hash key is the bearer token: without tokens every request has the same key.
+    check(http_config.get("tenant") and all(t.get("token_sha256") for t in http_config["tenant"]),
+          "the HTTP config has no tenant tokens, so the Ingress's hash sends everything to one pod")
     check_probes(server, int(flag(args, "--http").rsplit(":", 1)[1]), hosts)
     check_resources(pod)
     check_affinity(pod, labels)

@@ -7,7 +7,12 @@
 # (initialize + run_command) must run in a cell, python3 included. podman's storage and
 # run dirs are in the test's temporary dir, and the whole test runs in a private mount
 # namespace, so neither the host's podman nor its mount table is touched.
-# Not in the default suite (tests/packaging/CMakeLists.txt: MCPCELL_TEST_CONTAINER).
+# The base's tarball is kept in BUILD_DIR/packaging-cache ($MCPCELL_PACKAGING_CACHE if set),
+# named by a hash of its recipe
+# (suite, variant, mirror) and reused for up to a week: the image's own apt-get update
+# brings what is newer. Only Debian's mirror is downloaded from.
+# In the default packaging run (tests/packaging/CMakeLists.txt); a host where podman
+# cannot run fails with podman's reason.
 # Usage: container_test.sh BUILD_DIR   (as root, with network to deb.debian.org)
 # shellcheck disable=SC2016,SC2054 # literal $1 and ${Field} for mmdebstrap, dpkg-query and the cell; commas in --cap-add
 set -euo pipefail
@@ -36,6 +41,8 @@ cleanup() {
   rm -rf --one-file-system "$tmp"
 }
 trap cleanup EXIT
+"${podman[@]}" info >"$tmp/info.log" 2>&1 ||
+  { cat "$tmp/info.log" >&2; fail "podman cannot run on this host (podman info failed: above)"; }
 
 echo "== cpack in $build" >&2
 mkdir -p "$tmp/context"
@@ -43,10 +50,21 @@ cpack -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/pkg" >"$tmp/cpack.log"
   { cat "$tmp/cpack.log" >&2; exit 1; }
 cp "$tmp"/pkg/mcpcell_*_amd64.deb "$tmp/context/"
 
-echo "== base image: mmdebstrap bookworm (minbase) | podman import" >&2
-mmdebstrap --mode=root --variant=minbase --quiet bookworm "$tmp/base.tar" \
-  http://deb.debian.org/debian 2>"$tmp/mmdebstrap.log" || { tail -20 "$tmp/mmdebstrap.log" >&2; exit 1; }
-"${podman[@]}" import "$tmp/base.tar" localhost/mcpcell-test-base:bookworm >"$tmp/import.log" 2>&1 ||
+mirror=http://deb.debian.org/debian
+recipe="bookworm minbase $mirror"
+cache=${MCPCELL_PACKAGING_CACHE:-$build/packaging-cache}
+base_tar=$cache/debian-base-$(printf %s "$recipe" | sha256sum | cut -c1-16).tar
+mkdir -p "$cache"
+if [[ -s $base_tar && -z $(find "$base_tar" -mtime +7) ]]; then
+  echo "== base image: $base_tar (cached: $recipe) | podman import" >&2
+else
+  echo "== base image: mmdebstrap $recipe | podman import" >&2
+  find "$cache" -name 'debian-base-*.tar' -delete  # other recipes, or older than a week
+  mmdebstrap --mode=root --variant=minbase --quiet bookworm "$tmp/base.tar" "$mirror" \
+    2>"$tmp/mmdebstrap.log" || { tail -20 "$tmp/mmdebstrap.log" >&2; exit 1; }
+  mv "$tmp/base.tar" "$base_tar.$$" && mv "$base_tar.$$" "$base_tar"  # whole or not at all
+fi
+"${podman[@]}" import "$base_tar" localhost/mcpcell-test-base:bookworm >"$tmp/import.log" 2>&1 ||
   { cat "$tmp/import.log" >&2; fail "podman import failed"; }
 
 echo "== podman build -f packaging/Containerfile" >&2

@@ -2,8 +2,10 @@
 // Debian's chromium driven by playwright-core. `mcpcell serve --http` runs with two tenants
 // and two operators (one for all tenants, one for tenant alice only); the official MCP SDK
 // client makes a session per tenant. The all-tenants operator logs in with its token, sees
-// both sessions with their usage, pauses and resumes bob's, ends alice's, and alice's client's next call is refused
-// (HTTP 404: unknown session); bob's still works; the action is in the audit table. The
+// both sessions with their usage, pauses bob's (an operator hold: the row says "held" and
+// bob's client's calls are refused with an error naming the operator until the operator
+// resumes it), ends alice's, and alice's client's next call is refused (HTTP 404: unknown
+// session); bob's still works; the actions are in the audit table, newest first. The
 // scoped operator sees only alice's sessions and pool.
 
 import assert from 'node:assert/strict';
@@ -169,16 +171,29 @@ describe('the operator page in chromium', () => {
     const pools = await page.$$eval('#pools tbody tr td:first-child', (tds) => tds.map((t) => t.textContent));
     assert.deepEqual(pools.sort(), ['(server policy)', 'alice', 'bob']);
 
-    // Pause freezes bob's cell (the row says so), resume thaws it.
+    // Pause holds bob's session: its cell frozen, the row "held" with the operator's name,
+    // and bob's client's calls refused (not thawing the cell) until the operator resumes.
     const bobId = rows.find((r) => r.tenant === 'bob').id;
     const stateOf = (id) => page.waitForFunction(
       ([sid, want]) => document.querySelector(`#sessions tr[data-session="${sid}"] td.state`)
         ?.textContent === want, [id[0], id[1]]);
     await page.click(`#sessions tr[data-session="${bobId}"] button.action-pause`);
-    await stateOf([bobId, 'paused']);
-    assert.match(await page.textContent('#status'), /paused/);
+    await stateOf([bobId, 'held']);
+    assert.match(await page.textContent('#status'), /paused and held by operator ops-all/);
+    assert.match(await page.getAttribute(`#sessions tr[data-session="${bobId}"] td.state`, 'title'),
+      /^held by operator ops-all since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    for (const tool of ['run_command', 'session_info']) {
+      await assert.rejects(
+        bob.client.callTool({ name: tool, arguments: tool === 'run_command' ? { command: 'echo no' } : {} }),
+        (e) => e.code === -32003 &&
+          /is held by operator ops-all since \S+Z: .*refused until the operator resumes it\. Wait .* or ask the operator/
+            .test(e.message));
+    }
+    await stateOf([bobId, 'held']);  // the refused calls did not thaw it
     await page.click(`#sessions tr[data-session="${bobId}"] button.action-resume`);
     await stateOf([bobId, 'running']);
+    const released = await bob.client.callTool({ name: 'run_command', arguments: { command: 'echo back' } });
+    assert.ok(!released.isError, JSON.stringify(released));
 
     const aliceId = rows.find((r) => r.tenant === 'alice').id;
     await page.click(`#sessions tr[data-session="${aliceId}"] button.action-end`);
@@ -199,8 +214,12 @@ describe('the operator page in chromium', () => {
     await page.waitForFunction(() => [...document.querySelectorAll('#audit tbody td.type')]
       .some((td) => td.textContent === 'session.operator'));
     const details = await page.$$eval('#audit tbody td.details', (tds) => tds.map((t) => t.textContent));
-    assert.ok(details.some((d) => d.includes('"operator":"ops-all"') && d.includes('"action":"end"')),
-      details.join('\n'));
+    // Newest first: the end, then the resume, then the pause.
+    const actions = details.map((d) => JSON.parse(d)).filter((d) => d.operator === 'ops-all')
+      .map((d) => d.action);
+    assert.deepEqual(actions.slice(0, 3), ['end', 'resume', 'pause'], details.join('\n'));
+    const seqs = await page.$$eval('#audit tbody td.num', (tds) => tds.map((t) => Number(t.textContent)));
+    assert.deepEqual(seqs, [...seqs].sort((a, b) => b - a), 'the audit table is newest first');
     assert.deepEqual(errors, []);
     await context.close();
   });

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "audit/trail.h"
+#include "audit/trail_files.h"
 #include "test_util.h"
 
 namespace mcpcell::audit {
@@ -99,6 +100,48 @@ TEST(ForEachRecordTest, ReadsEveryFileInOrderAndCountsLinesThatAreNotRecords) {
   for (size_t i = 0; i < seqs.size(); ++i) EXPECT_EQ(seqs[i], i + 1);
   EXPECT_FALSE(ForEachRecord(
       dir.path() + "/missing", [](const json&) {}, nullptr));
+}
+
+TEST(ForEachRecordTest, NewestFirstReadsFromTheCurrentFileBackAndStopsWhenAsked) {
+  testing::TempDir dir;
+  auto options = testing::QuietOptions(dir.path());
+  options.rotate_bytes = 1000;  // several rotated files: the order crosses them
+  {
+    auto trail = Trail::Open(options);
+    ASSERT_TRUE(trail);
+    testing::AppendN(trail->get(), 10);
+  }
+  std::vector<uint64_t> forward;
+  ASSERT_TRUE(ForEachRecord(
+      dir.path(), [&](const json& r) { forward.push_back(r["seq"]); }, nullptr));
+  ASSERT_GE(ListTrailFiles(dir.path())->size(), 2u);
+  std::string path = testing::CurrentPath(dir.path());
+  testing::WriteFile(path, testing::ReadFile(path) + "garbage\n");
+
+  std::vector<uint64_t> backward;
+  uint64_t skipped = 0;
+  ASSERT_TRUE(ForEachRecordNewestFirst(
+      dir.path(),
+      [&](const json& r) {
+        backward.push_back(r["seq"]);
+        return true;
+      },
+      &skipped));
+  EXPECT_EQ(skipped, 1u);
+  EXPECT_EQ(backward, std::vector<uint64_t>(forward.rbegin(), forward.rend()));
+
+  std::vector<uint64_t> newest3;
+  ASSERT_TRUE(ForEachRecordNewestFirst(
+      dir.path(),
+      [&](const json& r) {
+        newest3.push_back(r["seq"]);
+        return newest3.size() < 3;
+      },
+      nullptr));
+  const uint64_t last = forward.back();
+  EXPECT_EQ(newest3, (std::vector<uint64_t>{last, last - 1, last - 2}));
+  EXPECT_FALSE(ForEachRecordNewestFirst(
+      dir.path() + "/missing", [](const json&) { return true; }, nullptr));
 }
 
 }  // namespace

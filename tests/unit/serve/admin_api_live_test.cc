@@ -22,9 +22,9 @@ const std::string kOpsA = "ops-a", kOpsAll = "ops-all";
 class FakeView : public AdminView {
  public:
   std::vector<AdminSession> Sessions() const override {
-    return {{"a", "sa", 12.5, "running", "default", json{{"cpu_s", 0.25}}},
-            {"b", "sb", 3, "paused", "strict", json::object()},
-            {"", "s0", 1, "new", "server", json::object()}};
+    return {{"a", "sa", 12.5, "running", "default", json{{"cpu_s", 0.25}}, "", ""},
+            {"b", "sb", 3, "held", "strict", json::object(), "ops-b", "2026-12-02T15:04:05Z"},
+            {"", "s0", 1, "new", "server", json::object(), "", ""}};
   }
   std::vector<AdminPool> Pools() const override {
     return {{"", 1, 1, 0, ""}, {"a", 1, 0, 0, "cannot make cells: no memory"}, {"b", 1, 1, 0, ""}};
@@ -104,6 +104,12 @@ TEST_F(AdminApiLiveTest, SessionsAreThoseOfTheOperatorsTenantsWithTheirFigures) 
   EXPECT_EQ(a[0]["policy"], "default");
   EXPECT_EQ(a[0]["age_s"], 12.5);
   EXPECT_EQ(a[0]["usage"]["cpu_s"], 0.25);
+  EXPECT_FALSE(a[0].contains("held_by"));  // only a held session names its operator
+  json b = Get("/admin/api/sessions", kOpsAll, {{"tenant", "b"}})["sessions"];
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0]["state"], "held");
+  EXPECT_EQ(b[0]["held_by"], "ops-b");
+  EXPECT_EQ(b[0]["held_since"], "2026-12-02T15:04:05Z");
   EXPECT_EQ(Ids(Get("/admin/api/sessions", kOpsAll)["sessions"], "id"),
             (std::vector<std::string>{"sa", "sb", "s0"}));
   EXPECT_EQ(Ids(Get("/admin/api/sessions", kOpsAll, {{"tenant", "b"}})["sessions"], "id"),

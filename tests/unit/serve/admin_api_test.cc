@@ -97,6 +97,9 @@ TEST(AuditQueryTest, ParsesEveryFilter) {
   auto defaults = ParseAuditQuery({});
   ASSERT_TRUE(defaults);
   EXPECT_EQ(defaults->limit, kDefaultAuditLimit);
+  EXPECT_FALSE(defaults->newest_first);
+  EXPECT_TRUE(ParseAuditQuery({{"order", "desc"}})->newest_first);
+  EXPECT_FALSE(ParseAuditQuery({{"order", "asc"}})->newest_first);
   EXPECT_FALSE(defaults->filter.since_ms);
 }
 
@@ -113,7 +116,10 @@ TEST(AuditQueryTest, BadParametersAreNamed) {
   EXPECT_EQ(message({{"limit", "100001"}}).rfind("limit: ", 0), 0u);
   EXPECT_EQ(message({{"tenant", "a"}, {"tenant", "b"}}), "tenant: given more than once");
   EXPECT_EQ(message({{"who", "x"}}),
-            "unknown parameter \"who\" (expected tenant, session, type, since, until, limit)");
+            "unknown parameter \"who\" (expected tenant, session, type, since, until, limit, "
+            "order)");
+  EXPECT_EQ(message({{"order", "newest"}}),
+            "order: expected asc (chain order) or desc (newest first), got \"newest\"");
 }
 
 class AdminRouteTest : public ::testing::Test {
@@ -180,6 +186,25 @@ TEST_F(AdminRouteTest, AnAllTenantsOperatorSeesEverythingAndFiltersApply) {
   EXPECT_EQ(Lines(limited.body).size(), 1u);
   ASSERT_EQ(limited.headers.size(), 1u);
   EXPECT_EQ(limited.headers[0].first, "X-Audit-Truncated");
+}
+
+TEST_F(AdminRouteTest, OrderDescGivesTheNewestMatchingRecordsFirst) {
+  ASSERT_TRUE(trail_->Append("exec.start", "a", "sa", "ca", {{"n", 2}}));
+  auto newest = Get(kOpsA, {{"order", "desc"}, {"limit", "2"}});
+  ASSERT_EQ(newest.status, 200) << newest.body;
+  auto lines = Lines(newest.body);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["n"], 2);  // the record appended last
+  EXPECT_EQ(lines[1]["type"], "exec.start");
+  EXPECT_GT(lines[0]["seq"].get<uint64_t>(), lines[1]["seq"].get<uint64_t>());
+  ASSERT_EQ(newest.headers.size(), 1u);  // session.start of sa is left out
+  EXPECT_EQ(newest.headers[0].first, "X-Audit-Truncated");
+  auto all = Lines(Get(kOpsA, {{"order", "desc"}}).body);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[2]["type"], "session.start");  // the oldest last; b's records not there
+  auto asc = Lines(Get(kOpsA, {{"order", "asc"}, {"limit", "1"}}).body);
+  ASSERT_EQ(asc.size(), 1u);
+  EXPECT_EQ(asc[0]["type"], "session.start");
 }
 
 TEST_F(AdminRouteTest, TokensAnotherTenantAndBadFiltersAreRefused) {
