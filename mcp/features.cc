@@ -48,6 +48,9 @@ Json Tool::ToJson() const {
   j["inputSchema"] = input_schema;
   PutIfSet(j, "outputSchema", output_schema);
   PutIfSet(j, "annotations", annotations);
+  if (task_support != TaskSupport::kForbidden) {
+    j["execution"] = {{"taskSupport", TaskSupportName(task_support)}};
+  }
   return j;
 }
 
