@@ -16,6 +16,11 @@ namespace {
 
 constexpr const char* kMetaSubscriptionId = "io.modelcontextprotocol/subscriptionId";
 
+// Serializes a listen stream's acknowledgement with the notifications sent to listen
+// streams, so none is sent before an acknowledgement and none is missed between it and its
+// subscription's start. One for the process: both are quick (a queued send).
+std::mutex listen_mu;
+
 // The filter flag that opts in to a list_changed notification, and the capability that
 // offers it; nullptr for other methods.
 struct ListChange {
@@ -89,8 +94,10 @@ void Session::Impl::Listen(const std::shared_ptr<RequestState>& state, const Jso
     return;
   }
   Json filter = std::get<Json>(std::move(accepted));
-  // The acknowledgement goes first: nothing of this subscription may precede it, so the
-  // subscription starts receiving only once it is sent.
+  // The acknowledgement goes first: nothing of this subscription may precede it. Under
+  // listen_mu no notification is sent between it and the subscription's start, so none
+  // is missed either.
+  std::lock_guard sending(listen_mu);
   NotifyRelated("notifications/subscriptions/acknowledged",
                 {{"notifications", filter}, {"_meta", {{kMetaSubscriptionId, state->id}}}},
                 state->id);
@@ -115,6 +122,7 @@ void Session::Impl::Listen(const std::shared_ptr<RequestState>& state, const Jso
 }
 
 bool Session::Impl::NotifyListeners(const std::string& method, const Json& params) {
+  std::lock_guard sending(listen_mu);  // see Listen
   std::vector<Json> ids;
   {
     std::lock_guard lock(mu);
