@@ -35,6 +35,32 @@ void Context::Log(LogLevel level, Json data, const std::string& logger) const {
   impl.NotifyRelated("notifications/message", std::move(params), request_->id);
 }
 
+const std::shared_ptr<RequestState>& RequestOf(const Context& ctx) { return ctx.request_; }
+
+bool Context::era_2026() const { return request_->era_meta.has_value(); }
+
+Json Context::AwaitInput(Json input_requests) const {
+  if (!input_requests.is_object() || input_requests.empty()) {
+    throw RpcException(kInternalError, "a handler asked for client input without input requests");
+  }
+  const Json& given = request_->input_responses;
+  bool all_given = given.is_object();
+  for (const auto& [key, unused] : input_requests.items()) {
+    all_given = all_given && given.contains(key);
+  }
+  if (all_given) {
+    Json out = Json::object();
+    for (const auto& [key, unused] : input_requests.items()) out[key] = given[key];
+    return out;
+  }
+  if (request_->task) return request_->task->AwaitInput(input_requests);
+  RequireInput(std::move(input_requests));
+}
+
+void Context::OnTaskInput(std::function<void(const Json& responses)> fn) const {
+  if (request_->task) request_->task->OnInput(std::move(fn));
+}
+
 const Json& Context::input_responses() const { return request_->input_responses; }
 const Json& Context::request_state() const { return request_->request_state; }
 
@@ -60,6 +86,14 @@ void Context::RequireClientCapability(const std::string& name, const std::string
 }
 
 bool Context::Progress(double progress, double total, const std::string& message) const {
+  if (request_->task) {
+    // A task's client polls: the latest progress is its tasks/get statusMessage.
+    std::string status = message;
+    if (status.empty()) {
+      status = "progress " + Json(progress).dump() + (total > 0 ? " of " + Json(total).dump() : "");
+    }
+    request_->task->SetStatusMessage(std::move(status));
+  }
   if (!request_->meta.is_object()) return false;
   auto token = request_->meta.find("progressToken");
   if (token == request_->meta.end() || !jsonrpc::IsValidId(*token)) return false;

@@ -95,12 +95,31 @@ class Context {
       const std::string& method, Json params,
       std::chrono::milliseconds timeout = kDefaultRequestTimeout) const;
 
+  // Whether this request speaks 2026-07-28 (era2026.h).
+  bool era_2026() const;
+
+  // The Tasks extension (tasks.h), for the handlers of task-capable tools. AwaitInput asks
+  // the client for `input_requests` ({key: {method, params}}) and returns its answers
+  // {key: result}: from this request's inputResponses when they answer every key (a retry);
+  // else, in a call that may be a task, the call answers with the task now (if it has not
+  // yet), the task shows them as pending input requests, and AwaitInput blocks until
+  // tasks/update answered them all (RpcException kRequestCancelled if the task is
+  // cancelled meanwhile); else it does what RequireInput does. OnTaskInput runs `fn` with
+  // every tasks/update's inputResponses (e.g. data for the program's stdin), on the thread
+  // of that request; it must be quick. It never runs for a call that is not a task.
+  Json AwaitInput(Json input_requests) const;
+  void OnTaskInput(std::function<void(const Json& responses)> fn) const;
+
   Session& session() const { return *session_; }
   std::shared_ptr<Session> session_ptr() const { return session_; }
 
  private:
+  friend const std::shared_ptr<RequestState>& RequestOf(const Context& ctx);
   std::shared_ptr<Session> session_;
   std::shared_ptr<RequestState> request_;
 };
+
+// The request state behind `ctx` (internal to mcp/).
+const std::shared_ptr<RequestState>& RequestOf(const Context& ctx);
 
 }  // namespace mcp

@@ -16,14 +16,10 @@ Json Session::Impl::Discover(const Json& /*params*/, Context& ctx) {
     }
   }
   Json caps = server->Capabilities();
-  // Change notifications and resource updates reach a new-era client only through a
-  // subscriptions/listen stream, which this server does not offer yet: promising them
-  // would leave the client waiting for notifications that never come.
-  for (const char* feature : {"tools", "prompts", "resources"}) {
-    if (!caps.contains(feature)) continue;
-    caps[feature].erase("listChanged");
-    caps[feature].erase("subscribe");
-  }
+  // listChanged and subscribe stay: a new-era client gets them through subscriptions/listen
+  // (listen.cc).
+  // The Tasks extension's methods are served to every new-era client that declares it.
+  caps["extensions"][kTasksExtension] = Json::object();
   Json supported = Json::array();
   for (const char* v : era2026::kStatelessVersions) supported.push_back(v);
   const ServerOptions& o = server->options;

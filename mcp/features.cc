@@ -48,6 +48,9 @@ Json Tool::ToJson(bool new_era) const {
   j["inputSchema"] = InputSchema(new_era);
   PutIfSet(j, "outputSchema", output_schema);
   PutIfSet(j, "annotations", annotations);
+  if (task_support != TaskSupport::kForbidden) {
+    j["execution"] = {{"taskSupport", TaskSupportName(task_support)}};
+  }
   return j;
 }
 

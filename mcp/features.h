@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mcp/context.h"
+#include "mcp/tasks.h"
 #include "mcp/types.h"
 
 namespace mcp {
@@ -55,6 +56,11 @@ struct Tool {
   // ...; JSON Schema 2020-12). Registration skips the flat-schema check and tools/call skips
   // argument validation, so the handler must check its arguments itself.
   bool allow_non_flat_schema = false;
+  // Whether a call may answer with a task (mcp/tasks.h) for a 2026-07-28 client that
+  // declared the Tasks extension: the handler then keeps running on its thread after the
+  // call answered, takes input through ctx.OnTaskInput / ctx.AwaitInput and stops when
+  // ctx.cancelled(). Listed as execution.taskSupport.
+  TaskSupport task_support = TaskSupport::kForbidden;
 
   Json ToJson(bool new_era = false) const;  // the tools/list entry
   // The input schema of the given era (new_era_input_schema when set and new_era).

@@ -46,9 +46,12 @@ std::optional<RpcError> CheckRoutingHeaders(const HttpRequest& req, const Json& 
   if (std::string header = req.get_header_value("Mcp-Method"); header != method) {
     return Mismatch("Mcp-Method \"" + header + "\" but the body's method is \"" + method + "\"");
   }
-  const char* field = method == "tools/call" || method == "prompts/get" ? "name"
-                      : method == "resources/read"                      ? "uri"
-                                                                        : nullptr;
+  const char* field =
+      method == "tools/call" || method == "prompts/get" ? "name"
+      : method == "resources/read"                      ? "uri"
+      : method == "tasks/get" || method == "tasks/update" || method == "tasks/cancel"
+          ? "taskId"  // the Tasks extension routes by task id
+          : nullptr;
   if (!field) return std::nullopt;
   const Json params = request.value("params", Json::object());
   const Json value = params.is_object() ? params.value(field, Json()) : Json();

@@ -1,6 +1,7 @@
 // Multi-round requests of 2026-07-28 (input_required results): what a retry brings back is
 // checked before its handler runs, and what a handler asks for is turned into the result,
 // its state sealed by the server's RequestStateMac. See Context::RequireInput.
+#include <algorithm>
 #include <set>
 
 #include "mcp/session_impl.h"
@@ -33,6 +34,20 @@ RpcError Bad(const std::string& what) {
 std::optional<RpcError> Session::Impl::AdmitInputRound(const Json& params,
                                                        RequestState& state) const {
   if (!CarriesInputRounds(state.method) || !params.is_object()) return std::nullopt;
+  // requestState first: it says which input requests the server made, which the responses
+  // must answer.
+  Json asked = Json::array();
+  if (auto sealed = params.find("requestState"); sealed != params.end()) {
+    if (!sealed->is_string()) return Bad("\"requestState\" must be the string the server sent");
+    auto opened = server->state_mac.Open(Binding(state.method, params), sealed->get<std::string>());
+    if (auto* why = std::get_if<std::string>(&opened)) return Bad(*why);
+    Json envelope = std::get<Json>(std::move(opened));
+    if (!envelope.is_object() || !envelope.contains("asked") || !envelope["asked"].is_array()) {
+      return Bad("\"requestState\" was not made by this server's input_required result");
+    }
+    asked = envelope["asked"];
+    state.request_state = envelope.value("state", Json());
+  }
   if (auto responses = params.find("inputResponses"); responses != params.end()) {
     if (!responses->is_object()) {
       return Bad("\"inputResponses\" must be an object of {key: the client's result}, got " +
@@ -43,14 +58,14 @@ std::optional<RpcError> Session::Impl::AdmitInputRound(const Json& params,
         return Bad("inputResponses[\"" + key + "\"] must be an object (a result), got " +
                    value.type_name());
       }
+      if (std::find(asked.begin(), asked.end(), Json(key)) == asked.end()) {
+        return Bad("inputResponses[\"" + key + "\"] answers nothing the server asked for" +
+                   (asked.empty() ? std::string(" (the retry carries no requestState naming "
+                                                "the input requests)")
+                                  : " (it asked for " + asked.dump() + ")"));
+      }
     }
     state.input_responses = *responses;
-  }
-  if (auto sealed = params.find("requestState"); sealed != params.end()) {
-    if (!sealed->is_string()) return Bad("\"requestState\" must be the string the server sent");
-    auto opened = server->state_mac.Open(Binding(state.method, params), sealed->get<std::string>());
-    if (auto* why = std::get_if<std::string>(&opened)) return Bad(*why);
-    state.request_state = std::get<Json>(std::move(opened));
   }
   return std::nullopt;
 }
@@ -66,11 +81,14 @@ Json Session::Impl::InputRequiredResult(const std::string& method, const Json& p
     throw RpcException(kInternalError, "the handler of " + method +
                                            " asked for client input without input requests");
   }
-  Json result = {{"resultType", "input_required"}, {"inputRequests", need.input_requests}};
-  if (!need.state.is_null()) {
-    result["requestState"] = server->state_mac.Seal(Binding(method, params), need.state);
-  }
-  return result;
+  // The sealed state always names the keys asked for, so a retry's inputResponses can be
+  // checked against them (AdmitInputRound); the handler's own state rides along.
+  Json asked = Json::array();
+  for (const auto& [key, unused] : need.input_requests.items()) asked.push_back(key);
+  Json envelope = {{"asked", std::move(asked)}, {"state", need.state}};
+  return {{"resultType", "input_required"},
+          {"inputRequests", need.input_requests},
+          {"requestState", server->state_mac.Seal(Binding(method, params), envelope)}};
 }
 
 }  // namespace mcp

@@ -98,6 +98,9 @@ const std::map<std::string, Session::Impl::Builtin, std::less<>>& Session::Impl:
       {"prompts/get", {&Impl::GetPrompt, false}},
       {"completion/complete", {&Impl::Complete, false}},
       {"server/discover", {&Impl::Discover, true}},
+      {"tasks/get", {&Impl::GetTask, false}},
+      {"tasks/update", {&Impl::UpdateTask, false}},
+      {"tasks/cancel", {&Impl::CancelTask, false}},
   };
   return *table;
 }
@@ -211,22 +214,33 @@ Json Session::Impl::CallTool(const Json& params, Context& ctx) {
     return ToolResult::Error("Invalid arguments for tool " + name + ": " + JoinErrors(errors))
         .ToJson();
   }
+  if (tool->task_support != TaskSupport::kForbidden && ctx.era_2026()) {
+    if (DeclaresTasks(ctx.client_capabilities())) return CallToolAsTask(tool, args, ctx);
+    if (tool->task_support == TaskSupport::kRequired) {
+      throw RpcException(MissingTasksExtension("tool " + name + " answers only with a task"));
+    }
+  }
+  return RunTool(*tool, args, ctx);
+}
+
+Json Session::Impl::RunTool(const Tool& tool, const Json& args, Context& ctx) {
+  const std::string& name = tool.name;
   ToolResult result;
   try {
-    result = tool->handler(args, ctx);
+    result = tool.handler(args, ctx);
   } catch (const RpcException&) {
     throw;
   } catch (const std::exception& e) {
     log::Info(id + ": tool " + name + " threw: " + e.what());
     return ToolResult::Error("Tool " + name + " failed: " + e.what()).ToJson();
   }
-  if (!result.is_error && !tool->output_schema.is_null() && server->options.validate_tool_output) {
+  if (!result.is_error && !tool.output_schema.is_null() && server->options.validate_tool_output) {
     if (result.structured_content.is_null()) {
       return ToolResult::Error("Tool " + name +
                                " declares an outputSchema but returned no structuredContent")
           .ToJson();
     }
-    auto errors = ValidateJson(tool->output_schema, result.structured_content, "structuredContent");
+    auto errors = ValidateJson(tool.output_schema, result.structured_content, "structuredContent");
     if (!errors.empty()) {
       log::Error(id + ": tool " + name + " broke its outputSchema: " + JoinErrors(errors));
       return ToolResult::Error("Tool " + name +

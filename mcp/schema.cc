@@ -1,6 +1,7 @@
 #include "mcp/schema.h"
 
 #include <cmath>
+#include <functional>
 #include <regex>
 #include <set>
 
@@ -121,18 +122,49 @@ std::string Short(const Json& j) {
   return s.size() > 200 ? s.substr(0, 200) + "..." : s;
 }
 
+// The schema `ref` points to within `root`: "#", "#/json/pointer" or "#anchor" (an
+// $anchor anywhere in the schema); nullptr when it names nothing there.
+const Json* Resolve(const Json& root, const std::string& ref) {
+  if (ref == "#") return &root;
+  if (ref.rfind("#/", 0) == 0) {
+    try {
+      const Json& target = root.at(Json::json_pointer(ref.substr(1)));
+      return &target;
+    } catch (const Json::exception&) {
+      return nullptr;
+    }
+  }
+  if (ref.size() < 2 || ref[0] != '#') return nullptr;  // only references within the schema
+  const std::string anchor = ref.substr(1);
+  const Json* found = nullptr;
+  std::function<void(const Json&)> walk = [&](const Json& node) {
+    if (found) return;
+    if (node.is_object()) {
+      if (auto a = node.find("$anchor"); a != node.end() && *a == anchor) {
+        found = &node;
+        return;
+      }
+      for (const auto& [key, child] : node.items()) {
+        if (key != "enum" && key != "const" && key != "default" && key != "examples") walk(child);
+      }
+    } else if (node.is_array()) {
+      for (const Json& child : node) walk(child);
+    }
+  };
+  walk(root);
+  return found;
+}
+
 class Validator {
  public:
+  explicit Validator(const Json& root) : root_(root) {}
   std::vector<std::string> errors;
 
   void Check(const Json& s, const Json& v, const std::string& path) {
+    if (s.is_boolean() && !s.get<bool>()) Add(path, "no value is allowed here (schema false)");
     if (!s.is_object()) return;  // `true` / `{}`: anything goes
-    if (auto t = s.find("type"); t != s.end() && t->is_string()) {
-      if (!IsType(v, t->get<std::string>())) {
-        Add(path, "expected " + t->get<std::string>() + ", got " + Describe(v));
-        return;
-      }
-    }
+    if (!CheckType(s, v, path)) return;
+    CheckComposition(s, v, path);
     if (auto e = s.find("enum"); e != s.end() && e->is_array()) {
       if (std::find(e->begin(), e->end(), v) == e->end()) {
         Add(path, "must be one of " + Short(*e) + ", got " + Describe(v));
@@ -148,6 +180,89 @@ class Validator {
   }
 
  private:
+  static constexpr int kMaxRefDepth = 64;  // a $ref cycle must end in an error, not a crash
+
+  // "type": one name or an array of them (2020-12 unions such as ["string", "null"]).
+  bool CheckType(const Json& s, const Json& v, const std::string& path) {
+    auto t = s.find("type");
+    if (t == s.end()) return true;
+    if (t->is_string() && !IsType(v, t->get<std::string>())) {
+      Add(path, "expected " + t->get<std::string>() + ", got " + Describe(v));
+      return false;
+    }
+    if (t->is_array()) {
+      for (const Json& name : *t) {
+        if (name.is_string() && IsType(v, name.get<std::string>())) return true;
+      }
+      Add(path, "expected one of " + Short(*t) + ", got " + Describe(v));
+      return false;
+    }
+    return true;
+  }
+
+  // The violations of `v` against `s` alone, for the subschemas of anyOf, oneOf, not, if.
+  std::vector<std::string> Trial(const Json& s, const Json& v, const std::string& path) {
+    Validator trial(root_);
+    trial.depth_ = depth_;
+    trial.Check(s, v, path);
+    return std::move(trial.errors);
+  }
+
+  void CheckComposition(const Json& s, const Json& v, const std::string& path) {
+    if (auto r = s.find("$ref"); r != s.end() && r->is_string()) {
+      const Json* target = Resolve(root_, r->get<std::string>());
+      if (!target) {
+        Add(path, "the schema's $ref " + r->dump() + " names nothing in the schema");
+      } else if (depth_ >= kMaxRefDepth) {
+        Add(path, "the schema's $ref " + r->dump() + " nests deeper than 64 (a cycle?)");
+      } else {
+        ++depth_;
+        Check(*target, v, path);
+        --depth_;
+      }
+    }
+    if (auto all = s.find("allOf"); all != s.end() && all->is_array()) {
+      for (const Json& sub : *all) Check(sub, v, path);
+    }
+    if (auto any = s.find("anyOf"); any != s.end() && any->is_array()) {
+      std::string why;
+      bool matched = false;
+      for (size_t i = 0; i < any->size() && !matched; ++i) {
+        auto e = Trial((*any)[i], v, path);
+        matched = e.empty();
+        why += (i ? "; " : "") + ("#" + std::to_string(i) + ": " + JoinErrors(e));
+      }
+      if (!matched) Add(path, "must match at least one schema of anyOf (" + why + ")");
+    }
+    if (auto one = s.find("oneOf"); one != s.end() && one->is_array()) {
+      std::string why;
+      size_t matches = 0;
+      for (size_t i = 0; i < one->size(); ++i) {
+        auto e = Trial((*one)[i], v, path);
+        matches += e.empty() ? 1 : 0;
+        if (!e.empty())
+          why += (why.empty() ? "" : "; ") + ("#" + std::to_string(i) + ": " + JoinErrors(e));
+      }
+      if (matches == 0)
+        Add(path, "must match exactly one schema of oneOf, matched none (" + why + ")");
+      if (matches > 1) {
+        Add(path, "must match exactly one schema of oneOf, matched " + std::to_string(matches));
+      }
+    }
+    if (auto n = s.find("not"); n != s.end() && Trial(*n, v, path).empty()) {
+      Add(path, "must not match the schema " + Short(*n) + " (\"not\")");
+    }
+    if (auto cond = s.find("if"); cond != s.end()) {
+      const bool holds = Trial(*cond, v, path).empty();
+      if (auto branch = s.find(holds ? "then" : "else"); branch != s.end()) {
+        Check(*branch, v, path);
+      }
+    }
+  }
+
+  const Json& root_;
+  int depth_ = 0;
+
   void Add(const std::string& path, const std::string& message) {
     errors.push_back(path + ": " + message);
   }
@@ -238,33 +353,62 @@ class Validator {
   }
 };
 
-class FlatChecker {
+// The JSON Schema 2020-12 keywords that CheckSchema accepts beyond the flat ones, and the
+// validator applies (schema.h).
+const std::set<std::string, std::less<>> k2020Keywords = {
+    "$ref",  "$defs", "definitions", "$anchor", "allOf", "anyOf",
+    "oneOf", "not",   "if",          "then",    "else"};
+
+class SchemaChecker {
  public:
+  // `root`: the whole schema ($ref targets); `flat`: CheckFlatSchema's rules, else
+  // CheckSchema's.
+  SchemaChecker(const Json& root, bool flat) : root_(root), flat_(flat) {}
   std::string error;
 
   bool Check(const Json& s, const std::string& path) {
+    if (!flat_ && s.is_boolean()) return true;  // 2020-12: true / false are schemas
     if (!s.is_object()) return Fail(path, "a schema must be a JSON object");
     for (auto it = s.begin(); it != s.end(); ++it) {
       const std::string& key = it.key();
+      if (!flat_ && k2020Keywords.count(key)) continue;
       if (kCompositeKeywords.count(key)) {
         return Fail(path, "\"" + key +
-                              "\" is not supported: schemas must be flat (no $ref, "
-                              "anyOf, oneOf, allOf, not, nullable)");
+                              (flat_ ? "\" is not supported: schemas must be flat (no $ref, "
+                                       "anyOf, oneOf, allOf, not, nullable)"
+                                     : "\" is not supported by this server's validator"));
       }
       if (!kKnownKeywords.count(key)) return Fail(path, "unknown keyword \"" + key + "\"");
     }
+    if (!flat_ && !Check2020(s, path)) return false;
     auto type = s.find("type");
     if (type != s.end()) {
-      if (type->is_array()) {
+      if (type->is_array() && flat_) {
         return Fail(path,
                     "type arrays (e.g. [\"string\", \"null\"]) are not supported; use one type");
       }
-      if (!type->is_string() || !kTypes.count(type->get<std::string>())) {
+      if (type->is_array()) {
+        if (type->empty()) return Fail(path, "\"type\" must not be an empty array");
+        for (const Json& t : *type) {
+          if (!t.is_string() || !kTypes.count(t.get<std::string>())) {
+            return Fail(path, "\"type\" lists an unknown type " + Short(t));
+          }
+        }
+        type = s.end();  // x-mcp-header needs one primitive type; checked below as absent
+      } else if (!type->is_string() || !kTypes.count(type->get<std::string>())) {
         return Fail(path,
                     "\"type\" must be one of object, string, integer, number, boolean, "
                     "array, null; got " +
                         Short(*type));
       }
+    }
+    if (type == s.end() && s.contains("type")) {
+      if (s.contains("x-mcp-header")) {
+        return Fail(path,
+                    "\"x-mcp-header\" marks a string, integer, number or boolean "
+                    "argument only");
+      }
+      return CheckRest(s, path, /*is_array=*/false);
     }
     if (auto h = s.find("x-mcp-header"); h != s.end()) {
       if (std::string why = CheckMcpHeader(*h, type == s.end() ? Json() : *type); !why.empty()) {
@@ -293,7 +437,11 @@ class FlatChecker {
         return Fail(path, "\"" + std::string(key) + "\" must be a number");
       }
     }
-    bool is_array = type != s.end() && *type == "array";
+    return CheckRest(s, path, type != s.end() && *type == "array");
+  }
+
+ private:
+  bool CheckRest(const Json& s, const std::string& path, bool is_array) {
     if (is_array && !s.contains("items")) {
       return Fail(path, "an array schema needs \"items\"");
     }
@@ -303,7 +451,43 @@ class FlatChecker {
     return CheckObjectKeywords(s, path);
   }
 
- private:
+  // $ref resolves within the schema; $defs hold schemas; composition keywords hold schemas.
+  bool Check2020(const Json& s, const std::string& path) {
+    if (auto r = s.find("$ref"); r != s.end()) {
+      if (!r->is_string() || !Resolve(root_, r->get<std::string>())) {
+        return Fail(path, "\"$ref\" " + Short(*r) +
+                              " must name a schema within this one (\"#/$defs/name\" or "
+                              "\"#anchor\")");
+      }
+    }
+    if (auto a = s.find("$anchor"); a != s.end() && !a->is_string()) {
+      return Fail(path, "\"$anchor\" must be a string");
+    }
+    for (const char* key : {"$defs", "definitions"}) {
+      auto defs = s.find(key);
+      if (defs == s.end()) continue;
+      if (!defs->is_object()) return Fail(path, "\"" + std::string(key) + "\" must be an object");
+      for (const auto& [name, sub] : defs->items()) {
+        if (!Check(sub, path + "." + key + "." + name)) return false;
+      }
+    }
+    for (const char* key : {"allOf", "anyOf", "oneOf"}) {
+      auto list = s.find(key);
+      if (list == s.end()) continue;
+      if (!list->is_array() || list->empty()) {
+        return Fail(path, "\"" + std::string(key) + "\" must be a non-empty array of schemas");
+      }
+      for (size_t i = 0; i < list->size(); ++i) {
+        if (!Check((*list)[i], path + "." + key + "[" + std::to_string(i) + "]")) return false;
+      }
+    }
+    for (const char* key : {"not", "if", "then", "else"}) {
+      auto sub = s.find(key);
+      if (sub != s.end() && !Check(*sub, path + "." + key)) return false;
+    }
+    return true;
+  }
+
   bool Fail(const std::string& path, const std::string& message) {
     error = path + ": " + message;
     return false;
@@ -321,7 +505,9 @@ class FlatChecker {
       if (!r->is_array()) return Fail(path, "\"required\" must be an array of property names");
       for (const Json& name : *r) {
         if (!name.is_string()) return Fail(path, "\"required\" must list property names");
-        if (props == s.end() || !props->contains(name.get<std::string>())) {
+        // A 2020-12 subschema may require what a sibling schema declares
+        // (anyOf: [{required: [...]}]); a flat one may not.
+        if (flat_ && (props == s.end() || !props->contains(name.get<std::string>()))) {
           return Fail(path,
                       "\"required\" names " + name.dump() + ", which is not in \"properties\"");
         }
@@ -335,13 +521,16 @@ class FlatChecker {
     }
     return true;
   }
+
+  const Json& root_;
+  const bool flat_;
 };
 
 }  // namespace
 
 std::vector<std::string> ValidateJson(const Json& schema, const Json& value,
                                       std::string_view root) {
-  Validator v;
+  Validator v(schema);
   v.Check(schema, value, std::string(root));
   return std::move(v.errors);
 }
@@ -357,7 +546,17 @@ Status CheckFlatSchema(const Json& schema, std::string_view where) {
     return Status::Error(std::string(where) +
                          ": must be a JSON object schema with \"type\": \"object\"");
   }
-  FlatChecker checker;
+  SchemaChecker checker(schema, /*flat=*/true);
+  if (!checker.Check(schema, std::string(where))) return Status::Error(checker.error);
+  return Status::Ok();
+}
+
+Status CheckSchema(const Json& schema, std::string_view where) {
+  if (!schema.is_object() || schema.value("type", Json()) != "object") {
+    return Status::Error(std::string(where) +
+                         ": must be a JSON object schema with \"type\": \"object\"");
+  }
+  SchemaChecker checker(schema, /*flat=*/false);
   if (!checker.Check(schema, std::string(where))) return Status::Error(checker.error);
   return Status::Ok();
 }

@@ -40,7 +40,9 @@ const std::set<std::string, std::less<>> kBuiltinMethods = {
 
 // ---- Server::Impl ----
 
-Server::Impl::Impl(ServerOptions opts) : options(std::move(opts)) {
+Server::Impl::Impl(ServerOptions opts)
+    : options(std::move(opts)),
+      tasks({options.task_ttl, options.task_poll_interval, options.max_tasks_per_tenant}) {
   work.emplace(io.get_executor());
   std::lock_guard lock(pool_mu);
   size_t n = std::max<size_t>(options.worker_threads, 1);
@@ -141,7 +143,7 @@ Status Server::AddTool(Tool tool) {
     return Status::Error(where + ": name must match ^[a-zA-Z0-9_-]{1,64}$");
   }
   if (!tool.handler) return Status::Error(where + ": no handler");
-  if (Status s = CheckFlatSchema(tool.input_schema, "inputSchema");
+  if (Status s = CheckSchema(tool.input_schema, "inputSchema");
       !s.ok() && !tool.allow_non_flat_schema) {
     return Status::Error(where + ": " + s.message());
   }
@@ -152,7 +154,7 @@ Status Server::AddTool(Tool tool) {
     }
   }
   if (!tool.output_schema.is_null()) {
-    if (Status s = CheckFlatSchema(tool.output_schema, "outputSchema"); !s.ok()) {
+    if (Status s = CheckSchema(tool.output_schema, "outputSchema"); !s.ok()) {
       return Status::Error(where + ": " + s.message());
     }
   }
@@ -362,6 +364,7 @@ void Server::Shutdown() {
     impl_->shut_down = true;
   }
   for (const auto& s : impl_->LiveSessions()) s->Close();
+  impl_->tasks.CancelAll();  // task handlers outlive their sessions; the pool joins them
   impl_->work.reset();
   impl_->io.stop();
   std::vector<std::thread> threads;

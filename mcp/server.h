@@ -108,6 +108,15 @@ struct ServerOptions {
 #else
   bool validate_tool_output = true;
 #endif
+  // The Tasks extension (mcp/tasks.h), 2026-07-28 clients that declare it only: a call of a
+  // task-capable tool still running after `task_threshold` answers with a task; a finished
+  // task's result is kept `task_ttl` after its end; clients are told to poll every
+  // `task_poll_interval`; a tenant may have at most `max_tasks_per_tenant` tasks (running,
+  // or finished and kept), further calls are refused with an error saying so. 0: no cap.
+  std::chrono::milliseconds task_threshold{1'000};
+  std::chrono::milliseconds task_ttl{3'600'000};
+  std::chrono::milliseconds task_poll_interval{1'000};
+  size_t max_tasks_per_tenant = 64;
 };
 
 // A custom request method (extensions, tests). Params are as received (object, array or

@@ -16,6 +16,7 @@
 
 #include "mcp/request_state_mac.h"
 #include "mcp/server.h"
+#include "mcp/tasks.h"
 
 namespace mcp {
 
@@ -24,6 +25,7 @@ struct Server::Impl {
 
   const ServerOptions options;
   const RequestStateMac state_mac;  // seals input_required request states (2026-07-28)
+  TaskStore tasks;                  // the Tasks extension's tasks, of every session
 
   // Registries. Handlers are copied out as shared_ptr under the lock and run without it.
   mutable std::shared_mutex registry_mu;

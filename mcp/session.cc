@@ -122,15 +122,22 @@ LogLevel Session::log_level() const {
 }
 
 bool Session::IsSubscribed(const std::string& uri) const {
-  std::lock_guard lock(impl_->mu);
-  return impl_->subscriptions.count(uri) > 0;
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->subscriptions.count(uri) > 0) return true;
+  }
+  return impl_->ListensTo(uri);  // a new-era subscriptions/listen stream
 }
 
 bool Session::Notify(const std::string& method, Json params) {
+  Impl::Phase phase;
   {
     std::lock_guard lock(impl_->mu);
-    if (impl_->phase != Impl::Phase::kInitialized) return false;
+    phase = impl_->phase;
   }
+  // A new-era session hears notifications only through its subscriptions/listen streams.
+  if (phase == Impl::Phase::kStateless) return impl_->NotifyListeners(method, params);
+  if (phase != Impl::Phase::kInitialized) return false;
   return impl_->Send(jsonrpc::MakeNotification(method, std::move(params)));
 }
 

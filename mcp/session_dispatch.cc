@@ -38,6 +38,10 @@ void Session::Impl::Dispatch(const std::shared_ptr<RequestState>& state, const J
                              Reply reply) {
   auto self = weak.lock();
   if (!self) return;
+  if (state->method == "subscriptions/listen" && state->era_meta) {
+    Listen(state, params, std::move(reply));  // answered only when the subscription ends
+    return;
+  }
   Context ctx(self, state);
   const auto& builtins = Builtins();
   auto builtin = builtins.find(state->method);

@@ -36,6 +36,10 @@ struct RequestState {
   // handler's state, opened and verified; null when the request carried none.
   Json input_responses;
   Json request_state;
+  // Set when the call may become a task (tasks.h): the task the handler's Context reports
+  // progress and asks input through. The handler then runs with a request state of its own,
+  // which the session's close does not cancel.
+  std::shared_ptr<Task> task;
   std::atomic<bool> cancelled{false};
   std::mutex mu;
   std::vector<std::function<void()>> on_cancel;  // guarded by mu
@@ -86,6 +90,14 @@ struct Session::Impl {
   };
   std::map<int64_t, Outgoing> outgoing;
   int64_t next_outgoing_id = 1;
+  // Open subscriptions/listen requests (listen.cc), by request key: what each asked for,
+  // and its Reply, held unanswered while the subscription lives.
+  struct Listener {
+    Json id;
+    Json filter;  // the acknowledged SubscriptionFilter
+    std::shared_ptr<Reply> reply;
+  };
+  std::map<std::string, Listener> listeners;
 
   // ---- intake, on the transport's thread (session_intake.cc; the lifecycle in
   // session.cc, dispatch and the worker pool in session_dispatch.cc) ----
@@ -112,6 +124,12 @@ struct Session::Impl {
   void HandleNotification(const jsonrpc::Notification& notification);
   void HandleResponse(const jsonrpc::Response& response);
   void Dispatch(const std::shared_ptr<RequestState>& state, const Json& params, Reply reply);
+  // ---- subscriptions/listen (listen.cc) ----
+  void Listen(const std::shared_ptr<RequestState>& state, const Json& params, Reply reply);
+  // Sends a list-changed or resource-updated notification to the listen streams that asked
+  // for it; false when none did. ListensTo: whether one asked for updates of `uri`.
+  bool NotifyListeners(const std::string& method, const Json& params);
+  bool ListensTo(const std::string& uri) const;
   void RunCustom(const RequestHandler& handler, const Json& params, Context ctx,
                  const std::shared_ptr<Reply>& reply);
   void Finish(const std::shared_ptr<RequestState>& state, Json response, const ResponseOut& out);
@@ -150,6 +168,14 @@ struct Session::Impl {
   Json GetPrompt(const Json& params, Context& ctx);
   Json Complete(const Json& params, Context& ctx);
   Json Discover(const Json& params, Context& ctx);  // server/discover (discover.cc)
+  // The tool's handler on this thread, its failures mapped as tools/call maps them.
+  Json RunTool(const Tool& tool, const Json& args, Context& ctx);
+  // ---- the Tasks extension (task_methods.cc) ----
+  // tools/call of a task-capable tool by a client that declared the extension.
+  Json CallToolAsTask(const std::shared_ptr<const Tool>& tool, const Json& args, Context& ctx);
+  Json GetTask(const Json& params, Context& ctx);
+  Json UpdateTask(const Json& params, Context& ctx);
+  Json CancelTask(const Json& params, Context& ctx);
 };
 
 }  // namespace mcp

@@ -1,6 +1,8 @@
 // The fixture tools of the 2026-07-28 suite (server-stateless, http-custom-header-server-
-// validation): a tool that needs a client capability, one that logs, and one whose
-// arguments are mirrored to HTTP headers (x-mcp-header).
+// validation): a tool that needs a client capability, one that logs, two that change the
+// tool and prompt lists (for subscriptions/listen), and one whose arguments are mirrored to
+// HTTP headers (x-mcp-header).
+#include <map>
 #include <string>
 #include <utility>
 
@@ -56,6 +58,29 @@ void AddEra2026Tools(mcp::Server& server) {
         {"priority", {{"type", "integer"}, {"x-mcp-header", "Priority"}}},
         {"note", {{"type", "string"}}}}},
       {"required", {"region"}}};
+  // subscriptions/listen's hooks (server-stateless): each call adds a tool (a prompt) and
+  // removes it again, so the server sends list_changed to the listen streams that asked for
+  // it and the lists other scenarios check stay as they were.
+  AddTool(server, "test_trigger_tool_change", "Adds and removes the tool dynamic_tool",
+          NoArguments(), [&server](const Json&, Context&) {
+            Tool tool;
+            tool.name = "dynamic_tool";
+            tool.handler = [](const Json&, Context&) { return ToolResult::Text("here"); };
+            Require(server.AddTool(std::move(tool)), "dynamic_tool");
+            server.RemoveTool("dynamic_tool");
+            return ToolResult::Text("changed the tool list twice");
+          });
+  AddTool(server, "test_trigger_prompt_change", "Adds and removes the prompt dynamic_prompt",
+          NoArguments(), [&server](const Json&, Context&) {
+            mcp::Prompt prompt;
+            prompt.name = "dynamic_prompt";
+            prompt.handler = [](const std::map<std::string, std::string>&, Context&) {
+              return mcp::PromptResult::UserText("here");
+            };
+            Require(server.AddPrompt(std::move(prompt)), "dynamic_prompt");
+            server.RemovePrompt("dynamic_prompt");
+            return ToolResult::Text("changed the prompt list twice");
+          });
   AddTool(server, "test_custom_headers",
           "Echoes its arguments; region and priority travel in Mcp-Param-* headers too",
           headers_schema,

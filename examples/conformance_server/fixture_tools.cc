@@ -10,7 +10,6 @@
 
 #include "examples/conformance_server/fixtures.h"
 #include "examples/conformance_server/media.h"
-#include "mcp/log.h"
 #include "mcp/session.h"
 
 namespace conformance {
@@ -243,28 +242,30 @@ void AddClientRequestTools(mcp::Server& server) {
 // ---- JSON Schema 2020-12 keywords kept in tools/list ----
 
 void AddJsonSchema2020Tool(mcp::Server& server) {
-  Json schema = {
-      {"$schema", "https://json-schema.org/draft/2020-12/schema"},
-      {"type", "object"},
-      {"$defs",
-       {{"address",
-         {{"type", "object"},
-          {"properties", {{"street", {{"type", "string"}}}, {"city", {{"type", "string"}}}}}}}}},
-      {"properties", {{"name", {{"type", "string"}}}, {"address", {{"$ref", "#/$defs/address"}}}}},
-      {"additionalProperties", false}};
+  // The suite's schema (json-schema-2020-12.ts): $defs with an $anchor, a $ref, allOf/anyOf,
+  // if/then/else. mcp::Server accepts and validates all of it (mcp/schema.h).
+  Json schema = Json::parse(R"({
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+                          "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"},
+                   "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                   "phone": {"type": "string"}, "email": {"type": "string"}},
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": false
+  })");
   Tool tool;
   tool.name = "json_schema_2020_12_tool";
   tool.description = "Tool with JSON Schema 2020-12 features";
   tool.input_schema = std::move(schema);
-  tool.allow_non_flat_schema = true;  // the suite checks that $defs/$ref reach the client intact
   tool.handler = [](const Json& args, Context&) {
     return ToolResult::Text("Received: " + args.dump());
   };
-  // mcp::Server only takes flat schemas (CheckFlatSchema refuses $defs and $ref), so this
-  // fixture may be refused; serve the others rather than none, and say why on stderr.
-  if (mcp::Status status = server.AddTool(std::move(tool)); !status.ok()) {
-    mcp::log::Warn("json_schema_2020_12_tool not served: " + status.message());
-  }
+  Require(server.AddTool(std::move(tool)), "json_schema_2020_12_tool");
 }
 
 // ---- extras for the e2e tests ----

@@ -29,6 +29,8 @@ void AddFixturePrompts(mcp::Server& server);
 void AddEra2026Tools(mcp::Server& server);
 // Tools and a prompt that answer input_required (fixture_input_required.cc).
 void AddInputRequiredFixtures(mcp::Server& server);
+// The Tasks extension's tools (fixture_tasks.cc).
+void AddTaskFixtures(mcp::Server& server);
 
 // Registration is startup code: a refusal is a bug in this program, so it stops startup.
 inline void Require(const mcp::Status& status, const std::string& what) {

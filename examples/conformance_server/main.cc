@@ -5,6 +5,7 @@
 // Flags are parsed by hand so the program links nothing but mcpcell_mcp and mcpcell_base
 // (base/stop_signals.h, the stop signals). A transport is a flag (--stdio, --http PORT);
 // adding one means a TransportKind, its flag and a case in Serve().
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -128,6 +129,8 @@ mcp::ServerOptions MakeServerOptions(const Flags& flags) {
   options.advertise_resources = true;
   options.advertise_prompts = true;
   options.validate_tool_output = true;
+  // The Tasks scenarios' slow_compute runs 1 s and must become a task.
+  options.task_threshold = std::chrono::milliseconds(200);
   return options;
 }
 
@@ -188,6 +191,7 @@ int Run(const std::vector<std::string_view>& args) {
   AddFixturePrompts(server);
   AddEra2026Tools(server);
   AddInputRequiredFixtures(server);
+  AddTaskFixtures(server);
   return Serve(server, *flags);
 }
 

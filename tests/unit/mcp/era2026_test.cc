@@ -109,8 +109,8 @@ TEST_F(Era2026Test, DiscoverNamesVersionsCapabilitiesAndServer) {
   ASSERT_EQ(ErrorCode(r), 0) << r.dump();
   EXPECT_EQ(r["result"]["supportedVersions"], Json::array({"2026-07-28"}));
   EXPECT_TRUE(r["result"]["capabilities"].contains("tools"));
-  EXPECT_FALSE(r["result"]["capabilities"]["tools"].contains("listChanged"))
-      << "no subscriptions/listen yet: list changes must not be promised";
+  EXPECT_EQ(r["result"]["capabilities"]["tools"]["listChanged"], true)
+      << "list changes reach a new-era client through subscriptions/listen";
   EXPECT_EQ(r["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "test-server");
   EXPECT_EQ(r["result"]["cacheScope"], "private");
 }
@@ -223,6 +223,27 @@ TEST_F(Era2026Test, InputRequiredRoundTripsASealedStateAndRefusesATamperedOne) {
   Json bad = Call("asker");
   bad["inputResponses"] = {{"q", 12345}};
   EXPECT_EQ(ErrorCode(client.Request("tools/call", WithMeta(bad))), kInvalidParams);
+}
+
+TEST_F(Era2026Test, InputResponsesThatAnswerNothingAskedAreRefusedNamingTheKey) {
+  MemoryClient client(server_);
+  Json r1 = client.Request("tools/call", WithMeta(Call("asker")));
+  ASSERT_EQ(r1["result"]["resultType"], "input_required") << r1.dump();
+  Json extra = Call("asker");
+  extra["inputResponses"] = {{"q", {{"roots", Json::array()}}}, {"z", {{"x", 1}}}};
+  extra["requestState"] = r1["result"]["requestState"];
+  Json r2 = client.Request("tools/call", WithMeta(extra));
+  EXPECT_EQ(ErrorCode(r2), kInvalidParams) << r2.dump();
+  EXPECT_NE(ErrorMessage(r2).find("inputResponses[\"z\"] answers nothing the server asked for"),
+            std::string::npos)
+      << ErrorMessage(r2);
+  EXPECT_NE(ErrorMessage(r2).find("[\"q\"]"), std::string::npos) << "names what was asked";
+
+  Json unasked = Call("asker");  // no round before it: nothing was asked
+  unasked["inputResponses"] = {{"q", {{"roots", Json::array()}}}};
+  Json r3 = client.Request("tools/call", WithMeta(unasked));
+  EXPECT_EQ(ErrorCode(r3), kInvalidParams) << r3.dump();
+  EXPECT_NE(ErrorMessage(r3).find("no requestState"), std::string::npos) << ErrorMessage(r3);
 }
 
 TEST_F(Era2026Test, ServerToClientRequestsFailAtOnceInTheNewEra) {
