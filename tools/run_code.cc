@@ -113,6 +113,10 @@ mcp::Tool MakeRunCodeTool(const ToolEnv& env) {
     if (!args) return mcp::ToolResult::Error(args.error().message);
     return RunCode(env, ctx, std::move(args).value());
   };
+  // A 2026-07-28 client that declared the Tasks extension gets a task when the program
+  // outlives the server's task threshold: it keeps running if the client goes away,
+  // tasks/get brings its progress and result, tasks/cancel kills its process group.
+  tool.task_support = mcp::TaskSupport::kOptional;
   return tool;
 }
 

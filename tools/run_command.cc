@@ -150,6 +150,10 @@ mcp::Tool MakeRunCommandTool(const ToolEnv& env) {
     if (!args) return mcp::ToolResult::Error(args.error().message);
     return RunCommand(env, ctx, std::move(args).value());
   };
+  // A 2026-07-28 client that declared the Tasks extension gets a task when the program
+  // outlives the server's task threshold: it keeps running if the client goes away,
+  // tasks/get brings its progress and result, tasks/cancel kills its process group.
+  tool.task_support = mcp::TaskSupport::kOptional;
   return tool;
 }
 
