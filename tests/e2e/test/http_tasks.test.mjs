@@ -58,8 +58,10 @@ async function call(url, token, method, params, { tasks = true, name, sandbox } 
     assert.ok(answer, `no answer in the stream: ${text}`);
     return answer;
   }
-  assert.equal(res.status, 200, text);
-  return JSON.parse(text);
+  // An error answer comes with the HTTP status the spec gives it (e.g. 400 for -32602).
+  const answer = JSON.parse(text);
+  assert.equal(res.status, answer.error ? res.status : 200, text);
+  return { ...answer, status: res.status };
 }
 
 const toolCall = (url, token, sandbox, tool, args, opts = {}) =>
@@ -152,6 +154,9 @@ policy = "default"
       { name: 'no-such-task-id-0000000000' });
     assert.ok(stolen.error, JSON.stringify(stolen));
     assert.equal(stolen.error.code, unknown.error.code);
+    assert.equal(stolen.status, unknown.status);
+    assert.equal(stolen.error.message.replace(taskId, 'ID'),
+      unknown.error.message.replace('no-such-task-id-0000000000', 'ID'));
   });
 
   it('kills the whole process group on tasks/cancel', async () => {
