@@ -149,6 +149,13 @@ bool ChainCheck::Good(const TrailFile& file, const std::vector<Line>& lines, siz
     bad_.reset();
   }
   if (!Chain(file, lines, i, r)) return false;
+  // A server that ended without server.stop (kill -9): the next one's `recovered` names it.
+  if (type == "recovered" && r.contains("stopped_server"))
+    report_->notes.push_back("server " + StringField(r, "stopped_server") +
+                             " stopped without server.stop after seq " +
+                             std::to_string(UintField(r, "after_seq")) + "; recovered at seq " +
+                             std::to_string(r["seq"].get<uint64_t>()) + " (" + file.name + ":" +
+                             std::to_string(i + 1) + ")");
   if (type == "checkpoint" && !CheckpointOk(file, i, r)) return false;
   if (type == "audit.deleted") deleted_up_to_.insert(UintField(r, "last_seq"));
   last_seq_ = r["seq"].get<uint64_t>();

@@ -627,6 +627,9 @@ int RunServe(const ServeOptions& opts) {
       StartEgressProxy(opts, package_service->get(), client_log, *relay, secrets, **audit);
   if (!egress) return Refuse(egress.error());
   RefusalRelay::DetachGuard detach_relay{*relay};
+  // The audit's samples read the proxy's byte counters; every cell (the only thing they are
+  // read for) is destroyed before the proxy.
+  (*audit)->SetEgressView(egress->get());
   if (Status st = StartSecrets(opts, **egress, secrets); !st) return Refuse(st.error());
   // The sessions' snapshots and hibernated files; outlives the cells (their hooks call it).
   SessionState state({.state_dir = opts.state_dir,

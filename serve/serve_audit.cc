@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <fstream>
 #include <utility>
 
 #include "audit/record.h"
@@ -74,17 +73,6 @@ Result<UniqueFd> ClaimServerLock(const std::string& audit_dir, const std::string
   return fd;
 }
 
-// Whether server `server` still runs (holds its lock). A dead one's lock file is removed.
-bool ServerAlive(const std::string& audit_dir, const std::string& server) {
-  if (server.empty() || server.find('/') != std::string::npos) return false;
-  const std::string path = ServerLockPath(audit_dir, server);
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd.valid()) return false;
-  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return errno == EWOULDBLOCK;
-  ::unlink(path.c_str());
-  return false;
-}
-
 }  // namespace
 
 std::string HttpEndReason(const std::string& http_reason) {
@@ -136,49 +124,21 @@ Result<std::unique_ptr<ServeAudit>> ServeAudit::Open(ServeAuditOptions options) 
   return self;
 }
 
-// A server that was killed left sessions with a session.start and no session.end: each
-// gets one now, with its last usage record's figures. Sessions of servers still running on
-// this trail (their lock in <audit dir>/servers held) are theirs to end. Only the current
-// file is read (a session open across a rotation before the crash is not found).
-void ServeAudit::EndCrashedSessions() {
-  const std::string dir = audit::AuditDir(options_.state_dir);
-  std::ifstream in(dir + "/audit.jsonl", std::ios::binary);
-  struct Unended {
-    std::string tenant;
-    nlohmann::json usage;
-  };
-  std::map<std::pair<std::string, std::string>, Unended> open;  // by (server, session)
-  for (std::string line; std::getline(in, line);) {
-    auto record = audit::ParseRecordLine(line);
-    if (!record) continue;
-    const std::string type = audit::StringField(*record, "type");
-    const std::pair<std::string, std::string> key{audit::StringField(*record, "server"),
-                                                  audit::StringField(*record, "session")};
-    if (type == "session.start") {
-      open[key] = {audit::StringField(*record, "tenant"), nullptr};
-    } else if (type == "session.end") {
-      open.erase(key);
-    } else if (type == "usage" && open.count(key) && record->contains("usage")) {
-      open[key].usage = (*record)["usage"];
-    }
-  }
-  std::map<std::string, bool> alive;  // by server id
-  for (const auto& [key, o] : open) {
-    const std::string& server = key.first;
-    if (server == server_id_) continue;
-    if (!alive.count(server)) alive[server] = ServerAlive(dir, server);
-    if (alive[server]) continue;
-    nlohmann::json fields = {{"reason", "recovered after a crash"}};
-    if (!o.usage.is_null()) fields["usage"] = o.usage;
-    if (Status st = trail_->AppendFor(server, "session.end", o.tenant, key.second, "", fields); !st)
-      mcp::log::Warn("audit: session.end not recorded: " + st.error().message);
-  }
-}
-
 ServeAudit::ServeAudit(ServeAuditOptions options)
     : options_(std::move(options)), server_id_(RandomServerId()) {}
 
 ServeAudit::~ServeAudit() { Close(); }
+
+// A dead server's lock file is removed.
+bool ServeAudit::ServerAlive(const std::string& audit_dir, const std::string& server) {
+  if (server.empty() || server.find('/') != std::string::npos) return false;
+  const std::string path = ServerLockPath(audit_dir, server);
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return false;
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return errno == EWOULDBLOCK;
+  ::unlink(path.c_str());
+  return false;
+}
 
 const policies::Policy& ServeAudit::PolicyOf(const std::string& tenant) const {
   if (!tenant.empty() && options_.tenant_policies) {
@@ -369,18 +329,34 @@ void ServeAudit::CellDestroyed(const std::string& cell_id, const Status& result)
          destroyed.fields);
 }
 
-// Called with mu_ held (the cell cannot be destroyed meanwhile).
+void ServeAudit::SetEgressView(const tools::CellEgressView* egress) {
+  std::lock_guard lock(mu_);
+  egress_ = egress;
+}
+
+// Called with mu_ held (the cell cannot be destroyed meanwhile). The proxy's counters are
+// read here as well as after each call (tools::MeterCell): bytes moved after the session's
+// last call (a background download, a connection closing late) would otherwise be missing
+// from `usage` and session.end, and a replaced cell's last bytes lost. The registry's
+// Report takes only its own and the proxy's leaf locks, never mu_.
 void ServeAudit::SampleCell(const BoundCell& bound, sandbox::CellInstance& cell) {
   auto meter = usage_.Find(bound.session);
   if (!meter) return;
   auto usage = cell.Usage();
   if (!usage) return;
-  meter->Sample({.at = std::chrono::steady_clock::now(),
-                 .cell_id = cell.id(),
-                 .cpu_ns = usage->cpu_usage_ns,
-                 .memory_current_bytes = usage->memory_current_bytes,
-                 .memory_peak_bytes = usage->memory_peak_bytes,
-                 .storage_bytes = tools::WorkspaceBytes(cell.spec())});
+  tools::UsageSample sample{.at = std::chrono::steady_clock::now(),
+                            .cell_id = cell.id(),
+                            .cpu_ns = usage->cpu_usage_ns,
+                            .memory_current_bytes = usage->memory_current_bytes,
+                            .memory_peak_bytes = usage->memory_peak_bytes,
+                            .storage_bytes = tools::WorkspaceBytes(cell.spec())};
+  if (egress_) {
+    if (auto report = egress_->Report(cell.id())) {
+      sample.egress_up_bytes = report->bytes_up;
+      sample.egress_down_bytes = report->bytes_down;
+    }
+  }
+  meter->Sample(sample);
 }
 
 void ServeAudit::UsageLoop() {

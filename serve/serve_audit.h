@@ -5,11 +5,15 @@
 // expiry listener), egress.connection (the proxy's AuditSink),
 // package.<result> (the package service's audit callback), snapshot.* and session.hibernate
 // (the sessions' state, serve/session_state.h), policy.refused (a tool call
-// its policy refused), and a `usage` record per session every [audit] usage_interval.
+// its policy refused), a `usage` record per session every [audit] usage_interval, and at
+// Open a `recovered` for each earlier server killed before its server.stop, then its open
+// sessions' session.end (serve_audit_recovery.cc).
 // The tools write exec.* and file.* through ToolEnv::audit themselves.
 //
 // Metering: one tools::UsageMeter per MCP session (ToolEnv::usage), sampled at each exec's
-// end (the tools), at each usage interval and when a cell is destroyed (here).
+// end (the tools), at each usage interval and when a cell is destroyed or replaced (here):
+// each sample carries the cell's cgroup counters and, once SetEgressView was given the
+// proxy, its egress byte counters, so traffic after a session's last call is metered too.
 //
 // Ownership: serve owns the ServeAudit; it must outlive the proxy, the package service,
 // the cells and the MCP server (their hooks and sinks call it). Close() ends the sessions
@@ -39,6 +43,7 @@
 #include "sandbox/backend.h"
 #include "sandbox/snapshot_store.h"
 #include "serve/workspaces.h"
+#include "tools/egress_view.h"
 #include "tools/usage_meter.h"
 
 namespace mcpcell::tools {
@@ -78,6 +83,10 @@ class ServeAudit {
   audit::Trail* trail() { return trail_.get(); }
   const std::string& server_id() const { return server_id_; }
   tools::UsageMeters* usage() { return &usage_; }
+  // The proxy's per-cell byte counters, read by every sample taken here (nullptr: none).
+  // The view must outlive every cell bound here (serve destroys the cells before the
+  // proxy) or be cleared first.
+  void SetEgressView(const tools::CellEgressView* egress);
 
   // The sinks of the proxy and the package service.
   egress::AuditSink EgressSink();
@@ -162,6 +171,10 @@ class ServeAudit {
   void Append(std::string_view type, const std::string& tenant, const std::string& session,
               const std::string& cell, const nlohmann::json& fields);
   void SampleCell(const BoundCell& bound, sandbox::CellInstance& cell);
+  // Whether server `server` of the trail in `audit_dir` still runs (holds its lock).
+  static bool ServerAlive(const std::string& audit_dir, const std::string& server);
+  // serve_audit_recovery.cc: a `recovered` record for each earlier server that stopped
+  // without server.stop, then session.end for the sessions it left open.
   void EndCrashedSessions();
   void UsageLoop();
   void WriteUsageRecords();
@@ -176,6 +189,7 @@ class ServeAudit {
   std::map<std::string, OpenSession> sessions_;       // by MCP session id
   std::map<std::string, BoundCell> cells_;            // by cell id; CellDestroying waits on mu_
   std::map<std::string, DestroyingCell> destroying_;  // by cell id
+  const tools::CellEgressView* egress_ = nullptr;     // under mu_
   bool shutting_down_ = false;
   bool closed_ = false;
   std::condition_variable wake_;

@@ -22,6 +22,8 @@ nlohmann::json SnapshotFields(const sandbox::SnapshotInfo& info) {
 
 void ServeAudit::SnapshotCreated(const std::string& tenant, const std::string& session_key,
                                  const sandbox::SnapshotInfo& info) {
+  // Metered as the session's storage while it exists (storage_bytes).
+  if (auto meter = usage_.Find(session_key)) meter->SnapshotStored(info.id, info.stored_bytes);
   Append("snapshot.create", tenant, session_key, "", SnapshotFields(info));
 }
 
@@ -33,6 +35,9 @@ void ServeAudit::SnapshotRestored(const std::string& tenant, const std::string& 
 }
 
 void ServeAudit::SnapshotDeleted(const std::string& tenant, const sandbox::SnapshotInfo& info) {
+  // Any session of the tenant may delete it: the maker's meter, whichever it is, stops
+  // counting it.
+  for (const auto& [session, meter] : usage_.All()) meter->SnapshotRemoved(info.id);
   Append("snapshot.delete", tenant, "", "", SnapshotFields(info));
 }
 

@@ -81,6 +81,16 @@ void UsageMeter::PauseEnded(std::chrono::steady_clock::time_point at) {
   paused_since_.reset();
 }
 
+void UsageMeter::SnapshotStored(const std::string& id, uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  snapshots_[id] = bytes;
+}
+
+void UsageMeter::SnapshotRemoved(const std::string& id) {
+  std::lock_guard lock(mu_);
+  snapshots_.erase(id);
+}
+
 SessionUsage UsageMeter::Snapshot(std::chrono::steady_clock::time_point now) const {
   std::lock_guard lock(mu_);
   SessionUsage u;
@@ -95,6 +105,7 @@ SessionUsage UsageMeter::Snapshot(std::chrono::steady_clock::time_point now) con
   u.egress_up_bytes = carried_.egress_up + cell_.egress_up;
   u.egress_down_bytes = carried_.egress_down + cell_.egress_down;
   u.storage_bytes = storage_;
+  for (const auto& [id, bytes] : snapshots_) u.storage_bytes += bytes;
   u.calls_by_tool = calls_;
   return u;
 }

@@ -6,8 +6,10 @@
 // usage interval and when the cell is destroyed; memory is integrated over time between samples
 // (trapezoids), and when the session's cell is replaced the old cell's totals are carried over, so
 // the figures cover the session, not one cell. Time while the session's cell is paused
-// (PauseBegan..PauseEnded) is wall_paused_s, and active time excludes it. UsageMeters holds
-// one meter per session id.
+// (PauseBegan..PauseEnded) is wall_paused_s, and active time excludes it. storage_bytes is
+// the workspace's last reading plus the stored bytes of the snapshots the session made and
+// that still exist (SnapshotStored..SnapshotRemoved). UsageMeters holds one meter per
+// session id.
 // Threading: every method is thread-safe.
 #pragma once
 
@@ -57,6 +59,11 @@ class UsageMeter {
   // changes nothing.
   void PauseBegan(std::chrono::steady_clock::time_point at);
   void PauseEnded(std::chrono::steady_clock::time_point at);
+  // A snapshot the session made (its id and stored bytes, as the quota counts them), and
+  // one deleted (by any session of the tenant: an id the meter does not hold changes
+  // nothing). Both count in storage_bytes while the snapshot exists.
+  void SnapshotStored(const std::string& id, uint64_t bytes);
+  void SnapshotRemoved(const std::string& id);
   // The usage so far; wall time runs to `now`.
   SessionUsage Snapshot(std::chrono::steady_clock::time_point now) const;
 
@@ -75,7 +82,8 @@ class UsageMeter {
   uint64_t last_memory_ = 0;
   double memory_byte_s_ = 0;
   uint64_t peak_ = 0;
-  uint64_t storage_ = 0;
+  uint64_t storage_ = 0;                       // the workspace's last reading
+  std::map<std::string, uint64_t> snapshots_;  // bytes by snapshot id
   std::map<std::string, uint64_t> calls_;
   std::chrono::steady_clock::duration paused_{0};                      // ended pauses
   std::optional<std::chrono::steady_clock::time_point> paused_since_;  // the current one

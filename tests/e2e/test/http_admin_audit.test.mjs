@@ -114,7 +114,12 @@ describe('mcpcell over HTTP: /admin/audit is scoped by operator tokens', () => {
       // Whatever the trail holds about the tenant (sessions, commands once recorded), and
       // nothing of the trail's own or the refusals: those are for all-tenant operators.
       const expected = all.records.filter((r) => r.tenant === tenant).map((r) => r.seq);
+      assert.ok(expected.length > 0, `no records of ${tenant} in the trail`);
       assert.deepEqual(mine.records.map((r) => r.seq), expected);
+      // The tenant's own session is among them, under its name.
+      const starts = mine.records.filter((r) => r.type === 'session.start');
+      assert.ok(starts.length > 0, JSON.stringify(mine.records.map((r) => r.type)));
+      for (const r of starts) assert.equal(r.tenant, tenant);
       const filtered = await audit(token, `?tenant=${tenant}`);
       assert.deepEqual(filtered.records.map((r) => r.seq), expected);
     }

@@ -12,12 +12,19 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "audit/query.h"
 #include "audit/trail_files.h"
+#include "audit/verify.h"
+#include "mcp/server.h"
+#include "mcp/test_client.h"
 #include "sandbox/cell_session.h"
+#include "tools/egress_view.h"
 
 namespace mcpcell::serve {
 namespace {
@@ -121,6 +128,40 @@ struct FakeCells {
       audit.CellDestroyed(id, result);
     };
     manager->SetCellHooks(std::move(hooks));
+  }
+};
+
+// The proxy's per-cell byte counters, set by the test.
+class FakeEgressView final : public tools::CellEgressView {
+ public:
+  void Set(const std::string& cell, uint64_t up, uint64_t down) {
+    std::lock_guard lock(mu_);
+    reports_[cell].bytes_up = up;
+    reports_[cell].bytes_down = down;
+  }
+  std::optional<tools::CellEgressReport> Report(const std::string& cell) const override {
+    std::lock_guard lock(mu_);
+    auto it = reports_.find(cell);
+    if (it == reports_.end()) return std::nullopt;
+    return it->second;
+  }
+  uint64_t RefusalCursor(const std::string&) const override { return 0; }
+  std::vector<std::string> RefusalsSince(const std::string&, uint64_t) const override { return {}; }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, tools::CellEgressReport> reports_;
+};
+
+// An MCP server whose session hooks are serve's (serve.cc's SetAuditHooks): a client that
+// initializes is a session.start, or the audit's refusal.
+struct AuditedServer {
+  mcp::Server server;
+  explicit AuditedServer(ServeAudit& audit) : server(Options(audit)) {}
+  static mcp::ServerOptions Options(ServeAudit& audit) {
+    mcp::ServerOptions o;
+    o.on_session_started = [&audit](const mcp::Session& s) { return audit.SessionStarted(s); };
+    return o;
   }
 };
 
@@ -303,6 +344,183 @@ TEST_F(ServeAuditTest, SessionsAKilledServerLeftOpenAreEndedByTheNext) {
   EXPECT_EQ(OfType("session.end").size(), 2u);
 }
 
+// A server killed between two writes (its lock free, no server.stop): the next one writes a
+// `recovered` naming it and its last record, then ends its open session; `audit verify`
+// notes the crash. Its session.start is in a file rotated away before the crash: the
+// rotated files are read as far back as the crashed run goes.
+TEST_F(ServeAuditTest, AServerKilledBetweenWritesIsRecoveredAcrossRotatedFiles) {
+  std::string killed;
+  uint64_t last_seq = 0;
+  std::string last_hash;
+  {
+    audit::TrailOptions o;
+    o.dir = audit::AuditDir(state_dir_);
+    o.server = "0badc0de";
+    o.rotate_bytes = 1;  // every record starts a new file
+    auto trail = audit::Trail::Open(o);
+    ASSERT_TRUE(trail) << trail.error().message;
+    ASSERT_TRUE((*trail)->Append("server.start", "", "", "", {{"pid", 4242}}));
+    ASSERT_TRUE((*trail)->Append("session.start", "acme", "s1", ""));
+    ASSERT_TRUE((*trail)->Append("session.start", "acme", "s2", ""));
+    ASSERT_TRUE((*trail)->Append("session.end", "acme", "s2", "", {{"reason", "idle"}}));
+    ASSERT_TRUE((*trail)->Append("usage", "acme", "s1", "", {{"usage", {{"cpu_s", 0.5}}}}));
+    // The trail's own close (a checkpoint) but no server.stop: what ServeAudit::Close would
+    // have written is missing, as after a kill -9.
+    ASSERT_TRUE((*trail)->Close());
+    last_seq = (*trail)->last_seq();
+    last_hash = (*trail)->last_hash();
+    killed = o.server;
+  }
+  ASSERT_GT(std::distance(std::filesystem::directory_iterator(audit::AuditDir(state_dir_)),
+                          std::filesystem::directory_iterator{}),
+            4);
+  {
+    auto a = Open();
+    ASSERT_TRUE(a) << a.error().message;
+  }
+  auto recovered = OfType("recovered");
+  ASSERT_EQ(recovered.size(), 1u);
+  EXPECT_EQ(recovered[0]["stopped_server"], killed);
+  EXPECT_EQ(recovered[0]["after_seq"], last_seq);
+  EXPECT_EQ(recovered[0]["after_hash"], last_hash);
+  EXPECT_EQ(recovered[0]["reason"], "server 0badc0de (pid 4242) stopped without server.stop");
+  auto ends = OfType("session.end");
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_EQ(ends[1]["session"], "s1");
+  EXPECT_EQ(ends[1]["server"], killed);
+  EXPECT_EQ(ends[1]["reason"], "recovered after a crash");
+  EXPECT_EQ(ends[1]["usage"]["cpu_s"], 0.5);
+  EXPECT_GT(ends[1]["seq"], recovered[0]["seq"]);
+  auto report = audit::VerifyTrail(audit::AuditDir(state_dir_), nullptr);
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_TRUE(report->ok());
+  const std::string notes = ::testing::PrintToString(report->notes);
+  EXPECT_NE(notes.find("server 0badc0de stopped without server.stop after seq " +
+                       std::to_string(last_seq) + "; recovered at seq"),
+            std::string::npos)
+      << notes;
+  {
+    auto again = Open();  // recovered once: nothing more written
+    ASSERT_TRUE(again) << again.error().message;
+  }
+  EXPECT_EQ(OfType("recovered").size(), 1u);
+  EXPECT_EQ(OfType("session.end").size(), 2u);
+}
+
+// A snapshot the session made counts in its storage_bytes until it is deleted, by this
+// session or another of the tenant: session.end carries what is still stored.
+TEST_F(ServeAuditTest, TheSessionsSnapshotsCountInItsStorageUntilDeleted) {
+  tenants_["acme"] = policy_;
+  auto a = Open();
+  ASSERT_TRUE(a) << a.error().message;
+  std::string session;
+  {
+    AuditedServer server(**a);
+    mcp::MemoryClient client(server.server, 0, "acme");
+    ASSERT_TRUE(client.Initialize().contains("result"));
+    session = client.session()->id();
+    sandbox::SnapshotInfo kept, gone;
+    kept.id = "a1";
+    kept.stored_bytes = 70000;
+    gone.id = "b2";
+    gone.stored_bytes = 5000;
+    (*a)->SnapshotCreated("acme", session, kept);
+    (*a)->SnapshotCreated("acme", session, gone);
+    EXPECT_EQ(
+        (*a)->usage()->Find(session)->Snapshot(std::chrono::steady_clock::now()).storage_bytes,
+        75000u);
+    (*a)->SnapshotDeleted("acme", gone);
+    (*a)->SessionEnded(session, "client closed");
+  }
+  a->reset();
+  auto ends = OfType("session.end");
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0]["usage"]["storage_bytes"], 70000);
+}
+
+// [audit] required = true: while the trail cannot be written a new session is refused (its
+// initialize fails with the reason); once a write succeeds again sessions start.
+TEST_F(ServeAuditTest, ARequiredTrailThatCannotBeWrittenRefusesNewSessions) {
+  policy_.audit.required = true;
+  auto a = Open();
+  ASSERT_TRUE(a) << a.error().message;
+  AuditedServer server(**a);
+  const std::string dir = audit::AuditDir(state_dir_);
+  // The audit directory replaced by a file: the next write cannot find the trail.
+  std::filesystem::rename(dir, dir + ".away");
+  { std::ofstream(dir) << "not a directory"; }
+  EXPECT_FALSE((*a)->trail()->Append("probe", "", "", ""));
+  EXPECT_FALSE((*a)->trail()->Healthy());
+  {
+    mcp::MemoryClient client(server.server, 0, "acme");
+    mcp::Json refused = client.Initialize();
+    ASSERT_TRUE(refused.contains("error")) << refused.dump();
+    const std::string message = refused["error"].value("message", "");
+    EXPECT_NE(message.find("the audit trail cannot be written"), std::string::npos) << message;
+    EXPECT_NE(message.find("[audit] required = true"), std::string::npos) << message;
+  }
+  std::filesystem::remove(dir);
+  std::filesystem::rename(dir + ".away", dir);
+  ASSERT_TRUE((*a)->trail()->Append("probe", "", "", ""));
+  {
+    mcp::MemoryClient client(server.server, 0, "acme");
+    mcp::Json accepted = client.Initialize();
+    EXPECT_TRUE(accepted.contains("result")) << accepted.dump();
+  }
+  a->reset();
+  auto starts = OfType("session.start");
+  ASSERT_EQ(starts.size(), 1u);  // only the accepted one
+  EXPECT_EQ(starts[0]["tenant"], "acme");
+}
+
+// secret.substituted / secret.refused: the secret's name, host, surface and the refusal's
+// line, with the tenant of the session; nothing else (the value never reaches the audit).
+TEST_F(ServeAuditTest, SecretEventsNameTheSecretNeverItsValue) {
+  tenants_["acme"] = policy_;
+  auto a = Open();
+  ASSERT_TRUE(a) << a.error().message;
+  {
+    AuditedServer server(**a);
+    mcp::MemoryClient client(server.server, 0, "acme");
+    ASSERT_TRUE(client.Initialize().contains("result"));
+    const std::string session = client.session()->id();
+    (*a)->SecretUsed({.session_id = session,
+                      .secret = "API_TOKEN",
+                      .host = "api.example.com:443",
+                      .surface = "header",
+                      .decision = "substituted",
+                      .reason = "",
+                      .end_session = false});
+    (*a)->SecretUsed({.session_id = session,
+                      .secret = "API_TOKEN",
+                      .host = "other.example.com:443",
+                      .surface = "body",
+                      .decision = "refused",
+                      .reason = "mcpcell: secret API_TOKEN may not go to other.example.com",
+                      .end_session = true});
+  }
+  a->reset();
+  auto used = OfType("secret.substituted");
+  ASSERT_EQ(used.size(), 1u);
+  EXPECT_EQ(used[0]["tenant"], "acme");
+  EXPECT_EQ(used[0]["secret"], "API_TOKEN");
+  EXPECT_EQ(used[0]["host"], "api.example.com:443");
+  EXPECT_EQ(used[0]["surface"], "header");
+  EXPECT_EQ(used[0]["end_session"], false);
+  EXPECT_FALSE(used[0].contains("reason"));
+  std::set<std::string> keys;
+  for (const auto& [key, value] : used[0].items()) keys.insert(key);
+  const std::set<std::string> expected = {"seq",         "time",   "type",   "tenant", "session",
+                                          "cell",        "server", "secret", "host",   "surface",
+                                          "end_session", "prev",   "hash"};
+  EXPECT_EQ(keys, expected);
+  auto refused = OfType("secret.refused");
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0]["surface"], "body");
+  EXPECT_EQ(refused[0]["end_session"], true);
+  EXPECT_EQ(refused[0]["reason"], "mcpcell: secret API_TOKEN may not go to other.example.com");
+}
+
 // on_destroying samples, Destroy runs, on_destroyed writes cell.destroy with the figures
 // sampled before and the cleanup result: "ok", or Destroy's error naming what was left.
 TEST_F(ServeAuditTest, CellDestroyIsWrittenAfterDestructionWithTheCleanupResult) {
@@ -413,6 +631,53 @@ TEST_F(ServeAuditTest, PauseAndResumeAreRecordedAndMeteredAsPausedTime) {
   auto resumed = OfType("session.resume");
   ASSERT_EQ(resumed.size(), 1u);  // the second pause ended with the cell, not a resume
   EXPECT_DOUBLE_EQ(resumed[0]["paused_s"].get<double>(), 1.5);
+}
+
+// Egress bytes moved after the session's last call (no tool samples them): the usage
+// interval's sample and the cell's destroy read the proxy's counters, and a replaced cell's
+// last bytes are carried into session.end.
+TEST_F(ServeAuditTest, EgressAfterTheLastCallIsMeteredAtUsageIntervalsAndWhenTheCellGoes) {
+  policy_.audit.usage_interval = std::chrono::seconds(1);
+  tenants_["acme"] = policy_;
+  auto a = Open();
+  ASSERT_TRUE(a) << a.error().message;
+  FakeEgressView egress;
+  (*a)->SetEgressView(&egress);
+  std::string session;
+  {
+    AuditedServer server(**a);
+    mcp::MemoryClient client(server.server, 0, "acme");
+    ASSERT_TRUE(client.Initialize().contains("result"));
+    session = client.session()->id();
+    std::vector<std::string> log;
+    FakeCell first("c1", Ok(), &log);
+    (*a)->CellBound(first, session, "acme");
+    egress.Set("c1", 100, 5000);  // a download in the background, after any call
+    std::vector<nlohmann::json> usage;
+    for (int i = 0; i < 100 && usage.empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      for (auto& r : OfType("usage"))
+        if (r["session"] == session && r["usage"]["egress_down_bytes"] == 5000) usage.push_back(r);
+    }
+    ASSERT_FALSE(usage.empty()) << "no usage record with the proxy's bytes";
+    EXPECT_EQ(usage[0]["usage"]["egress_up_bytes"], 100);
+    EXPECT_EQ(usage[0]["tenant"], "acme");
+    egress.Set("c1", 300, 9000);  // more, then the cell is replaced
+    (*a)->CellDestroying(first);
+    (*a)->CellDestroyed("c1", Ok());
+    FakeCell second("c2", Ok(), &log);
+    (*a)->CellBound(second, session, "acme");
+    egress.Set("c2", 10, 1000);
+    (*a)->SessionEnded(session, "client closed");
+    (*a)->CellDestroying(second);
+    (*a)->CellDestroyed("c2", Ok());
+  }
+  a->reset();
+  auto ends = OfType("session.end");
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0]["session"], session);
+  EXPECT_EQ(ends[0]["usage"]["egress_down_bytes"], 10000);  // c1's last 9000 + c2's 1000
+  EXPECT_EQ(ends[0]["usage"]["egress_up_bytes"], 310);
 }
 
 }  // namespace

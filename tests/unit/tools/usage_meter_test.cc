@@ -101,6 +101,23 @@ TEST(UsageMeter, StorageIsTheLatestReading) {
   EXPECT_EQ(m.Snapshot(t0 + seconds(2)).ToJson()["storage_bytes"], 4096);
 }
 
+// Storage is the workspace's reading plus the snapshots the session made while they exist;
+// deleting one it does not hold (another session's) changes nothing.
+TEST(UsageMeter, StorageAddsTheSessionsSnapshotsUntilTheyAreDeleted) {
+  const Clock::time_point t0 = Clock::now();
+  UsageMeter m(t0);
+  m.Sample({.at = t0, .cell_id = "c1", .storage_bytes = 8192});
+  m.SnapshotStored("snap-a", 100000);
+  m.SnapshotStored("snap-b", 50000);
+  EXPECT_EQ(m.Snapshot(t0).storage_bytes, 8192u + 150000u);
+  m.SnapshotRemoved("someone-elses");
+  EXPECT_EQ(m.Snapshot(t0).storage_bytes, 8192u + 150000u);
+  m.SnapshotRemoved("snap-a");
+  EXPECT_EQ(m.Snapshot(t0).storage_bytes, 8192u + 50000u);
+  m.Sample({.at = t0 + seconds(1), .cell_id = "c2", .storage_bytes = 0});  // a new cell
+  EXPECT_EQ(m.Snapshot(t0 + seconds(1)).ToJson()["storage_bytes"], 50000);
+}
+
 // Allocated blocks of each inode once (a hard link is not counted twice), a symbolic link
 // not followed; a missing directory is an error naming it.
 TEST(DirectoryBytes, CountsAllocatedBlocksOfEachInodeOnce) {
