@@ -180,6 +180,10 @@ class Cell final : public CellInstance {
   auto OnChannel(F&& request) -> decltype(request(std::declval<CellChannel&>()));
   struct Impl;
   friend struct Impl;
+  // Destroy's steps 3 and 5 (cell_destroy.cc): each notes what it did, or its failure, in
+  // `report`.
+  void ReapInit(DestroyReport& report);
+  void RemoveCellDirAndIdRange(DestroyReport& report);
 
   CellSpec spec_;
   std::string dir_;

@@ -60,11 +60,52 @@ std::optional<uint64_t> CountCgroupProcs(const Cgroup& cgroup) {
   return lines;
 }
 
+// Notes a step's failure in `report` (`left`, and the first as its result). True: it
+// succeeded.
+bool Keep(DestroyReport& report, Status s, const char* what) {
+  if (s) return true;
+  report.left.push_back({what, s.error().message});
+  if (report.result) report.result = s.error().Wrap(what);
+  return false;
+}
+
 bool IsDir(const std::string& path) {
   struct stat st;
   return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 }  // namespace
+
+void Cell::ReapInit(DestroyReport& report) {
+  if (pidfd_ < 0) return;
+  siginfo_t info;
+  int r;
+  do {
+    r = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_), &info, WEXITED);
+  } while (r < 0 && errno == EINTR);
+  // ECHILD: reaped already (by an earlier waitid); its namespaces are gone all the same.
+  if (r == 0 || errno == ECHILD || Keep(report, Error::Sys("waitid(cell init)"), "reap")) {
+    report.init_reaped = true;
+    report.namespaces_gone = {"pid", "mount", "net", "ipc", "uts"};
+  }
+  ::close(pidfd_);
+  pidfd_ = -1;
+}
+
+void Cell::RemoveCellDirAndIdRange(DestroyReport& report) {
+  if (!dir_.empty()) {
+    const std::string workspace = dir_ + "/workspace";
+    const bool own_workspace = spec_.workspace_host_dir.empty() && IsDir(workspace);
+    if (Keep(report, RemoveCellDir(dir_), "cell dir")) {
+      if (own_workspace) report.dirs_removed.push_back(workspace);
+      report.dirs_removed.push_back(dir_);
+    }
+  }
+  if (id_map_.slot >= 0) {
+    report.id_range_released =
+        Keep(report, ReleaseIdRangeSlot(spec_.state_dir + "/idranges", id_map_.slot), "id range");
+    id_map_.slot = -1;
+  }
+}
 
 Status Cell::Destroy() {
   if (destroyed_) return Ok();
@@ -72,12 +113,7 @@ Status Cell::Destroy() {
   const Clock::time_point start = Clock::now();
   ServerSteps steps(destroy_timings_);
   DestroyReport report;
-  auto keep = [&report](Status s, const char* what) {
-    if (s) return true;
-    report.left.push_back({what, s.error().message});
-    if (report.result) report.result = s.error().Wrap(what);
-    return false;
-  };
+  auto keep = [&report](Status s, const char* what) { return Keep(report, std::move(s), what); };
   // 1. SIGKILL pid 1: the kernel then kills every process of the pid namespace, and the
   //    mount and network namespaces go with the last of them. Counted first: after the
   //    kill the cgroup empties as the kernel gets to each process.
@@ -106,20 +142,7 @@ Status Cell::Destroy() {
   parked_control_.Reset();
   steps.Mark("close_channel");
   // 3. Reap init. Its exit completes only after every process of its namespace is gone.
-  if (pidfd_ >= 0) {
-    siginfo_t info;
-    int r;
-    do {
-      r = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_), &info, WEXITED);
-    } while (r < 0 && errno == EINTR);
-    // ECHILD: reaped already (by an earlier waitid); its namespaces are gone all the same.
-    if ((r == 0 || errno == ECHILD) || keep(Error::Sys("waitid(cell init)"), "reap")) {
-      report.init_reaped = true;
-      report.namespaces_gone = {"pid", "mount", "net", "ipc", "uts"};
-    }
-    ::close(pidfd_);
-    pidfd_ = -1;
-  }
+  ReapInit(report);
   init_pid_ = -1;
   steps.Mark("reap");
   // 4. The cgroup, now empty.
@@ -130,19 +153,7 @@ Status Cell::Destroy() {
   steps.Mark("cgroup");
   // 5. The cell dir (workspace unless the spec named one, records, device nodes), and the
   //    id range claim.
-  if (!dir_.empty()) {
-    const std::string workspace = dir_ + "/workspace";
-    const bool own_workspace = spec_.workspace_host_dir.empty() && IsDir(workspace);
-    if (keep(RemoveCellDir(dir_), "cell dir")) {
-      if (own_workspace) report.dirs_removed.push_back(workspace);
-      report.dirs_removed.push_back(dir_);
-    }
-  }
-  if (id_map_.slot >= 0) {
-    report.id_range_released =
-        keep(ReleaseIdRangeSlot(spec_.state_dir + "/idranges", id_map_.slot), "id range");
-    id_map_.slot = -1;
-  }
+  RemoveCellDirAndIdRange(report);
   steps.Mark("cell_dir");
   destroy_timings_.total_us = MicrosSince(start);
   Status result =
