@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -113,6 +114,30 @@ struct CellWritableLayers {
   std::vector<UniqueFd> held;  // what the paths go through
 };
 
+// What a cell's destruction did (CellInstance::last_destroy_report; the audit's
+// cell.destroy `cleanup`). Each step that failed is in `left`, and its part of the
+// figures above stays empty/false: the report never claims what was not done.
+struct DestroyReport {
+  struct Left {
+    std::string what;  // the step: "kill", "thaw", "reap", "cgroup", "cell dir", "id range"
+    std::string why;   // its error
+  };
+  // Processes of the cell's cgroup just before the SIGKILL (init included; also for a
+  // frozen cell). nullopt: the cell had no cgroup, or it could not be read.
+  std::optional<uint64_t> processes_killed;
+  // Init was reaped: its exit completes only after every process of its pid namespace is
+  // gone, and with them the namespaces below.
+  bool init_reaped = false;
+  std::vector<std::string> namespaces_gone;  // "pid", "mount", "net", "ipc", "uts"
+  std::vector<std::string> cgroup_removed;   // its directories (v1: one per controller)
+  // The cell dir, and first the workspace inside it when that was ephemeral (a workspace
+  // the spec named on the host stays and is not listed).
+  std::vector<std::string> dirs_removed;
+  bool id_range_released = false;  // false too when the cell held none (non-root server)
+  std::vector<Left> left;
+  Status result;  // Destroy's: Ok, or the first failed step's error
+};
+
 // One live cell. The request contracts are CellChannel's (sandbox/cell_channel.h).
 class CellInstance {
  public:
@@ -132,6 +157,9 @@ class CellInstance {
   // Ends every process of the cell and removes all it made, also while it is frozen.
   // Idempotent.
   virtual Status Destroy() = 0;
+  // What the first Destroy did (DestroyReport above); nullopt before it, or from a
+  // backend that does not report (the caller then knows only Destroy's Status).
+  virtual std::optional<DestroyReport> last_destroy_report() const { return std::nullopt; }
 
   // ---- Writable state (CellWritableLayers above) ----
   // An error when the cell is gone or its backend cannot show its files to the host.

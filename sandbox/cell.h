@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,6 +99,8 @@ class Cell final : public CellInstance {
   // Idempotent. After it, no process, mount, cgroup, network namespace or directory of the
   // cell remains (the workspace survives when the spec named a host directory).
   Status Destroy() override;
+  // What the first Destroy did, step by step (counted before the kill, in order).
+  std::optional<DestroyReport> last_destroy_report() const override { return destroy_report_; }
 
   // Pause and resume through the cell's cgroup freezer (Cgroup::Freeze/Thaw). A cell
   // without a cgroup cannot be paused: Freeze fails and says so. Destroy works on a
@@ -177,6 +180,10 @@ class Cell final : public CellInstance {
   auto OnChannel(F&& request) -> decltype(request(std::declval<CellChannel&>()));
   struct Impl;
   friend struct Impl;
+  // Destroy's steps 3 and 5 (cell_destroy.cc): each notes what it did, or its failure, in
+  // `report`.
+  void ReapInit(DestroyReport& report);
+  void RemoveCellDirAndIdRange(DestroyReport& report);
 
   CellSpec spec_;
   std::string dir_;
@@ -189,6 +196,7 @@ class Cell final : public CellInstance {
   int egress_listener_ = -1;
   SetupTimings timings_;
   SetupTimings destroy_timings_;
+  std::optional<DestroyReport> destroy_report_;
   std::vector<std::string> warnings_;
   bool destroyed_ = false;
   std::atomic<bool> frozen_{false};  // Freeze succeeded and no Thaw since

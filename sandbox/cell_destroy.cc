@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <optional>
 
 #include "sandbox/cell.h"
 #include "sandbox/cell_channel.h"
@@ -39,20 +40,88 @@ bool Cell::alive() const {
   return info.si_pid == 0;
 }
 
+namespace {
+// Processes (not threads) in the cgroup: the lines of cgroup.procs. Every v1 controller
+// directory lists the same processes, so the first path is enough.
+std::optional<uint64_t> CountCgroupProcs(const Cgroup& cgroup) {
+  const std::vector<std::string> paths = cgroup.Paths();
+  if (paths.empty()) return std::nullopt;
+  const std::string file = paths.front() + "/cgroup.procs";
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  uint64_t lines = 0;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    lines += static_cast<uint64_t>(std::count(buf, buf + std::max<ssize_t>(n, 0), '\n'));
+  }
+  ::close(fd);
+  if (n < 0) return std::nullopt;
+  return lines;
+}
+
+// Notes a step's failure in `report` (`left`, and the first as its result). True: it
+// succeeded.
+bool Keep(DestroyReport& report, Status s, const char* what) {
+  if (s) return true;
+  report.left.push_back({what, s.error().message});
+  if (report.result) report.result = s.error().Wrap(what);
+  return false;
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+}  // namespace
+
+void Cell::ReapInit(DestroyReport& report) {
+  if (pidfd_ < 0) return;
+  siginfo_t info;
+  int r;
+  do {
+    r = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_), &info, WEXITED);
+  } while (r < 0 && errno == EINTR);
+  // ECHILD: reaped already (by an earlier waitid); its namespaces are gone all the same.
+  if (r == 0 || errno == ECHILD || Keep(report, Error::Sys("waitid(cell init)"), "reap")) {
+    report.init_reaped = true;
+    report.namespaces_gone = {"pid", "mount", "net", "ipc", "uts"};
+  }
+  ::close(pidfd_);
+  pidfd_ = -1;
+}
+
+void Cell::RemoveCellDirAndIdRange(DestroyReport& report) {
+  if (!dir_.empty()) {
+    const std::string workspace = dir_ + "/workspace";
+    const bool own_workspace = spec_.workspace_host_dir.empty() && IsDir(workspace);
+    if (Keep(report, RemoveCellDir(dir_), "cell dir")) {
+      if (own_workspace) report.dirs_removed.push_back(workspace);
+      report.dirs_removed.push_back(dir_);
+    }
+  }
+  if (id_map_.slot >= 0) {
+    report.id_range_released =
+        Keep(report, ReleaseIdRangeSlot(spec_.state_dir + "/idranges", id_map_.slot), "id range");
+    id_map_.slot = -1;
+  }
+}
+
 Status Cell::Destroy() {
   if (destroyed_) return Ok();
   destroyed_ = true;
   const Clock::time_point start = Clock::now();
   ServerSteps steps(destroy_timings_);
-  Status first;
-  auto keep = [&first](Status s, const char* what) {
-    if (!s && first) first = s.error().Wrap(what);
-  };
+  DestroyReport report;
+  auto keep = [&report](Status s, const char* what) { return Keep(report, std::move(s), what); };
   // 1. SIGKILL pid 1: the kernel then kills every process of the pid namespace, and the
-  //    mount and network namespaces go with the last of them.
+  //    mount and network namespaces go with the last of them. Counted first: after the
+  //    kill the cgroup empties as the kernel gets to each process.
+  if (cgroup_) report.processes_killed = CountCgroupProcs(*cgroup_);
   if (pidfd_ >= 0) {
     if (syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0) != 0 && errno != ESRCH) {
       keep(Error::Sys("pidfd_send_signal(cell init, SIGKILL)"), "kill");
+      report.processes_killed.reset();  // counted, but not killed
     }
   }
   // A paused cell: on the v1 freezer a frozen task does not die until thawed, so the reap
@@ -73,32 +142,25 @@ Status Cell::Destroy() {
   parked_control_.Reset();
   steps.Mark("close_channel");
   // 3. Reap init. Its exit completes only after every process of its namespace is gone.
-  if (pidfd_ >= 0) {
-    siginfo_t info;
-    int r;
-    do {
-      r = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_), &info, WEXITED);
-    } while (r < 0 && errno == EINTR);
-    if (r != 0 && errno != ECHILD) keep(Error::Sys("waitid(cell init)"), "reap");
-    ::close(pidfd_);
-    pidfd_ = -1;
-  }
+  ReapInit(report);
   init_pid_ = -1;
   steps.Mark("reap");
   // 4. The cgroup, now empty.
-  if (cgroup_) keep(cgroup_->Destroy(), "cgroup");
+  if (cgroup_) {
+    std::vector<std::string> paths = cgroup_->Paths();
+    if (keep(cgroup_->Destroy(), "cgroup")) report.cgroup_removed = std::move(paths);
+  }
   steps.Mark("cgroup");
   // 5. The cell dir (workspace unless the spec named one, records, device nodes), and the
   //    id range claim.
-  if (!dir_.empty()) keep(RemoveCellDir(dir_), "cell dir");
-  if (id_map_.slot >= 0) {
-    keep(ReleaseIdRangeSlot(spec_.state_dir + "/idranges", id_map_.slot), "id range");
-    id_map_.slot = -1;
-  }
+  RemoveCellDirAndIdRange(report);
   steps.Mark("cell_dir");
   destroy_timings_.total_us = MicrosSince(start);
-  if (!first) return first.error().Wrap("destroy cell " + spec_.id);
-  return Ok();
+  Status result =
+      report.result ? Ok() : Status(report.result.error().Wrap("destroy cell " + spec_.id));
+  report.result = result;
+  destroy_report_ = std::move(report);
+  return result;
 }
 
 namespace {

@@ -22,6 +22,15 @@ CellSessionOptions WithBackend(CellSessionOptions options) {
   return options;
 }
 
+// The backend's report, or (a backend that does not report) one with only Destroy's
+// Status: an error then leaves the whole cell in `left`, as nothing says what went.
+DestroyReport ReportOf(const CellInstance& cell, const Status& destroyed) {
+  if (std::optional<DestroyReport> report = cell.last_destroy_report()) return *report;
+  DestroyReport report;
+  report.result = destroyed;
+  if (!destroyed) report.left.push_back({"cell", destroyed.error().message});
+  return report;
+}
 }  // namespace
 
 // ---- CellLease ----
@@ -245,7 +254,7 @@ Result<std::unique_ptr<CellInstance>> CellSession::MakeCell(const std::string& i
 Status CellSession::Retire(const std::shared_ptr<CellInstance>& cell) {
   if (hooks_ && hooks_->on_destroying) hooks_->on_destroying(*cell);
   Status st = cell->Destroy();
-  if (hooks_ && hooks_->on_destroyed) hooks_->on_destroyed(cell->id(), st);
+  if (hooks_ && hooks_->on_destroyed) hooks_->on_destroyed(cell->id(), ReportOf(*cell, st));
   return st;
 }
 

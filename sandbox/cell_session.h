@@ -88,9 +88,10 @@ struct CellHooks {
   // A cell that on_bound accepted is about to be destroyed (session closed, idle expiry,
   // replaced after it died, server shutdown).
   std::function<void(CellInstance&)> on_destroying;
-  // That cell's destruction returned `result` (CellInstance::Destroy: an error names what
-  // was left behind). Always after its on_destroying, on the same thread.
-  std::function<void(const std::string& cell_id, const Status& result)> on_destroyed;
+  // That cell's destruction: what it did and what it left and why (DestroyReport; its
+  // `result` is what CellInstance::Destroy returned). Always after its on_destroying, on
+  // the same thread.
+  std::function<void(const std::string& cell_id, const DestroyReport& report)> on_destroyed;
   // The factory made cell `cell_id`'s spec but the cell was not made, or on_bound refused it
   // (what the factory took for it, such as a workspace lock, is to be let go).
   std::function<void(const std::string& cell_id)> on_not_made;

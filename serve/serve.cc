@@ -295,8 +295,9 @@ std::unique_ptr<sandbox::CellSessionManager> MakeCells(const ServeOptions& opts,
     audit.CellDestroying(cell);
     egress.Unbind(cell);
   };
-  hooks.on_destroyed = [&audit, &workspaces](const std::string& cell_id, const Status& result) {
-    audit.CellDestroyed(cell_id, result);
+  hooks.on_destroyed = [&audit, &workspaces](const std::string& cell_id,
+                                             const sandbox::DestroyReport& report) {
+    audit.CellDestroyed(cell_id, report);
     workspaces.Release(cell_id);  // after the cell is gone: its files are at rest
   };
   hooks.on_not_made = [&workspaces, &audit](const std::string& cell_id) {

@@ -321,7 +321,24 @@ void ServeAudit::CellDestroying(sandbox::CellInstance& cell) {
   destroying_[cell.id()] = std::move(destroying);
 }
 
-void ServeAudit::CellDestroyed(const std::string& cell_id, const Status& result) {
+namespace {
+// cell.destroy's `cleanup`: what the destruction removed, and each step that failed.
+nlohmann::json CleanupFields(const sandbox::DestroyReport& report) {
+  nlohmann::json left = nlohmann::json::array();
+  for (const sandbox::DestroyReport::Left& l : report.left) {
+    left.push_back({{"what", l.what}, {"why", l.why}});
+  }
+  return {{"processes_killed", report.processes_killed ? nlohmann::json(*report.processes_killed)
+                                                       : nlohmann::json(nullptr)},
+          {"namespaces", report.namespaces_gone},
+          {"cgroup_removed", report.cgroup_removed},
+          {"dirs_removed", report.dirs_removed},
+          {"id_range_released", report.id_range_released},
+          {"left", std::move(left)}};
+}
+}  // namespace
+
+void ServeAudit::CellDestroyed(const std::string& cell_id, const sandbox::DestroyReport& report) {
   DestroyingCell destroyed;
   {
     std::lock_guard lock(mu_);
@@ -330,7 +347,8 @@ void ServeAudit::CellDestroyed(const std::string& cell_id, const Status& result)
     destroyed = std::move(it->second);
     destroying_.erase(it);
   }
-  destroyed.fields["cleanup"] = result ? std::string("ok") : result.error().message;
+  destroyed.fields["cleanup"] = CleanupFields(report);
+  destroyed.fields["result"] = report.result ? std::string("ok") : report.result.error().message;
   Append("cell.destroy", destroyed.bound.tenant, destroyed.bound.session, cell_id,
          destroyed.fields);
 }

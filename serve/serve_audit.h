@@ -123,15 +123,16 @@ class ServeAudit {
   bool shutting_down() const;
 
   // sandbox::CellHooks. CellDestroying samples the cell's last figures; CellDestroyed writes
-  // cell.destroy with them and `cleanup` ("ok" or what Destroy left behind). Cells never
-  // bound (CellBound) are ignored.
+  // cell.destroy with them, `cleanup` (the DestroyReport: what was removed, `left` for
+  // each step that failed) and `result` ("ok" or Destroy's error). Cells never bound
+  // (CellBound) are ignored.
   void CellBound(sandbox::CellInstance& cell, const std::string& session_key,
                  const std::string& profile);
   void CellDestroying(sandbox::CellInstance& cell);
   // sandbox::CellHooks on_not_made: no record (nothing was made), only the observer's
   // `cell.failed` event (the /metrics failure counter).
   void CellNotMade(const std::string& cell_id);
-  void CellDestroyed(const std::string& cell_id, const Status& result);
+  void CellDestroyed(const std::string& cell_id, const sandbox::DestroyReport& report);
   // sandbox::CellHooks on_paused / on_unpaused: session.pause and (when a call resumed the
   // cell) session.resume with `paused_s`; the session's meter counts the pause as paused
   // time (serve_audit_pause.cc).

@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import http from 'node:http';
-import { appendFileSync, chmodSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -147,7 +147,17 @@ describe('audit trail: one session, a crash, and metering', () => {
     assert.ok(end.usage.storage_bytes > 0, JSON.stringify(end.usage));
     assert.deepEqual(end.usage.calls_by_tool,
       { run_code: 1, write_file: 1, edit_file: 1, read_file: 1, run_command: 1 });
-    assert.equal(mine.find((r) => r.type === 'cell.destroy').cleanup, 'ok');
+    const destroy = mine.find((r) => r.type === 'cell.destroy');
+    assert.equal(destroy.result, 'ok', JSON.stringify(destroy));
+    assert.deepEqual(destroy.cleanup.left, [], JSON.stringify(destroy.cleanup));
+    assert.deepEqual(destroy.cleanup.namespaces, ['pid', 'mount', 'net', 'ipc', 'uts']);
+    // null only without a cgroup to count them in; else at least the cell's init.
+    const killed = destroy.cleanup.processes_killed;
+    assert.ok(killed === null || killed >= 1, JSON.stringify(destroy.cleanup));
+    // What it says it removed is gone: the cell dir (last) under the state dir, the cgroup.
+    const dirs = destroy.cleanup.dirs_removed;
+    assert.equal(dirs.at(-1), path.join(stateDir, 'cells', destroy.cell), JSON.stringify(dirs));
+    for (const p of [...dirs, ...destroy.cleanup.cgroup_removed]) assert.ok(!existsSync(p), p);
     const cell = mine.find((r) => r.type === 'cell.create').cell;
     assert.ok(mine.filter((r) => r.type.startsWith('exec.')).every((r) => r.cell === cell));
     const trail = readFileSync(path.join(stateDir, 'audit', 'audit.jsonl'), 'utf8');
@@ -413,7 +423,8 @@ describe('audit trail: a session at its maximum lifetime', () => {
     const mine = query(stateDir).filter((r) => /^(session|cell)\./.test(r.type));
     assert.deepEqual(mine.map((r) => r.type),
       ['session.start', 'cell.create', 'cell.destroy', 'session.end']);
-    assert.equal(mine[2].cleanup, 'ok');
+    assert.equal(mine[2].result, 'ok');
+    assert.deepEqual(mine[2].cleanup.left, [], JSON.stringify(mine[2].cleanup));
     assert.equal(mine[3].reason, 'max lifetime');
     assert.ok(mine[3].duration_s >= 3, JSON.stringify(mine[3]));
     assert.equal(verify(stateDir).status, 0);

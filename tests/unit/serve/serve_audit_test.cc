@@ -29,11 +29,11 @@
 namespace mcpcell::serve {
 namespace {
 
-// A cell that only exists and is destroyed with a given result; every request is refused.
+// A cell that only exists and is destroyed with a given report; every request is refused.
 class FakeCell final : public sandbox::CellInstance {
  public:
-  FakeCell(std::string id, Status destroy_result, std::vector<std::string>* log)
-      : id_(std::move(id)), destroy_result_(std::move(destroy_result)), log_(log) {}
+  FakeCell(std::string id, sandbox::DestroyReport report, std::vector<std::string>* log)
+      : id_(std::move(id)), report_(std::move(report)), log_(log) {}
   const std::string& id() const override { return id_; }
   const sandbox::CellSpec& spec() const override { return spec_; }
   const std::vector<std::string>& warnings() const override { return warnings_; }
@@ -47,7 +47,12 @@ class FakeCell final : public sandbox::CellInstance {
   int TakeEgressListener() override { return -1; }
   Status Destroy() override {
     log_->push_back("Destroy " + id_);
-    return destroy_result_;
+    destroyed_ = true;
+    return report_.result;
+  }
+  std::optional<sandbox::DestroyReport> last_destroy_report() const override {
+    if (!destroyed_) return std::nullopt;
+    return report_;
   }
   Result<sandbox::ExecResult> Exec(const sandbox::ExecOptions&) override { return Fake(); }
   Status SignalExec(uint64_t, int) override { return Fake(); }
@@ -73,21 +78,33 @@ class FakeCell final : public sandbox::CellInstance {
  private:
   static Error Fake() { return Error::Msg("fake cell"); }
   std::string id_;
-  Status destroy_result_;
+  sandbox::DestroyReport report_;
+  bool destroyed_ = false;
   std::vector<std::string>* log_;
   sandbox::CellSpec spec_;
   std::vector<std::string> warnings_;
 };
 
-// Makes FakeCells named after their spec's id; every second one leaves a process behind.
+// Makes FakeCells named after their spec's id; every second one leaves its cgroup behind
+// (a process in it), the others are removed whole.
 class FakeBackend final : public sandbox::CellBackend {
  public:
   explicit FakeBackend(std::vector<std::string>* log) : log_(log) {}
   Result<std::unique_ptr<sandbox::CellInstance>> Create(
       const sandbox::CellSpec& spec) const override {
-    Status result =
-        ++made_ % 2 == 0 ? Status(Error::Msg("destroy: 1 process left in cgroup")) : Ok();
-    return std::unique_ptr<sandbox::CellInstance>(new FakeCell(spec.id, result, log_));
+    sandbox::DestroyReport report;
+    report.processes_killed = 3;
+    report.init_reaped = true;
+    report.namespaces_gone = {"pid", "mount", "net", "ipc", "uts"};
+    report.dirs_removed = {"/state/cells/" + spec.id + "/workspace", "/state/cells/" + spec.id};
+    report.id_range_released = true;
+    if (++made_ % 2 == 0) {
+      report.left.push_back({"cgroup", "1 process left in cgroup"});
+      report.result = Error::Msg("destroy cell " + spec.id + ": cgroup: 1 process left in cgroup");
+    } else {
+      report.cgroup_removed = {"/sys/fs/cgroup/mcpcell/" + spec.id};
+    }
+    return std::unique_ptr<sandbox::CellInstance>(new FakeCell(spec.id, report, log_));
   }
 
  private:
@@ -123,9 +140,10 @@ struct FakeCells {
       log.push_back("on_destroying " + cell.id());
       audit.CellDestroying(cell);
     };
-    hooks.on_destroyed = [this, &audit](const std::string& id, const Status& result) {
-      log.push_back("on_destroyed " + id + (result ? " ok" : " error"));
-      audit.CellDestroyed(id, result);
+    hooks.on_destroyed = [this, &audit](const std::string& id,
+                                        const sandbox::DestroyReport& report) {
+      log.push_back("on_destroyed " + id + (report.result ? " ok" : " error"));
+      audit.CellDestroyed(id, report);
     };
     manager->SetCellHooks(std::move(hooks));
   }
@@ -522,7 +540,8 @@ TEST_F(ServeAuditTest, SecretEventsNameTheSecretNeverItsValue) {
 }
 
 // on_destroying samples, Destroy runs, on_destroyed writes cell.destroy with the figures
-// sampled before and the cleanup result: "ok", or Destroy's error naming what was left.
+// sampled before, the cleanup report (what was removed, what was left and why) and the
+// result: "ok", or Destroy's error naming what was left.
 TEST_F(ServeAuditTest, CellDestroyIsWrittenAfterDestructionWithTheCleanupResult) {
   auto a = Open();
   ASSERT_TRUE(a) << a.error().message;
@@ -536,7 +555,8 @@ TEST_F(ServeAuditTest, CellDestroyIsWrittenAfterDestructionWithTheCleanupResult)
   ASSERT_TRUE(cells.manager->Close("s1"));
   Status bad = cells.manager->Close("s2");
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message.find("1 process left"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("cgroup: 1 process left"), std::string::npos)
+      << bad.error().message;
   cells.manager.reset();
   a->reset();  // the trail closed: read it whole
 
@@ -546,10 +566,26 @@ TEST_F(ServeAuditTest, CellDestroyIsWrittenAfterDestructionWithTheCleanupResult)
   for (auto& r : destroys) by_session[r["session"]] = r;
   const std::string ok_cell = by_session["s1"]["cell"];
   const std::string bad_cell = by_session["s2"]["cell"];
-  EXPECT_EQ(by_session["s1"]["cleanup"], "ok");
+  const nlohmann::json ok_cleanup = {
+      {"processes_killed", 3},
+      {"namespaces", {"pid", "mount", "net", "ipc", "uts"}},
+      {"cgroup_removed", {"/sys/fs/cgroup/mcpcell/" + ok_cell}},
+      {"dirs_removed", {"/state/cells/" + ok_cell + "/workspace", "/state/cells/" + ok_cell}},
+      {"id_range_released", true},
+      {"left", nlohmann::json::array()}};
+  EXPECT_EQ(by_session["s1"]["cleanup"], ok_cleanup) << by_session["s1"].dump();
+  EXPECT_EQ(by_session["s1"]["result"], "ok");
   EXPECT_EQ(by_session["s1"]["cpu_s"], 2.0);
   EXPECT_EQ(by_session["s1"]["pids_left"], 1);
-  EXPECT_EQ(by_session["s2"]["cleanup"], "destroy: 1 process left in cgroup");
+  const nlohmann::json& bad_cleanup = by_session["s2"]["cleanup"];
+  EXPECT_EQ(bad_cleanup["cgroup_removed"], nlohmann::json::array()) << bad_cleanup.dump();
+  EXPECT_EQ(bad_cleanup["processes_killed"], 3);
+  EXPECT_EQ(bad_cleanup["id_range_released"], true);
+  EXPECT_EQ(bad_cleanup["left"],
+            nlohmann::json::parse(R"([{"what":"cgroup","why":"1 process left in cgroup"}])"))
+      << bad_cleanup.dump();
+  EXPECT_EQ(by_session["s2"]["result"],
+            "destroy cell " + bad_cell + ": cgroup: 1 process left in cgroup");
   EXPECT_EQ(by_session["s2"]["cpu_s"], 2.0);
   const std::vector<std::string> s1_order = {"on_destroying " + ok_cell, "Destroy " + ok_cell,
                                              "on_destroyed " + ok_cell + " ok"};
@@ -602,7 +638,8 @@ TEST_F(ServeAuditTest, MaxLifetimeClosesTheSessionThenTellsTheListenerItsKind) {
   a->reset();
   auto destroys = OfType("cell.destroy");
   ASSERT_EQ(destroys.size(), 1u);
-  EXPECT_EQ(destroys[0]["cleanup"], "ok");
+  EXPECT_EQ(destroys[0]["result"], "ok");
+  EXPECT_EQ(destroys[0]["cleanup"]["left"], nlohmann::json::array());
 }
 
 // Pause and resume (issue 28): session.pause and session.resume with paused_s; the meter
@@ -612,7 +649,7 @@ TEST_F(ServeAuditTest, PauseAndResumeAreRecordedAndMeteredAsPausedTime) {
   auto a = Open();
   ASSERT_TRUE(a) << a.error().message;
   std::vector<std::string> log;
-  FakeCell cell("c1", Ok(), &log);
+  FakeCell cell("c1", sandbox::DestroyReport{}, &log);
   (*a)->CellBound(cell, "s1", "acme");
   auto meter = (*a)->usage()->For("s1");
   (*a)->SessionPaused(cell, "s1");
@@ -650,7 +687,7 @@ TEST_F(ServeAuditTest, EgressAfterTheLastCallIsMeteredAtUsageIntervalsAndWhenThe
     ASSERT_TRUE(client.Initialize().contains("result"));
     session = client.session()->id();
     std::vector<std::string> log;
-    FakeCell first("c1", Ok(), &log);
+    FakeCell first("c1", sandbox::DestroyReport{}, &log);
     (*a)->CellBound(first, session, "acme");
     egress.Set("c1", 100, 5000);  // a download in the background, after any call
     std::vector<nlohmann::json> usage;
@@ -664,13 +701,13 @@ TEST_F(ServeAuditTest, EgressAfterTheLastCallIsMeteredAtUsageIntervalsAndWhenThe
     EXPECT_EQ(usage[0]["tenant"], "acme");
     egress.Set("c1", 300, 9000);  // more, then the cell is replaced
     (*a)->CellDestroying(first);
-    (*a)->CellDestroyed("c1", Ok());
-    FakeCell second("c2", Ok(), &log);
+    (*a)->CellDestroyed("c1", sandbox::DestroyReport{});
+    FakeCell second("c2", sandbox::DestroyReport{}, &log);
     (*a)->CellBound(second, session, "acme");
     egress.Set("c2", 10, 1000);
     (*a)->SessionEnded(session, "client closed");
     (*a)->CellDestroying(second);
-    (*a)->CellDestroyed("c2", Ok());
+    (*a)->CellDestroyed("c2", sandbox::DestroyReport{});
   }
   a->reset();
   auto ends = OfType("session.end");
