@@ -345,7 +345,21 @@ Json Session::Impl::Unsubscribe(const Json& params, Context&) {
 
 // ---- prompts ----
 
-Json Session::Impl::ListPrompts(const Json& params, Context&) {
+namespace {
+// A 2026-07-28 client learns from server/discover whether prompts are served; a server that
+// does not declare them there does not answer their methods either (the spec's
+// ServerDeclaresPromptsInDiscover). Today's era keeps answering an empty list.
+void RequirePromptsInNewEra(const Json& capabilities, const Context& ctx) {
+  if (ctx.era_2026() && !capabilities.contains("prompts")) {
+    throw RpcException(kMethodNotFound,
+                       "Method not found: this server offers no prompts (server/discover "
+                       "does not declare the prompts capability)");
+  }
+}
+}  // namespace
+
+Json Session::Impl::ListPrompts(const Json& params, Context& ctx) {
+  RequirePromptsInNewEra(server->Capabilities(), ctx);
   std::vector<Json> items;
   {
     std::shared_lock lock(server->registry_mu);
@@ -355,6 +369,7 @@ Json Session::Impl::ListPrompts(const Json& params, Context&) {
 }
 
 Json Session::Impl::GetPrompt(const Json& params, Context& ctx) {
+  RequirePromptsInNewEra(server->Capabilities(), ctx);
   std::string name = StringParam(params, "name");
   auto prompt = server->FindPrompt(name);
   if (!prompt) throw RpcException(kInvalidParams, "Unknown prompt: " + name, {{"name", name}});

@@ -167,6 +167,39 @@ TEST_F(Era2026Test, TodaysEraIsUnchangedOnTheSameServer) {
   EXPECT_EQ(started_.load(), 1);
 }
 
+// server/discover is how a new-era client learns whether prompts are served: without the
+// capability there, their methods are not served either; today's era keeps its empty list.
+TEST(Era2026Prompts, OnlyServedToTheNewEraWhenDiscoverDeclaresThem) {
+  ServerOptions o = testing::TestOptions();
+  o.advertise_prompts = false;
+  Server server(o);
+  MemoryClient fresh(server);
+  Json caps = fresh.Request("server/discover", WithMeta(Json::object()))["result"]["capabilities"];
+  ASSERT_FALSE(caps.contains("prompts")) << caps.dump();
+  Json r = fresh.Request("prompts/list", WithMeta(Json::object()));
+  EXPECT_EQ(ErrorCode(r), kMethodNotFound) << r.dump();
+  EXPECT_NE(ErrorMessage(r).find("offers no prompts"), std::string::npos) << r.dump();
+  EXPECT_EQ(ErrorCode(fresh.Request("prompts/get", WithMeta({{"name", "x"}}))), kMethodNotFound);
+  MemoryClient old_client(server);
+  ASSERT_EQ(ErrorCode(old_client.Initialize("2025-11-25")), 0);
+  r = old_client.Request("prompts/list");
+  ASSERT_EQ(ErrorCode(r), 0) << r.dump();
+  EXPECT_TRUE(r["result"]["prompts"].empty());
+
+  Prompt p;
+  p.name = "hello";
+  p.handler = [](const std::map<std::string, std::string>&, Context&) {
+    return PromptResult::UserText("hi");
+  };
+  ASSERT_TRUE(server.AddPrompt(p).ok());
+  MemoryClient later(server);
+  caps = later.Request("server/discover", WithMeta(Json::object()))["result"]["capabilities"];
+  EXPECT_TRUE(caps.contains("prompts")) << caps.dump();
+  r = later.Request("prompts/list", WithMeta(Json::object()));
+  ASSERT_EQ(ErrorCode(r), 0) << r.dump();
+  EXPECT_EQ(r["result"]["prompts"][0]["name"], "hello");
+}
+
 TEST_F(Era2026Test, LogMessagesOnlyWhenTheRequestAsksForALevel) {
   MemoryClient quiet(server_);
   ASSERT_EQ(ErrorCode(quiet.Request("tools/call", WithMeta(Call("logs")))), 0);
