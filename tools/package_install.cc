@@ -9,6 +9,7 @@
 #include "base/utf8.h"
 #include "policies/package_env.h"
 #include "sandbox/cell_channel.h"
+#include "tools/audit_events.h"
 #include "tools/client_log.h"
 #include "tools/exec_runner.h"
 #include "tools/tool_args.h"
@@ -438,6 +439,12 @@ mcp::ToolResult RunPackageInstall(const ToolEnv& env, mcp::Context& ctx,
   if (!session_config) return mcp::ToolResult::Error(tool + ": no policy for this session");
   if (auto refused = CheckPackagesPolicy(*session_config, registry, parsed.requirements, tool)) {
     LogPolicyRefusals(ctx, tool, *refused);
+    // Refused before any request reaches the package service, so no package.* record
+    // follows: the call itself is the policy's refusal.
+    AuditEvent(env, ctx, "", "policy.refused",
+               {{"call", "tools/call " + tool},
+                {"rule", "packages of policy " + session_config->policy_name},
+                {"refused", refused->structured_content.value("refused", mcp::Json::array())}});
     return *refused;
   }
 

@@ -60,9 +60,9 @@ async function startServer(stateDir, policyFile) {
 
 // The package service's records in the audit trail (package.<result>), as
 // `mcpcell audit query` prints them.
-function auditRecords(stateDir) {
+function auditRecords(stateDir, type = 'package.') {
   const out = execFileSync(binary('mcpcell'),
-    ['audit', 'query', '--state-dir', stateDir, '--type', 'package.'], { encoding: 'utf8' });
+    ['audit', 'query', '--state-dir', stateDir, '--type', type], { encoding: 'utf8' });
   return out.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
 }
 // Every artifact, built once for the whole file (building takes seconds) into its own
@@ -229,6 +229,12 @@ describe('package tools: online through the server\'s cache', () => {
     const notAllowed = await call('pip_install', { packages: ['requests'] });
     assert.equal(notAllowed.isError, true);
     assert.match(notAllowed.structuredContent.refused[0].reason, /packages\.allow/);
+    // Each refusal is a policy.refused record naming the call, the policy and the packages.
+    const refusals = auditRecords(stateDir, 'policy.refused')
+      .filter((r) => r.call === 'tools/call pip_install');
+    assert.deepEqual(refusals.map((r) => r.refused.map((x) => x.package)),
+      [['evilpkg==6.6.6'], ['requests']], JSON.stringify(refusals));
+    for (const r of refusals) assert.match(r.rule, /^packages of policy /);
   });
 
   it('an sdist-only package is refused by default, saying why', async () => {
