@@ -96,7 +96,11 @@ mcp::Status RegisterCellTools(mcp::Server& server, const ToolEnv& env) {
           env,
           [&env, &inner](const mcp::Json& own, mcp::Context& c) {
             CallRedactorScope scope(env.secret_values, CallKey(c));
-            return RedactResult(inner(own, c), scope.Get().get());
+            // In two statements: the values are read once the call has its cell (a first
+            // call's cell gets the session's secrets when it is bound), and the order in
+            // which a call's arguments are evaluated is unspecified.
+            mcp::ToolResult plain = inner(own, c);
+            return RedactResult(std::move(plain), scope.Get().get());
           },
           args, ctx);
       if (env.on_call_done) {

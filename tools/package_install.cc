@@ -441,10 +441,12 @@ mcp::ToolResult RunPackageInstall(const ToolEnv& env, mcp::Context& ctx,
     LogPolicyRefusals(ctx, tool, *refused);
     // Refused before any request reaches the package service, so no package.* record
     // follows: the call itself is the policy's refusal.
+    const mcp::Json& shown = refused->structured_content;  // null when packages are off
     AuditEvent(env, ctx, "", "policy.refused",
                {{"call", "tools/call " + tool},
                 {"rule", "packages of policy " + session_config->policy_name},
-                {"refused", refused->structured_content.value("refused", mcp::Json::array())}});
+                {"refused", shown.is_object() ? shown.value("refused", mcp::Json::array())
+                                              : mcp::Json::array()}});
     return *refused;
   }
 
