@@ -97,7 +97,7 @@ constexpr int ChildStepOf(LaunchStep s) {
 // the launch tests run under ASan with detect_leaks=1 and report nothing.
 #define MCPCELL_CHILD __attribute__((no_sanitize("address", "undefined")))
 
-MCPCELL_CHILD [[noreturn]] void ChildFail(int error_fd, int step, int err) {
+[[noreturn]] MCPCELL_CHILD void ChildFail(int error_fd, int step, int err) {
   int report[2] = {step, err};
   (void)syscall(SYS_write, error_fd, report, sizeof report);
   syscall(SYS_exit_group, 127);
