@@ -53,12 +53,12 @@ Json Context::AwaitInput(Json input_requests) const {
     for (const auto& [key, unused] : input_requests.items()) out[key] = given[key];
     return out;
   }
-  if (request_->task) return request_->task->AwaitInput(input_requests);
+  if (auto task = request_->task.lock()) return task->AwaitInput(input_requests);
   RequireInput(std::move(input_requests));
 }
 
 void Context::OnTaskInput(std::function<void(const Json& responses)> fn) const {
-  if (request_->task) request_->task->OnInput(std::move(fn));
+  if (auto task = request_->task.lock()) task->OnInput(std::move(fn));
 }
 
 const Json& Context::input_responses() const { return request_->input_responses; }
@@ -86,13 +86,13 @@ void Context::RequireClientCapability(const std::string& name, const std::string
 }
 
 bool Context::Progress(double progress, double total, const std::string& message) const {
-  if (request_->task) {
+  if (auto task = request_->task.lock()) {
     // A task's client polls: the latest progress is its tasks/get statusMessage.
     std::string status = message;
     if (status.empty()) {
       status = "progress " + Json(progress).dump() + (total > 0 ? " of " + Json(total).dump() : "");
     }
-    request_->task->SetStatusMessage(std::move(status));
+    task->SetStatusMessage(std::move(status));
   }
   if (!request_->meta.is_object()) return false;
   auto token = request_->meta.find("progressToken");

@@ -38,8 +38,10 @@ struct RequestState {
   Json request_state;
   // Set when the call may become a task (tasks.h): the task the handler's Context reports
   // progress and asks input through. The handler then runs with a request state of its own,
-  // which the session's close does not cancel.
-  std::shared_ptr<Task> task;
+  // which the session's close does not cancel. Weak: the task owns this state (Task::run_),
+  // and the handler's run holds the task while it runs; a strong pointer back was a cycle
+  // that kept every task and its request state alive (ASan's leak check).
+  std::weak_ptr<Task> task;
   std::atomic<bool> cancelled{false};
   std::mutex mu;
   std::vector<std::function<void()>> on_cancel;  // guarded by mu
