@@ -22,11 +22,11 @@
 namespace mcpcell::serve {
 namespace {
 
+using sandbox::CellLease;
 using sandbox::celltest::Eventually;
 using sandbox::celltest::ProbeFactory;
 using sandbox::celltest::TempStateDir;
 using sandbox::celltest::TestCreateOptions;
-using sandbox::CellLease;
 using ::testing::HasSubstr;
 
 constexpr const char* kDirs = "/workspace";
@@ -42,7 +42,8 @@ std::string Sh(const CellLease& lease, const std::string& script) {
 std::string Fingerprint(const CellLease& lease) {
   return Sh(lease, std::string("for d in ") + kDirs +
                        "; do find $d -printf '%p %y %m %U %l\\n'; done | sort; "
-                       "find " + kDirs + " -type f -exec sha256sum {} + | sort");
+                       "find " +
+                       kDirs + " -type f -exec sha256sum {} + | sort");
 }
 
 void WriteFiles(const CellLease& lease) {

@@ -7,7 +7,6 @@
 // implicit cell and sees neither `sandbox` nor the sandbox tools: tools/list differs per era.
 
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -16,9 +15,8 @@ import { after, before, describe, it } from 'node:test';
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernHttp } from
   '@modelcontextprotocol/client';
 
-import { connectHttp, post, startHttpServer } from './http_util.mjs';
+import { connectHttp, post, startHttpServer, tenantsConfig } from './http_util.mjs';
 
-const sha = (t) => createHash('sha256').update(t).digest('hex');
 const kAlice = 'alice-token-sandbox-handles-01';
 const kBob = 'bob-token-sandbox-handles-0002';
 const kServerId = 'mcpcell-e2e-0';
@@ -48,18 +46,9 @@ describe('mcpcell over HTTP: sandbox handles for 2026-07-28 beside sessions', ()
     dir = mkdtempSync(path.join(tmpdir(), 'mcpcell-sbx-e2e-'));
     stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-sbx-state-'));
     const config = path.join(dir, 'http.toml');
-    writeFileSync(config, `
-[[tenant]]
-name = "alice"
-token_sha256 = ["${sha(kAlice)}"]
-policy = "default"
-max_sessions = 4
-
-[[tenant]]
-name = "bob"
-token_sha256 = ["${sha(kBob)}"]
-policy = "default"
-`);
+    writeFileSync(config, tenantsConfig([
+      { name: 'alice', token: kAlice, extra: 'max_sessions = 4' },
+      { name: 'bob', token: kBob }]));
     server = await startHttpServer('mcpcell', ['serve', '--http', '127.0.0.1:0', '--http-config',
       config, '--state-dir', stateDir, '--server-id', kServerId, '--warm-cells', '0']);
     alice = await connectModern(server.url, kAlice);

@@ -8,15 +8,13 @@
 // the wire shapes are the ones the spec names.
 
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import { startHttpServer } from './http_util.mjs';
+import { startHttpServer, tenantsConfig } from './http_util.mjs';
 
-const sha = (t) => createHash('sha256').update(t).digest('hex');
 const kAlice = 'alice-token-tasks-e2e-000001';
 const kBob = 'bob-token-tasks-e2e-00000002';
 const kVersion = '2026-07-28';
@@ -93,17 +91,8 @@ describe('mcpcell over HTTP: run_command as a task (2026-07-28 Tasks extension)'
     dir = mkdtempSync(path.join(tmpdir(), 'mcpcell-tasks-e2e-'));
     stateDir = mkdtempSync(path.join(tmpdir(), 'mcpcell-tasks-state-'));
     const config = path.join(dir, 'http.toml');
-    writeFileSync(config, `
-[[tenant]]
-name = "alice"
-token_sha256 = ["${sha(kAlice)}"]
-policy = "default"
-
-[[tenant]]
-name = "bob"
-token_sha256 = ["${sha(kBob)}"]
-policy = "default"
-`);
+    writeFileSync(config, tenantsConfig([{ name: 'alice', token: kAlice },
+      { name: 'bob', token: kBob }]));
     server = await startHttpServer('mcpcell', ['serve', '--http', '127.0.0.1:0', '--http-config',
       config, '--state-dir', stateDir, '--warm-cells', '0']);
     url = server.url;

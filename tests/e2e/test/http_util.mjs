@@ -2,6 +2,7 @@
 // (it prints its URL on stderr), connect the official SDK client over
 // StreamableHTTPClientTransport, and send raw HTTP for the bad-input checks.
 
+import { createHash } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 
@@ -91,4 +92,16 @@ export function rawPost(url, body, headers = {}) {
     req.on('error', reject);
     req.end(data);
   });
+}
+
+// The [[tenant]] tables of an HTTP config (`serve --http-config`): each {name, token,
+// policy (default "default"), extra (more TOML lines of the table)}; tokens stored as the
+// SHA-256 the config takes.
+export function tenantsConfig(tenants) {
+  return tenants.map(({ name, token, policy = 'default', extra = '' }) => `
+[[tenant]]
+name = "${name}"
+token_sha256 = ["${createHash('sha256').update(token).digest('hex')}"]
+policy = "${policy}"
+${extra}`).join('');
 }
